@@ -1,0 +1,51 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error is a failure a client can act on: a stable Code (llm_auth,
+// store_unavailable, ...), a Message saying what happened and a Hint naming
+// the flag, variable or command to check. It is what the SSE error event
+// carries and what is stored with the query.
+type Error struct {
+	// Stage is the stage that failed (filled in by the pipeline when empty).
+	Stage   string `json:"stage"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+	// Status is the upstream HTTP status, when there was one.
+	Status int `json:"-"`
+	// RequestID is the upstream's request id, when it sent one.
+	RequestID string `json:"-"`
+	Err       error  `json:"-"`
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return e.Code + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Codes the pipeline itself produces; parts define their own (llm_auth, ...).
+const (
+	CodeCancelled = "cancelled"
+	CodeInternal  = "internal"
+)
+
+// AsError returns err as an *Error, classifying what is not one as
+// stage_failed for the given stage.
+func AsError(stage string, err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Stage == "" {
+			e.Stage = stage
+		}
+		return e
+	}
+	return &Error{Stage: stage, Code: stage + "_failed", Message: err.Error(), Err: err}
+}

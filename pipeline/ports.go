@@ -1,0 +1,205 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// Embedder turns texts into vectors.
+//
+// Contract: it returns exactly one vector per input text, in input order, all
+// of the same dimension; it must not keep or modify the input slice; it is
+// safe for concurrent use; it honours ctx cancellation.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+}
+
+// Searcher finds the chunks nearest to a query vector.
+//
+// Contract: it returns at most k hits, best first, each with Score set to the
+// similarity (higher is better; cosine for the built-in stores); an empty
+// index yields no hits and no error; it is safe for concurrent use, including
+// while documents are being ingested.
+type Searcher interface {
+	Search(ctx context.Context, query []float32, k int, filter Filter) ([]Hit, error)
+}
+
+// Reranker reorders search hits by their relevance to the question.
+//
+// Contract: it returns at most topN of the given hits (topN ≥ 1), best first,
+// with RerankScore set; it never invents hits and leaves Score untouched; the
+// input slice may be reordered but not resized.
+type Reranker interface {
+	Rerank(ctx context.Context, question string, hits []Hit, topN int) ([]Hit, error)
+}
+
+// Generator streams an answer.
+//
+// Contract: it calls emit once per non-empty delta, in order, from the calling
+// goroutine, with Delta.At set to the moment the delta was received from the
+// model; if emit returns an error it stops, cancels the upstream call and
+// returns that error. It returns the timings it observed even on failure
+// (zero times for what did not happen). A cancelled ctx yields an error that
+// wraps ctx.Err(), never a nil error with a partial answer. Failures it can
+// classify are returned as *Error with a stable Code and a Hint.
+type Generator interface {
+	Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error)
+}
+
+// TokenCounter counts the tokens a model would see in a text.
+//
+// Contract: deterministic, safe for concurrent use, Count("") == 0.
+type TokenCounter interface {
+	Count(text string) int
+}
+
+// Recorder stores finished queries.
+//
+// Contract: Record must not block on storage (the request path never waits on
+// the database); what it cannot keep it counts. It is safe for concurrent use.
+type Recorder interface {
+	Record(rec Record)
+}
+
+// Stream receives one query's events as they happen; the SSE writer in api/
+// implements it, and so does anything that runs the pipeline without HTTP.
+//
+// Contract: each method writes (and, for a network stream, flushes) its event
+// before returning; a returned error means the client is gone and the
+// pipeline stops with status cancelled.
+type Stream interface {
+	Meta(m Meta) error
+	Stage(s Span) error
+	Sources(sources []Source) error
+	Delta(d Delta) error
+	Done(rec Record) error
+	Fail(e *Error) error
+}
+
+// Chunk is a piece of a document as it is stored in an index.
+type Chunk struct {
+	ID       string            `json:"chunk_id"`
+	DocID    string            `json:"doc_id"`
+	Title    string            `json:"title"`
+	Index    int               `json:"chunk"`
+	Text     string            `json:"text"`
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Hit is a chunk found by a search, with its scores.
+type Hit struct {
+	Chunk
+	// Score is the search similarity (higher is better).
+	Score float64
+	// RerankScore is set by a Reranker; nil when no reranking happened.
+	RerankScore *float64
+}
+
+// Filter narrows a search. The zero value matches everything.
+type Filter struct {
+	// DocIDs, when not empty, keeps only chunks of these documents.
+	DocIDs []string `json:"doc_id,omitempty"`
+	// Metadata keeps only chunks whose metadata has every key = value.
+	Metadata map[string]string `json:"metadata,omitempty"`
+}
+
+// Message is one chat message of a prompt.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// GenerateRequest is what a Generator is asked.
+type GenerateRequest struct {
+	// Model overrides the generator's configured model when not empty.
+	Model string
+	// Messages is the prompt: the stable system part first, then the
+	// retrieved context in rank order, then the question.
+	Messages []Message
+	// MaxTokens bounds the answer.
+	MaxTokens int
+	// Question is the user's question, verbatim.
+	Question string
+	// Sources are the chunks in the context, in rank order; source n (1-based)
+	// is cited as [n].
+	Sources []Source
+}
+
+// Delta is one piece of streamed output.
+type Delta struct {
+	Text string `json:"text"`
+	// Reasoning marks thinking output (shown apart, or hidden).
+	Reasoning bool `json:"-"`
+	// At is when the generator received the delta from the model.
+	At time.Time `json:"-"`
+}
+
+// Generation is what a Generator observed of one call. Times are wall-clock
+// readings carrying Go's monotonic clock; zero means it did not happen.
+type Generation struct {
+	Provider string
+	Model    string
+	// RequestStart is when the upstream call began (before any connection).
+	RequestStart time.Time
+	// GotConn is when a connection was obtained (new or reused).
+	GotConn time.Time
+	// WroteRequest is when the request was fully written.
+	WroteRequest time.Time
+	// FirstToken and LastToken bound the streamed deltas of any kind.
+	FirstToken time.Time
+	LastToken  time.Time
+	// Conn describes the connection.
+	Conn ConnInfo
+	// Usage as the provider reported it (or as counted locally).
+	Usage Usage
+	// Chunks counts the streamed deltas.
+	Chunks int
+	// ServerTimings are the server's own figures in milliseconds, when it
+	// reports them (keys such as server_queue_ms, server_prefill_ms).
+	ServerTimings map[string]float64
+	// UpstreamStatus is the HTTP status of the upstream response, 0 if none.
+	UpstreamStatus int
+	// RequestID is the upstream's request id, when it sent one.
+	RequestID string
+}
+
+// ConnInfo describes the connection an LLM call used.
+type ConnInfo struct {
+	Reused  bool
+	DNS     time.Duration
+	Connect time.Duration
+	TLS     time.Duration
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+	ReasoningTokens  int `json:"reasoning_tokens"`
+}
+
+// Source is a chunk as it is shown to the client, with its rank in the
+// context (1-based; citations [n] refer to it).
+type Source struct {
+	Rank        int      `json:"rank"`
+	ChunkID     string   `json:"chunk_id"`
+	DocID       string   `json:"doc_id"`
+	Title       string   `json:"title"`
+	Score       float64  `json:"score"`
+	RerankScore *float64 `json:"rerank_score"`
+	Text        string   `json:"text"`
+}
+
+// Meta is the first event of a stream.
+type Meta struct {
+	QueryID    string `json:"query_id"`
+	Model      string `json:"model"`
+	Provider   string `json:"provider"`
+	TopK       int    `json:"top_k"`
+	RerankTopN int    `json:"rerank_top_n"`
+	MaxTokens  int    `json:"max_tokens"`
+	Embedder   string `json:"embedder"`
+	Store      string `json:"store"`
+	Reranker   string `json:"reranker"`
+}
