@@ -1,0 +1,560 @@
+package pipeline
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Config wires a Pipeline. Embedder, Searcher, Generator and Counter are
+// required; a nil Reranker means reranking is off; a nil Recorder stores
+// nothing.
+type Config struct {
+	Embedder  Embedder
+	Searcher  Searcher
+	Reranker  Reranker
+	Generator Generator
+	Counter   TokenCounter
+	Recorder  Recorder
+
+	// Names shown in meta and stage attrs.
+	EmbedderName string
+	StoreName    string
+	RerankerName string
+	Provider     string
+	Model        string
+
+	// MaxConcurrent bounds queries running at once; 0 means no limit (and
+	// the queue stage is always 0).
+	MaxConcurrent int
+	// MaxContextTokens is the budget for retrieved context in the prompt;
+	// lower-ranked chunks are dropped (and a lone chunk trimmed) to fit.
+	MaxContextTokens int
+	// SystemPrompt is the stable first part of the prompt; empty uses
+	// DefaultSystemPrompt.
+	SystemPrompt string
+	// StoreQuestion keeps the question text; false keeps only its SHA-256.
+	StoreQuestion bool
+	// HideReasoning times reasoning deltas but does not forward them.
+	HideReasoning bool
+}
+
+// DefaultSystemPrompt asks the model to answer from the numbered sources.
+const DefaultSystemPrompt = "You answer questions using only the numbered sources provided by the user. " +
+	"Cite the sources you use as [n], where n is the source number. " +
+	"If the sources do not contain the answer, say so plainly."
+
+// DefaultMaxContextTokens is the context budget when none is configured.
+const DefaultMaxContextTokens = 6000
+
+// Pipeline runs questions through the timed stages. It is safe for
+// concurrent use.
+type Pipeline struct {
+	cfg Config
+	sem chan struct{}
+}
+
+// New checks cfg and returns a Pipeline.
+func New(cfg Config) (*Pipeline, error) {
+	switch {
+	case cfg.Embedder == nil:
+		return nil, errors.New("pipeline: no embedder configured")
+	case cfg.Searcher == nil:
+		return nil, errors.New("pipeline: no vector store configured")
+	case cfg.Generator == nil:
+		return nil, errors.New("pipeline: no generator configured")
+	case cfg.Counter == nil:
+		return nil, errors.New("pipeline: no token counter configured")
+	case cfg.MaxConcurrent < 0:
+		return nil, fmt.Errorf("pipeline: --max-concurrent must be 0 (no limit) or more, got %d", cfg.MaxConcurrent)
+	}
+	if cfg.SystemPrompt == "" {
+		cfg.SystemPrompt = DefaultSystemPrompt
+	}
+	if cfg.MaxContextTokens <= 0 {
+		cfg.MaxContextTokens = DefaultMaxContextTokens
+	}
+	if cfg.RerankerName == "" {
+		cfg.RerankerName = "none"
+	}
+	p := &Pipeline{cfg: cfg}
+	if cfg.MaxConcurrent > 0 {
+		p.sem = make(chan struct{}, cfg.MaxConcurrent)
+	}
+	return p, nil
+}
+
+// Run answers req (already normalised) into out and returns the finished
+// record, which it has also handed to the Recorder. t0 is taken on entry.
+func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
+	q := p.start(req)
+	rec := q.run(ctx, out)
+	if p.cfg.Recorder != nil {
+		p.cfg.Recorder.Record(rec)
+	}
+	return rec
+}
+
+// query is one run's state: its clock and what it has observed so far.
+type query struct {
+	p     *Pipeline
+	req   Request
+	id    string
+	t0    time.Time
+	spans []Span
+
+	firstAt  time.Time // first delta of any kind flushed
+	answerAt time.Time // first answer delta flushed
+	deltaAt  []time.Time
+	gen      Generation
+}
+
+func (p *Pipeline) start(req Request) *query {
+	return &query{p: p, req: req, id: uuid.NewString(), t0: time.Now(), spans: make([]Span, 0, 8)}
+}
+
+// ms converts a clock reading to milliseconds since t0, µs resolution.
+func (q *query) ms(at time.Time) float64 { return roundMs(at.Sub(q.t0)) }
+
+func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+func round3(x float64) float64 {
+	return float64(time.Duration(x*1e6).Round(time.Microsecond)) / 1e6
+}
+
+// span records a finished stage and sends it to out.
+func (q *query) span(out Stream, name string, start, end time.Time, attrs map[string]any) error {
+	if end.Before(start) {
+		end = start
+	}
+	s := Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}
+	s.DurationMs = round3(q.ms(end) - s.StartMs)
+	q.spans = append(q.spans, s)
+	if out == nil {
+		return nil
+	}
+	return out.Stage(s)
+}
+
+func (q *query) run(ctx context.Context, out Stream) Record {
+	cfg := q.p.cfg
+	model := cfg.Model
+	if q.req.Model != "" {
+		model = q.req.Model
+	}
+	meta := Meta{QueryID: q.id, Model: model, Provider: cfg.Provider, TopK: q.req.TopK,
+		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, Embedder: cfg.EmbedderName,
+		Store: cfg.StoreName, Reranker: cfg.RerankerName}
+	if err := out.Meta(meta); err != nil {
+		return q.finish(out, model, clientGone(err))
+	}
+	if err := q.retrieveAndGenerate(ctx, out, model); err != nil {
+		return q.finish(out, model, err)
+	}
+	return q.finish(out, model, nil)
+}
+
+// errClientGone marks a failed write to the client: the query is cancelled,
+// and nothing more is written.
+var errClientGone = errors.New("client went away")
+
+func clientGone(err error) error { return fmt.Errorf("%w: %v", errClientGone, err) }
+
+func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model string) error {
+	cfg := q.p.cfg
+
+	// queue
+	admitted := q.t0
+	if q.p.sem != nil {
+		select {
+		case q.p.sem <- struct{}{}:
+			defer func() { <-q.p.sem }()
+		case <-ctx.Done():
+			return &Error{Stage: StageQueue, Code: CodeCancelled, Message: "cancelled while queued", Err: ctx.Err()}
+		}
+		admitted = time.Now()
+	}
+	if err := q.span(out, StageQueue, q.t0, admitted, map[string]any{"limit": cfg.MaxConcurrent}); err != nil {
+		return clientGone(err)
+	}
+
+	// embed
+	start := time.Now()
+	vecs, err := cfg.Embedder.Embed(ctx, []string{q.req.Question})
+	end := time.Now()
+	if err == nil && len(vecs) != 1 {
+		err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
+	}
+	if err != nil {
+		_ = q.span(out, StageEmbed, start, end, map[string]any{"embedder": cfg.EmbedderName})
+		return stageErr(ctx, StageEmbed, err)
+	}
+	if err := q.span(out, StageEmbed, start, end, map[string]any{"embedder": cfg.EmbedderName, "dim": len(vecs[0])}); err != nil {
+		return clientGone(err)
+	}
+
+	// search
+	start = time.Now()
+	hits, err := cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, q.req.Filter)
+	end = time.Now()
+	searchAttrs := map[string]any{"k": q.req.TopK, "hits": len(hits), "store": cfg.StoreName}
+	if err != nil {
+		_ = q.span(out, StageSearch, start, end, searchAttrs)
+		return stageErr(ctx, StageSearch, err)
+	}
+	if err := q.span(out, StageSearch, start, end, searchAttrs); err != nil {
+		return clientGone(err)
+	}
+
+	// rerank
+	start = time.Now()
+	candidates := len(hits)
+	topN := q.req.RerankTopN
+	rerankAttrs := map[string]any{"candidates": candidates, "top_n": topN, "reranker": cfg.RerankerName}
+	switch {
+	case topN == 0:
+		rerankAttrs["reranker"] = "off"
+	case cfg.Reranker == nil:
+		hits = hits[:min(topN, len(hits))]
+	case len(hits) > 0:
+		hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, hits, topN)
+	}
+	end = time.Now()
+	if err != nil {
+		_ = q.span(out, StageRerank, start, end, rerankAttrs)
+		return stageErr(ctx, StageRerank, err)
+	}
+	if err := q.span(out, StageRerank, start, end, rerankAttrs); err != nil {
+		return clientGone(err)
+	}
+
+	// assemble
+	start = time.Now()
+	prompt := q.assemble(hits)
+	end = time.Now()
+	if err := q.span(out, StageAssemble, start, end, map[string]any{
+		"chunks": len(prompt.sources), "dropped": prompt.dropped,
+		"context_tokens": prompt.contextTokens, "prompt_tokens": prompt.promptTokens,
+	}); err != nil {
+		return clientGone(err)
+	}
+	if err := out.Sources(prompt.sources); err != nil {
+		return clientGone(err)
+	}
+
+	// generate
+	greq := GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
+		Question: q.req.Question, Sources: prompt.sources}
+	gen, err := cfg.Generator.Generate(ctx, greq, func(d Delta) error { return q.emit(out, d) })
+	q.gen = gen
+	if gen.Usage.PromptTokens == 0 {
+		q.gen.Usage.PromptTokens = prompt.promptTokens
+	}
+	if gen.Usage.CompletionTokens == 0 {
+		q.gen.Usage.CompletionTokens = gen.Chunks
+	}
+	if serr := q.generationSpans(out); serr != nil && err == nil {
+		err = clientGone(serr)
+	}
+	if err != nil {
+		if errors.Is(err, errClientGone) {
+			return err
+		}
+		return stageErr(ctx, q.failedLLMStage(), err)
+	}
+	return nil
+}
+
+// emit forwards one delta to the client and stamps the first-token times
+// after it has been written and flushed.
+func (q *query) emit(out Stream, d Delta) error {
+	if d.At.IsZero() {
+		d.At = time.Now()
+	}
+	q.deltaAt = append(q.deltaAt, d.At)
+	if d.Reasoning && q.p.cfg.HideReasoning {
+		return nil
+	}
+	if err := out.Delta(d); err != nil {
+		return clientGone(err)
+	}
+	if q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero()) {
+		now := time.Now()
+		if q.firstAt.IsZero() {
+			q.firstAt = now
+		}
+		if !d.Reasoning && q.answerAt.IsZero() {
+			q.answerAt = now
+		}
+	}
+	return nil
+}
+
+// generationSpans turns the generator's observations into the llm_connect,
+// llm_prefill and llm_decode stages, as far as they happened.
+func (q *query) generationSpans(out Stream) error {
+	g := q.gen
+	if g.RequestStart.IsZero() {
+		return nil
+	}
+	if g.GotConn.IsZero() {
+		return q.span(out, StageLLMConnect, g.RequestStart, time.Now(), nil)
+	}
+	connAttrs := map[string]any{
+		"reused":     g.Conn.Reused,
+		"dns_ms":     roundMs(g.Conn.DNS),
+		"connect_ms": roundMs(g.Conn.Connect),
+		"tls_ms":     roundMs(g.Conn.TLS),
+	}
+	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs); err != nil {
+		return err
+	}
+	written := g.WroteRequest
+	if written.IsZero() {
+		written = g.GotConn
+	}
+	prefillAttrs := map[string]any{}
+	for k, v := range g.ServerTimings {
+		prefillAttrs[k] = v
+	}
+	if g.UpstreamStatus != 0 {
+		prefillAttrs["status"] = g.UpstreamStatus
+	}
+	first := g.FirstToken
+	if first.IsZero() {
+		return q.span(out, StageLLMPrefill, written, time.Now(), prefillAttrs)
+	}
+	if err := q.span(out, StageLLMPrefill, written, first, prefillAttrs); err != nil {
+		return err
+	}
+	p50, p95, pmax := itlStats(q.deltaAt)
+	last := g.LastToken
+	if last.IsZero() {
+		last = first
+	}
+	return q.span(out, StageLLMDecode, first, last, map[string]any{
+		"chunks":            g.Chunks,
+		"completion_tokens": q.gen.Usage.CompletionTokens,
+		"itl_p50_ms":        p50,
+		"itl_p95_ms":        p95,
+		"itl_max_ms":        pmax,
+	})
+}
+
+// failedLLMStage names the generation stage a failure belongs to.
+func (q *query) failedLLMStage() string {
+	switch {
+	case q.gen.GotConn.IsZero():
+		return StageLLMConnect
+	case q.gen.FirstToken.IsZero():
+		return StageLLMPrefill
+	default:
+		return StageLLMDecode
+	}
+}
+
+// stageErr classifies err as the failure of stage, turning a cancelled
+// context into a cancellation.
+func stageErr(ctx context.Context, stage string, err error) error {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return &Error{Stage: stage, Code: CodeCancelled, Message: "the client went away", Err: err}
+	}
+	return AsError(stage, err)
+}
+
+// finish derives the numbers, writes done or error, and builds the record.
+func (q *query) finish(out Stream, model string, runErr error) Record {
+	cfg := q.p.cfg
+	rec := Record{
+		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
+		MaxTokens: q.req.MaxTokens, Model: model, Provider: cfg.Provider, Status: StatusOK,
+		Usage: q.gen.Usage, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
+	}
+	if q.gen.Model != "" {
+		rec.Model = q.gen.Model
+	}
+	sum := sha256.Sum256([]byte(q.req.Question))
+	rec.QuestionSHA256 = hex.EncodeToString(sum[:])
+	if cfg.StoreQuestion {
+		rec.Question = q.req.Question
+	}
+	if !q.gen.GotConn.IsZero() {
+		reused := q.gen.Conn.Reused
+		rec.ConnReused = &reused
+	}
+	for _, s := range q.spans {
+		switch s.Name {
+		case StageQueue:
+			rec.QueueMs += s.DurationMs
+		case StageEmbed, StageSearch, StageRerank, StageAssemble:
+			rec.RetrievalMs += s.DurationMs
+		case StageLLMConnect:
+			rec.GenTTFTMs += s.DurationMs
+		case StageLLMPrefill:
+			rec.GenTTFTMs += s.DurationMs
+			rec.LLMPrefillMs = s.DurationMs
+		}
+	}
+	rec.RetrievalMs = round3(rec.RetrievalMs)
+	rec.GenTTFTMs = round3(rec.GenTTFTMs)
+	if !q.firstAt.IsZero() {
+		v := q.ms(q.firstAt)
+		rec.FirstTokenMs = &v
+	}
+	if !q.answerAt.IsZero() {
+		ttft := q.ms(q.answerAt)
+		overhead := round3(ttft - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
+		rec.TTFTMs, rec.OverheadMs = &ttft, &overhead
+		if ttft > 0 {
+			rs, ps := rec.RetrievalMs/ttft, rec.LLMPrefillMs/ttft
+			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
+		}
+	}
+	rec.Stages = q.spans
+
+	var perr *Error
+	switch {
+	case runErr == nil:
+	case errors.Is(runErr, errClientGone):
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, CodeCancelled, "the client went away"
+	case errors.As(runErr, &perr) && perr.Code == CodeCancelled:
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, CodeCancelled, perr.Message
+	default:
+		perr = AsError("", runErr)
+		if perr.Code == "llm_cancelled" {
+			rec.Status = StatusCancelled
+		} else {
+			rec.Status = StatusError
+		}
+		rec.ErrorCode, rec.ErrorMessage = perr.Code, perr.Message
+		if perr.Status != 0 && rec.UpstreamStatus == 0 {
+			rec.UpstreamStatus = perr.Status
+		}
+		if perr.RequestID != "" && rec.RequestID == "" {
+			rec.RequestID = perr.RequestID
+		}
+	}
+	rec.E2EMs = q.ms(time.Now())
+	switch rec.Status {
+	case StatusOK:
+		_ = out.Done(rec)
+	case StatusError:
+		_ = out.Fail(perr)
+	}
+	return rec
+}
+
+// itlStats returns the p50, p95 and max gap between consecutive deltas, in
+// milliseconds (nearest-rank percentiles; zeros with fewer than two deltas).
+func itlStats(at []time.Time) (p50, p95, pmax float64) {
+	if len(at) < 2 {
+		return 0, 0, 0
+	}
+	gaps := make([]time.Duration, len(at)-1)
+	for i := 1; i < len(at); i++ {
+		gaps[i-1] = at[i].Sub(at[i-1])
+	}
+	slices.Sort(gaps)
+	pick := func(p float64) float64 {
+		i := int(p*float64(len(gaps))+0.999999) - 1
+		i = max(0, min(i, len(gaps)-1))
+		return roundMs(gaps[i])
+	}
+	return pick(0.50), pick(0.95), roundMs(gaps[len(gaps)-1])
+}
+
+// promptParts is what assemble produces.
+type promptParts struct {
+	messages      []Message
+	sources       []Source
+	contextTokens int
+	promptTokens  int
+	dropped       int
+}
+
+// Per-message framing tokens of the chat format (OpenAI's counting guide:
+// about 3 per message plus 3 to prime the reply).
+const (
+	tokensPerMessage = 3
+	tokensReplyPrime = 3
+)
+
+// assemble builds the prompt: system instructions first (stable, so a
+// provider's prefix cache can reuse it), then the sources in rank order,
+// then the question last. It drops the lowest-ranked chunks that do not fit
+// the context budget, and trims a lone first chunk that alone exceeds it.
+func (q *query) assemble(hits []Hit) promptParts {
+	cfg := q.p.cfg
+	var parts promptParts
+	blocks := make([]string, 0, len(hits))
+	budget := cfg.MaxContextTokens
+	for i, h := range hits {
+		block := sourceBlock(len(blocks)+1, h.Title, h.Text)
+		n := cfg.Counter.Count(block)
+		if parts.contextTokens+n > budget {
+			if len(blocks) > 0 {
+				parts.dropped = len(hits) - i
+				break
+			}
+			h.Text = trimToTokens(cfg.Counter, h.Text, budget-cfg.Counter.Count(sourceBlock(1, h.Title, "")))
+			block = sourceBlock(1, h.Title, h.Text)
+			n = cfg.Counter.Count(block)
+		}
+		blocks = append(blocks, block)
+		parts.contextTokens += n
+		parts.sources = append(parts.sources, Source{
+			Rank: len(blocks), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
+			Score: h.Score, RerankScore: h.RerankScore, Text: h.Text,
+		})
+	}
+	var user strings.Builder
+	user.WriteString("Sources:\n\n")
+	for _, b := range blocks {
+		user.WriteString(b)
+		user.WriteString("\n\n")
+	}
+	if len(blocks) == 0 {
+		user.WriteString("(no sources were found)\n\n")
+	}
+	user.WriteString("Question: ")
+	user.WriteString(q.req.Question)
+	parts.messages = []Message{
+		{Role: "system", Content: cfg.SystemPrompt},
+		{Role: "user", Content: user.String()},
+	}
+	parts.promptTokens = tokensReplyPrime
+	for _, m := range parts.messages {
+		parts.promptTokens += tokensPerMessage + cfg.Counter.Count(m.Content)
+	}
+	return parts
+}
+
+func sourceBlock(n int, title, text string) string {
+	return fmt.Sprintf("[%d] %s\n%s", n, title, text)
+}
+
+// trimToTokens cuts text at a word boundary so that it counts at most limit
+// tokens, by halving search over the word count.
+func trimToTokens(c TokenCounter, text string, limit int) string {
+	if limit <= 0 {
+		return ""
+	}
+	words := strings.Fields(text)
+	lo, hi := 0, len(words)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if c.Count(strings.Join(words[:mid], " ")) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return strings.Join(words[:lo], " ")
+}

@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
+// Limits on a request; the API and the sweep validate against them.
+const (
+	DefaultTopK        = 5
+	MaxTopK            = 100
+	DefaultMaxTokens   = 256
+	MaxMaxTokens       = 4096
+	DefaultMaxQuestion = 4000
+)
+
+// Request is one question and its tuning knobs.
+type Request struct {
+	Question string `json:"question"`
+	// TopK is how many chunks the search returns (1–100).
+	TopK int `json:"top_k"`
+	// RerankTopN is how many reranked chunks go to the context (0–TopK);
+	// 0 turns reranking off and sends all TopK hits in search order.
+	RerankTopN int `json:"rerank_top_n"`
+	// MaxTokens bounds the answer (1–4096).
+	MaxTokens int `json:"max_tokens"`
+	// Model overrides the configured model when not empty.
+	Model  string `json:"model"`
+	Filter Filter `json:"filters"`
+}
+
+// ValidationError names the request field that is wrong. The API answers
+// it with HTTP 400 before any stream starts.
+type ValidationError struct {
+	Field   string
+	Code    string
+	Message string
+}
+
+func (e *ValidationError) Error() string { return e.Message }
+
+// Unset marks an integer knob the caller did not give, so defaults apply.
+const Unset = math.MinInt
+
+// Normalize applies defaults to knobs set to Unset and checks every field,
+// returning a *ValidationError naming
+// the first field that is wrong. maxQuestion bounds the question in
+// characters (runes).
+func (r *Request) Normalize(maxQuestion int) error {
+	r.Question = strings.TrimSpace(r.Question)
+	if r.Question == "" {
+		return &ValidationError{Field: "question", Code: "question_required", Message: "question is required"}
+	}
+	if !utf8.ValidString(r.Question) {
+		return &ValidationError{Field: "question", Code: "question_invalid", Message: "question must be valid UTF-8"}
+	}
+	if n := utf8.RuneCountInString(r.Question); maxQuestion > 0 && n > maxQuestion {
+		return &ValidationError{Field: "question", Code: "question_too_long",
+			Message: fmt.Sprintf("question has %d characters; at most %d are allowed (--max-question-chars)", n, maxQuestion)}
+	}
+	if r.TopK == Unset {
+		r.TopK = DefaultTopK
+	}
+	if r.TopK < 1 || r.TopK > MaxTopK {
+		return &ValidationError{Field: "top_k", Code: "top_k_out_of_range",
+			Message: fmt.Sprintf("top_k must be between 1 and %d, got %d", MaxTopK, r.TopK)}
+	}
+	if r.RerankTopN == Unset {
+		r.RerankTopN = min(r.TopK, 3)
+	}
+	if r.RerankTopN < 0 || r.RerankTopN > r.TopK {
+		return &ValidationError{Field: "rerank_top_n", Code: "rerank_top_n_out_of_range",
+			Message: fmt.Sprintf("rerank_top_n must be between 0 and top_k (%d), got %d", r.TopK, r.RerankTopN)}
+	}
+	if r.MaxTokens == Unset {
+		r.MaxTokens = DefaultMaxTokens
+	}
+	if r.MaxTokens < 1 || r.MaxTokens > MaxMaxTokens {
+		return &ValidationError{Field: "max_tokens", Code: "max_tokens_out_of_range",
+			Message: fmt.Sprintf("max_tokens must be between 1 and %d, got %d", MaxMaxTokens, r.MaxTokens)}
+	}
+	if len(r.Model) > 200 {
+		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name is longer than 200 bytes"}
+	}
+	for k := range r.Filter.Metadata {
+		if k == "" {
+			return &ValidationError{Field: "filters", Code: "filters_invalid", Message: "filters.metadata has an empty key"}
+		}
+	}
+	return nil
+}
