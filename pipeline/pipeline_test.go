@@ -1,0 +1,358 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The doubles below are deliberately tiny: these tests check the runner's
+// own arithmetic and control flow. The real parts are exercised end to end
+// in cmd/ragtime's tests.
+
+type wordCounter struct{}
+
+func (wordCounter) Count(s string) int { return len(strings.Fields(s)) }
+
+type fixedEmbedder struct{ err error }
+
+func (e fixedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if e.err != nil {
+		return nil, e.err
+	}
+	return [][]float32{{1, 0}}, nil
+}
+
+type listSearcher struct{ hits []Hit }
+
+func (s listSearcher) Search(ctx context.Context, q []float32, k int, f Filter) ([]Hit, error) {
+	return s.hits[:min(k, len(s.hits))], nil
+}
+
+type reverseReranker struct{}
+
+func (reverseReranker) Rerank(ctx context.Context, q string, hits []Hit, n int) ([]Hit, error) {
+	out := make([]Hit, 0, len(hits))
+	for i := len(hits) - 1; i >= 0; i-- {
+		s := float64(i)
+		h := hits[i]
+		h.RerankScore = &s
+		out = append(out, h)
+	}
+	return out[:min(n, len(out))], nil
+}
+
+// scriptGenerator emits its deltas with a pause before the first.
+type scriptGenerator struct {
+	prefill time.Duration
+	deltas  []Delta
+	err     error
+	got     GenerateRequest
+}
+
+func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	g.got = req
+	gen := Generation{Provider: "script", RequestStart: time.Now()}
+	gen.GotConn = time.Now()
+	gen.WroteRequest = time.Now()
+	time.Sleep(g.prefill)
+	if g.err != nil {
+		return gen, g.err
+	}
+	for _, d := range g.deltas {
+		d.At = time.Now()
+		if gen.FirstToken.IsZero() {
+			gen.FirstToken = d.At
+		}
+		gen.LastToken = d.At
+		gen.Chunks++
+		if err := emit(d); err != nil {
+			return gen, err
+		}
+	}
+	gen.Usage = Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
+	return gen, nil
+}
+
+type event struct {
+	kind string
+	name string
+	text string
+}
+
+// recStream remembers every event; failAt makes the n-th write fail.
+type recStream struct {
+	events []event
+	done   *Record
+	fail   *Error
+	failAt int
+}
+
+func (s *recStream) add(e event) error {
+	s.events = append(s.events, e)
+	if s.failAt > 0 && len(s.events) >= s.failAt {
+		return errors.New("broken pipe")
+	}
+	return nil
+}
+func (s *recStream) Meta(Meta) error        { return s.add(event{kind: "meta"}) }
+func (s *recStream) Stage(sp Span) error    { return s.add(event{kind: "stage", name: sp.Name}) }
+func (s *recStream) Sources([]Source) error { return s.add(event{kind: "sources"}) }
+func (s *recStream) Delta(d Delta) error    { return s.add(event{kind: kindOf(d), text: d.Text}) }
+func (s *recStream) Done(r Record) error    { s.done = &r; return s.add(event{kind: "done"}) }
+func (s *recStream) Fail(e *Error) error {
+	s.fail = e
+	return s.add(event{kind: "error", name: e.Code})
+}
+func kindOf(d Delta) string {
+	if d.Reasoning {
+		return "reasoning"
+	}
+	return "token"
+}
+
+type memRecorder struct{ recs []Record }
+
+func (m *memRecorder) Record(r Record) { m.recs = append(m.recs, r) }
+
+func hits(n int) []Hit {
+	out := make([]Hit, n)
+	for i := range out {
+		out[i] = Hit{Chunk: Chunk{ID: string(rune('a' + i)), DocID: "doc", Title: "T", Text: "some words here"}, Score: 1 - float64(i)/10}
+	}
+	return out
+}
+
+func newTestPipeline(t *testing.T, gen Generator, mod func(*Config)) (*Pipeline, *memRecorder) {
+	t.Helper()
+	rec := &memRecorder{}
+	cfg := Config{Embedder: fixedEmbedder{}, Searcher: listSearcher{hits(10)}, Reranker: reverseReranker{},
+		Generator: gen, Counter: wordCounter{}, Recorder: rec, StoreQuestion: true}
+	if mod != nil {
+		mod(&cfg)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, rec
+}
+
+func request(t *testing.T, q string, topK, topN int) Request {
+	t.Helper()
+	r := Request{Question: q, TopK: topK, RerankTopN: topN, MaxTokens: Unset}
+	if err := r.Normalize(DefaultMaxQuestion); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestRunEventsAndDerivedNumbers(t *testing.T) {
+	gen := &scriptGenerator{prefill: 20 * time.Millisecond, deltas: []Delta{
+		{Text: "thinking", Reasoning: true}, {Text: "Hello "}, {Text: "world"},
+	}}
+	p, recorder := newTestPipeline(t, gen, nil)
+	out := &recStream{}
+	rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), out)
+
+	var kinds []string
+	for _, e := range out.events {
+		k := e.kind
+		if e.kind == "stage" {
+			k += ":" + e.name
+		}
+		kinds = append(kinds, k)
+	}
+	want := "meta stage:queue stage:embed stage:search stage:rerank stage:assemble sources reasoning token token stage:llm_connect stage:llm_prefill stage:llm_decode done"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	if rec.Status != StatusOK || out.done == nil || len(recorder.recs) != 1 {
+		t.Fatalf("status %s, done %v, recorded %d", rec.Status, out.done != nil, len(recorder.recs))
+	}
+	if rec.TTFTMs == nil || rec.FirstTokenMs == nil || rec.OverheadMs == nil {
+		t.Fatal("ttft, first token or overhead missing")
+	}
+	if *rec.FirstTokenMs > *rec.TTFTMs {
+		t.Errorf("first token %v after first answer token %v", *rec.FirstTokenMs, *rec.TTFTMs)
+	}
+	sum := rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs
+	if math.Abs(sum-*rec.TTFTMs) > 0.01 {
+		t.Errorf("queue+retrieval+gen_ttft+overhead = %v, ttft = %v", sum, *rec.TTFTMs)
+	}
+	if rec.LLMPrefillMs < 20 {
+		t.Errorf("llm_prefill %v ms, generator paused 20 ms", rec.LLMPrefillMs)
+	}
+	if rec.PrefillShare == nil || *rec.PrefillShare <= 0 || *rec.PrefillShare > 1 {
+		t.Errorf("prefill share %v", rec.PrefillShare)
+	}
+	if rec.E2EMs < *rec.TTFTMs {
+		t.Errorf("e2e %v < ttft %v", rec.E2EMs, *rec.TTFTMs)
+	}
+	var prev float64
+	for i, s := range rec.Stages {
+		if s.Seq != i {
+			t.Errorf("stage %s seq %d, want %d", s.Name, s.Seq, i)
+		}
+		if s.StartMs < prev-0.001 && s.Name != StageLLMDecode {
+			t.Errorf("stage %s starts at %v before the previous %v", s.Name, s.StartMs, prev)
+		}
+		prev = s.StartMs
+	}
+	// The prompt: system first, sources in reranked order, question last.
+	if len(gen.got.Messages) != 2 || gen.got.Messages[0].Role != "system" {
+		t.Fatalf("messages %+v", gen.got.Messages)
+	}
+	user := gen.got.Messages[1].Content
+	if !strings.HasSuffix(user, "Question: What is TTFT?") || !strings.Contains(user, "[1] T") {
+		t.Errorf("user message %q", user)
+	}
+	if len(gen.got.Sources) != 2 || gen.got.Sources[0].ChunkID != "e" || gen.got.Sources[0].Rank != 1 {
+		t.Errorf("sources %+v", gen.got.Sources)
+	}
+	if rec.Usage.PromptTokens != 42 || rec.Question != "What is TTFT?" || len(rec.QuestionSHA256) != 64 {
+		t.Errorf("usage %+v question %q sha %q", rec.Usage, rec.Question, rec.QuestionSHA256)
+	}
+}
+
+func TestRerankOffAndContextBudget(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, _ := newTestPipeline(t, gen, func(c *Config) { c.MaxContextTokens = 12 })
+	rec := p.Run(context.Background(), request(t, "q", 5, 0), &recStream{})
+	// Each source block counts 5 words ("[n] T" + 3 words): two fit in 12.
+	if len(gen.got.Sources) != 2 || gen.got.Sources[0].ChunkID != "a" {
+		t.Fatalf("sources %+v", gen.got.Sources)
+	}
+	asm := rec.Stages[4]
+	if asm.Name != StageAssemble || asm.Attrs["dropped"] != 3 || asm.Attrs["chunks"] != 2 {
+		t.Errorf("assemble attrs %v", asm.Attrs)
+	}
+	if rr := rec.Stages[3].Attrs["reranker"]; rr != "off" {
+		t.Errorf("rerank attrs %v", rec.Stages[3].Attrs)
+	}
+}
+
+func TestLoneChunkTrimmedToBudget(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	long := Hit{Chunk: Chunk{ID: "a", Title: "T", Text: strings.Repeat("word ", 50)}}
+	p, _ := newTestPipeline(t, gen, func(c *Config) {
+		c.MaxContextTokens = 10
+		c.Searcher = listSearcher{[]Hit{long}}
+	})
+	p.Run(context.Background(), request(t, "q", 1, 0), &recStream{})
+	if len(gen.got.Sources) != 1 || len(strings.Fields(gen.got.Sources[0].Text)) != 8 {
+		t.Fatalf("sources %+v", gen.got.Sources)
+	}
+}
+
+func TestGeneratorErrorIsReported(t *testing.T) {
+	gen := &scriptGenerator{err: &Error{Code: "llm_auth", Message: "401", Hint: "check RAGTIME_LLM_API_KEY", Status: 401}}
+	p, recorder := newTestPipeline(t, gen, nil)
+	out := &recStream{}
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	if rec.Status != StatusError || rec.ErrorCode != "llm_auth" || rec.UpstreamStatus != 401 {
+		t.Fatalf("record %+v", rec)
+	}
+	if out.fail == nil || out.fail.Stage != StageLLMPrefill || out.done != nil {
+		t.Fatalf("fail %+v done %v", out.fail, out.done)
+	}
+	if rec.TTFTMs != nil || len(recorder.recs) != 1 {
+		t.Errorf("ttft %v recorded %d", rec.TTFTMs, len(recorder.recs))
+	}
+}
+
+func TestEmbedErrorNamesStage(t *testing.T) {
+	p, _ := newTestPipeline(t, &scriptGenerator{}, func(c *Config) { c.Embedder = fixedEmbedder{err: errors.New("boom")} })
+	out := &recStream{}
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	if rec.Status != StatusError || rec.ErrorCode != "embed_failed" || out.fail.Stage != StageEmbed {
+		t.Fatalf("record %+v fail %+v", rec, out.fail)
+	}
+}
+
+func TestClientGoneIsCancelled(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "a"}, {Text: "b"}, {Text: "c"}}}
+	p, recorder := newTestPipeline(t, gen, nil)
+	out := &recStream{failAt: 8} // meta, 5 stages, sources, first token
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	if rec.Status != StatusCancelled || out.done != nil || out.fail != nil {
+		t.Fatalf("status %s done %v fail %v", rec.Status, out.done, out.fail)
+	}
+	if len(recorder.recs) != 1 || recorder.recs[0].Status != StatusCancelled {
+		t.Fatalf("recorded %+v", recorder.recs)
+	}
+}
+
+func TestHideReasoningStillTimesIt(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "hmm", Reasoning: true}, {Text: "answer"}}}
+	p, _ := newTestPipeline(t, gen, func(c *Config) { c.HideReasoning = true })
+	out := &recStream{}
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	for _, e := range out.events {
+		if e.kind == "reasoning" {
+			t.Fatal("a hidden reasoning delta was forwarded")
+		}
+	}
+	if rec.Stages[len(rec.Stages)-1].Attrs["chunks"] != 2 {
+		t.Errorf("decode attrs %v", rec.Stages[len(rec.Stages)-1].Attrs)
+	}
+}
+
+func TestStoreQuestionFalseKeepsOnlyHash(t *testing.T) {
+	p, _ := newTestPipeline(t, &scriptGenerator{deltas: []Delta{{Text: "x"}}}, func(c *Config) { c.StoreQuestion = false })
+	rec := p.Run(context.Background(), request(t, "secret question", 3, 1), &recStream{})
+	if rec.Question != "" || rec.QuestionSHA256 == "" {
+		t.Fatalf("question %q sha %q", rec.Question, rec.QuestionSHA256)
+	}
+}
+
+func TestQueueStageWaitsForASlot(t *testing.T) {
+	gen := &scriptGenerator{prefill: 30 * time.Millisecond, deltas: []Delta{{Text: "x"}}}
+	p, _ := newTestPipeline(t, gen, func(c *Config) { c.MaxConcurrent = 1 })
+	first := make(chan Record)
+	go func() { first <- p.Run(context.Background(), request(t, "q", 3, 1), &recStream{}) }()
+	time.Sleep(5 * time.Millisecond)
+	second := p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
+	<-first
+	if second.QueueMs <= 0 || second.Stages[0].Name != StageQueue {
+		t.Fatalf("second query queue_ms %v", second.QueueMs)
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	tests := []struct {
+		name string
+		req  Request
+		code string
+	}{
+		{"ok defaults", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, ""},
+		{"empty question", Request{Question: "  ", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "question_required"},
+		{"long question", Request{Question: strings.Repeat("é", 4001), TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "question_too_long"},
+		{"top_k 0", Request{Question: "q", TopK: 0, RerankTopN: Unset, MaxTokens: Unset}, "top_k_out_of_range"},
+		{"top_k 101", Request{Question: "q", TopK: 101, RerankTopN: Unset, MaxTokens: Unset}, "top_k_out_of_range"},
+		{"top_n > top_k", Request{Question: "q", TopK: 2, RerankTopN: 3, MaxTokens: Unset}, "rerank_top_n_out_of_range"},
+		{"top_n < 0", Request{Question: "q", TopK: 2, RerankTopN: -1, MaxTokens: Unset}, "rerank_top_n_out_of_range"},
+		{"max_tokens 0", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: 0}, "max_tokens_out_of_range"},
+		{"max_tokens 4097", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: 4097}, "max_tokens_out_of_range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.req.Normalize(DefaultMaxQuestion)
+			var ve *ValidationError
+			switch {
+			case tt.code == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tt.code != "" && (!errors.As(err, &ve) || ve.Code != tt.code):
+				t.Fatalf("error %v, want code %s", err, tt.code)
+			}
+		})
+	}
+	r := Request{Question: "q", TopK: 2, RerankTopN: Unset, MaxTokens: Unset}
+	_ = r.Normalize(0)
+	if r.RerankTopN != 2 || r.MaxTokens != DefaultMaxTokens {
+		t.Errorf("defaults: %+v", r)
+	}
+}
