@@ -1,0 +1,130 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
+)
+
+// askBody is the POST /ask JSON body; pointers tell absent from zero.
+type askBody struct {
+	Question   *string          `json:"question"`
+	TopK       *int             `json:"top_k"`
+	RerankTopN *int             `json:"rerank_top_n"`
+	MaxTokens  *int             `json:"max_tokens"`
+	Model      string           `json:"model"`
+	Filters    *pipeline.Filter `json:"filters"`
+}
+
+// handleAskGet serves GET /ask?q=…&top_k=…&rerank_top_n=…&max_tokens=…&model=…&doc_id=…
+// for EventSource clients.
+func (s *server) handleAskGet(c echo.Context) error {
+	qs := c.QueryParams()
+	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}}
+	if req.Question == "" {
+		req.Question = qs.Get("question")
+	}
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"top_k", &req.TopK}, {"rerank_top_n", &req.RerankTopN}, {"max_tokens", &req.MaxTokens}} {
+		v, err := intParam(qs.Get(f.name), f.name)
+		if err != nil {
+			return err
+		}
+		*f.dst = v
+	}
+	return s.ask(c, req)
+}
+
+func intParam(raw, name string) (int, error) {
+	if raw == "" {
+		return pipeline.Unset, nil
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(raw))
+	if err != nil {
+		return 0, badRequest(name, name+"_invalid", fmt.Sprintf("%s must be a whole number, got %q", name, raw))
+	}
+	return v, nil
+}
+
+// handleAskPost serves POST /ask with a JSON body.
+func (s *server) handleAskPost(c echo.Context) error {
+	r := c.Request()
+	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Message: "POST /ask takes a JSON body (Content-Type: application/json), got " + ct}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	var body askBody
+	if err := dec.Decode(&body); err != nil {
+		return bodyError(err, s.deps.MaxBodyBytes)
+	}
+	if dec.More() {
+		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
+	}
+	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset}
+	if body.Question != nil {
+		req.Question = *body.Question
+	}
+	if body.TopK != nil {
+		req.TopK = *body.TopK
+	}
+	if body.RerankTopN != nil {
+		req.RerankTopN = *body.RerankTopN
+	}
+	if body.MaxTokens != nil {
+		req.MaxTokens = *body.MaxTokens
+	}
+	if body.Filters != nil {
+		req.Filter = *body.Filters
+	}
+	return s.ask(c, req)
+}
+
+// bodyError explains a JSON body that could not be decoded, naming the
+// field where it can.
+func bodyError(err error, limit int64) error {
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+			Message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+	case errors.As(err, &typeErr):
+		return badRequest(typeErr.Field, typeErr.Field+"_invalid",
+			fmt.Sprintf("%s must be a JSON %s, got %s", typeErr.Field, typeErr.Type.Kind(), typeErr.Value))
+	case errors.As(err, &syntaxErr):
+		return badRequest("", "body_invalid", fmt.Sprintf("the body is not valid JSON (at byte %d): %v", syntaxErr.Offset, err))
+	case errors.Is(err, io.EOF):
+		return badRequest("question", "question_required", "the body is empty; send {\"question\": \"...\"}")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badRequest(field, "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters", field))
+	default:
+		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
+	}
+}
+
+// ask validates req and, only when it is valid, starts the stream.
+func (s *server) ask(c echo.Context, req pipeline.Request) error {
+	if err := req.Normalize(s.deps.MaxQuestionChars); err != nil {
+		return err
+	}
+	out, err := newSSEWriter(c.Response())
+	if err != nil {
+		return err
+	}
+	s.deps.Asker.Run(c.Request().Context(), req, out)
+	return nil
+}

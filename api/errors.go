@@ -1,0 +1,91 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
+)
+
+var timeNow = time.Now
+
+// apiError is an error with the HTTP status and stable code it is answered
+// with, as the body {"error": {"code", "message"}}.
+type apiError struct {
+	Status  int    `json:"-"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func badRequest(field, code, msg string) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: code, Message: msg, Field: field}
+}
+
+// statusTable maps the sentinel errors handlers branch on to the status and
+// code they are answered with; anything else is a 500.
+var statusTable = []struct {
+	err    error
+	status int
+	code   string
+}{
+	{ErrNotFound, http.StatusNotFound, "not_found"},
+}
+
+// handleError answers every error a handler returns, once, as JSON.
+func (s *server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	var ae *apiError
+	var ve *pipeline.ValidationError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &ve):
+		ae = badRequest(ve.Field, ve.Code, ve.Message)
+	case errors.As(err, &he):
+		msg := http.StatusText(he.Code)
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		}
+		ae = &apiError{Status: he.Code, Code: codeForStatus(he.Code), Message: msg}
+	default:
+		for _, row := range statusTable {
+			if errors.Is(err, row.err) {
+				ae = &apiError{Status: row.status, Code: row.code, Message: err.Error()}
+				break
+			}
+		}
+		if ae == nil {
+			s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
+			ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
+		}
+	}
+	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "body_too_large"
+	case http.StatusUnsupportedMediaType:
+		return "unsupported_media_type"
+	case http.StatusServiceUnavailable:
+		return "unavailable"
+	default:
+		if status >= 500 {
+			return "internal"
+		}
+		return "bad_request"
+	}
+}

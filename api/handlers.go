@@ -1,0 +1,64 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// handleIndex lists the endpoints, for a person who opens the root URL.
+func (s *server) handleIndex(c echo.Context) error {
+	return c.String(http.StatusOK, `ragtime: RAG with a time-to-first-token breakdown
+
+GET  /ask?q=...&top_k=5&rerank_top_n=3&max_tokens=256   answer as Server-Sent Events
+POST /ask {"question": "...", "top_k": 5}                the same, JSON body
+GET  /v1/queries/:id                                     a stored query with its stages
+GET  /healthz  GET /readyz
+`)
+}
+
+// handleHealthz answers while the process is alive.
+func (s *server) handleHealthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz runs every readiness check; 503 when any fails.
+func (s *server) handleReadyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
+	defer cancel()
+	names := make([]string, 0, len(s.deps.Ready))
+	for name := range s.deps.Ready {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	checks := make(map[string]string, len(names))
+	status := http.StatusOK
+	for _, name := range names {
+		if err := s.deps.Ready[name](ctx); err != nil {
+			checks[name] = err.Error()
+			status = http.StatusServiceUnavailable
+		} else {
+			checks[name] = "ok"
+		}
+	}
+	word := "ok"
+	if status != http.StatusOK {
+		word = "unavailable"
+	}
+	return c.JSON(status, map[string]any{"status": word, "checks": checks})
+}
+
+// handleGetQuery serves GET /v1/queries/:id: the stored query and stages.
+func (s *server) handleGetQuery(c echo.Context) error {
+	if s.deps.Queries == nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
+	}
+	rec, err := s.deps.Queries.GetQuery(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rec)
+}

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"ragtime/pipeline"
+)
+
+// Asker runs one question through the pipeline into a stream.
+// *pipeline.Pipeline implements it.
+type Asker interface {
+	Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record
+}
+
+// QueryReader reads stored queries. It returns an error wrapping
+// ErrNotFound for an unknown id.
+type QueryReader interface {
+	GetQuery(ctx context.Context, id string) (pipeline.Record, error)
+}
+
+// ReadyCheck is one readiness condition for /readyz; nil error means ready.
+type ReadyCheck func(ctx context.Context) error
+
+// Deps is everything the server needs.
+type Deps struct {
+	Asker   Asker
+	Queries QueryReader
+	// Ready maps a check's name to the check; /readyz runs them all.
+	Ready map[string]ReadyCheck
+	// Logger receives one line per request (never the query string).
+	Logger *slog.Logger
+	// CORSOrigins lists the origins allowed to call the API from a browser;
+	// empty means no CORS headers at all.
+	CORSOrigins []string
+	// MaxQuestionChars bounds the question (0: pipeline.DefaultMaxQuestion).
+	MaxQuestionChars int
+	// MaxBodyBytes bounds a request body (0: 1 MiB).
+	MaxBodyBytes int64
+}
+
+// ErrNotFound is what QueryReader implementations wrap for an unknown id.
+var ErrNotFound = errors.New("not found")
+
+// server holds the dependencies the handlers use.
+type server struct {
+	deps Deps
+	log  *slog.Logger
+}
+
+// NewServer builds the HTTP handler with every route and middleware.
+func NewServer(deps Deps) http.Handler {
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.MaxQuestionChars <= 0 {
+		deps.MaxQuestionChars = pipeline.DefaultMaxQuestion
+	}
+	if deps.MaxBodyBytes <= 0 {
+		deps.MaxBodyBytes = 1 << 20
+	}
+	s := &server{deps: deps, log: deps.Logger}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover())
+	e.Use(s.logRequests)
+	if len(deps.CORSOrigins) > 0 {
+		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
+			AllowOrigins: deps.CORSOrigins,
+			AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions},
+			AllowHeaders: []string{echo.HeaderContentType, "Last-Event-ID"},
+		}))
+	}
+	s.routes(e)
+	return e
+}
+
+// logRequests logs one line per request: method, path (without the query
+// string, which may hold the question), status and duration.
+func (s *server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := timeNow()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		s.log.Info("request", "method", c.Request().Method, "path", c.Request().URL.Path,
+			"status", c.Response().Status, "ms", float64(timeNow().Sub(start).Microseconds())/1000)
+		return nil
+	}
+}
