@@ -1,0 +1,602 @@
+package retrieval
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"ragtime/pipeline"
+)
+
+// StoreName names the embedded store (the `store` attribute of the search
+// stage).
+const StoreName = "embedded"
+
+// Errors callers branch on.
+var (
+	// ErrIncompatible means the index on disk was built with another
+	// embedder or dimension than the one configured.
+	ErrIncompatible = errors.New("index incompatible with the configured embedder")
+	// ErrLocked means another process holds the index's writer lock.
+	ErrLocked = errors.New("index locked by another writer")
+	// ErrReadOnly means a write was attempted on an index opened without
+	// IndexOptions.Writable.
+	ErrReadOnly = errors.New("index opened read-only")
+	// ErrDimension means a vector does not have the index's dimension.
+	ErrDimension = errors.New("vector dimension mismatch")
+	// ErrCorrupt means an index file could not be decoded.
+	ErrCorrupt = errors.New("index file corrupt")
+	// ErrUnsaved means Reload found a newer file while this index holds
+	// changes it has not saved.
+	ErrUnsaved = errors.New("index has unsaved changes")
+)
+
+// IndexOptions configures OpenIndex.
+type IndexOptions struct {
+	// Dimension is the length of the vectors the configured embedder
+	// produces; the index refuses a file holding another dimension.
+	Dimension int
+	// Embedder names the configured embedder (e.g. "hash"); the index
+	// refuses a file built by another one, since vectors of different
+	// embedders are not comparable.
+	Embedder string
+	// Writable takes the data dir's writer lock (held until Close) so that
+	// ReplaceDocument, DeleteDocument and Save are allowed. Only one process
+	// at a time may hold it; `ragtime serve` opens read-only and picks up
+	// what a concurrent `ragtime ingest` saves through Reload.
+	Writable bool
+}
+
+// Document is one source document as the index stores it.
+type Document struct {
+	DocID string
+	Title string
+	// ContentHash identifies the content the chunks came from (ingest uses
+	// the hex SHA-256 of the file) so unchanged files can be skipped.
+	ContentHash string
+	// Chunks are the document's pieces in order. The index sets each
+	// chunk's Index to its position, ID to "<DocID>#<Index>", DocID to
+	// DocID and, when empty, Title to Title.
+	Chunks []pipeline.Chunk
+	// Vectors holds one embedding per chunk. The index stores normalised
+	// copies, so scores are cosine similarities.
+	Vectors [][]float32
+}
+
+// DocumentInfo describes a stored document.
+type DocumentInfo struct {
+	DocID       string `json:"doc_id"`
+	Title       string `json:"title"`
+	ContentHash string `json:"content_hash"`
+	Chunks      int    `json:"chunks"`
+}
+
+// Index is the embedded vector store: every chunk's vector lives in one flat
+// []float32 slab searched exhaustively (exact cosine top-k), and the whole
+// index is persisted as one binary file under <data dir>/index/.
+//
+// Index implements pipeline.Searcher. It is safe for concurrent use: a
+// search sees each document either entirely before or entirely after a
+// ReplaceDocument, never half of it.
+type Index struct {
+	dir      string // <data dir>/index
+	path     string // the index file
+	dim      int
+	embedder string
+	writable bool
+	lock     *os.File
+
+	// saveMu serialises Save, Reload and Close, and guards the fields below it.
+	saveMu       sync.Mutex
+	savedVersion uint64
+	generation   uint64
+	file         fileID
+
+	// mu guards st and version. Searches hold it for reading; mutations and
+	// the swap of a reloaded state hold it for writing.
+	mu      sync.RWMutex
+	st      *state
+	version uint64
+}
+
+// state is the searchable content of an index. Slots are positions in the
+// slab; a freed slot (its document replaced or deleted) is dead until reused.
+type state struct {
+	vecs   []float32 // slot i is vecs[i*dim : (i+1)*dim]
+	chunks []pipeline.Chunk
+	alive  []bool
+	free   []int32
+	docs   map[string]*docEntry
+	live   int
+}
+
+type docEntry struct {
+	title string
+	hash  string
+	slots []int32 // in chunk order
+}
+
+func newState() *state { return &state{docs: make(map[string]*docEntry)} }
+
+const (
+	indexDirName  = "index"
+	indexFileName = "embedded.idx"
+	lockFileName  = "lock"
+)
+
+// OpenIndex opens (or, when writable, creates) the embedded index under
+// dataDir. A missing index is empty; a read-only index picks the file up
+// once a writer saves it (see Reload).
+func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
+	if opts.Dimension < 1 {
+		return nil, fmt.Errorf("opening index in %s: dimension %d must be positive", dataDir, opts.Dimension)
+	}
+	if opts.Embedder == "" {
+		return nil, fmt.Errorf("opening index in %s: no embedder name given", dataDir)
+	}
+	dir := filepath.Join(dataDir, indexDirName)
+	ix := &Index{
+		dir:      dir,
+		path:     filepath.Join(dir, indexFileName),
+		dim:      opts.Dimension,
+		embedder: opts.Embedder,
+		writable: opts.Writable,
+		st:       newState(),
+	}
+	if opts.Writable {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("creating index directory: %w", err)
+		}
+		if err := ix.takeLock(); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := ix.reload(true); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	return ix, nil
+}
+
+func (ix *Index) takeLock() error {
+	name := filepath.Join(ix.dir, lockFileName)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("opening index lock file: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return fmt.Errorf("locking %s: another process (a running `ragtime ingest`?) is writing to this index: %w", name, ErrLocked)
+		}
+		return fmt.Errorf("locking %s: %w", name, err)
+	}
+	ix.lock = f
+	return nil
+}
+
+// Close releases the writer lock of a writable index. It does not save.
+func (ix *Index) Close() error {
+	ix.saveMu.Lock()
+	defer ix.saveMu.Unlock()
+	if ix.lock == nil {
+		return nil
+	}
+	err := ix.lock.Close() // closing the descriptor drops the flock
+	ix.lock = nil
+	ix.writable = false
+	if err != nil {
+		return fmt.Errorf("releasing index lock: %w", err)
+	}
+	return nil
+}
+
+// Path returns the index file's path.
+func (ix *Index) Path() string { return ix.path }
+
+// Dimension returns the dimension of the stored vectors.
+func (ix *Index) Dimension() int { return ix.dim }
+
+// Len returns the number of stored chunks.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.st.live
+}
+
+// DocumentHash returns the content hash recorded for docID.
+func (ix *Index) DocumentHash(docID string) (string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	d, ok := ix.st.docs[docID]
+	if !ok {
+		return "", false
+	}
+	return d.hash, true
+}
+
+// Documents lists the stored documents ordered by doc id.
+func (ix *Index) Documents() []DocumentInfo {
+	ix.mu.RLock()
+	out := make([]DocumentInfo, 0, len(ix.st.docs))
+	for id, d := range ix.st.docs {
+		out = append(out, DocumentInfo{DocID: id, Title: d.title, ContentHash: d.hash, Chunks: len(d.slots)})
+	}
+	ix.mu.RUnlock()
+	slices.SortFunc(out, func(a, b DocumentInfo) int { return cmp.Compare(a.DocID, b.DocID) })
+	return out
+}
+
+// ReplaceDocument stores doc, replacing every chunk previously stored under
+// its DocID in one step. A document without chunks is recorded (with its
+// hash) but never found by a search.
+func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
+	}
+	if !ix.writable {
+		return fmt.Errorf("replacing document %q: %w", doc.DocID, ErrReadOnly)
+	}
+	if doc.DocID == "" {
+		return fmt.Errorf("replacing document: empty doc id")
+	}
+	if len(doc.Chunks) != len(doc.Vectors) {
+		return fmt.Errorf("replacing document %q: %d chunks but %d vectors", doc.DocID, len(doc.Chunks), len(doc.Vectors))
+	}
+	// Everything is prepared outside the lock, so searches wait only for
+	// the slot bookkeeping and a copy.
+	vecs := make([]float32, len(doc.Vectors)*ix.dim)
+	for i, v := range doc.Vectors {
+		if len(v) != ix.dim {
+			return fmt.Errorf("replacing document %q: chunk %d has %d dimensions, index has %d: %w",
+				doc.DocID, i, len(v), ix.dim, ErrDimension)
+		}
+		if !normaliseInto(vecs[i*ix.dim:(i+1)*ix.dim], v) {
+			return fmt.Errorf("replacing document %q: chunk %d has a NaN or infinite component", doc.DocID, i)
+		}
+	}
+	chunks := make([]pipeline.Chunk, len(doc.Chunks))
+	for i, c := range doc.Chunks {
+		c.Index = i
+		c.ID = ChunkID(doc.DocID, i)
+		c.DocID = doc.DocID
+		if c.Title == "" {
+			c.Title = doc.Title
+		}
+		c.Metadata = maps.Clone(c.Metadata)
+		chunks[i] = c
+	}
+
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	st := ix.st
+	st.remove(doc.DocID)
+	e := &docEntry{title: doc.Title, hash: doc.ContentHash, slots: make([]int32, len(chunks))}
+	for i := range chunks {
+		slot := st.alloc(ix.dim)
+		copy(st.vecs[int(slot)*ix.dim:(int(slot)+1)*ix.dim], vecs[i*ix.dim:(i+1)*ix.dim])
+		st.chunks[slot] = chunks[i]
+		st.alive[slot] = true
+		e.slots[i] = slot
+	}
+	st.live += len(chunks)
+	st.docs[doc.DocID] = e
+	ix.version++
+	return nil
+}
+
+// DeleteDocument removes docID and its chunks, reporting whether it was
+// stored.
+func (ix *Index) DeleteDocument(ctx context.Context, docID string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("deleting document %q: %w", docID, err)
+	}
+	if !ix.writable {
+		return false, fmt.Errorf("deleting document %q: %w", docID, ErrReadOnly)
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if !ix.st.remove(docID) {
+		return false, nil
+	}
+	ix.version++
+	return true, nil
+}
+
+// ChunkID returns the id of chunk i of docID: "<docID>#<i>".
+func ChunkID(docID string, i int) string { return docID + "#" + strconv.Itoa(i) }
+
+// remove frees the slots of docID; the caller holds the write lock.
+func (st *state) remove(docID string) bool {
+	e, ok := st.docs[docID]
+	if !ok {
+		return false
+	}
+	for _, s := range e.slots {
+		st.alive[s] = false
+		st.chunks[s] = pipeline.Chunk{} // release the text
+		st.free = append(st.free, s)
+	}
+	st.live -= len(e.slots)
+	delete(st.docs, docID)
+	return true
+}
+
+// alloc returns a dead slot, growing the slab when none is free.
+func (st *state) alloc(dim int) int32 {
+	if n := len(st.free); n > 0 {
+		s := st.free[n-1]
+		st.free = st.free[:n-1]
+		return s
+	}
+	s := int32(len(st.alive))
+	st.vecs = append(st.vecs, make([]float32, dim)...)
+	st.chunks = append(st.chunks, pipeline.Chunk{})
+	st.alive = append(st.alive, false)
+	return s
+}
+
+// normaliseInto writes v/|v| into dst (zero stays zero) and reports false
+// when v holds a NaN or an infinity.
+func normaliseInto(dst, v []float32) bool {
+	var sum float64
+	for _, x := range v {
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
+		sum += f * f
+	}
+	if sum == 0 {
+		clear(dst)
+		return true
+	}
+	inv := 1 / math.Sqrt(sum)
+	for i, x := range v {
+		dst[i] = float32(float64(x) * inv)
+	}
+	return true
+}
+
+// parallelMin is the number of slots from which a search is split across
+// cores; below it the goroutine hand-off costs more than it saves.
+var parallelMin = 32768
+
+// Search returns the k chunks most similar (cosine) to query, best first.
+// A zero query vector matches nothing.
+func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipeline.Filter) ([]pipeline.Hit, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("searching the embedded index: %w", err)
+	}
+	if len(query) != ix.dim {
+		return nil, fmt.Errorf("searching the embedded index: query has %d dimensions, index has %d: %w", len(query), ix.dim, ErrDimension)
+	}
+	if k <= 0 {
+		return nil, nil
+	}
+	q := make([]float32, ix.dim)
+	if !normaliseInto(q, query) {
+		return nil, fmt.Errorf("searching the embedded index: query has a NaN or infinite component")
+	}
+	var zero = true
+	for _, x := range q {
+		if x != 0 {
+			zero = false
+			break
+		}
+	}
+	if zero {
+		return nil, nil
+	}
+
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	st := ix.st
+	var top topK
+	var err error
+	if len(filter.DocIDs) > 0 || len(filter.Metadata) > 0 {
+		top, err = st.searchFiltered(ctx, ix.dim, q, k, filter)
+	} else {
+		top, err = st.searchAll(ctx, ix.dim, q, k)
+	}
+	if err != nil {
+		return nil, err
+	}
+	items := top.sorted()
+	hits := make([]pipeline.Hit, len(items))
+	for i, it := range items {
+		c := st.chunks[it.slot]
+		c.Metadata = maps.Clone(c.Metadata) // callers may not alter the index
+		hits[i] = pipeline.Hit{Chunk: c, Score: float64(it.score)}
+	}
+	return hits, nil
+}
+
+// ctxEvery is how many slots a scan covers between checks of ctx.
+const ctxEvery = 8192
+
+func (st *state) searchAll(ctx context.Context, dim int, q []float32, k int) (topK, error) {
+	n := len(st.alive)
+	parts := 1
+	if p := runtime.GOMAXPROCS(0); n >= parallelMin && p > 1 {
+		parts = min(p, n/(parallelMin/2))
+	}
+	if parts <= 1 {
+		return st.scanRange(ctx, dim, q, k, 0, n)
+	}
+	tops := make([]topK, parts)
+	errs := make([]error, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := n*p/parts, n*(p+1)/parts
+		wg.Go(func() { tops[p], errs[p] = st.scanRange(ctx, dim, q, k, lo, hi) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return topK{}, err
+	}
+	top := tops[0]
+	for _, t := range tops[1:] {
+		for _, it := range t.items {
+			top.offer(it)
+		}
+	}
+	return top, nil
+}
+
+// scanRange scores slots [lo, hi): the hot loop of every search.
+func (st *state) scanRange(ctx context.Context, dim int, q []float32, k, lo, hi int) (topK, error) {
+	top := topK{k: k, items: make([]scored, 0, k)}
+	vecs, alive := st.vecs, st.alive
+	for i := lo; i < hi; i++ {
+		if (i-lo)%ctxEvery == ctxEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return top, fmt.Errorf("searching the embedded index: %w", err)
+			}
+		}
+		if !alive[i] {
+			continue
+		}
+		s := dot(q, vecs[i*dim:(i+1)*dim])
+		if len(top.items) < k || s > top.items[0].score {
+			top.offer(scored{slot: int32(i), score: s})
+		}
+	}
+	return top, nil
+}
+
+func (st *state) searchFiltered(ctx context.Context, dim int, q []float32, k int, f pipeline.Filter) (topK, error) {
+	top := topK{k: k, items: make([]scored, 0, k)}
+	consider := func(s int32) {
+		c := &st.chunks[s]
+		for key, want := range f.Metadata {
+			if got, ok := c.Metadata[key]; !ok || got != want {
+				return
+			}
+		}
+		top.offer(scored{slot: s, score: dot(q, st.vecs[int(s)*dim:(int(s)+1)*dim])})
+	}
+	if len(f.DocIDs) > 0 {
+		seen := make(map[string]bool, len(f.DocIDs))
+		for _, id := range f.DocIDs {
+			e, ok := st.docs[id]
+			if !ok || seen[id] {
+				continue
+			}
+			seen[id] = true
+			for _, s := range e.slots {
+				consider(s)
+			}
+		}
+		return top, ctx.Err()
+	}
+	for i, ok := range st.alive {
+		if i%ctxEvery == ctxEvery-1 {
+			if err := ctx.Err(); err != nil {
+				return top, fmt.Errorf("searching the embedded index: %w", err)
+			}
+		}
+		if ok {
+			consider(int32(i))
+		}
+	}
+	return top, nil
+}
+
+// dot is the inner product of a and b (len(b) ≥ len(a)). Four independent
+// accumulators let the CPU overlap the multiply-adds.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+type scored struct {
+	slot  int32
+	score float32
+}
+
+// better orders results: higher score first, then lower slot, so equal
+// scores rank the same however a scan was split.
+func better(a, b scored) bool {
+	return a.score > b.score || (a.score == b.score && a.slot < b.slot)
+}
+
+// topK keeps the k best results seen in a min-heap whose root is the worst
+// kept. It is written out (not container/heap) because it sits in the
+// search's hot loop, where container/heap's interface calls would box every
+// element.
+type topK struct {
+	k     int
+	items []scored
+}
+
+func (t *topK) offer(x scored) {
+	h := t.items
+	if len(h) < t.k {
+		h = append(h, x)
+		for i := len(h) - 1; i > 0; { // sift up
+			p := (i - 1) / 2
+			if !better(h[p], h[i]) {
+				break
+			}
+			h[p], h[i] = h[i], h[p]
+			i = p
+		}
+		t.items = h
+		return
+	}
+	if !better(x, h[0]) {
+		return
+	}
+	h[0] = x
+	for i := 0; ; { // sift down
+		l, r, w := 2*i+1, 2*i+2, i
+		if l < len(h) && better(h[w], h[l]) {
+			w = l
+		}
+		if r < len(h) && better(h[w], h[r]) {
+			w = r
+		}
+		if w == i {
+			break
+		}
+		h[i], h[w] = h[w], h[i]
+		i = w
+	}
+}
+
+// sorted returns the kept results best first.
+func (t *topK) sorted() []scored {
+	out := slices.Clone(t.items)
+	slices.SortFunc(out, func(a, b scored) int {
+		switch {
+		case better(a, b):
+			return -1
+		case better(b, a):
+			return 1
+		}
+		return 0
+	})
+	return out
+}

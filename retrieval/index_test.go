@@ -1,0 +1,520 @@
+package retrieval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"ragtime/pipeline"
+)
+
+func openIndex(t testing.TB, dir string, dim int, writable bool) *Index {
+	t.Helper()
+	ix, err := OpenIndex(dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: writable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	return ix
+}
+
+func randomVector(r *rand.Rand, dim int) []float32 {
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+// fillRandom stores n chunks in documents of 1 to 5 chunks; chunk metadata
+// "parity" is the document number's parity. It returns every chunk's id and
+// raw vector.
+func fillRandom(t testing.TB, ix *Index, r *rand.Rand, n, dim int) map[string][]float32 {
+	t.Helper()
+	all := make(map[string][]float32, n)
+	for d := 0; len(all) < n; d++ {
+		doc := Document{DocID: fmt.Sprintf("doc%d", d), Title: fmt.Sprintf("Doc %d", d), ContentHash: "h"}
+		for i := range min(1+r.IntN(5), n-len(all)) {
+			v := randomVector(r, dim)
+			doc.Chunks = append(doc.Chunks, pipeline.Chunk{
+				Text:     fmt.Sprintf("chunk %d of doc %d", i, d),
+				Metadata: map[string]string{"parity": fmt.Sprint(d % 2)},
+			})
+			doc.Vectors = append(doc.Vectors, v)
+			all[ChunkID(doc.DocID, i)] = v
+		}
+		if err := ix.ReplaceDocument(context.Background(), doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return all
+}
+
+type refHit struct {
+	id    string
+	score float64
+}
+
+// bruteForce is the reference: float64 cosine against every vector kept.
+func bruteForce(all map[string][]float32, q []float32, k int, keep func(id string) bool) []refHit {
+	var out []refHit
+	for id, v := range all {
+		if keep != nil && !keep(id) {
+			continue
+		}
+		out = append(out, refHit{id, cosine(q, v)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].score > out[j].score })
+	return out[:min(k, len(out))]
+}
+
+func checkAgainst(t *testing.T, got []pipeline.Hit, want []refHit) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d hits, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].ID != want[i].id || math.Abs(got[i].Score-want[i].score) > 1e-5 {
+			t.Fatalf("hit %d = %s %.6f, want %s %.6f", i, got[i].ID, got[i].Score, want[i].id, want[i].score)
+		}
+	}
+}
+
+func TestSearchMatchesBruteForce(t *testing.T) {
+	tests := []struct {
+		name        string
+		n, dim, k   int
+		parallelMin int
+	}{
+		{"tiny", 3, 8, 10, 1 << 30},
+		{"k=1", 500, 16, 1, 1 << 30},
+		{"sequential", 2000, 64, 10, 1 << 30},
+		{"odd dimension", 1000, 37, 25, 1 << 30},
+		{"parallel", 3000, 32, 50, 256},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old := parallelMin
+			parallelMin = tt.parallelMin
+			t.Cleanup(func() { parallelMin = old })
+			r := rand.New(rand.NewPCG(uint64(tt.n), uint64(tt.dim)))
+			ix := openIndex(t, t.TempDir(), tt.dim, true)
+			all := fillRandom(t, ix, r, tt.n, tt.dim)
+			if ix.Len() != tt.n {
+				t.Fatalf("Len = %d, want %d", ix.Len(), tt.n)
+			}
+			for range 5 {
+				q := randomVector(r, tt.dim)
+				got, err := ix.Search(context.Background(), q, tt.k, pipeline.Filter{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkAgainst(t, got, bruteForce(all, q, tt.k, nil))
+			}
+		})
+	}
+}
+
+func TestSearchFilters(t *testing.T) {
+	const dim = 16
+	r := rand.New(rand.NewPCG(7, 7))
+	ix := openIndex(t, t.TempDir(), dim, true)
+	all := fillRandom(t, ix, r, 300, dim)
+	docOf := func(id string) string { return id[:strings.IndexByte(id, '#')] }
+	parity := func(id string) string {
+		var d int
+		fmt.Sscanf(docOf(id), "doc%d", &d)
+		return fmt.Sprint(d % 2)
+	}
+	tests := []struct {
+		name   string
+		filter pipeline.Filter
+		keep   func(id string) bool
+	}{
+		{"doc ids", pipeline.Filter{DocIDs: []string{"doc3", "doc10", "doc10", "nope"}},
+			func(id string) bool { return docOf(id) == "doc3" || docOf(id) == "doc10" }},
+		{"metadata", pipeline.Filter{Metadata: map[string]string{"parity": "1"}},
+			func(id string) bool { return parity(id) == "1" }},
+		{"both", pipeline.Filter{DocIDs: []string{"doc3", "doc4"}, Metadata: map[string]string{"parity": "0"}},
+			func(id string) bool { return docOf(id) == "doc4" }},
+		{"unknown metadata key", pipeline.Filter{Metadata: map[string]string{"lang": "en"}},
+			func(string) bool { return false }},
+		{"unknown doc", pipeline.Filter{DocIDs: []string{"nope"}},
+			func(string) bool { return false }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := randomVector(r, dim)
+			got, err := ix.Search(context.Background(), q, 20, tt.filter)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkAgainst(t, got, bruteForce(all, q, 20, tt.keep))
+		})
+	}
+}
+
+func TestSearchEdgeCases(t *testing.T) {
+	ix := openIndex(t, t.TempDir(), 4, true)
+	ctx := context.Background()
+	if hits, err := ix.Search(ctx, []float32{1, 0, 0, 0}, 5, pipeline.Filter{}); err != nil || len(hits) != 0 {
+		t.Fatalf("empty index: %v, %v", hits, err)
+	}
+	err := ix.ReplaceDocument(ctx, Document{DocID: "a", Title: "A", Chunks: []pipeline.Chunk{{Text: "x"}, {Text: "y"}},
+		Vectors: [][]float32{{3, 0, 0, 0}, {0, 0, 0, 0}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		q        []float32
+		k        int
+		wantHits int
+		wantErr  error
+	}{
+		{"k larger than the index", []float32{2, 0, 0, 0}, 10, 2, nil},
+		{"k zero", []float32{1, 0, 0, 0}, 0, 0, nil},
+		{"zero query", []float32{0, 0, 0, 0}, 3, 0, nil},
+		{"wrong dimension", []float32{1, 0}, 3, 0, ErrDimension},
+	}
+	for _, tt := range tests {
+		hits, err := ix.Search(ctx, tt.q, tt.k, pipeline.Filter{})
+		if !errors.Is(err, tt.wantErr) || len(hits) != tt.wantHits {
+			t.Errorf("%s: %d hits, err %v; want %d hits, err %v", tt.name, len(hits), err, tt.wantHits, tt.wantErr)
+		}
+	}
+	hits, _ := ix.Search(ctx, []float32{2, 0, 0, 0}, 1, pipeline.Filter{})
+	if len(hits) != 1 || hits[0].ID != "a#0" || math.Abs(hits[0].Score-1) > 1e-6 || hits[0].Title != "A" || hits[0].DocID != "a" {
+		t.Errorf("stored vectors not normalised or chunk fields not set: %+v", hits)
+	}
+	bad := []Document{
+		{DocID: "", Chunks: nil},
+		{DocID: "b", Chunks: []pipeline.Chunk{{Text: "x"}}},
+		{DocID: "b", Chunks: []pipeline.Chunk{{Text: "x"}}, Vectors: [][]float32{{1, 2}}},
+		{DocID: "b", Chunks: []pipeline.Chunk{{Text: "x"}}, Vectors: [][]float32{{1, float32(math.NaN()), 0, 0}}},
+	}
+	for i, d := range bad {
+		if err := ix.ReplaceDocument(ctx, d); err == nil {
+			t.Errorf("bad document %d accepted", i)
+		}
+	}
+	if ix.Len() != 2 {
+		t.Errorf("Len = %d after refused documents, want 2", ix.Len())
+	}
+}
+
+func TestReplaceAndDelete(t *testing.T) {
+	ix := openIndex(t, t.TempDir(), 4, true)
+	ctx := context.Background()
+	doc := func(texts ...string) Document {
+		d := Document{DocID: "d", Title: "D", ContentHash: strings.Join(texts, "")}
+		for i, s := range texts {
+			d.Chunks = append(d.Chunks, pipeline.Chunk{Text: s})
+			d.Vectors = append(d.Vectors, []float32{1, float32(i), 0, 0})
+		}
+		return d
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(ix.ReplaceDocument(ctx, doc("a", "b", "c")))
+	must(ix.ReplaceDocument(ctx, Document{DocID: "other", Chunks: []pipeline.Chunk{{Text: "o"}}, Vectors: [][]float32{{0, 0, 1, 0}}}))
+	must(ix.ReplaceDocument(ctx, doc("x", "y")))
+	if ix.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", ix.Len())
+	}
+	hits, _ := ix.Search(ctx, []float32{1, 0.5, 0, 0}, 10, pipeline.Filter{DocIDs: []string{"d"}})
+	var texts []string
+	for _, h := range hits {
+		texts = append(texts, h.ID+"="+h.Text)
+	}
+	slices.Sort(texts)
+	if want := []string{"d#0=x", "d#1=y"}; !slices.Equal(texts, want) {
+		t.Errorf("after replace: %v, want %v", texts, want)
+	}
+	if h, ok := ix.DocumentHash("d"); !ok || h != "xy" {
+		t.Errorf("DocumentHash = %q %v", h, ok)
+	}
+	wantDocs := []DocumentInfo{{DocID: "d", Title: "D", ContentHash: "xy", Chunks: 2}, {DocID: "other", Chunks: 1}}
+	if got := ix.Documents(); !slices.Equal(got, wantDocs) {
+		t.Errorf("Documents = %+v, want %+v", got, wantDocs)
+	}
+	if ok, err := ix.DeleteDocument(ctx, "d"); !ok || err != nil {
+		t.Fatalf("DeleteDocument = %v, %v", ok, err)
+	}
+	if ok, err := ix.DeleteDocument(ctx, "d"); ok || err != nil {
+		t.Fatalf("second DeleteDocument = %v, %v", ok, err)
+	}
+	if _, ok := ix.DocumentHash("d"); ok || ix.Len() != 1 {
+		t.Errorf("deleted document still there (Len %d)", ix.Len())
+	}
+	// Freed slots are reused rather than growing the slab.
+	must(ix.ReplaceDocument(ctx, doc("p", "q", "r")))
+	if n := len(ix.st.alive); n != 4 {
+		t.Errorf("slab has %d slots, want 4 (freed slots reused)", n)
+	}
+}
+
+// TestReplaceIsAtomic replaces one document over and over, alternating
+// versions of different lengths, while searches run: every search must see
+// exactly one complete version.
+func TestReplaceIsAtomic(t *testing.T) {
+	const dim = 8
+	ix := openIndex(t, t.TempDir(), dim, true)
+	ctx := context.Background()
+	version := func(v int) Document {
+		n := 5 + 3*(v%2)
+		d := Document{DocID: "d", Title: "D"}
+		for i := range n {
+			d.Chunks = append(d.Chunks, pipeline.Chunk{Text: "t", Metadata: map[string]string{"v": fmt.Sprint(v)}})
+			vec := make([]float32, dim)
+			vec[i%dim] = 1
+			d.Vectors = append(d.Vectors, vec)
+		}
+		return d
+	}
+	if err := ix.ReplaceDocument(ctx, version(0)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 2 {
+		wg.Go(func() {
+			q := []float32{1, 1, 1, 1, 1, 1, 1, 1}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				hits, err := ix.Search(ctx, q, 100, pipeline.Filter{})
+				if err != nil {
+					errs <- err
+					return
+				}
+				v := hits[0].Metadata["v"]
+				var n int
+				fmt.Sscan(v, &n)
+				if want := 5 + 3*(n%2); len(hits) != want {
+					errs <- fmt.Errorf("version %s: saw %d chunks, want %d", v, len(hits), want)
+					return
+				}
+				for _, h := range hits {
+					if h.Metadata["v"] != v {
+						errs <- fmt.Errorf("saw versions %s and %s in one search", v, h.Metadata["v"])
+						return
+					}
+				}
+			}
+		})
+	}
+	for v := 1; v <= 300; v++ {
+		if err := ix.ReplaceDocument(ctx, version(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestPersistenceRoundTrip(t *testing.T) {
+	const dim = 24
+	dir := t.TempDir()
+	r := rand.New(rand.NewPCG(3, 4))
+	w := openIndex(t, dir, dim, true)
+	all := fillRandom(t, w, r, 200, dim)
+	if _, err := w.DeleteDocument(context.Background(), "doc1"); err != nil {
+		t.Fatal(err)
+	}
+	for id := range all {
+		if strings.HasPrefix(id, "doc1#") {
+			delete(all, id)
+		}
+	}
+	if err := w.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if w.Generation() != 1 {
+		t.Errorf("generation %d after the first save, want 1", w.Generation())
+	}
+	if err := w.Save(); err != nil || w.Generation() != 1 {
+		t.Errorf("unchanged save wrote generation %d (err %v)", w.Generation(), err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rd := openIndex(t, dir, dim, false)
+	if rd.Len() != len(all) {
+		t.Fatalf("loaded %d chunks, want %d", rd.Len(), len(all))
+	}
+	if got, want := rd.Documents(), w.Documents(); !slices.Equal(got, want) {
+		t.Errorf("documents differ after reload")
+	}
+	for range 3 {
+		q := randomVector(r, dim)
+		got, err := rd.Search(context.Background(), q, 15, pipeline.Filter{Metadata: map[string]string{"parity": "0"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAgainst(t, got, bruteForce(all, q, 15, func(id string) bool {
+			var d int
+			fmt.Sscanf(id, "doc%d", &d)
+			return d%2 == 0
+		}))
+		for _, h := range got {
+			if !strings.HasPrefix(h.Text, "chunk ") || !strings.HasPrefix(h.Title, "Doc ") {
+				t.Fatalf("chunk fields lost: %+v", h.Chunk)
+			}
+		}
+	}
+	if err := rd.ReplaceDocument(context.Background(), Document{DocID: "x"}); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only ReplaceDocument: %v", err)
+	}
+	if err := rd.Save(); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only Save: %v", err)
+	}
+}
+
+func TestReloadSeesAnotherWriter(t *testing.T) {
+	const dim = 8
+	dir := t.TempDir()
+	ctx := context.Background()
+	reader := openIndex(t, dir, dim, false) // before anything exists
+	writer := openIndex(t, dir, dim, true)
+
+	if changed, err := reader.Reload(); changed || err != nil {
+		t.Fatalf("Reload with no file = %v, %v", changed, err)
+	}
+	put := func(id string) {
+		t.Helper()
+		err := writer.ReplaceDocument(ctx, Document{DocID: id, Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writer.Save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		write     string
+		wantDocs  int
+		wantGen   uint64
+		wantFresh bool
+	}{
+		{"a", 1, 1, true},
+		{"", 1, 1, false},
+		{"b", 2, 2, true},
+		{"", 2, 2, false},
+	}
+	for i, s := range steps {
+		if s.write != "" {
+			put(s.write)
+		}
+		changed, err := reader.Reload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if changed != s.wantFresh || len(reader.Documents()) != s.wantDocs || reader.Generation() != s.wantGen {
+			t.Errorf("step %d: reloaded %v, %d docs, generation %d; want %v, %d, %d",
+				i, changed, len(reader.Documents()), reader.Generation(), s.wantFresh, s.wantDocs, s.wantGen)
+		}
+	}
+}
+
+func TestWriterLock(t *testing.T) {
+	dir := t.TempDir()
+	first := openIndex(t, dir, 8, true)
+	_, err := OpenIndex(dir, IndexOptions{Dimension: 8, Embedder: "test", Writable: true})
+	if !errors.Is(err, ErrLocked) {
+		t.Fatalf("second writer: %v, want ErrLocked", err)
+	}
+	if _, err := OpenIndex(dir, IndexOptions{Dimension: 8, Embedder: "test"}); err != nil {
+		t.Fatalf("reader next to a writer: %v", err)
+	}
+	first.Close()
+	second := openIndex(t, dir, 8, true)
+	second.Close()
+}
+
+func TestOpenRefusesAnotherEmbedder(t *testing.T) {
+	dir := t.TempDir()
+	w := openIndex(t, dir, 8, true)
+	if err := w.Save(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	tests := []struct {
+		opts     IndexOptions
+		wantFlag string
+	}{
+		{IndexOptions{Dimension: 16, Embedder: "test"}, "--embed-dimensions=8"},
+		{IndexOptions{Dimension: 8, Embedder: "openai"}, "--embedder=test"},
+		{IndexOptions{Dimension: 16, Embedder: "test", Writable: true}, "--embed-dimensions=8"},
+	}
+	for _, tt := range tests {
+		_, err := OpenIndex(dir, tt.opts)
+		if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), tt.wantFlag) || !strings.Contains(err.Error(), "--data-dir") {
+			t.Errorf("%+v: err = %v, want ErrIncompatible naming %s and --data-dir", tt.opts, err, tt.wantFlag)
+		}
+	}
+	// The refused writer released its lock.
+	openIndex(t, dir, 8, true)
+}
+
+func TestCorruptFileIsAnError(t *testing.T) {
+	const dim = 4
+	dir := t.TempDir()
+	w := openIndex(t, dir, dim, true)
+	r := rand.New(rand.NewPCG(1, 1))
+	fillRandom(t, w, r, 6, dim)
+	if err := w.Save(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	good, err := os.ReadFile(w.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	try := func(name string, content []byte) {
+		t.Helper()
+		if err := os.WriteFile(w.Path(), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenIndex(dir, IndexOptions{Dimension: dim, Embedder: "test"})
+		if err == nil {
+			t.Fatalf("%s: opened without error", name)
+		}
+		if !strings.Contains(err.Error(), w.Path()) {
+			t.Fatalf("%s: error %q does not name the file", name, err)
+		}
+	}
+	for n := range len(good) {
+		try(fmt.Sprintf("truncated to %d bytes", n), good[:n])
+	}
+	for i := range good {
+		bad := slices.Clone(good)
+		bad[i] ^= 0x5a
+		try(fmt.Sprintf("byte %d flipped", i), bad)
+	}
+	try("trailing garbage", append(slices.Clone(good), 1, 2, 3))
+	huge := slices.Clone(good)
+	copy(huge[8:], []byte{0xff, 0xff, 0xff, 0x7f}) // dimension
+	try("huge dimension", huge)
+}

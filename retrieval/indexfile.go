@@ -1,0 +1,405 @@
+package retrieval
+
+// The index file format (all integers little-endian), chosen so 100k × 512
+// floats load in one sequential read rather than through a text decoder:
+//
+//	magic      8 bytes  "RAGTIDX1"
+//	dimension  u32
+//	generation u64      incremented by every save
+//	embedder   str
+//	documents  u32, then per document:
+//	             doc id str, title str, content hash str, chunk count u32,
+//	             then per chunk: text str, metadata pair count u32, key str, value str …
+//	vectors    chunk count × dimension × f32, chunks in document order
+//	checksum   u32      CRC-32C of everything before it
+//
+// where str is a u32 byte length followed by the bytes.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+const fileMagic = "RAGTIDX1"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// fileID tells whether the index file was replaced since it was read: a save
+// renames a new file into place, which changes the inode and the mtime.
+type fileID struct {
+	ino   uint64
+	size  int64
+	mtime time.Time
+}
+
+func fileIDOf(fi fs.FileInfo) fileID {
+	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.ino = st.Ino
+	}
+	return id
+}
+
+// Reload reads the index file again if another process saved it since this
+// index last read or wrote it, and reports whether it did. When nothing
+// changed it costs one stat call, so `ragtime serve` can poll it. Searches
+// keep running on the old content until the new one is swapped in.
+func (ix *Index) Reload() (bool, error) { return ix.reload(false) }
+
+func (ix *Index) reload(initial bool) (bool, error) {
+	ix.saveMu.Lock()
+	defer ix.saveMu.Unlock()
+	fi, err := os.Stat(ix.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil // nothing ingested yet; keep what we have
+	}
+	if err != nil {
+		return false, fmt.Errorf("checking index file: %w", err)
+	}
+	if !initial && fileIDOf(fi) == ix.file {
+		return false, nil
+	}
+	if !initial {
+		ix.mu.RLock()
+		dirty := ix.version != ix.savedVersion
+		ix.mu.RUnlock()
+		if dirty {
+			return false, fmt.Errorf("reloading %s: %w", ix.path, ErrUnsaved)
+		}
+	}
+	st, gen, id, err := ix.readFile()
+	if err != nil {
+		return false, err
+	}
+	ix.mu.Lock()
+	ix.st = st
+	ix.version++
+	ix.savedVersion = ix.version
+	ix.mu.Unlock()
+	ix.generation, ix.file = gen, id
+	return true, nil
+}
+
+// Generation returns the save generation of the content this index last
+// read or wrote (0 before the first save).
+func (ix *Index) Generation() uint64 {
+	ix.saveMu.Lock()
+	defer ix.saveMu.Unlock()
+	return ix.generation
+}
+
+// Save writes the index to disk atomically (a temporary file, synced, then
+// renamed over the old one), so a reader or a crash sees the old file or
+// the new one, never a mix. It does nothing when there is nothing new to
+// write. Searches continue while it writes; changes wait.
+func (ix *Index) Save() error {
+	ix.saveMu.Lock()
+	defer ix.saveMu.Unlock()
+	if !ix.writable {
+		return fmt.Errorf("saving index: %w", ErrReadOnly)
+	}
+	ix.mu.RLock()
+	if ix.version == ix.savedVersion && ix.generation > 0 {
+		ix.mu.RUnlock()
+		return nil
+	}
+	version := ix.version
+	gen := ix.generation + 1
+	tmp, err := os.CreateTemp(ix.dir, indexFileName+".*.tmp")
+	if err != nil {
+		ix.mu.RUnlock()
+		return fmt.Errorf("saving index: %w", err)
+	}
+	err = ix.writeState(tmp, gen)
+	ix.mu.RUnlock()
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), ix.path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("saving index to %s: %w", ix.path, err)
+	}
+	if d, derr := os.Open(ix.dir); derr == nil { // make the rename durable
+		d.Sync()
+		d.Close()
+	}
+	fi, err := os.Stat(ix.path)
+	if err != nil {
+		return fmt.Errorf("saving index: %w", err)
+	}
+	ix.savedVersion, ix.generation, ix.file = version, gen, fileIDOf(fi)
+	return nil
+}
+
+// writeState encodes the current state; the caller holds mu for reading.
+func (ix *Index) writeState(f *os.File, gen uint64) error {
+	crc := crc32.New(castagnoli)
+	w := &fileWriter{w: bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)}
+	st := ix.st
+	w.bytes([]byte(fileMagic))
+	w.u32(uint32(ix.dim))
+	w.u64(gen)
+	w.str(ix.embedder)
+	ids := make([]string, 0, len(st.docs))
+	for id := range st.docs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // a stable order makes equal indexes byte-identical
+	w.u32(uint32(len(ids)))
+	for _, id := range ids {
+		e := st.docs[id]
+		w.str(id)
+		w.str(e.title)
+		w.str(e.hash)
+		w.u32(uint32(len(e.slots)))
+		for _, s := range e.slots {
+			c := &st.chunks[s]
+			w.str(c.Text)
+			keys := slices.Sorted(maps.Keys(c.Metadata))
+			w.u32(uint32(len(keys)))
+			for _, k := range keys {
+				w.str(k)
+				w.str(c.Metadata[k])
+			}
+		}
+	}
+	buf := make([]byte, 0, 4*ix.dim)
+	for _, id := range ids {
+		for _, s := range st.docs[id].slots {
+			buf = buf[:0]
+			for _, x := range st.vecs[int(s)*ix.dim : (int(s)+1)*ix.dim] {
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
+			}
+			w.bytes(buf)
+		}
+	}
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
+	_, err := f.Write(sum[:])
+	return err
+}
+
+type fileWriter struct {
+	w   *bufio.Writer
+	err error
+}
+
+func (w *fileWriter) bytes(b []byte) {
+	if w.err == nil {
+		_, w.err = w.w.Write(b)
+	}
+}
+
+func (w *fileWriter) u32(v uint32) { w.bytes(binary.LittleEndian.AppendUint32(nil, v)) }
+func (w *fileWriter) u64(v uint64) { w.bytes(binary.LittleEndian.AppendUint64(nil, v)) }
+func (w *fileWriter) str(s string) {
+	w.u32(uint32(len(s)))
+	if w.err == nil {
+		_, w.err = w.w.WriteString(s)
+	}
+}
+
+// readFile decodes the index file into a fresh state. Every length is
+// checked against what is left of the file before anything is allocated,
+// so a corrupt or truncated file yields ErrCorrupt naming the file.
+func (ix *Index) readFile() (*state, uint64, fileID, error) {
+	f, err := os.Open(ix.path)
+	if err != nil {
+		return nil, 0, fileID{}, fmt.Errorf("opening index file: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, fileID{}, fmt.Errorf("reading index file %s: %w", ix.path, err)
+	}
+	r := &fileReader{r: bufio.NewReaderSize(f, 1<<20), crc: crc32.New(castagnoli), left: fi.Size() - 4}
+	corrupt := func(what string) error {
+		return fmt.Errorf("reading index file %s: %s: %w (delete it and re-ingest)", ix.path, what, ErrCorrupt)
+	}
+	if r.left < int64(len(fileMagic))+4+8+4+4 {
+		return nil, 0, fileID{}, corrupt("file too short")
+	}
+	if string(r.bytes(len(fileMagic))) != fileMagic {
+		return nil, 0, fileID{}, corrupt("not a ragtime index file")
+	}
+	dim := int(r.u32())
+	gen := r.u64()
+	embedder := r.str()
+	if r.err != nil {
+		return nil, 0, fileID{}, corrupt(r.err.Error())
+	}
+	if embedder != ix.embedder {
+		return nil, 0, fileID{}, fmt.Errorf(
+			"opening index %s: it was built with embedder %q but %q is configured: set --embedder=%s, or ingest into a fresh --data-dir: %w",
+			ix.path, embedder, ix.embedder, embedder, ErrIncompatible)
+	}
+	if dim != ix.dim {
+		return nil, 0, fileID{}, fmt.Errorf(
+			"opening index %s: it holds %d-dimensional vectors but the embedder produces %d: set --embed-dimensions=%d, or ingest into a fresh --data-dir: %w",
+			ix.path, dim, ix.dim, dim, ErrIncompatible)
+	}
+
+	st := newState()
+	ndocs := r.count(4 + 4 + 4 + 4) // a document takes at least 16 bytes
+	for range ndocs {
+		id, title, hash := r.str(), r.str(), r.str()
+		nchunks := r.count(4 + 4 + 4*dim) // text length, metadata count, vector
+		if r.err != nil {
+			break
+		}
+		if _, dup := st.docs[id]; dup {
+			return nil, 0, fileID{}, corrupt(fmt.Sprintf("document %q stored twice", id))
+		}
+		e := &docEntry{title: title, hash: hash, slots: make([]int32, nchunks)}
+		for i := range nchunks {
+			c := pipeline.Chunk{ID: ChunkID(id, i), DocID: id, Title: title, Index: i, Text: r.str()}
+			if nmeta := r.count(8); nmeta > 0 {
+				c.Metadata = make(map[string]string, nmeta)
+				for range nmeta {
+					k := r.str()
+					c.Metadata[k] = r.str()
+				}
+			}
+			e.slots[i] = int32(len(st.chunks))
+			st.chunks = append(st.chunks, c)
+		}
+		st.docs[id] = e
+	}
+	n := len(st.chunks)
+	if r.err == nil && r.left != int64(n)*int64(dim)*4 {
+		return nil, 0, fileID{}, corrupt(fmt.Sprintf("expected %d vector bytes, found %d", int64(n)*int64(dim)*4, r.left))
+	}
+	if r.err != nil {
+		return nil, 0, fileID{}, corrupt(r.err.Error())
+	}
+	st.vecs = make([]float32, n*dim)
+	r.floats(st.vecs)
+	if r.err != nil {
+		return nil, 0, fileID{}, corrupt(r.err.Error())
+	}
+	want := r.crc.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(r.r, sum[:]); err != nil || binary.LittleEndian.Uint32(sum[:]) != want {
+		return nil, 0, fileID{}, corrupt("checksum mismatch")
+	}
+	for _, x := range st.vecs {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, 0, fileID{}, corrupt("non-finite vector component")
+		}
+	}
+	st.alive = make([]bool, n)
+	for i := range st.alive {
+		st.alive[i] = true
+	}
+	st.live = n
+	return st, gen, fileIDOf(fi), nil
+}
+
+// fileReader reads the index format, hashing what it reads and tracking how
+// many bytes are left before the checksum. The first error sticks.
+type fileReader struct {
+	r    *bufio.Reader
+	crc  hash.Hash32
+	left int64
+	err  error
+	buf  []byte
+}
+
+var errTruncated = errors.New("unexpected end of file")
+
+func (r *fileReader) bytes(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if int64(n) > r.left {
+		r.err = errTruncated
+		return nil
+	}
+	if cap(r.buf) < n {
+		r.buf = make([]byte, n)
+	}
+	b := r.buf[:n]
+	if _, err := io.ReadFull(r.r, b); err != nil {
+		r.err = errTruncated
+		return nil
+	}
+	r.crc.Write(b)
+	r.left -= int64(n)
+	return b
+}
+
+func (r *fileReader) u32() uint32 {
+	if b := r.bytes(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *fileReader) u64() uint64 {
+	if b := r.bytes(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *fileReader) str() string {
+	n := r.u32()
+	if r.err == nil && int64(n) > r.left {
+		r.err = fmt.Errorf("string of %d bytes exceeds the file", n)
+		return ""
+	}
+	return string(r.bytes(int(n)))
+}
+
+// count reads an element count and checks that that many elements of at
+// least minSize bytes fit in what is left, so a corrupt count cannot make
+// the reader allocate gigabytes.
+func (r *fileReader) count(minSize int) int {
+	n := r.u32()
+	if r.err == nil && int64(n)*int64(minSize) > r.left {
+		r.err = fmt.Errorf("count %d exceeds the file", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (r *fileReader) floats(dst []float32) {
+	const block = 16384
+	for len(dst) > 0 && r.err == nil {
+		m := min(len(dst), block)
+		b := r.bytes(4 * m)
+		for i := range m {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		dst = dst[m:]
+	}
+}
