@@ -1,0 +1,217 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultDatabaseURL is the database ragtime uses when DATABASE_URL is unset.
+const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable"
+
+// maintenanceDatabase is the database every PostgreSQL server has, used to
+// create the target database.
+const maintenanceDatabase = "postgres"
+
+// ErrUnreachable is what an UnreachableError matches with errors.Is: no
+// PostgreSQL server answered at the configured address.
+var ErrUnreachable = errors.New("cannot reach PostgreSQL")
+
+// UnreachableError says that no PostgreSQL server answered at Addr. Its
+// message is one line that ends with StartHint, so a CLI can print it as is.
+type UnreachableError struct {
+	// Addr is host:port (or the socket directory) that was dialled.
+	Addr string
+	// Err is the underlying dial error.
+	Err error
+}
+
+// Error returns "cannot reach PostgreSQL at ADDR (CAUSE): HINT".
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach PostgreSQL at %s (%s): %s", e.Addr, rootCause(e.Err), StartHint())
+}
+
+// Unwrap returns the underlying dial error.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnreachable.
+func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
+
+// StartHint says how to get a PostgreSQL server to talk to: the
+// pg_ctlcluster command for the local cluster when one is installed, and the
+// DATABASE_URL variable.
+func StartHint() string {
+	if versions, err := os.ReadDir("/etc/postgresql"); err == nil && len(versions) > 0 {
+		return fmt.Sprintf("start it with `pg_ctlcluster --skip-systemctl-redirect %s main start` or set DATABASE_URL",
+			versions[len(versions)-1].Name())
+	}
+	return "start it (`docker compose up -d postgres`, or `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`) or set DATABASE_URL"
+}
+
+// RedactURL returns databaseURL with its password replaced by "xxxxx", for
+// logs and error messages. Strings that are not URLs (key=value connection
+// strings) have their password=... value replaced.
+func RedactURL(databaseURL string) string {
+	u, err := url.Parse(databaseURL)
+	if err == nil && u.Scheme != "" {
+		if u.User != nil {
+			if _, has := u.User.Password(); has {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			}
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	fields := strings.Fields(databaseURL)
+	for i, f := range fields {
+		if strings.HasPrefix(f, "password=") {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// Open connects a pool to databaseURL and checks that the database answers.
+// An unreachable server yields an *UnreachableError.
+func Open(ctx context.Context, databaseURL string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(databaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, connectError(cfg.ConnConfig, err)
+	}
+	return pool, nil
+}
+
+// EnsureDatabase creates the database databaseURL names when it does not
+// exist yet, by connecting to the "postgres" maintenance database on the same
+// server, so that a fresh server works without manual setup. It is
+// idempotent and safe when several processes call it at once. An unreachable
+// server yields an *UnreachableError.
+func EnsureDatabase(ctx context.Context, databaseURL string) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	name := cfg.Database
+	if name == "" {
+		name = cfg.User
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	if !isPgCode(err, "3D000") { // invalid_catalog_name: the database does not exist
+		return connectError(cfg, err)
+	}
+
+	mcfg := cfg.Copy()
+	mcfg.Database = maintenanceDatabase
+	mconn, err := pgx.ConnectConfig(ctx, mcfg)
+	if err != nil {
+		return connectError(mcfg, err)
+	}
+	defer mconn.Close(context.WithoutCancel(ctx))
+
+	var exists bool
+	if err := mconn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up database %q: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = mconn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	// 42P04 duplicate_database, 23505 unique_violation: another process
+	// created it between our check and our CREATE.
+	if err != nil && !isPgCode(err, "42P04") && !isPgCode(err, "23505") {
+		return fmt.Errorf("create database %q: %w", name, err)
+	}
+	return nil
+}
+
+// connectError turns a failed connection attempt into an *UnreachableError
+// when no server answered, and otherwise into an error naming the server and
+// database (never the password).
+func connectError(cfg *pgx.ConnConfig, err error) error {
+	addr := serverAddr(cfg)
+	if isUnreachable(err) {
+		return &UnreachableError{Addr: addr, Err: err}
+	}
+	return fmt.Errorf("connect to PostgreSQL at %s, database %q: %w", addr, cfg.Database, err)
+}
+
+// serverAddr is host:port, or the socket path for a Unix socket.
+func serverAddr(cfg *pgx.ConnConfig) string {
+	if filepath.IsAbs(cfg.Host) {
+		return filepath.Join(cfg.Host, ".s.PGSQL."+strconv.Itoa(int(cfg.Port)))
+	}
+	return net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+}
+
+// isUnreachable reports whether err means no server answered: a failed dial,
+// an unknown host, or a connection attempt that timed out.
+func isUnreachable(err error) bool {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return false
+	}
+	return pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// isPgCode reports whether err carries the PostgreSQL SQLSTATE code.
+func isPgCode(err error, code string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == code
+}
+
+// rootCause returns the dial error's message when there is one (it names
+// the address and the reason), else the innermost error's, on one line.
+func rootCause(err error) string {
+	if err == nil {
+		return "no error"
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		return strings.ReplaceAll(opErr.Error(), "\n", " ")
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return strings.ReplaceAll(dnsErr.Error(), "\n", " ")
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			break
+		}
+		err = next
+	}
+	return strings.ReplaceAll(err.Error(), "\n", " ")
+}

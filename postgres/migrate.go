@@ -1,0 +1,80 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"ragtime/migrations"
+)
+
+// migrationLockID is the session advisory lock key Migrate holds while it
+// applies migrations ("ragtime" in ASCII), so that processes starting at
+// once apply them one after the other. Advisory locks are per database.
+const migrationLockID int64 = 0x72616774696d65
+
+// Migrate applies the pending embedded migrations (package migrations) to
+// the database pool is connected to. It is idempotent, and safe when several
+// processes run it at once: they take turns under a PostgreSQL advisory lock.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	return migrateDB(ctx, db)
+}
+
+// MigrateURL is Migrate for a database URL: it connects, applies the pending
+// migrations and disconnects.
+func MigrateURL(ctx context.Context, databaseURL string) error {
+	cfg, err := pgx.ParseConfig(databaseURL)
+	if err != nil {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	db := stdlib.OpenDB(*cfg)
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return connectError(cfg, err)
+	}
+	return migrateDB(ctx, db)
+}
+
+func migrateDB(ctx context.Context, db *sql.DB) error {
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+		goose.WithSessionLocker(advisoryLocker{id: migrationLockID}),
+		goose.WithDisableGlobalRegistry(true),
+		goose.WithSlog(slog.New(slog.DiscardHandler)),
+	)
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}
+
+// advisoryLocker is a goose session locker that waits on a blocking
+// pg_advisory_lock (bounded by ctx) rather than polling, so a process that
+// starts while another migrates proceeds as soon as the other is done.
+type advisoryLocker struct{ id int64 }
+
+// SessionLock takes the advisory lock on conn.
+func (l advisoryLocker) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", l.id); err != nil {
+		return fmt.Errorf("take migration lock: %w", err)
+	}
+	return nil
+}
+
+// SessionUnlock releases the advisory lock on conn.
+func (l advisoryLocker) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", l.id); err != nil {
+		return fmt.Errorf("release migration lock: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,647 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/goleak"
+
+	"ragtime/pipeline"
+	"ragtime/postgres"
+	"ragtime/postgres/postgrestest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func ctxFor(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// record builds a realistic finished query: every field set, eight stages
+// with attrs whose values are what JSON decoding yields.
+func record(i int) pipeline.Record {
+	created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1234567 * time.Microsecond)
+	return pipeline.Record{
+		QueryID:        uuid.NewString(),
+		CreatedAt:      created,
+		Question:       fmt.Sprintf("how long does prefill take for question %d?", i),
+		QuestionSHA256: fmt.Sprintf("%064x", i),
+		TopK:           8,
+		RerankTopN:     4,
+		MaxTokens:      512,
+		Model:          "llmsim-8b",
+		Provider:       "llmsim",
+		Status:         pipeline.StatusOK,
+		TTFTMs:         ptr(412.731),
+		FirstTokenMs:   ptr(398.002),
+		E2EMs:          1890.456,
+		QueueMs:        0.004,
+		RetrievalMs:    35.125,
+		GenTTFTMs:      377.201,
+		LLMPrefillMs:   365.9,
+		OverheadMs:     ptr(0.401),
+		RetrievalShare: ptr(35.125 / 412.731),
+		PrefillShare:   ptr(365.9 / 412.731),
+		Usage:          pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12},
+		ConnReused:     ptr(true),
+		UpstreamStatus: 200,
+		RequestID:      "req-" + fmt.Sprint(i),
+		Stages: []pipeline.Span{
+			{Name: pipeline.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
+			{Name: pipeline.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
+			{Name: pipeline.StageSearch, Seq: 2, StartMs: 3.3, DurationMs: 12.5, Attrs: map[string]any{"k": 8.0, "hits": 8.0, "store": "embedded"}},
+			{Name: pipeline.StageRerank, Seq: 3, StartMs: 15.9, DurationMs: 9.1, Attrs: map[string]any{"candidates": 8.0, "top_n": 4.0}},
+			{Name: pipeline.StageAssemble, Seq: 4, StartMs: 25.1, DurationMs: 10.025, Attrs: map[string]any{"chunks": 4.0, "context_tokens": 1800.0, "prompt_tokens": 2048.0}},
+			{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 35.2, DurationMs: 11.301, Attrs: map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0}},
+			{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 46.6, DurationMs: 365.9, Attrs: map[string]any{"server_queue_ms": 1.5, "server_prefill_ms": 340.25, "nested": map[string]any{"list": []any{1.0, "a", nil}}}},
+			{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 412.5, DurationMs: 1477.9, Attrs: map[string]any{"chunks": 180.0, "completion_tokens": 180.0, "itl_p50_ms": 8.1, "itl_p95_ms": 12.7, "itl_max_ms": 30.003}},
+		},
+	}
+}
+
+// failedRecord is a query that failed before a first token: nil pointers,
+// empty optional strings, no upstream status, empty (not nil) attrs.
+func failedRecord() pipeline.Record {
+	return pipeline.Record{
+		QueryID:        uuid.NewString(),
+		CreatedAt:      time.Date(2025, 3, 2, 8, 30, 0, 123456000, time.UTC),
+		QuestionSHA256: strings.Repeat("ab", 32),
+		TopK:           3,
+		Model:          "gpt-x",
+		Provider:       "openai",
+		Status:         pipeline.StatusError,
+		ErrorCode:      "llm_auth",
+		ErrorMessage:   "the provider refused the API key",
+		E2EMs:          120.5,
+		RetrievalMs:    20.25,
+		Stages: []pipeline.Span{
+			{Name: pipeline.StageEmbed, Seq: 0, StartMs: 0, DurationMs: 10.5},
+			{Name: pipeline.StageSearch, Seq: 1, StartMs: 10.5, DurationMs: 9.75, Attrs: map[string]any{}},
+		},
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// equalRecords compares a stored record with the one recorded.
+func equalRecords(t *testing.T, got, want pipeline.Record) {
+	t.Helper()
+	if !got.CreatedAt.Equal(want.CreatedAt) {
+		t.Errorf("CreatedAt = %v, want %v", got.CreatedAt, want.CreatedAt)
+	}
+	got.CreatedAt, want.CreatedAt = time.Time{}, time.Time{}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("stored record differs:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(ctxFor(t), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds; it fails the test after a generous
+// limit (a hang, not a timing assertion).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	ctx := ctxFor(t)
+	u := postgrestest.NewEmptyDatabase(t)
+	pool, err := postgres.Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() {
+			if i%2 == 0 {
+				errs[i] = postgres.Migrate(ctx, pool)
+			} else {
+				errs[i] = postgres.MigrateURL(ctx, u)
+			}
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("concurrent migrate %d: %v", i, err)
+		}
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatalf("migrate again: %v", err)
+	}
+	var applied int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&applied); err != nil {
+		t.Fatal(err)
+	}
+	if applied != 2 {
+		t.Errorf("applied migrations = %d, want 2 (each once)", applied)
+	}
+	for _, table := range []string{"queries", "query_stages", "ttft_breakdown"} {
+		if n := countRows(t, pool, table); n != 0 {
+			t.Errorf("%s has %d rows, want 0", table, n)
+		}
+	}
+}
+
+func TestEnsureDatabase(t *testing.T) {
+	ctx := ctxFor(t)
+	// A database name that needs quoting.
+	base := postgrestest.NewEmptyDatabase(t)
+	name := "Ragtime Ensure " + uuid.NewString()[:8]
+	parsed, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed.Path = "/" + name
+	target := parsed.String()
+
+	admin, err := postgres.Open(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(admin.Close)
+	t.Cleanup(func() {
+		_, err := admin.Exec(context.Background(), `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`)
+		if err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+
+	for i := range 2 {
+		if err := postgres.EnsureDatabase(ctx, target); err != nil {
+			t.Fatalf("EnsureDatabase #%d: %v", i+1, err)
+		}
+	}
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if !exists {
+		t.Fatalf("database %q was not created", name)
+	}
+	pool, err := postgres.Open(ctx, target)
+	if err != nil {
+		t.Fatalf("open the created database: %v", err)
+	}
+	pool.Close()
+}
+
+func TestUnreachableServer(t *testing.T) {
+	ctx := ctxFor(t)
+	// Nothing listens on a port we just closed.
+	proxy := postgrestest.NewProxy(t, "127.0.0.1:1")
+	addr := proxy.Addr()
+	u := "postgres://postgres:s3cret@" + addr + "/ragtime?sslmode=disable&connect_timeout=5"
+	proxy.Cut()
+
+	dead := "postgres://postgres:s3cret@127.0.0.1:1/ragtime?sslmode=disable&connect_timeout=5"
+	for _, tc := range []struct {
+		name string
+		call func() error
+	}{
+		{"EnsureDatabase", func() error { return postgres.EnsureDatabase(ctx, dead) }},
+		{"Open", func() error { _, err := postgres.Open(ctx, dead); return err }},
+		{"MigrateURL", func() error { return postgres.MigrateURL(ctx, dead) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			if !errors.Is(err, postgres.ErrUnreachable) {
+				t.Fatalf("error = %v, want ErrUnreachable", err)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "cannot reach PostgreSQL at 127.0.0.1:1 (") || !strings.HasSuffix(msg, postgres.StartHint()) {
+				t.Errorf("message = %q, want \"cannot reach PostgreSQL at 127.0.0.1:1 (…): <hint>\"", msg)
+			}
+			if strings.Contains(msg, "\n") || strings.Contains(msg, "s3cret") {
+				t.Errorf("message must be one line without the password: %q", msg)
+			}
+		})
+	}
+	// A server that accepts and hangs up is not "unreachable", but the
+	// error must still not carry the password.
+	if err := postgres.EnsureDatabase(ctx, u); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("EnsureDatabase through a cut proxy: %v", err)
+	}
+	if !strings.Contains(postgres.StartHint(), "DATABASE_URL") {
+		t.Errorf("hint %q does not name DATABASE_URL", postgres.StartHint())
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:secret@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db":                             "postgres://u@h/db",
+		"postgres://h/db?password=secret":               "postgres://h/db?password=xxxxx",
+		"host=h user=u password=secret dbname=db":       "host=h user=u password=xxxxx dbname=db",
+	} {
+		if got := postgres.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRecorderRoundTrip(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 4, FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
+	want := []pipeline.Record{failedRecord()}
+	for i := range 9 {
+		want = append(want, record(i))
+	}
+	cancelled := record(99)
+	cancelled.Status, cancelled.ErrorCode, cancelled.ErrorMessage = pipeline.StatusCancelled, pipeline.CodeCancelled, "client went away"
+	cancelled.TTFTMs, cancelled.OverheadMs, cancelled.RetrievalShare, cancelled.PrefillShare, cancelled.ConnReused = nil, nil, nil, nil, ptr(false)
+	cancelled.Question, cancelled.Stages = "", nil
+	want = append(want, cancelled)
+	for _, r := range want {
+		rec.Record(r)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st := rec.Stats(); st != (postgres.RecorderStats{Written: int64(len(want))}) {
+		t.Errorf("Stats = %+v, want only Written %d", st, len(want))
+	}
+
+	store := postgres.NewStore(pool)
+	for _, w := range want {
+		got, err := store.GetQuery(ctx, w.QueryID)
+		if err != nil {
+			t.Fatalf("GetQuery(%s): %v", w.QueryID, err)
+		}
+		equalRecords(t, got, w)
+	}
+	// Upper case ids are found too, and come back canonical.
+	got, err := store.GetQuery(ctx, strings.ToUpper(want[1].QueryID))
+	if err != nil || got.QueryID != want[1].QueryID {
+		t.Errorf("GetQuery(upper case) = %q, %v", got.QueryID, err)
+	}
+
+	// NULL columns and the view, straight from SQL.
+	var question, errorCode, requestID *string
+	var upstream *int
+	var ttft *float64
+	err = pool.QueryRow(ctx, `SELECT question, error_code, request_id, upstream_status, ttft_ms FROM queries WHERE id = $1`,
+		want[0].QueryID).Scan(&question, &errorCode, &requestID, &upstream, &ttft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if question != nil || requestID != nil || upstream != nil || ttft != nil || errorCode == nil {
+		t.Errorf("failed query columns: question %v, request_id %v, upstream_status %v, ttft_ms %v, error_code %v",
+			question, requestID, upstream, ttft, errorCode)
+	}
+	var viewTTFT, viewRetrieval, share float64
+	err = pool.QueryRow(ctx, `SELECT ttft_ms, retrieval_ms, retrieval_share FROM ttft_breakdown WHERE id = $1`,
+		want[1].QueryID).Scan(&viewTTFT, &viewRetrieval, &share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if viewTTFT != *want[1].TTFTMs || viewRetrieval != want[1].RetrievalMs || share != *want[1].RetrievalShare {
+		t.Errorf("ttft_breakdown = %v %v %v", viewTTFT, viewRetrieval, share)
+	}
+	if n := countRows(t, pool, "query_stages"); n != 2+9*8 {
+		t.Errorf("query_stages rows = %d, want %d", n, 2+9*8)
+	}
+}
+
+func TestRecorderZeroCreatedAtIsSet(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
+	r := record(1)
+	r.CreatedAt = time.Time{}
+	before := time.Now().Add(-time.Second)
+	rec.Record(r)
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := postgres.NewStore(pool).GetQuery(ctx, r.QueryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.CreatedAt.Before(before) {
+		t.Errorf("CreatedAt = %v, want about now", got.CreatedAt)
+	}
+}
+
+func TestRecorderDuplicateIDs(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, Logger: quietLogger()})
+	first := record(1)
+	rec.Record(first)
+	rec.Record(first) // twice in one batch
+	waitFor(t, "the first batch", func() bool { return rec.Stats().Written == 2 })
+	again := record(2)
+	again.QueryID = first.QueryID
+	rec.Record(again) // and again in a later batch, with other values
+	other := record(3)
+	rec.Record(other)
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Failed != 0 || st.Written != 4 {
+		t.Errorf("Stats = %+v, want 4 written, none failed", st)
+	}
+	if n := countRows(t, pool, "queries"); n != 2 {
+		t.Errorf("queries rows = %d, want 2", n)
+	}
+	if n := countRows(t, pool, "query_stages"); n != 16 {
+		t.Errorf("query_stages rows = %d, want 16", n)
+	}
+	got, err := postgres.NewStore(pool).GetQuery(ctx, first.QueryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalRecords(t, got, first) // the first write wins
+}
+
+func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 50, FlushInterval: time.Millisecond, Logger: quietLogger()})
+
+	badStatus := record(0)
+	badStatus.Status = "weird" // violates the CHECK
+	badID := record(0)
+	badID.QueryID = "not-a-uuid"
+	badUTF8 := record(0)
+	badUTF8.Model = "bad \xff utf-8"
+	badAttrs := record(0)
+	badAttrs.Stages[1].Attrs = map[string]any{"fn": func() {}}
+	dupSeq := record(0)
+	dupSeq.Stages[2].Seq = 1
+	tooBig := record(0)
+	tooBig.TopK = 1 << 40
+	nulInJSON := record(0)
+	nulInJSON.Stages[1].Attrs = map[string]any{"s": "a\x00b"}
+	bad := []pipeline.Record{badStatus, badID, badUTF8, badAttrs, dupSeq, tooBig, nulInJSON}
+
+	var good []pipeline.Record
+	for i := range 20 {
+		r := record(i)
+		good = append(good, r)
+		rec.Record(r)
+		if i < len(bad) {
+			rec.Record(bad[i])
+		}
+	}
+	waitFor(t, "the first records", func() bool { st := rec.Stats(); return st.Queued == 0 })
+	later := record(100)
+	rec.Record(later)
+	good = append(good, later)
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := rec.Stats()
+	if st.Failed != int64(len(bad)) || st.Written != int64(len(good)) || st.Dropped != 0 {
+		t.Errorf("Stats = %+v, want %d failed, %d written", st, len(bad), len(good))
+	}
+	if n := countRows(t, pool, "queries"); n != len(good) {
+		t.Errorf("queries rows = %d, want %d", n, len(good))
+	}
+	store := postgres.NewStore(pool)
+	for _, w := range good {
+		got, err := store.GetQuery(ctx, w.QueryID)
+		if err != nil {
+			t.Fatalf("GetQuery: %v", err)
+		}
+		equalRecords(t, got, w)
+	}
+}
+
+// TestRecorderSurvivesOutage cuts PostgreSQL away while records arrive:
+// nothing within the bound is lost, and all of it appears after Restore.
+func TestRecorderSurvivesOutage(t *testing.T) {
+	ctx := ctxFor(t)
+	u := postgrestest.NewDatabase(t)
+	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
+	pool, err := postgres.Open(ctx, proxy.URL(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
+		QueueSize: 1000, BatchSize: 16, FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger(),
+	})
+
+	var want []pipeline.Record
+	for i := range 40 {
+		r := record(i)
+		want = append(want, r)
+		rec.Record(r)
+	}
+	waitFor(t, "the first records", func() bool { return rec.Stats().Written == 40 })
+
+	proxy.Cut()
+	for i := 40; i < 400; i++ {
+		r := record(i)
+		want = append(want, r)
+		rec.Record(r)
+	}
+	waitFor(t, "retries while PostgreSQL is away", func() bool { return rec.Stats().Retries >= 3 })
+	for i := 400; i < 500; i++ {
+		r := record(i)
+		want = append(want, r)
+		rec.Record(r)
+	}
+	if st := rec.Stats(); st.Queued != 460 || st.Dropped != 0 || st.Failed != 0 {
+		t.Errorf("during the outage Stats = %+v, want 460 queued, none dropped or failed", st)
+	}
+	proxy.Restore()
+	waitFor(t, "the backlog", func() bool { return rec.Stats().Written == 500 })
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Dropped != 0 || st.Failed != 0 || st.Queued != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+	if n := countRows(t, pool, "queries"); n != 500 {
+		t.Fatalf("queries rows = %d, want 500", n)
+	}
+	if n := countRows(t, pool, "query_stages"); n != 500*8 {
+		t.Fatalf("query_stages rows = %d, want %d", n, 500*8)
+	}
+	store := postgres.NewStore(pool)
+	for i := 0; i < len(want); i += 37 {
+		got, err := store.GetQuery(ctx, want[i].QueryID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		equalRecords(t, got, want[i])
+	}
+}
+
+// TestRecorderBoundExceeded fills the queue while PostgreSQL is away: what
+// does not fit is counted dropped, the rest is written after Restore.
+func TestRecorderBoundExceeded(t *testing.T) {
+	ctx := ctxFor(t)
+	u := postgrestest.NewDatabase(t)
+	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
+	pool, err := postgres.Open(ctx, proxy.URL(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
+		QueueSize: 10, BatchSize: 4, FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger(),
+	})
+	proxy.Cut()
+	for i := range 25 {
+		rec.Record(record(i))
+	}
+	if st := rec.Stats(); st.Dropped != 15 || st.Queued != 10 {
+		t.Errorf("Stats = %+v, want 15 dropped, 10 queued", st)
+	}
+	proxy.Restore()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Dropped != 15 || st.Written != 10 {
+		t.Errorf("Stats = %+v, want 15 dropped, 10 written", st)
+	}
+	if n := countRows(t, pool, "queries"); n != 10 {
+		t.Errorf("queries rows = %d, want 10", n)
+	}
+}
+
+func TestRecorderCloseFlushes(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 1000, FlushInterval: time.Hour, Logger: quietLogger()})
+	for i := range 300 {
+		rec.Record(record(i))
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, pool, "queries"); n != 300 {
+		t.Errorf("queries rows = %d, want 300", n)
+	}
+	// Closed: further records are dropped and counted, Close again is fine.
+	rec.Record(record(1))
+	if st := rec.Stats(); st.Dropped != 1 || st.Written != 300 {
+		t.Errorf("Stats = %+v, want 1 dropped, 300 written", st)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestRecorderCloseDeadline closes while PostgreSQL is away: Close returns
+// when its context ends, and counts what it could not write.
+func TestRecorderCloseDeadline(t *testing.T) {
+	u := postgrestest.NewDatabase(t)
+	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
+	pool, err := postgres.Open(ctxFor(t), proxy.URL(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger()})
+	proxy.Cut()
+	for i := range 7 {
+		rec.Record(record(i))
+	}
+	waitFor(t, "a retry", func() bool { return rec.Stats().Retries > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = rec.Close(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "7 records not written") {
+		t.Errorf("Close = %v, want 7 records not written: deadline exceeded", err)
+	}
+	if st := rec.Stats(); st.Dropped != 7 || st.Queued != 0 || st.Written != 0 {
+		t.Errorf("Stats = %+v, want 7 dropped", st)
+	}
+}
+
+// TestRecorderWaitsForSchema keeps records while the tables are missing
+// (a retryable condition, not invalid data) and writes them once migrated.
+func TestRecorderWaitsForSchema(t *testing.T) {
+	ctx := ctxFor(t)
+	pool, err := postgres.Open(ctx, postgrestest.NewEmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger()})
+	rec.Record(record(1))
+	waitFor(t, "a retry", func() bool { return rec.Stats().Retries > 0 })
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Written != 1 || st.Failed != 0 {
+		t.Errorf("Stats = %+v, want 1 written", st)
+	}
+}
+
+func TestRecordDoesNotBlockConcurrently(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{QueueSize: 100000, BatchSize: 64, FlushInterval: time.Millisecond, Logger: quietLogger()})
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 250 {
+				rec.Record(record(g*1000 + i))
+			}
+		})
+	}
+	wg.Wait()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Written != 2000 || st.Dropped != 0 {
+		t.Errorf("Stats = %+v, want 2000 written", st)
+	}
+}
+
+func TestGetQueryNotFound(t *testing.T) {
+	ctx := ctxFor(t)
+	store := postgres.NewStore(postgrestest.NewPool(t))
+	for _, id := range []string{uuid.NewString(), "not-a-uuid", "", "'; DROP TABLE queries; --", strings.Repeat("a", 10000)} {
+		if _, err := store.GetQuery(ctx, id); !errors.Is(err, postgres.ErrNotFound) {
+			t.Errorf("GetQuery(%.40q) = %v, want ErrNotFound", id, err)
+		}
+	}
+	if err := store.Ping(ctx); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
