@@ -1,0 +1,370 @@
+package retrieval
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tmc/langchaingo/textsplitter"
+
+	"ragtime/pipeline"
+)
+
+// Ingest defaults.
+const (
+	DefaultChunkSize    = 1000 // characters
+	DefaultChunkOverlap = 100  // characters
+	DefaultBatchSize    = 64   // texts per embedding call
+	DefaultSaveEvery    = 100  // documents between intermediate saves
+)
+
+// Ingester reads files into an Index: it extracts their text, splits it into
+// chunks, embeds the chunks and replaces each document's chunks in one step.
+type Ingester struct {
+	// Embedder embeds chunks; it must be the embedder queries will use.
+	Embedder pipeline.Embedder
+	// Index receives the documents; it must be writable.
+	Index *Index
+	// ChunkSize is the target chunk length in characters (runes);
+	// 0 means DefaultChunkSize.
+	ChunkSize int
+	// ChunkOverlap is how many characters consecutive chunks share; it is
+	// used as given (0 is no overlap) and must be below ChunkSize.
+	ChunkOverlap int
+	// BatchSize is how many chunk texts go to one Embed call, across file
+	// boundaries; 0 means DefaultBatchSize.
+	BatchSize int
+	// SaveEvery is how many documents are stored between intermediate
+	// saves, so an interrupted run keeps most of its work; 0 means
+	// DefaultSaveEvery.
+	SaveEvery int
+}
+
+// Progress is reported after every file and once at the end.
+type Progress struct {
+	// Path is the file just handled ("" in the final report).
+	Path string
+	// Files counts the files handled so far, out of TotalFiles.
+	Files      int
+	TotalFiles int
+	// Documents counts the documents stored (new or changed), Skipped the
+	// unchanged files and Chunks the chunks stored, so far.
+	Documents int
+	Skipped   int
+	Chunks    int
+	// Done is set on the final report.
+	Done bool
+}
+
+// Stats sums up an ingest run.
+type Stats struct {
+	// Documents counts the files stored (new or changed).
+	Documents int
+	// Skipped counts the files left alone because their content hash
+	// matched the stored one.
+	Skipped int
+	// Chunks counts the chunks stored.
+	Chunks  int
+	Elapsed time.Duration
+}
+
+// source is one file to ingest.
+type source struct {
+	path  string
+	docID string
+	kind  string
+}
+
+// Ingest ingests the files and folders in paths. Folders are walked
+// recursively for .md, .markdown, .txt, .html and .htm files; other files
+// and hidden files and folders are skipped. A document's id is its path
+// relative to the argument it was found under, slash-separated (a file
+// given directly is known by its base name).
+//
+// A file whose SHA-256 matches the stored one is skipped; a changed file's
+// chunks replace the old ones. The index is saved every SaveEvery documents
+// and at the end, also when a file cannot be read or parsed, which stops
+// the run with an error naming the file. progress may be nil.
+func (in *Ingester) Ingest(ctx context.Context, paths []string, progress func(Progress)) (Stats, error) {
+	start := time.Now()
+	if err := in.validate(); err != nil {
+		return Stats{}, err
+	}
+	sources, err := collect(paths)
+	if err != nil {
+		return Stats{}, err
+	}
+	run := &ingestRun{
+		in:       in,
+		ctx:      ctx,
+		splitter: in.splitter(),
+		progress: Progress{TotalFiles: len(sources)},
+		report:   progress,
+	}
+	err = run.all(sources)
+	if serr := in.Index.Save(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("saving after ingest: %w", serr))
+	}
+	run.progress.Path, run.progress.Done = "", true
+	run.emit()
+	p := run.progress
+	return Stats{Documents: p.Documents, Skipped: p.Skipped, Chunks: p.Chunks, Elapsed: time.Since(start)}, err
+}
+
+func (in *Ingester) validate() error {
+	switch {
+	case in.Embedder == nil:
+		return errors.New("ingesting: no embedder")
+	case in.Index == nil:
+		return errors.New("ingesting: no index")
+	case !in.Index.writable:
+		return fmt.Errorf("ingesting: %w", ErrReadOnly)
+	case in.ChunkSize < 0:
+		return fmt.Errorf("ingesting: chunk size %d: --chunk-size must be positive", in.ChunkSize)
+	case in.BatchSize < 0:
+		return fmt.Errorf("ingesting: batch size %d: --batch-size must be positive", in.BatchSize)
+	}
+	size := cmpOr(in.ChunkSize, DefaultChunkSize)
+	if in.ChunkOverlap < 0 || in.ChunkOverlap >= size {
+		return fmt.Errorf("ingesting: chunk overlap %d: --chunk-overlap must be at least 0 and below the chunk size (%d)", in.ChunkOverlap, size)
+	}
+	return nil
+}
+
+func cmpOr(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// splitter returns the chunker. RecursiveCharacter is used for every kind
+// of file rather than langchaingo's Markdown splitter because it keeps the
+// text verbatim (the Markdown splitter re-renders it from a parse and drops
+// code blocks unless told otherwise), it honours ChunkOverlap, and HTML and
+// plain text, once extracted, are the same kind of input. Markdown headings
+// are still preferred split points: they come first among the separators,
+// and separators are kept so a chunk starts with its "## heading".
+func (in *Ingester) splitter() textsplitter.TextSplitter {
+	return textsplitter.NewRecursiveCharacter(
+		textsplitter.WithChunkSize(cmpOr(in.ChunkSize, DefaultChunkSize)),
+		textsplitter.WithChunkOverlap(in.ChunkOverlap),
+		textsplitter.WithSeparators([]string{"\n# ", "\n## ", "\n### ", "\n\n", "\n", ". ", " ", ""}),
+		textsplitter.WithKeepSeparator(true),
+		textsplitter.WithLenFunc(utf8.RuneCountInString),
+	)
+}
+
+// collect lists the files to ingest, refusing two files that would get the
+// same doc id (one would silently overwrite the other).
+func collect(paths []string) ([]source, error) {
+	var out []source
+	seen := make(map[string]string)
+	add := func(path, docID string) error {
+		kind := kindOf(path)
+		if kind == "" {
+			return nil
+		}
+		if prev, dup := seen[docID]; dup {
+			return fmt.Errorf("ingesting: %s and %s would both be document %q: ingest them in separate runs or from a common parent folder", prev, path, docID)
+		}
+		seen[docID] = path
+		out = append(out, source{path: path, docID: docID, kind: kind})
+		return nil
+	}
+	for _, root := range paths {
+		fi, err := os.Stat(root)
+		if err != nil {
+			return nil, fmt.Errorf("ingesting %s: %w", root, err)
+		}
+		if !fi.IsDir() {
+			if kindOf(root) == "" {
+				return nil, fmt.Errorf("ingesting %s: unsupported file type (want .md, .markdown, .txt, .html or .htm)", root)
+			}
+			if err := add(root, filepath.Base(root)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return fmt.Errorf("walking %s: %w", path, err)
+			}
+			if path != root && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if d.IsDir() {
+				return nil
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				// Follow links to files; never to folders, which could loop.
+				fi, err := os.Stat(path)
+				if err != nil || !fi.Mode().IsRegular() {
+					return nil
+				}
+			} else if !d.Type().IsRegular() {
+				return nil
+			}
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return fmt.Errorf("naming %s: %w", path, err)
+			}
+			return add(path, filepath.ToSlash(rel))
+		})
+		if err != nil {
+			return nil, fmt.Errorf("ingesting: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// ingestRun is the state of one Ingest call. Chunks of several documents
+// queue up so each Embed call gets a full batch; a document is stored once
+// all its chunks have vectors.
+type ingestRun struct {
+	in        *Ingester
+	ctx       context.Context
+	splitter  textsplitter.TextSplitter
+	progress  Progress
+	report    func(Progress)
+	pending   []*pendingDoc // documents waiting for vectors, in order
+	queue     []queued      // chunk texts waiting to be embedded
+	sinceSave int
+}
+
+type pendingDoc struct {
+	doc     Document
+	missing int
+}
+
+type queued struct {
+	doc  *pendingDoc
+	i    int
+	text string
+}
+
+func (r *ingestRun) emit() {
+	if r.report != nil {
+		r.report(r.progress)
+	}
+}
+
+func (r *ingestRun) all(sources []source) error {
+	batch := cmpOr(r.in.BatchSize, DefaultBatchSize)
+	for _, s := range sources {
+		if err := r.ctx.Err(); err != nil {
+			return fmt.Errorf("ingesting: %w", err)
+		}
+		if err := r.file(s); err != nil {
+			return err
+		}
+		for len(r.queue) >= batch {
+			if err := r.embed(batch); err != nil {
+				return err
+			}
+		}
+		r.progress.Files++
+		r.progress.Path = s.path
+		r.emit()
+	}
+	for len(r.queue) > 0 {
+		if err := r.embed(batch); err != nil {
+			return err
+		}
+	}
+	return r.embed(0) // stores documents without chunks still pending
+}
+
+// file reads, extracts and chunks one file and queues its chunks.
+func (r *ingestRun) file(s source) error {
+	content, err := os.ReadFile(s.path)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	sum := sha256.Sum256(content)
+	hash := hex.EncodeToString(sum[:])
+	if old, ok := r.in.Index.DocumentHash(s.docID); ok && old == hash {
+		r.progress.Skipped++
+		return nil
+	}
+	ex, err := extract(s.kind, s.path, content)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	var texts []string
+	if ex.text != "" {
+		texts, err = r.splitter.SplitText(ex.text)
+		if err != nil {
+			return fmt.Errorf("chunking %s: %w", s.path, err)
+		}
+	}
+	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash}}
+	meta := map[string]string{"type": s.kind}
+	for _, t := range texts {
+		if strings.TrimSpace(t) == "" {
+			continue
+		}
+		i := len(p.doc.Chunks)
+		p.doc.Chunks = append(p.doc.Chunks, pipeline.Chunk{Text: t, Metadata: meta})
+		// The title goes into what is embedded (not into the stored text):
+		// a chunk deep in a document still matches questions naming it.
+		r.queue = append(r.queue, queued{doc: p, i: i, text: ex.title + "\n\n" + t})
+	}
+	p.doc.Vectors = make([][]float32, len(p.doc.Chunks))
+	p.missing = len(p.doc.Chunks)
+	r.pending = append(r.pending, p)
+	return nil
+}
+
+// embed embeds up to n queued chunks and stores the documents that are
+// complete.
+func (r *ingestRun) embed(n int) error {
+	n = min(n, len(r.queue))
+	if n > 0 {
+		batch := r.queue[:n]
+		texts := make([]string, n)
+		for i, q := range batch {
+			texts[i] = q.text
+		}
+		vecs, err := r.in.Embedder.Embed(r.ctx, texts)
+		if err != nil {
+			return fmt.Errorf("embedding chunks of %s: %w", batch[0].doc.doc.DocID, err)
+		}
+		if len(vecs) != n {
+			return fmt.Errorf("embedding chunks of %s: embedder returned %d vectors for %d texts", batch[0].doc.doc.DocID, len(vecs), n)
+		}
+		for i, q := range batch {
+			q.doc.doc.Vectors[q.i] = vecs[i]
+			q.doc.missing--
+		}
+		r.queue = r.queue[n:]
+	}
+	for len(r.pending) > 0 && r.pending[0].missing == 0 {
+		p := r.pending[0]
+		r.pending = r.pending[1:]
+		if err := r.in.Index.ReplaceDocument(r.ctx, p.doc); err != nil {
+			return fmt.Errorf("storing %s: %w", p.doc.DocID, err)
+		}
+		r.progress.Documents++
+		r.progress.Chunks += len(p.doc.Chunks)
+		r.sinceSave++
+		if r.sinceSave >= cmpOr(r.in.SaveEvery, DefaultSaveEvery) {
+			if err := r.in.Index.Save(); err != nil {
+				return fmt.Errorf("saving index during ingest: %w", err)
+			}
+			r.sinceSave = 0
+		}
+	}
+	return nil
+}

@@ -1,0 +1,432 @@
+package retrieval
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"ragtime/pipeline"
+)
+
+// copyCorpus copies testdata/corpus into a fresh folder the test may change.
+func copyCorpus(t *testing.T) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "corpus")
+	if err := os.CopyFS(dst, os.DirFS("testdata/corpus")); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// countingEmbedder wraps an embedder and records the batch sizes it sees.
+type countingEmbedder struct {
+	pipeline.Embedder
+	mu      sync.Mutex
+	batches []int
+}
+
+func (c *countingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	c.mu.Lock()
+	c.batches = append(c.batches, len(texts))
+	c.mu.Unlock()
+	return c.Embedder.Embed(ctx, texts)
+}
+
+func newIngester(t *testing.T, dataDir string) (*Ingester, *countingEmbedder) {
+	t.Helper()
+	e := &countingEmbedder{Embedder: newEmbedder(t, 256)}
+	ix, err := OpenIndex(dataDir, IndexOptions{Dimension: 256, Embedder: HashEmbedderName, Writable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	return &Ingester{Embedder: e, Index: ix, ChunkSize: 200, ChunkOverlap: 20, BatchSize: 4}, e
+}
+
+// docText returns a document's chunks in order.
+func docText(t *testing.T, ix *Index, docID string) []pipeline.Chunk {
+	t.Helper()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	e, ok := ix.st.docs[docID]
+	if !ok {
+		t.Fatalf("document %q not stored", docID)
+	}
+	var out []pipeline.Chunk
+	for _, s := range e.slots {
+		out = append(out, ix.st.chunks[s])
+	}
+	return out
+}
+
+func joined(chunks []pipeline.Chunk) string {
+	var b strings.Builder
+	for _, c := range chunks {
+		b.WriteString(c.Text)
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestIngestCorpus(t *testing.T) {
+	corpus := copyCorpus(t)
+	in, emb := newIngester(t, t.TempDir())
+	var progress []Progress
+	stats, err := in.Ingest(context.Background(), []string{corpus}, func(p Progress) { progress = append(progress, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []DocumentInfo{
+		{DocID: "guide.md", Title: "Getting started with prefill"},
+		{DocID: "notes.txt", Title: "notes.txt"},
+		{DocID: "page.html", Title: "Vector search notes"},
+		{DocID: "sub/deep.markdown", Title: "Chunking strategies"},
+		{DocID: "untitled.md", Title: "untitled.md"},
+	}
+	got := in.Index.Documents()
+	if len(got) != len(want) {
+		t.Fatalf("documents = %+v, want %d", got, len(want))
+	}
+	total := 0
+	for i := range want {
+		if got[i].DocID != want[i].DocID || got[i].Title != want[i].Title || got[i].Chunks == 0 || len(got[i].ContentHash) != 64 {
+			t.Errorf("document %d = %+v, want id %q title %q", i, got[i], want[i].DocID, want[i].Title)
+		}
+		total += got[i].Chunks
+	}
+	if stats.Documents != 5 || stats.Skipped != 0 || stats.Chunks != total || in.Index.Len() != total {
+		t.Errorf("stats %+v, Len %d, chunks listed %d", stats, in.Index.Len(), total)
+	}
+	if n := len(progress); n != 6 || !progress[n-1].Done || progress[n-1].Files != 5 || progress[n-1].TotalFiles != 5 {
+		t.Errorf("progress reports: %+v", progress)
+	}
+	// Batches run across files: none above BatchSize, all chunks embedded once.
+	sum := 0
+	for _, b := range emb.batches {
+		if b > in.BatchSize {
+			t.Errorf("embedding batch of %d > %d", b, in.BatchSize)
+		}
+		sum += b
+	}
+	if sum != total {
+		t.Errorf("embedded %d texts for %d chunks", sum, total)
+	}
+
+	guide := docText(t, in.Index, "guide.md")
+	for i, c := range guide {
+		if c.ID != ChunkID("guide.md", i) || c.Index != i || c.Metadata["type"] != KindMarkdown || c.Title != "Getting started with prefill" {
+			t.Errorf("guide chunk %d = %+v", i, c)
+		}
+		if n := utf8.RuneCountInString(c.Text); n > in.ChunkSize {
+			t.Errorf("guide chunk %d has %d characters > %d", i, n, in.ChunkSize)
+		}
+	}
+	if len(guide) < 3 {
+		t.Errorf("guide split in %d chunks, want several at size %d", len(guide), in.ChunkSize)
+	}
+	if !slices.ContainsFunc(guide, func(c pipeline.Chunk) bool { return strings.HasPrefix(c.Text, "## Prefix caching") }) {
+		t.Errorf("no chunk starts at the heading \"## Prefix caching\":\n%s", joined(guide))
+	}
+
+	page := joined(docText(t, in.Index, "page.html"))
+	for _, bad := range []string{"tracking code", "injected text", "color: red", "template text", "enable JavaScript", "<p>", "Vector search"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("HTML text contains %q:\n%s", bad, page)
+		}
+	}
+	for _, good := range []string{"every stored vector.\n\nA bounded heap", "Tom & Jerry\u00a0say hi.", "Exact search"} {
+		if !strings.Contains(page, good) {
+			t.Errorf("HTML text lacks %q:\n%s", good, page)
+		}
+	}
+
+	// The whole corpus is findable, and hidden or unsupported files are not there.
+	q, _ := in.Embedder.Embed(context.Background(), []string{"how does recursive character splitting choose breaks"})
+	hits, err := in.Index.Search(context.Background(), q[0], 1, pipeline.Filter{})
+	if err != nil || len(hits) != 1 || hits[0].DocID != "sub/deep.markdown" {
+		t.Errorf("search for chunking found %+v (err %v)", hits, err)
+	}
+	if _, ok := in.Index.DocumentHash(".hidden/secret.md"); ok {
+		t.Error("a file in a hidden folder was ingested")
+	}
+}
+
+func TestReingest(t *testing.T) {
+	corpus := copyCorpus(t)
+	dataDir := t.TempDir()
+	in, _ := newIngester(t, dataDir)
+	ctx := context.Background()
+	first, err := in.Ingest(ctx, []string{corpus}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	again, err := in.Ingest(ctx, []string{corpus}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Documents != 0 || again.Skipped != 5 || again.Chunks != 0 || in.Index.Len() != first.Chunks {
+		t.Errorf("unchanged re-ingest: %+v, Len %d (first run %d chunks)", again, in.Index.Len(), first.Chunks)
+	}
+
+	guide := filepath.Join(corpus, "guide.md")
+	if err := os.WriteFile(guide, []byte("# Rewritten\n\nDecoding is memory-bound.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldGuide := len(docText(t, in.Index, "guide.md"))
+	changed, err := in.Ingest(ctx, []string{corpus}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed.Documents != 1 || changed.Skipped != 4 || changed.Chunks != 1 {
+		t.Errorf("changed re-ingest: %+v", changed)
+	}
+	chunks := docText(t, in.Index, "guide.md")
+	if len(chunks) != 1 || chunks[0].Title != "Rewritten" || strings.Contains(joined(chunks), "prefill") {
+		t.Errorf("changed guide: %+v", chunks)
+	}
+	if want := first.Chunks - oldGuide + 1; in.Index.Len() != want {
+		t.Errorf("Len = %d, want %d (old chunks replaced, not duplicated)", in.Index.Len(), want)
+	}
+
+	// What was ingested is on disk: a fresh writer in a later run sees it
+	// and skips everything.
+	in.Index.Close()
+	in2, _ := newIngester(t, dataDir)
+	if in2.Index.Len() != in.Index.Len() {
+		t.Fatalf("reopened index has %d chunks, want %d", in2.Index.Len(), in.Index.Len())
+	}
+	third, err := in2.Ingest(ctx, []string{corpus}, nil)
+	if err != nil || third.Skipped != 5 {
+		t.Errorf("after reopening: %+v, %v", third, err)
+	}
+}
+
+func TestChunkingIsStable(t *testing.T) {
+	corpus := copyCorpus(t)
+	counts := func() []DocumentInfo {
+		in, _ := newIngester(t, t.TempDir())
+		in.BatchSize = 3
+		if _, err := in.Ingest(context.Background(), []string{corpus}, nil); err != nil {
+			t.Fatal(err)
+		}
+		return in.Index.Documents()
+	}
+	a, b := counts(), counts()
+	if !slices.Equal(a, b) {
+		t.Errorf("two runs chunked differently:\n%+v\n%+v", a, b)
+	}
+}
+
+func TestIngestArguments(t *testing.T) {
+	corpus := copyCorpus(t)
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		args    []string
+		wantIDs []string
+		wantErr string
+	}{
+		{"single file", []string{filepath.Join(corpus, "sub", "deep.markdown")}, []string{"deep.markdown"}, ""},
+		{"sub folder", []string{filepath.Join(corpus, "sub")}, []string{"deep.markdown"}, ""},
+		{"file and folder", []string{filepath.Join(corpus, "notes.txt"), filepath.Join(corpus, "sub")}, []string{"deep.markdown", "notes.txt"}, ""},
+		{"colliding ids", []string{filepath.Join(corpus, "sub"), filepath.Join(corpus, "sub", "deep.markdown")}, nil, "deep.markdown"},
+		{"missing path", []string{filepath.Join(corpus, "nope")}, nil, "nope"},
+		{"unsupported file", []string{filepath.Join(corpus, "data.json")}, nil, "data.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in, _ := newIngester(t, t.TempDir())
+			_, err := in.Ingest(ctx, tt.args, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, d := range in.Index.Documents() {
+				ids = append(ids, d.DocID)
+			}
+			if !slices.Equal(ids, tt.wantIDs) {
+				t.Errorf("doc ids %v, want %v", ids, tt.wantIDs)
+			}
+		})
+	}
+}
+
+func TestIngestValidation(t *testing.T) {
+	tests := []struct {
+		name                 string
+		size, overlap, batch int
+		wantFlag             string
+	}{
+		{"overlap equals size", 100, 100, 1, "--chunk-overlap"},
+		{"overlap above default size", 0, 1000, 1, "--chunk-overlap"},
+		{"negative overlap", 100, -1, 1, "--chunk-overlap"},
+		{"negative size", -5, 0, 1, "--chunk-size"},
+		{"negative batch", 100, 10, -1, "--batch-size"},
+	}
+	for _, tt := range tests {
+		in, _ := newIngester(t, t.TempDir())
+		in.ChunkSize, in.ChunkOverlap, in.BatchSize = tt.size, tt.overlap, tt.batch
+		_, err := in.Ingest(context.Background(), []string{"testdata/corpus"}, nil)
+		if err == nil || !strings.Contains(err.Error(), tt.wantFlag) {
+			t.Errorf("%s: err = %v, want one naming %s", tt.name, err, tt.wantFlag)
+		}
+		if in.Index.Len() != 0 {
+			t.Errorf("%s: ingested despite invalid settings", tt.name)
+		}
+	}
+}
+
+func TestUnreadableFileStopsAndKeepsWork(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "a.md"), []byte("# A\n\nfirst document"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /proc/self/mem stats as a regular file but reading it at offset 0
+	// fails: an unreadable file even for root.
+	if err := os.Symlink("/proc/self/mem", filepath.Join(src, "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	in, _ := newIngester(t, dataDir)
+	in.BatchSize = 1
+	stats, err := in.Ingest(context.Background(), []string{src}, nil)
+	if err == nil || !strings.Contains(err.Error(), "b.txt") {
+		t.Fatalf("err = %v, want one naming b.txt", err)
+	}
+	if stats.Documents != 1 {
+		t.Errorf("stats %+v, want the first document stored", stats)
+	}
+	rd, err := OpenIndex(dataDir, IndexOptions{Dimension: 256, Embedder: HashEmbedderName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rd.DocumentHash("a.md"); !ok {
+		t.Error("work done before the failure was not saved")
+	}
+}
+
+func TestIngestRepairsInvalidUTF8(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "latin1.txt"), []byte("caf\xe9 au lait\xff\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "empty.md"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := newIngester(t, filepath.Join(dir, "data"))
+	stats, err := in.Ingest(context.Background(), []string{dir}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stats.Documents != 2 {
+		t.Errorf("stats %+v", stats)
+	}
+	text := joined(docText(t, in.Index, "latin1.txt"))
+	if !utf8.ValidString(text) || !strings.Contains(text, "caf\uFFFD au lait\uFFFD") {
+		t.Errorf("text %q, want invalid bytes replaced by U+FFFD", text)
+	}
+	if n := len(docText(t, in.Index, "empty.md")); n != 0 {
+		t.Errorf("empty file has %d chunks", n)
+	}
+	// An empty file is recorded, so it is skipped next time.
+	again, _ := in.Ingest(context.Background(), []string{dir}, nil)
+	if again.Skipped != 2 {
+		t.Errorf("second run %+v, want both skipped", again)
+	}
+}
+
+func TestIngestCancelled(t *testing.T) {
+	in, _ := newIngester(t, t.TempDir())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := in.Ingest(ctx, []string{"testdata/corpus"}, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	feed := func(report func(Progress)) {
+		for i := 1; i <= 20; i++ {
+			report(Progress{Files: i, TotalFiles: 20, Documents: i, Chunks: 3 * i})
+		}
+		report(Progress{Files: 20, TotalFiles: 20, Documents: 18, Skipped: 2, Chunks: 60, Done: true})
+	}
+	var plain bytes.Buffer
+	feed(ProgressBar(&plain, false))
+	lines := strings.Split(strings.TrimSpace(plain.String()), "\n")
+	if len(lines) != 11 { // files 1, 2, 4, … 18, then the summary
+		t.Errorf("plain progress printed %d lines, want 11 (every tenth and the end):\n%s", len(lines), plain.String())
+	}
+	if lines[0] != "ingested 1/20 files, 3 chunks" || lines[len(lines)-1] != "ingested 20/20 files: 18 stored, 2 unchanged, 60 chunks" {
+		t.Errorf("plain progress:\n%s", plain.String())
+	}
+	var term bytes.Buffer
+	feed(ProgressBar(&term, true))
+	if !strings.Contains(term.String(), "20/20") || !strings.Contains(term.String(), "18 stored") {
+		t.Errorf("terminal progress:\n%q", term.String())
+	}
+}
+
+func TestMarkdownTitle(t *testing.T) {
+	tests := []struct{ src, want string }{
+		{"# Hello\n\ntext", "Hello"},
+		{"intro\n\n## Sub\n\n# Main #\n", "Main"},
+		{"```\n# in code\n```\n# Real", "Real"},
+		{"Setext\n======\n", "Setext"},
+		{"---\ntitle: \"From front matter\"\n---\n# Heading", "From front matter"},
+		{"#NoSpace\nplain", ""},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := markdownTitle(tt.src); got != tt.want {
+			t.Errorf("markdownTitle(%q) = %q, want %q", tt.src, got, tt.want)
+		}
+	}
+}
+
+func TestHTMLText(t *testing.T) {
+	tests := []struct {
+		name, src, title, text string
+	}{
+		{"blocks do not glue", `<p>One.</p><p>Two.</p><div>Three<div>Four</div></div>`,
+			"", "One.\n\nTwo.\n\nThree\nFour"},
+		{"title and h1", `<html><head><title> The
+ Title </title><script>x()</script></head><body><h1>Head</h1>text</body></html>`,
+			"The Title", "Head\n\ntext"},
+		{"h1 when no title", `<h1>Only <em>heading</em></h1><p>body</p>`, "Only heading", "Only heading\n\nbody"},
+		{"hidden content", `<style>a{}</style><noscript>no</noscript><template>tpl</template><script>js</script><p>kept</p>`,
+			"", "kept"},
+		{"lists and breaks", `<ul><li>a</li><li>b</li></ul>line<br>break`, "", "a\nb\n\nline\nbreak"},
+		{"table cells", `<table><tr><td>x</td><td>y</td></tr><tr><td>z</td></tr></table>`, "", "x y\nz"},
+		{"pre keeps lines", "<pre>l1\nl2</pre>", "", "l1\nl2"},
+		{"entities and spaces", "<p>a &amp;   b\n c</p>", "", "a & b c"},
+		{"broken markup", "<p>unclosed <b>bold <i>both</p> after", "", "unclosed bold both\n\nafter"},
+	}
+	for _, tt := range tests {
+		title, text, err := htmlText(tt.src)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if title != tt.title || text != tt.text {
+			t.Errorf("%s:\n title %q text %q\nwant title %q text %q", tt.name, title, text, tt.title, tt.text)
+		}
+	}
+}
