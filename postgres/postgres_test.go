@@ -98,6 +98,11 @@ func failedRecord() pipeline.Record {
 	}
 }
 
+// panicMarshaler is an attribute value whose JSON encoding panics.
+type panicMarshaler struct{}
+
+func (panicMarshaler) MarshalJSON() ([]byte, error) { panic("boom") }
+
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // equalRecords compares a stored record with the one recorded.
@@ -409,7 +414,9 @@ func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 	tooBig.TopK = 1 << 40
 	nulInJSON := record(0)
 	nulInJSON.Stages[1].Attrs = map[string]any{"s": "a\x00b"}
-	bad := []pipeline.Record{badStatus, badID, badUTF8, badAttrs, dupSeq, tooBig, nulInJSON}
+	panicky := record(0)
+	panicky.Stages[3].Attrs = map[string]any{"p": panicMarshaler{}}
+	bad := []pipeline.Record{badStatus, badID, badUTF8, badAttrs, dupSeq, tooBig, nulInJSON, panicky}
 
 	var good []pipeline.Record
 	for i := range 20 {

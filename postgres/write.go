@@ -91,7 +91,7 @@ func newRow(rec pipeline.Record) (row, error) {
 		}
 		var attrs any
 		if s.Attrs != nil {
-			b, err := json.Marshal(s.Attrs)
+			b, err := marshalAttrs(s.Attrs)
 			if err != nil {
 				return row{}, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
 			}
@@ -100,6 +100,17 @@ func newRow(rec pipeline.Record) (row, error) {
 		r.stages = append(r.stages, []any{pgID, int32(s.Seq), s.Name, s.StartMs, s.DurationMs, attrs})
 	}
 	return r, nil
+}
+
+// marshalAttrs encodes attrs as JSON, turning a panicking MarshalJSON of
+// some attribute value into an error.
+func marshalAttrs(attrs map[string]any) (b []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("encoding panicked: %v", p)
+		}
+	}()
+	return json.Marshal(attrs)
 }
 
 // nullString maps "" to NULL.
