@@ -4,6 +4,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -38,6 +41,60 @@ type Config struct {
 	// max_tokens is not smaller.
 	OutputTokens int
 
+	// PrefillMsQuadratic is the prefill cost per uncached prompt token
+	// squared, in milliseconds (attention reads every earlier token).
+	PrefillMsQuadratic float64
+	// ITLJitter spreads each decode step uniformly over ±ITLJitter×ITLMs
+	// (0 to 1).
+	ITLJitter float64
+
+	// MaxNumSeqs is the number of sequences an engine runs at once
+	// (continuous batching); 0 means unlimited, every request on its own
+	// timeline as if alone.
+	MaxNumSeqs int
+	// MaxQueue bounds the FIFO of requests waiting for a slot, per engine;
+	// a request beyond it gets 429. 0 means unbounded.
+	MaxQueue int
+	// ChunkedPrefillTokens, when > 0, caps the prompt tokens a sequence
+	// prefills per engine step, so prefills interleave with decode steps
+	// instead of holding them back.
+	ChunkedPrefillTokens int
+	// KVCacheBlocks is the prefix cache's size per engine in 16-token
+	// blocks; 0 disables prefix caching.
+	KVCacheBlocks int
+	// Replicas is the number of independent engines (each with its own
+	// prefix cache); 0 and 1 mean one.
+	Replicas int
+	// Routing picks an engine per request: "round-robin" or "prefix"
+	// (affinity by a hash of the prompt's first blocks).
+	Routing string
+
+	// ReasoningTokens is the number of reasoning tokens streamed before the
+	// answer.
+	ReasoningTokens int
+	// ReasoningField is the delta field reasoning is streamed in:
+	// "reasoning_content" (DeepSeek, vLLM) or "reasoning" (OpenRouter, Ollama).
+	ReasoningField string
+
+	// Faults injects failures at rates: a comma-separated list of
+	// KIND=RATE with KIND one of 401, 404, 429, 500, stall, drop, malformed,
+	// nochoices (e.g. "429=0.05,drop=0.01"). A request's X-Llmsim-Fault
+	// header forces one kind.
+	Faults string
+	// StallMs is how long a "stall" fault holds the first token back, in
+	// milliseconds.
+	StallMs float64
+	// RetryAfterSeconds is the Retry-After of 429 answers.
+	RetryAfterSeconds int
+	// ServerTimings adds vLLM-style "metrics" and llama.cpp-style "timings"
+	// objects to every answer; without it only requests with the header
+	// X-Llmsim-Timings: 1 get them.
+	ServerTimings bool
+	// CoarseTimers trusts the runtime's timers (about 1 ms late) instead of
+	// yielding through the last 1.5 ms before each step: less CPU, less
+	// precision.
+	CoarseTimers bool
+
 	// Seed makes the generated text differ between simulators; the same seed
 	// and prompt always give the same text.
 	Seed int64
@@ -49,12 +106,17 @@ type Config struct {
 // roughly those of a 7B-class model on one data-centre GPU (see docs/llmsim.md).
 func DefaultConfig() Config {
 	return Config{
-		Encoding:          "o200k_base",
-		PrefillMs:         15,
-		PrefillMsPerToken: 0.08,
-		ITLMs:             15,
-		OutputTokens:      128,
-		MaxBodyBytes:      8 << 20,
+		Encoding:           "o200k_base",
+		PrefillMs:          15,
+		PrefillMsPerToken:  0.08,
+		PrefillMsQuadratic: 1e-6,
+		ITLMs:              15,
+		OutputTokens:       128,
+		Routing:            "round-robin",
+		ReasoningField:     "reasoning_content",
+		StallMs:            30000,
+		RetryAfterSeconds:  1,
+		MaxBodyBytes:       8 << 20,
 	}
 }
 
@@ -68,6 +130,21 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.PrefillMsPerToken, "prefill-ms-per-token", c.PrefillMsPerToken, "prefill cost per prompt token, in milliseconds (prefill = prefill-ms + this × prompt tokens)")
 	fs.Float64Var(&c.ITLMs, "itl-ms", c.ITLMs, "inter-token latency of decode, in milliseconds between output tokens")
 	fs.IntVar(&c.OutputTokens, "output-tokens", c.OutputTokens, "output length in tokens (words) when the request's max_tokens is not smaller")
+	fs.Float64Var(&c.PrefillMsQuadratic, "prefill-ms-quadratic", c.PrefillMsQuadratic, "prefill cost per uncached prompt token squared, in milliseconds (attention; 1e-6 adds 67 ms at 8k tokens)")
+	fs.Float64Var(&c.ITLJitter, "itl-jitter", c.ITLJitter, "decode step jitter as a fraction of itl-ms, uniform ± (0 to 1)")
+	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "sequences an engine runs at once with continuous batching, in slots (0: unlimited, each request on its own timeline)")
+	fs.IntVar(&c.MaxQueue, "max-queue", c.MaxQueue, "requests waiting for a slot per engine before 429, in requests (0: unbounded; needs max-num-seqs)")
+	fs.IntVar(&c.ChunkedPrefillTokens, "chunked-prefill-tokens", c.ChunkedPrefillTokens, "prompt tokens a sequence prefills per engine step, interleaved with decode (0: whole prefill in one step that blocks decode)")
+	fs.IntVar(&c.KVCacheBlocks, "kv-cache-blocks", c.KVCacheBlocks, "prefix cache size per engine, in 16-token blocks, LRU (0: no prefix cache)")
+	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "independent engines in this process, each with its own prefix cache, in engines")
+	fs.StringVar(&c.Routing, "routing", c.Routing, "how requests pick a replica: round-robin or prefix (affinity by the prompt's first blocks)")
+	fs.IntVar(&c.ReasoningTokens, "reasoning-tokens", c.ReasoningTokens, "reasoning tokens streamed before the answer, in tokens")
+	fs.StringVar(&c.ReasoningField, "reasoning-field", c.ReasoningField, "delta field of reasoning tokens: reasoning_content or reasoning")
+	fs.StringVar(&c.Faults, "faults", c.Faults, "failure rates per request, KIND=RATE,... with KIND 401, 404, 429, 500, stall, drop, malformed, nochoices (the X-Llmsim-Fault header forces one)")
+	fs.Float64Var(&c.StallMs, "stall-ms", c.StallMs, "how long a stall fault holds the first token back, in milliseconds")
+	fs.IntVar(&c.RetryAfterSeconds, "retry-after", c.RetryAfterSeconds, "Retry-After of 429 answers, in seconds")
+	fs.BoolVar(&c.ServerTimings, "server-timings", c.ServerTimings, "add vLLM-style metrics and llama.cpp-style timings to every answer (else only with the header X-Llmsim-Timings: 1)")
+	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "trust runtime timers (about 1 ms late) instead of yielding through the last 1.5 ms of each step: less CPU, less precision")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "seed of the generated text (same seed and prompt, same text)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body, in bytes")
 }
@@ -85,8 +162,78 @@ func (c *Config) validate() error {
 	neg("itl-ms", c.ITLMs)
 	neg("output-tokens", float64(c.OutputTokens))
 	neg("max-body-bytes", float64(c.MaxBodyBytes))
+	neg("prefill-ms-quadratic", c.PrefillMsQuadratic)
+	neg("max-num-seqs", float64(c.MaxNumSeqs))
+	neg("max-queue", float64(c.MaxQueue))
+	neg("chunked-prefill-tokens", float64(c.ChunkedPrefillTokens))
+	neg("kv-cache-blocks", float64(c.KVCacheBlocks))
+	neg("replicas", float64(c.Replicas))
+	neg("reasoning-tokens", float64(c.ReasoningTokens))
+	neg("stall-ms", c.StallMs)
+	neg("retry-after", float64(c.RetryAfterSeconds))
+	if c.ITLJitter < 0 || c.ITLJitter > 1 {
+		errs = append(errs, fmt.Errorf("itl-jitter must be between 0 and 1, got %g", c.ITLJitter))
+	}
+	switch c.Routing {
+	case "", "round-robin", "prefix":
+	default:
+		errs = append(errs, fmt.Errorf("routing must be round-robin or prefix, got %q", c.Routing))
+	}
+	switch c.ReasoningField {
+	case "", "reasoning_content", "reasoning":
+	default:
+		errs = append(errs, fmt.Errorf("reasoning-field must be reasoning_content or reasoning, got %q", c.ReasoningField))
+	}
+	if _, err := parseFaults(c.Faults); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
 // ms converts float milliseconds to a Duration.
 func ms(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// Fault kinds, as named in Config.Faults and the X-Llmsim-Fault header.
+const (
+	FaultUnauthorized = "401"
+	FaultNotFound     = "404"
+	FaultRateLimited  = "429"
+	FaultServerError  = "500"
+	FaultStall        = "stall"
+	FaultDrop         = "drop"
+	FaultMalformed    = "malformed"
+	FaultNoChoices    = "nochoices"
+)
+
+var faultKinds = []string{FaultUnauthorized, FaultNotFound, FaultRateLimited, FaultServerError, FaultStall, FaultDrop, FaultMalformed, FaultNoChoices}
+
+type faultRate struct {
+	kind string
+	rate float64
+}
+
+// parseFaults reads "KIND=RATE,...".
+func parseFaults(spec string) ([]faultRate, error) {
+	var out []faultRate
+	total := 0.0
+	for part := range strings.SplitSeq(spec, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		kind, rateText, ok := strings.Cut(part, "=")
+		if !ok || !slices.Contains(faultKinds, kind) {
+			return nil, fmt.Errorf("faults: %q is not KIND=RATE with KIND one of %v", part, faultKinds)
+		}
+		rate, err := strconv.ParseFloat(rateText, 64)
+		if err != nil || rate < 0 || rate > 1 {
+			return nil, fmt.Errorf("faults: rate of %s must be a number from 0 to 1, got %q", kind, rateText)
+		}
+		total += rate
+		out = append(out, faultRate{kind, rate})
+	}
+	if total > 1 {
+		return nil, fmt.Errorf("faults: rates add up to %g, more than 1", total)
+	}
+	return out, nil
+}

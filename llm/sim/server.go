@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,32 +26,53 @@ type Stats struct {
 	// Cancelled counts requests whose client went away (or the server
 	// closed) before the answer was complete.
 	Cancelled int64
-	// Rejected counts requests answered with an error status (400, 401, 404, ...).
+	// Rejected counts requests answered with an error status (400, 401,
+	// 404, 429, 500), injected faults included.
 	Rejected int64
+	// Faults counts injected faults of every kind.
+	Faults int64
 	// Active is the number of requests being answered now.
 	Active int64
-	// TokensSent counts output tokens written to clients.
+	// TokensSent counts output tokens (reasoning included) written to clients.
 	TokensSent int64
+	// PromptTokens and CachedTokens sum the prompt tokens of admitted
+	// requests and those of them served from a prefix cache.
+	PromptTokens, CachedTokens int64
+	// Steps counts engine steps (continuous batching only).
+	Steps int64
+	// LagP99 is the 99th percentile (bucket upper bound) of how late the
+	// engines' drivers woke past a due step, in seconds.
+	LagP99 float64
 }
 
 // Server is the simulator as an http.Handler. It is safe for concurrent use.
 type Server struct {
 	cfg     Config
 	counter *tokens.Counter
+	memo    *tokenMemo
+	faults  []faultRate
 	mux     *http.ServeMux
 	created int64
+	metrics *serverMetrics
 
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
+	drivers []*driver
+	wg      sync.WaitGroup
+	rr      atomic.Uint64
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
 
 	idPrefix string
 	nextID   atomic.Uint64
 
-	requests, completed, cancelled, rejected, active, tokensSent atomic.Int64
+	requests, completed, cancelled, rejected, faultCount, active, tokensSent atomic.Int64
 }
 
-// New validates cfg, loads the token counter and returns a Server ready to
-// serve. Call Close when done.
+// New validates cfg, loads the token counter, starts one scheduler
+// goroutine per replica and returns a Server ready to serve. Call Close when
+// done.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configure llmsim: %w", err)
@@ -58,6 +80,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = 8 << 20
 	}
+	if cfg.Replicas < 1 {
+		cfg.Replicas = 1
+	}
+	if cfg.Routing == "" {
+		cfg.Routing = "round-robin"
+	}
+	if cfg.ReasoningField == "" {
+		cfg.ReasoningField = "reasoning_content"
+	}
+	faults, _ := parseFaults(cfg.Faults) // validated above
 	counter, err := tokens.New(cfg.Encoding)
 	if err != nil {
 		return nil, fmt.Errorf("configure llmsim: %w", err)
@@ -66,16 +98,51 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:      cfg,
 		counter:  counter,
+		memo:     newTokenMemo(64 << 20),
+		faults:   faults,
 		mux:      http.NewServeMux(),
 		created:  time.Now().Unix(),
+		metrics:  newServerMetrics(),
 		ctx:      ctx,
 		cancel:   cancel,
+		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x33)),
 		idPrefix: "chatcmpl-sim" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-",
+	}
+	for i := range cfg.Replicas {
+		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), !cfg.CoarseTimers)
+		s.drivers = append(s.drivers, d)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			d.run(ctx)
+		}()
 	}
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
+	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s, nil
+}
+
+// newEngine builds one engine as cfg describes.
+func newEngine(cfg Config, seed uint64) engine {
+	c := costsOf(cfg)
+	cache := newPrefixCache(cfg.KVCacheBlocks)
+	if cfg.MaxNumSeqs <= 0 {
+		return newIdealEngine(c, cache, seed)
+	}
+	return newBatchEngine(c, cache, cfg.MaxNumSeqs, seed)
+}
+
+func costsOf(cfg Config) costs {
+	return costs{
+		overhead:  cfg.PrefillMs,
+		perToken:  cfg.PrefillMsPerToken,
+		quadratic: cfg.PrefillMsQuadratic,
+		itl:       cfg.ITLMs,
+		jitter:    cfg.ITLJitter,
+		chunk:     cfg.ChunkedPrefillTokens,
+	}
 }
 
 // ServeHTTP serves the simulator's routes.
@@ -83,18 +150,42 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.Serve
 
 // Close stops every stream in progress (they count as cancelled). The Server
 // answers nothing useful afterwards.
-func (s *Server) Close() { s.cancel() }
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
 
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Requests:   s.requests.Load(),
-		Completed:  s.completed.Load(),
-		Cancelled:  s.cancelled.Load(),
-		Rejected:   s.rejected.Load(),
-		Active:     s.active.Load(),
-		TokensSent: s.tokensSent.Load(),
+		Requests:     s.requests.Load(),
+		Completed:    s.completed.Load(),
+		Cancelled:    s.cancelled.Load(),
+		Rejected:     s.rejected.Load(),
+		Faults:       s.faultCount.Load(),
+		Active:       s.active.Load(),
+		TokensSent:   s.tokensSent.Load(),
+		PromptTokens: s.metrics.prefixQueries.Load(),
+		CachedTokens: s.metrics.prefixHits.Load(),
+		Steps:        s.steps(),
+		LagP99:       s.lagP99(),
 	}
+}
+
+func (s *Server) steps() int64 {
+	var n int64
+	for _, d := range s.drivers {
+		n += d.steps.Load()
+	}
+	return n
+}
+
+func (s *Server) lagP99() float64 {
+	var worst float64
+	for _, d := range s.drivers {
+		worst = max(worst, d.lag.quantile(0.99))
+	}
+	return worst
 }
 
 // Config returns the configuration the Server runs with.
@@ -141,166 +232,6 @@ func (s *Server) writeAuthError(w http.ResponseWriter) {
 		"Incorrect API key provided to llmsim (a simulator); send the key given with --api-key as 'Authorization: Bearer KEY'.")
 }
 
-// promptTokens counts the tokens of every message's content.
-func (s *Server) promptTokens(msgs []chatMessage) int {
-	n := 0
-	for _, m := range msgs {
-		n += s.counter.Count(string(m.Content))
-	}
-	return n
-}
-
-// plan is what the cost model decided for one request.
-type plan struct {
-	arrival      time.Time
-	promptTokens int
-	outputTokens int
-	finish       string
-	firstToken   time.Time
-	itl          time.Duration
-}
-
-// tokenAt returns the modelled time the i-th output token (0-based) leaves.
-func (p *plan) tokenAt(i int) time.Time {
-	return p.firstToken.Add(time.Duration(i) * p.itl)
-}
-
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	arrival := time.Now()
-	s.requests.Add(1)
-	if !s.authorized(r) {
-		s.rejected.Add(1)
-		s.writeAuthError(w)
-		return
-	}
-	req, err := decodeChatRequest(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
-	if err != nil {
-		s.rejected.Add(1)
-		var re *requestError
-		if errors.As(err, &re) {
-			status := re.Status
-			if status == 0 {
-				status = http.StatusBadRequest
-			}
-			writeAPIError(w, status, "invalid_request_error", "invalid_request", re.Param, re.Message)
-			return
-		}
-		writeAPIError(w, http.StatusBadRequest, "invalid_request_error", "invalid_request", "", err.Error())
-		return
-	}
-	if s.cfg.Model != "" && req.Model != s.cfg.Model {
-		s.rejected.Add(1)
-		writeAPIError(w, http.StatusNotFound, "invalid_request_error", "model_not_found", "model",
-			fmt.Sprintf("The model %q does not exist on llmsim (a simulator); it serves %q (--model).", req.Model, s.cfg.Model))
-		return
-	}
-
-	p := plan{arrival: arrival, promptTokens: s.promptTokens(req.Messages), outputTokens: s.cfg.OutputTokens, finish: "stop", itl: ms(s.cfg.ITLMs)}
-	for _, limit := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
-		if limit != nil && *limit < p.outputTokens {
-			p.outputTokens = *limit
-			p.finish = "length"
-		}
-	}
-	p.firstToken = arrival.Add(ms(s.cfg.PrefillMs + s.cfg.PrefillMsPerToken*float64(p.promptTokens)))
-
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, cancel)
-	defer stop()
-
-	s.active.Add(1)
-	defer s.active.Add(-1)
-	text := newTextSource(s.cfg.Seed, req.Messages)
-	id := s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 10)
-	model := s.modelName(req.Model)
-	var ok bool
-	if req.Stream {
-		ok = s.stream(ctx, w, req, &p, text, id, model)
-	} else {
-		ok = s.complete(ctx, w, &p, text, id, model)
-	}
-	if ok {
-		s.completed.Add(1)
-	} else {
-		s.cancelled.Add(1)
-	}
-}
-
-// stream writes the answer as server-sent chunks, each flushed the moment
-// its token is due, and reports whether it finished.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req *chatRequest, p *plan, text textSource, id, model string) bool {
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Request-Id", id)
-	w.WriteHeader(http.StatusOK)
-
-	enc := chunkEncoder{id: id, model: model, created: p.arrival.Unix()}
-	buf := make([]byte, 0, 512)
-	send := func(b []byte) bool {
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	if !send(enc.role(buf[:0])) {
-		return false
-	}
-	for i := range p.outputTokens {
-		if !waitUntil(ctx, p.tokenAt(i)) {
-			return false
-		}
-		if !send(enc.content(buf[:0], text.delta(i))) {
-			return false
-		}
-		s.tokensSent.Add(1)
-	}
-	if p.outputTokens == 0 && !waitUntil(ctx, p.firstToken) {
-		return false
-	}
-	buf = enc.finish(buf[:0], p.finish)
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		buf = enc.usage(buf, p.usage())
-	}
-	buf = append(buf, "data: [DONE]\n\n"...)
-	return send(buf)
-}
-
-// complete waits for the whole answer and writes it as one chat.completion.
-func (s *Server) complete(ctx context.Context, w http.ResponseWriter, p *plan, text textSource, id, model string) bool {
-	last := p.firstToken
-	if p.outputTokens > 0 {
-		last = p.tokenAt(p.outputTokens - 1)
-	}
-	if !waitUntil(ctx, last) {
-		return false
-	}
-	var sb strings.Builder
-	for i := range p.outputTokens {
-		sb.WriteString(text.delta(i))
-	}
-	s.tokensSent.Add(int64(p.outputTokens))
-	w.Header().Set("X-Request-Id", id)
-	writeJSON(w, http.StatusOK, completion{
-		ID: id, Object: "chat.completion", Created: p.arrival.Unix(), Model: model,
-		Choices: []completionChoice{{Message: completionMessage{Role: "assistant", Content: sb.String()}, FinishReason: p.finish}},
-		Usage:   p.usage(),
-	})
-	return true
-}
-
-func (p *plan) usage() usage {
-	return usage{
-		PromptTokens:        p.promptTokens,
-		CompletionTokens:    p.outputTokens,
-		TotalTokens:         p.promptTokens + p.outputTokens,
-		PromptTokensDetails: &promptTokensDetails{CachedTokens: 0},
-	}
-}
-
 // chunkEncoder writes chat.completion.chunk events without reflection: the
 // per-token path is the simulator's hot loop.
 type chunkEncoder struct {
@@ -337,11 +268,37 @@ func (e *chunkEncoder) finish(b []byte, reason string) []byte {
 	return append(b, "}]}\n\n"...)
 }
 
-func (e *chunkEncoder) usage(b []byte, u usage) []byte {
+func (e *chunkEncoder) reasoning(b []byte, field, text string) []byte {
 	b = e.head(b)
-	b = append(b, `,"choices":[],"usage":`...)
-	j, _ := json.Marshal(u) // a struct of ints cannot fail to encode
-	b = append(b, j...)
+	b = append(b, `,"choices":[{"index":0,"delta":{`...)
+	b = appendJSONString(b, field)
+	b = append(b, ':')
+	b = appendJSONString(b, text)
+	return append(b, `},"finish_reason":null}]}`+"\n\n"...)
+}
+
+// usage writes the chunk after the final one: no choices, the usage (when
+// asked for) and the server-timing objects (when asked for).
+func (e *chunkEncoder) usage(b []byte, u *usage, extras map[string]any) []byte {
+	b = e.head(b)
+	b = append(b, `,"choices":[]`...)
+	if u != nil {
+		b = append(b, `,"usage":`...)
+		j, _ := json.Marshal(u) // a struct of ints cannot fail to encode
+		b = append(b, j...)
+	}
+	for _, k := range []string{"metrics", "timings"} {
+		if v, ok := extras[k]; ok {
+			j, err := json.Marshal(v)
+			if err != nil {
+				continue
+			}
+			b = append(b, ',')
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = append(b, j...)
+		}
+	}
 	return append(b, "}\n\n"...)
 }
 
