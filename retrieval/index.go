@@ -36,9 +36,6 @@ var (
 	ErrDimension = errors.New("vector dimension mismatch")
 	// ErrCorrupt means an index file could not be decoded.
 	ErrCorrupt = errors.New("index file corrupt")
-	// ErrUnsaved means Reload found a newer file while this index holds
-	// changes it has not saved.
-	ErrUnsaved = errors.New("index has unsaved changes")
 )
 
 // IndexOptions configures OpenIndex.
@@ -370,7 +367,7 @@ func normaliseInto(dst, v []float32) bool {
 
 // parallelMin is the number of slots from which a search is split across
 // cores; below it the goroutine hand-off costs more than it saves.
-var parallelMin = 32768
+var parallelMin = 8192
 
 // Search returns the k chunks most similar (cosine) to query, best first.
 // A zero query vector matches nothing.

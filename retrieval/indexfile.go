@@ -57,12 +57,19 @@ func fileIDOf(fi fs.FileInfo) fileID {
 // Reload reads the index file again if another process saved it since this
 // index last read or wrote it, and reports whether it did. When nothing
 // changed it costs one stat call, so `ragtime serve` can poll it. Searches
-// keep running on the old content until the new one is swapped in.
+// keep running on the old content until the new one is swapped in (so for
+// a moment both are in memory). A writable index never reloads: it holds
+// the writer lock, so the file is its own.
 func (ix *Index) Reload() (bool, error) { return ix.reload(false) }
 
 func (ix *Index) reload(initial bool) (bool, error) {
 	ix.saveMu.Lock()
 	defer ix.saveMu.Unlock()
+	if ix.writable && !initial {
+		// A writer holds the lock: nobody else can have saved, and
+		// reloading would discard its unsaved changes.
+		return false, nil
+	}
 	fi, err := os.Stat(ix.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil // nothing ingested yet; keep what we have
@@ -72,14 +79,6 @@ func (ix *Index) reload(initial bool) (bool, error) {
 	}
 	if !initial && fileIDOf(fi) == ix.file {
 		return false, nil
-	}
-	if !initial {
-		ix.mu.RLock()
-		dirty := ix.version != ix.savedVersion
-		ix.mu.RUnlock()
-		if dirty {
-			return false, fmt.Errorf("reloading %s: %w", ix.path, ErrUnsaved)
-		}
 	}
 	st, gen, id, err := ix.readFile()
 	if err != nil {

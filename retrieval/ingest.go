@@ -312,6 +312,9 @@ func (r *ingestRun) file(s source) error {
 	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash}}
 	meta := map[string]string{"type": s.kind}
 	for _, t := range texts {
+		// Kept separators start the piece after them; a sentence's ". "
+		// belongs to the sentence before, so it is not left to open a chunk.
+		t = strings.TrimPrefix(t, ". ")
 		if strings.TrimSpace(t) == "" {
 			continue
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -427,6 +428,30 @@ func TestHTMLText(t *testing.T) {
 		}
 		if title != tt.title || text != tt.text {
 			t.Errorf("%s:\n title %q text %q\nwant title %q text %q", tt.name, title, text, tt.title, tt.text)
+		}
+	}
+}
+
+func TestLongLinesSplitAtSentences(t *testing.T) {
+	dir := t.TempDir()
+	var line strings.Builder
+	for i := range 30 {
+		fmt.Fprintf(&line, "Sentence number %d talks about prefill and decode. ", i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "long.txt"), []byte(line.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := newIngester(t, filepath.Join(dir, "data"))
+	if _, err := in.Ingest(context.Background(), []string{dir}, nil); err != nil {
+		t.Fatal(err)
+	}
+	chunks := docText(t, in.Index, "long.txt")
+	if len(chunks) < 5 {
+		t.Fatalf("%d chunks, want the line split", len(chunks))
+	}
+	for i, c := range chunks {
+		if !strings.HasPrefix(c.Text, "Sentence number ") || utf8.RuneCountInString(c.Text) > in.ChunkSize {
+			t.Errorf("chunk %d = %q, want it to start at a sentence and fit %d characters", i, c.Text, in.ChunkSize)
 		}
 	}
 }
