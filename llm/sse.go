@@ -32,6 +32,7 @@ type streamReader struct {
 	// onRead, when set, is called after every line read (the idle timer).
 	onRead func()
 
+	dec      chunkDecoder
 	data     []byte    // data of the event being read
 	dataAt   time.Time // when its first data line was read
 	event    string    // its event name
@@ -85,6 +86,10 @@ type flexString string
 func (f *flexString) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || b[0] != '"' {
 		*f = ""
+		return nil
+	}
+	if len(b) >= 2 && bytes.IndexByte(b, '\\') < 0 {
+		*f = flexString(b[1 : len(b)-1]) // no escapes: the bytes are the text
 		return nil
 	}
 	var s string
@@ -178,7 +183,7 @@ func (s *streamReader) dispatch() error {
 		return s.badStream("the model provider sent an error event mid-stream: "+s.errorText(data), nil)
 	}
 	var c streamChunk
-	if err := json.Unmarshal(data, &c); err != nil {
+	if err := s.dec.decode(data, &c); err != nil {
 		return s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), err)
 	}
 	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
@@ -283,4 +288,40 @@ func (s *streamReader) badStream(msg string, cause error) *pipeline.Error {
 		RequestID: s.gen.RequestID,
 		Err:       s.scrubber.wrap(cause),
 	}
+}
+
+// chunkDecoder decodes one JSON value per event with a reused json.Decoder,
+// which keeps its scanner and field-stack buffers between chunks (about half
+// the allocations of json.Unmarshal per chunk). It is as strict as
+// json.Unmarshal: anything but white space after the value is an error.
+type chunkDecoder struct {
+	rd  bytes.Reader
+	dec *json.Decoder
+	fed int64 // bytes given to dec so far
+}
+
+var errTrailingData = errors.New("unexpected data after the JSON value")
+
+func (d *chunkDecoder) decode(data []byte, v any) error {
+	if d.dec == nil {
+		d.dec, d.fed = json.NewDecoder(&d.rd), 0
+	}
+	d.rd.Reset(data)
+	d.fed += int64(len(data))
+	err := d.dec.Decode(v)
+	if err == nil && d.dec.InputOffset() != d.fed {
+		// The decoder holds bytes after the value; only white space may
+		// follow, and a fresh decoder must start the next chunk.
+		if rest := data[len(data)-int(d.fed-d.dec.InputOffset()):]; len(bytes.TrimSpace(rest)) > 0 {
+			err = errTrailingData
+		}
+		d.dec = nil
+	}
+	if err != nil {
+		d.dec = nil
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+	}
+	return err
 }

@@ -1,0 +1,126 @@
+package llm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"ragtime/pipeline"
+)
+
+// TestStreamReaderFraming covers event-stream shapes seen from OpenAI-
+// compatible servers, read directly (the HTTP path is covered by the
+// replay tests).
+func TestStreamReaderFraming(t *testing.T) {
+	tests := []struct {
+		name     string
+		stream   string
+		want     []string // delta texts; nil with wantCode set means error
+		wantCode string
+		usage    pipeline.Usage
+	}{
+		{
+			name:   "multi-line data is joined with a newline",
+			stream: "data: {\"choices\":[{\"delta\":\ndata: {\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n",
+			want:   []string{"a"},
+		},
+		{
+			name:   "last event without its blank line, finish_reason and no [DONE]",
+			stream: "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}]}",
+			want:   []string{"x"},
+		},
+		{
+			name:   "escapes decoded, decoder reused across chunks",
+			stream: `data: {"choices":[{"delta":{"content":"a\"b"}}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"c\\nd"}}]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"e"}}]}` + "\n\ndata: [DONE]\n\n",
+			want:   []string{`a"b`, `c\nd`, "e"},
+		},
+		{
+			name:   "usage chunk with null choices (vLLM), empty choices without usage (Azure filter results)",
+			stream: `data: {"choices":[],"prompt_filter_results":[]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"ok"}}]}` + "\n\n" + `data: {"choices":null,"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n\ndata: [DONE]\n\n",
+			want:   []string{"ok"},
+			usage:  pipeline.Usage{PromptTokens: 3, CompletionTokens: 1},
+		},
+		{
+			name:   "content and reasoning in one delta: reasoning first",
+			stream: `data: {"choices":[{"delta":{"reasoning_content":"think","content":"say"}}]}` + "\n\ndata: [DONE]\n\n",
+			want:   []string{"think", "say"},
+		},
+		{
+			name:   "structured reasoning field is not text",
+			stream: `data: {"choices":[{"delta":{"reasoning":{"summary":"x"},"content":"y"}}]}` + "\n\ndata: [DONE]\n\n",
+			want:   []string{"y"},
+		},
+		{
+			name:     "trailing data after the JSON value",
+			stream:   `data: {"choices":[{"delta":{"content":"a"}}]} junk` + "\n\n",
+			wantCode: CodeBadStream,
+		},
+		{
+			name:     "null chunk",
+			stream:   "data: null\n\n",
+			wantCode: CodeBadStream,
+		},
+		{
+			name:     "not an object",
+			stream:   "data: 42\n\n",
+			wantCode: CodeBadStream,
+		},
+		{
+			name:     "empty body",
+			stream:   "",
+			wantCode: CodeBadStream,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var gen pipeline.Generation
+			var got []string
+			sr := streamReader{gen: &gen, emit: func(d pipeline.Delta) error {
+				got = append(got, d.Text)
+				return nil
+			}}
+			err := sr.run(strings.NewReader(tt.stream))
+			if tt.wantCode != "" {
+				var pe *pipeline.Error
+				if !errors.As(err, &pe) || pe.Code != tt.wantCode {
+					t.Fatalf("err = %v, want code %s", err, tt.wantCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("deltas %q, want %q", got, tt.want)
+			}
+			if gen.Usage != tt.usage {
+				t.Errorf("usage %+v, want %+v", gen.Usage, tt.usage)
+			}
+		})
+	}
+}
+
+func TestSecretScrubber(t *testing.T) {
+	s := newSecretScrubber(testKey)
+	tests := []string{
+		"Incorrect API key provided: " + testKey + ".",
+		"key sk-test-SEC**********6789 rejected",
+		"header Authorization: Bearer " + testKey,
+		"masked abcd****************wxyz and " + testKey[:8] + "…",
+		"tail only …" + testKey[len(testKey)-6:],
+	}
+	for _, in := range tests {
+		out := s.scrub(in)
+		for _, secret := range []string{testKey, "SECRET", "6789", "SEC*"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("scrub(%q) = %q still holds %q", in, out, secret)
+			}
+		}
+		if !strings.Contains(out, "[redacted]") {
+			t.Errorf("scrub(%q) = %q redacted nothing", in, out)
+		}
+	}
+	if got := s.scrub("plain message about disk-backed tasks"); got != "plain message about disk-backed tasks" {
+		t.Errorf("scrub changed harmless text: %q", got)
+	}
+}
