@@ -7,7 +7,10 @@ import (
 	"slices"
 
 	"ragtime/lexical"
+	"ragtime/pipeline"
 )
+
+var _ pipeline.Embedder = (*HashEmbedder)(nil)
 
 // Embedding dimension bounds accepted by NewHashEmbedder.
 const (

@@ -18,6 +18,8 @@ import (
 	"ragtime/pipeline"
 )
 
+var _ pipeline.Searcher = (*Index)(nil)
+
 // StoreName names the embedded store (the `store` attribute of the search
 // stage).
 const StoreName = "embedded"
@@ -182,7 +184,8 @@ func (ix *Index) takeLock() error {
 	return nil
 }
 
-// Close releases the writer lock of a writable index. It does not save.
+// Close releases the writer lock of a writable index; Save fails after it.
+// It does not save.
 func (ix *Index) Close() error {
 	ix.saveMu.Lock()
 	defer ix.saveMu.Unlock()
@@ -191,7 +194,6 @@ func (ix *Index) Close() error {
 	}
 	err := ix.lock.Close() // closing the descriptor drops the flock
 	ix.lock = nil
-	ix.writable = false
 	if err != nil {
 		return fmt.Errorf("releasing index lock: %w", err)
 	}
@@ -399,6 +401,10 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	st := ix.st
+	k = min(k, st.live) // a huge k must not size a huge heap
+	if k == 0 {
+		return nil, nil
+	}
 	var top topK
 	var err error
 	if len(filter.DocIDs) > 0 || len(filter.Metadata) > 0 {

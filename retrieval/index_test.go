@@ -182,6 +182,7 @@ func TestSearchEdgeCases(t *testing.T) {
 	}{
 		{"k larger than the index", []float32{2, 0, 0, 0}, 10, 2, nil},
 		{"k zero", []float32{1, 0, 0, 0}, 0, 0, nil},
+		{"k enormous", []float32{1, 0, 0, 0}, math.MaxInt, 2, nil},
 		{"zero query", []float32{0, 0, 0, 0}, 3, 0, nil},
 		{"wrong dimension", []float32{1, 0}, 3, 0, ErrDimension},
 	}
@@ -412,6 +413,24 @@ func TestReloadSeesAnotherWriter(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Searches keep running while the reader reloads.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := reader.Search(ctx, []float32{1, 1, 1, 1, 1, 1, 1, 1}, 3, pipeline.Filter{}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
 	steps := []struct {
 		write     string
 		wantDocs  int

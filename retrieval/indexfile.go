@@ -111,6 +111,9 @@ func (ix *Index) Save() error {
 	if !ix.writable {
 		return fmt.Errorf("saving index: %w", ErrReadOnly)
 	}
+	if ix.lock == nil {
+		return fmt.Errorf("saving index: the index was closed")
+	}
 	ix.mu.RLock()
 	if ix.version == ix.savedVersion && ix.generation > 0 {
 		ix.mu.RUnlock()

@@ -79,6 +79,7 @@ func joined(chunks []pipeline.Chunk) string {
 func TestIngestCorpus(t *testing.T) {
 	corpus := copyCorpus(t)
 	in, emb := newIngester(t, t.TempDir())
+	in.SaveEvery = 2
 	var progress []Progress
 	stats, err := in.Ingest(context.Background(), []string{corpus}, func(p Progress) { progress = append(progress, p) })
 	if err != nil {
@@ -104,6 +105,9 @@ func TestIngestCorpus(t *testing.T) {
 	}
 	if stats.Documents != 5 || stats.Skipped != 0 || stats.Chunks != total || in.Index.Len() != total {
 		t.Errorf("stats %+v, Len %d, chunks listed %d", stats, in.Index.Len(), total)
+	}
+	if g := in.Index.Generation(); g != 3 {
+		t.Errorf("index saved %d times, want 3 (after documents 2 and 4, and at the end)", g)
 	}
 	if n := len(progress); n != 6 || !progress[n-1].Done || progress[n-1].Files != 5 || progress[n-1].TotalFiles != 5 {
 		t.Errorf("progress reports: %+v", progress)
