@@ -339,6 +339,9 @@ func (a *answerer) stream(ctx context.Context) bool {
 		if !send(buf) {
 			return false
 		}
+		if before == 0 && sent > 0 {
+			a.s.metrics.firstWriteLag.observe(time.Since(a.sq.firstToken).Seconds())
+		}
 		a.s.tokensSent.Add(int64(sent - before))
 		if a.sq.done.Load() && sent >= int(a.sq.produced.Load()) {
 			break

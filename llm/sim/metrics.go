@@ -77,6 +77,9 @@ type serverMetrics struct {
 	promptTokens, generationTokens atomic.Int64
 	prefixQueries, prefixHits      atomic.Int64
 	success                        atomic.Int64
+	// firstWriteLag is how long after its modelled time the first token was
+	// flushed to the client.
+	firstWriteLag *histogram
 }
 
 func newServerMetrics() *serverMetrics {
@@ -86,5 +89,7 @@ func newServerMetrics() *serverMetrics {
 		prefill: newHistogram(requestBuckets),
 		itl:     newHistogram(itlBuckets),
 		e2e:     newHistogram(requestBuckets),
+
+		firstWriteLag: newHistogram(lagBuckets),
 	}
 }

@@ -43,6 +43,10 @@ type Stats struct {
 	// LagP99 is the 99th percentile (bucket upper bound) of how late the
 	// engines' drivers woke past a due step, in seconds.
 	LagP99 float64
+	// FirstTokenLagP99 is the 99th percentile (bucket upper bound) of how
+	// long after its modelled time a stream's first token was flushed, in
+	// seconds.
+	FirstTokenLagP99 float64
 }
 
 // Server is the simulator as an http.Handler. It is safe for concurrent use.
