@@ -1,0 +1,44 @@
+# ragtime: `make run` serves with the embedded defaults; `make test` runs every test.
+GO            ?= go
+BIN           := bin/ragtime
+DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
+# Tests make one throw-away database per test on this server.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
+ADDR          ?= :8080
+
+.PHONY: build run test bench vet fmt clean llmsim
+
+build:
+	$(GO) build -o $(BIN) ./cmd/ragtime
+
+# Builds, creates the database if missing and migrates it, ingests docs/ and
+# serves on $(ADDR) with the embedded defaults (no network, no keys).
+run: build
+	./$(BIN) migrate --database-url '$(DATABASE_URL)'
+	./$(BIN) ingest --data-dir ./data docs
+	./$(BIN) serve --database-url '$(DATABASE_URL)' --data-dir ./data --addr '$(ADDR)'
+
+# Every test, against a real PostgreSQL (started here when installed but down).
+test:
+	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
+	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+# Benchmarks; figures go in issue notes, never into assertions.
+bench:
+	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
+	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The inference simulator on :8081 (a simulator: no model runs).
+llmsim: build
+	./$(BIN) llmsim --addr :8081
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin

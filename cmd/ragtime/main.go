@@ -1,0 +1,92 @@
+// Command ragtime answers questions over your documents and shows where the
+// time to the first token went. See `ragtime help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "ragtime:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// exitCode is 2 for usage errors, 1 for everything else.
+func exitCode(err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, env *environment, args []string) error
+}
+
+// environment is what every subcommand gets from the process.
+type environment struct {
+	getenv func(string) string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "serve /ask and the API (migrates first)", runServe},
+		{"ingest", "index files and folders into the data dir", runIngest},
+		{"migrate", "apply the SQL migrations to the database", runMigrate},
+		{"llmsim", "run the OpenAI-compatible inference SIMULATOR (no model, no GPU)", runLLMSim},
+	}
+}
+
+// run is the whole program, testable in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	env := &environment{getenv: getenv, stdout: stdout, stderr: stderr}
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(stdout)
+		if len(args) == 0 {
+			return &usageError{msg: "no command given"}
+		}
+		return nil
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, env, args[1:])
+		}
+	}
+	printUsage(stderr)
+	return &usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "ragtime: RAG over your documents, with every query's time to first token broken down by stage.")
+	fmt.Fprintln(w, "\nUsage: ragtime <command> [flags]\n\nCommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun `ragtime <command> -h` for a command's flags. Every flag can also be set with the")
+	fmt.Fprintln(w, "environment variable RAGTIME_<FLAG> (upper case, dashes as underscores); flags win.")
+}
+
+// usageError is a mistake in the command line.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"ragtime/api"
+	"ragtime/pipeline"
+	"ragtime/postgres"
+)
+
+// serveConfig holds serve's flags.
+type serveConfig struct {
+	addr             string
+	parts            partsConfig
+	db               dbConfig
+	corsOrigins      listFlag
+	storeQuestion    bool
+	maxQuestionChars int
+	maxConcurrent    int
+	maxContextTokens int
+	shutdownTimeout  time.Duration
+	reloadInterval   time.Duration
+	recorderQueue    int
+	logFormat        string
+}
+
+func (c *serveConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on (host:port; port 0 picks a free one)")
+	c.parts.register(fs)
+	c.db.register(fs)
+	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins allowed to call the API from a browser, e.g. https://app.example.com (default: none, no CORS headers)")
+	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
+	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
+	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "how often to pick up what a concurrent `ragtime ingest` saved (0: never)")
+	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
+	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
+}
+
+func runServe(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "serve", "serve [flags]")
+	var cfg serveConfig
+	cfg.register(fs)
+	if err := parseFlags(fs, env, args); err != nil {
+		return err
+	}
+	log, err := newLogger(env, cfg.logFormat)
+	if err != nil {
+		return err
+	}
+
+	db, err := cfg.db.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	parts, err := cfg.parts.build(env, false)
+	if err != nil {
+		return err
+	}
+	defer parts.Close()
+
+	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log})
+	pl, err := pipeline.New(pipeline.Config{
+		Embedder: parts.embedder, Searcher: parts.index, Reranker: parts.reranker,
+		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
+		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
+		Provider: parts.provider, Model: parts.model,
+		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
+		StoreQuestion: cfg.storeQuestion,
+	})
+	if err != nil {
+		return err
+	}
+	store := postgres.NewStore(db)
+	handler := api.NewServer(api.Deps{
+		Asker:   pl,
+		Queries: store,
+		Ready: map[string]api.ReadyCheck{
+			"postgres": store.Ping,
+			"index":    func(context.Context) error { return parts.ready() },
+		},
+		Logger:           log,
+		CORSOrigins:      cfg.corsOrigins,
+		MaxQuestionChars: cfg.maxQuestionChars,
+	})
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
+		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.index.Len())
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	stopReload := parts.watch(ctx, cfg.reloadInterval, log)
+	defer stopReload()
+
+	select {
+	case err := <-serveErr:
+		closeRecorder(rec, log)
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: no new connections; open streams may finish", "deadline", cfg.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("open streams did not finish in time; cutting them", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("server stopped with an error", "err", err)
+	}
+	closeRecorder(rec, log)
+	log.Info("stopped")
+	return nil
+}
+
+// closeRecorder flushes what the recorder still holds, for up to 10 s.
+func closeRecorder(rec *postgres.Recorder, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rec.Close(ctx); err != nil {
+		log.Error("flushing recorded queries", "err", err)
+	}
+	st := rec.Stats()
+	log.Info("recorder flushed", "written", st.Written, "dropped", st.Dropped, "failed", st.Failed)
+}
+
+func newLogger(env *environment, format string) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(env.stderr, nil)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(env.stderr, nil)), nil
+	default:
+		return nil, &usageError{msg: fmt.Sprintf("--log-format must be text or json, got %q", format)}
+	}
+}

@@ -1,0 +1,398 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"ragtime/llm/sim"
+	"ragtime/pipeline"
+	"ragtime/postgres/postgrestest"
+)
+
+// doneEvent mirrors the done event.
+type doneEvent struct {
+	QueryID        string          `json:"query_id"`
+	TTFTMs         float64         `json:"ttft_ms"`
+	FirstTokenMs   float64         `json:"first_token_ms"`
+	E2EMs          float64         `json:"e2e_ms"`
+	QueueMs        float64         `json:"queue_ms"`
+	RetrievalMs    float64         `json:"retrieval_ms"`
+	GenTTFTMs      float64         `json:"gen_ttft_ms"`
+	LLMPrefillMs   float64         `json:"llm_prefill_ms"`
+	OverheadMs     float64         `json:"overhead_ms"`
+	RetrievalShare float64         `json:"retrieval_share"`
+	PrefillShare   float64         `json:"prefill_share"`
+	Usage          pipeline.Usage  `json:"usage"`
+	Stages         []pipeline.Span `json:"stages"`
+}
+
+func eventNames(events []sseEvent) string {
+	var names []string
+	for _, e := range events {
+		if len(names) > 0 && names[len(names)-1] == e.Name && e.Name == "token" {
+			continue
+		}
+		names = append(names, e.Name)
+	}
+	return strings.Join(names, " ")
+}
+
+func lastDone(t *testing.T, events []sseEvent) doneEvent {
+	t.Helper()
+	last := events[len(events)-1]
+	if last.Name != "done" {
+		t.Fatalf("last event %s %s", last.Name, last.Data)
+	}
+	var d doneEvent
+	last.decode(t, &d)
+	return d
+}
+
+func TestAskEndToEndAgainstLLMSim(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test-key-1234"}
+	dataDir := ingestCorpus(t, env)
+	_, simURL := startSim(t, func(c *sim.Config) {
+		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 120, 0, 1, 20
+	})
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "sim-7b")
+
+	events := ask(t, srv.url, "q="+url.QueryEscape("How does prefill time grow with prompt tokens?")+"&top_k=4&rerank_top_n=2&max_tokens=20")
+	want := "meta stage stage stage stage stage sources token stage stage stage done"
+	if got := eventNames(events); got != want {
+		t.Fatalf("event order:\n got %s\nwant %s", got, want)
+	}
+	var stageNames []string
+	for _, e := range events {
+		if e.Name == "stage" {
+			var s pipeline.Span
+			e.decode(t, &s)
+			stageNames = append(stageNames, s.Name)
+		}
+	}
+	if got := strings.Join(stageNames, ","); got != "queue,embed,search,rerank,assemble,llm_connect,llm_prefill,llm_decode" {
+		t.Fatalf("stages %s", got)
+	}
+	var sources struct{ Sources []pipeline.Source }
+	events[6].decode(t, &sources)
+	if len(sources.Sources) != 2 || sources.Sources[0].DocID != "prefill.md" {
+		t.Fatalf("sources %+v", sources.Sources)
+	}
+
+	d := lastDone(t, events)
+	if d.LLMPrefillMs < 120 || d.LLMPrefillMs > 145 {
+		t.Errorf("llm_prefill %.3f ms, want within [120, 145]", d.LLMPrefillMs)
+	}
+	if d.OverheadMs >= 2 || d.OverheadMs < 0 {
+		t.Errorf("overhead %.3f ms, want in [0, 2)", d.OverheadMs)
+	}
+	sum := d.QueueMs + d.RetrievalMs + d.GenTTFTMs + d.OverheadMs
+	if math.Abs(sum-d.TTFTMs) > 0.01 {
+		t.Errorf("queue+retrieval+gen_ttft+overhead = %.3f, ttft = %.3f", sum, d.TTFTMs)
+	}
+	var stageSum float64
+	for _, s := range d.Stages {
+		if s.Name != pipeline.StageLLMDecode {
+			stageSum += s.DurationMs
+		}
+	}
+	if math.Abs(stageSum+d.OverheadMs-d.TTFTMs) > 0.01 {
+		t.Errorf("stages %.3f + overhead %.3f != ttft %.3f", stageSum, d.OverheadMs, d.TTFTMs)
+	}
+	if d.Usage.PromptTokens == 0 || d.Usage.CompletionTokens != 20 {
+		t.Errorf("usage %+v", d.Usage)
+	}
+
+	// The stored rows equal the done event's numbers.
+	var stored pipeline.Record
+	eventually(t, "the query row", func() bool {
+		resp, err := http.Get(srv.url + "/v1/queries/" + d.QueryID)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		return json.NewDecoder(resp.Body).Decode(&stored) == nil
+	})
+	if stored.Status != "ok" || *stored.TTFTMs != d.TTFTMs || *stored.OverheadMs != d.OverheadMs ||
+		stored.RetrievalMs != d.RetrievalMs || stored.GenTTFTMs != d.GenTTFTMs || stored.LLMPrefillMs != d.LLMPrefillMs ||
+		stored.E2EMs != d.E2EMs || *stored.FirstTokenMs != d.FirstTokenMs || stored.Usage != d.Usage {
+		t.Errorf("stored %+v\n done %+v", stored, d)
+	}
+	if stored.Model != "sim-7b" || stored.Provider != "openai" || stored.TopK != 4 || stored.RerankTopN != 2 {
+		t.Errorf("stored parameters %+v", stored)
+	}
+	rows, err := pool.Query(context.Background(), "SELECT name, seq, start_ms, duration_ms FROM query_stages WHERE query_id = $1 ORDER BY seq", d.QueryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for rows.Next() {
+		var name string
+		var seq int
+		var start, dur float64
+		if err := rows.Scan(&name, &seq, &start, &dur); err != nil {
+			t.Fatal(err)
+		}
+		s := d.Stages[i]
+		if name != s.Name || seq != s.Seq || start != s.StartMs || dur != s.DurationMs {
+			t.Errorf("stage row %d = %s/%d/%v/%v, done has %+v", i, name, seq, start, dur, s)
+		}
+		i++
+	}
+	if rows.Err() != nil || i != len(d.Stages) {
+		t.Fatalf("%d stage rows for %d stages (%v)", i, len(d.Stages), rows.Err())
+	}
+	var viewTTFT, viewShare float64
+	if err := pool.QueryRow(context.Background(), "SELECT ttft_ms, prefill_share FROM ttft_breakdown WHERE id = $1", d.QueryID).Scan(&viewTTFT, &viewShare); err != nil {
+		t.Fatal(err)
+	}
+	if viewTTFT != d.TTFTMs || viewShare != d.PrefillShare {
+		t.Errorf("ttft_breakdown %v/%v, done %v/%v", viewTTFT, viewShare, d.TTFTMs, d.PrefillShare)
+	}
+	if strings.Contains(srv.stderr.String(), "sk-test-key-1234") {
+		t.Error("the API key reached the log")
+	}
+}
+
+var citationRE = regexp.MustCompile(`\[(\d+)\]`)
+
+func TestAskExtractiveCitesSources(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dataDir := ingestCorpus(t, env)
+	srv := startServe(t, env, "--data-dir", dataDir)
+
+	body := strings.NewReader(`{"question": "What does a reused keep-alive connection skip?", "top_k": 4}`)
+	resp, err := http.Post(srv.url+"/ask", "application/json", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := readEvents(t, resp.Body, nil)
+	var sources struct{ Sources []pipeline.Source }
+	var answer strings.Builder
+	for _, e := range events {
+		switch e.Name {
+		case "sources":
+			e.decode(t, &sources)
+		case "token":
+			var d struct{ Text string }
+			e.decode(t, &d)
+			answer.WriteString(d.Text)
+		}
+	}
+	d := lastDone(t, events)
+	cites := citationRE.FindAllStringSubmatch(answer.String(), -1)
+	if len(cites) == 0 {
+		t.Fatalf("no citation in %q", answer.String())
+	}
+	for _, c := range cites {
+		n, _ := strconv.Atoi(c[1])
+		if n < 1 || n > len(sources.Sources) {
+			t.Errorf("citation [%d] with %d sources", n, len(sources.Sources))
+		}
+	}
+	if !strings.Contains(answer.String(), "DNS, TCP and TLS") {
+		t.Errorf("answer %q misses the sentence that answers", answer.String())
+	}
+	n, _ := strconv.Atoi(cites[0][1])
+	if sources.Sources[n-1].DocID != "network.html" {
+		t.Errorf("first citation points at %s", sources.Sources[n-1].DocID)
+	}
+	if strings.Contains(answer.String(), "secret") {
+		t.Error("script text reached the answer")
+	}
+	if d.TTFTMs <= 0 || d.OverheadMs >= 2 {
+		t.Errorf("ttft %v overhead %v", d.TTFTMs, d.OverheadMs)
+	}
+}
+
+func TestAskRejectsBadInputBeforeStreaming(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	srv := startServe(t, env, "--data-dir", t.TempDir())
+	tests := []struct {
+		name, method, query, body, ctype string
+		status                           int
+		code                             string
+	}{
+		{"no question", "GET", "top_k=3", "", "", 400, "question_required"},
+		{"blank question", "GET", "q=%20%20", "", "", 400, "question_required"},
+		{"question too long", "GET", "q=" + strings.Repeat("a", 4001), "", "", 400, "question_too_long"},
+		{"top_k zero", "GET", "q=x&top_k=0", "", "", 400, "top_k_out_of_range"},
+		{"top_k too big", "GET", "q=x&top_k=101", "", "", 400, "top_k_out_of_range"},
+		{"top_k not a number", "GET", "q=x&top_k=five", "", "", 400, "top_k_invalid"},
+		{"rerank_top_n above top_k", "GET", "q=x&top_k=2&rerank_top_n=3", "", "", 400, "rerank_top_n_out_of_range"},
+		{"rerank_top_n negative", "GET", "q=x&rerank_top_n=-1", "", "", 400, "rerank_top_n_out_of_range"},
+		{"max_tokens zero", "GET", "q=x&max_tokens=0", "", "", 400, "max_tokens_out_of_range"},
+		{"max_tokens too big", "GET", "q=x&max_tokens=4097", "", "", 400, "max_tokens_out_of_range"},
+		{"post empty body", "POST", "", "", "application/json", 400, "question_required"},
+		{"post bad json", "POST", "", `{"question": `, "application/json", 400, "body_invalid"},
+		{"post wrong type", "POST", "", `{"question": "x", "top_k": "5"}`, "application/json", 400, "top_k_invalid"},
+		{"post unknown field", "POST", "", `{"question": "x", "topk": 5}`, "application/json", 400, "unknown_field"},
+		{"post top_k zero", "POST", "", `{"question": "x", "top_k": 0}`, "application/json", 400, "top_k_out_of_range"},
+		{"post body too large", "POST", "", `{"question": "` + strings.Repeat("a", 1<<20) + `"}`, "application/json", 413, "body_too_large"},
+		{"post not json", "POST", "", "question=x", "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var resp *http.Response
+			var err error
+			if tt.method == "GET" {
+				resp, err = http.Get(srv.url + "/ask?" + tt.query)
+			} else {
+				resp, err = http.Post(srv.url+"/ask", tt.ctype, strings.NewReader(tt.body))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
+			}
+			var body struct {
+				Error struct{ Code, Message string }
+			}
+			if err := json.Unmarshal(b, &body); err != nil {
+				t.Fatalf("body %s: %v", b, err)
+			}
+			if body.Error.Code != tt.code || body.Error.Message == "" {
+				t.Errorf("error %+v, want code %s", body.Error, tt.code)
+			}
+		})
+	}
+	// A valid query afterwards is recorded, so the zero below is not an
+	// artefact of a recorder that writes nothing.
+	ask(t, srv.url, "q=hello")
+	eventually(t, "the valid query's row", func() bool { return countRows(t, pool, "queries") == 1 })
+	if n := countRows(t, pool, "queries WHERE status <> 'ok'"); n != 0 {
+		t.Errorf("%d rows written for rejected requests", n)
+	}
+}
+
+func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dataDir := ingestCorpus(t, env)
+	s, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 50, 400 })
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.url+"/ask?q=prefill&max_tokens=400", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queryID string
+	readEvents(t, resp.Body, func(e sseEvent) bool {
+		if e.Name == "meta" {
+			var m pipeline.Meta
+			e.decode(t, &m)
+			queryID = m.QueryID
+		}
+		return e.Name != "token"
+	})
+	cancel()
+	resp.Body.Close()
+	eventually(t, "llmsim to observe the cancellation", func() bool { return s.Stats().Cancelled == 1 })
+	eventually(t, "the cancelled query's row", func() bool {
+		var status string
+		err := pool.QueryRow(context.Background(), "SELECT status FROM queries WHERE id = $1", queryID).Scan(&status)
+		return err == nil && status == "cancelled"
+	})
+}
+
+func TestUpstreamFailuresBecomeErrorEvents(t *testing.T) {
+	dbURL, pool := testDB(t)
+	dataDir := ingestCorpus(t, map[string]string{"DATABASE_URL": dbURL})
+	_, simURL := startSim(t, func(c *sim.Config) { c.APIKey, c.Model = "sk-right-key", "sim-7b" })
+	tests := []struct {
+		name, key, model, code, hint string
+		status                       int
+	}{
+		{"wrong key", "sk-wrong-key", "sim-7b", "llm_auth", "RAGTIME_LLM_API_KEY", 401},
+		{"unknown model", "sk-right-key", "gpt-nonexistent", "llm_model_not_found", "--llm-model", 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": tt.key}
+			srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", tt.model)
+			events := ask(t, srv.url, "q=prefill")
+			last := events[len(events)-1]
+			if last.Name != "error" {
+				t.Fatalf("last event %s %s", last.Name, last.Data)
+			}
+			var e pipeline.Error
+			last.decode(t, &e)
+			if e.Code != tt.code || !strings.Contains(e.Hint, tt.hint) || e.Stage == "" {
+				t.Fatalf("error event %+v, want code %s and a hint naming %s", e, tt.code, tt.hint)
+			}
+			var meta pipeline.Meta
+			events[0].decode(t, &meta)
+			eventually(t, "the failed query's row", func() bool {
+				var status, code string
+				var upstream int
+				err := pool.QueryRow(context.Background(), "SELECT status, error_code, upstream_status FROM queries WHERE id = $1", meta.QueryID).Scan(&status, &code, &upstream)
+				return err == nil && status == "error" && code == tt.code && upstream == tt.status
+			})
+			for _, secret := range []string{"sk-right-key", "sk-wrong-key"} {
+				for _, ev := range events {
+					if strings.Contains(string(ev.Data), secret) {
+						t.Errorf("the key reached the stream: %s", ev.Data)
+					}
+				}
+				if strings.Contains(srv.stderr.String(), secret) {
+					t.Error("the key reached the log")
+				}
+			}
+		})
+	}
+}
+
+func TestPostgresDownWhileAsking(t *testing.T) {
+	dbURL, pool := testDB(t)
+	dataDir := ingestCorpus(t, map[string]string{"DATABASE_URL": dbURL})
+	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, dbURL))
+	env := map[string]string{"DATABASE_URL": proxy.URL(dbURL)}
+	srv := startServe(t, env, "--data-dir", dataDir)
+
+	proxy.Cut()
+	var ids []string
+	for i := range 3 {
+		events := ask(t, srv.url, "q="+url.QueryEscape(fmt.Sprintf("what does prefill read %d", i)))
+		d := lastDone(t, events)
+		ids = append(ids, d.QueryID)
+	}
+	resp, err := http.Get(srv.url + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with Postgres away: %d", resp.StatusCode)
+	}
+	if n := countRows(t, pool, "queries"); n != 0 {
+		t.Fatalf("%d rows written while Postgres was away from the server", n)
+	}
+	proxy.Restore()
+	eventually(t, "the rows to appear once Postgres is back", func() bool { return countRows(t, pool, "queries") == 3 })
+	for _, id := range ids {
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM query_stages WHERE query_id = $1", id).Scan(&n); err != nil || n != 8 {
+			t.Errorf("query %s has %d stage rows (%v)", id, n, err)
+		}
+	}
+}
