@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/pipeline"
+	"ragtime/postgres"
 )
 
 var timeNow = time.Now
@@ -34,7 +35,7 @@ var statusTable = []struct {
 	status int
 	code   string
 }{
-	{ErrNotFound, http.StatusNotFound, "not_found"},
+	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 
@@ -19,7 +18,7 @@ type Asker interface {
 }
 
 // QueryReader reads stored queries. It returns an error wrapping
-// ErrNotFound for an unknown id.
+// postgres.ErrNotFound for an unknown id.
 type QueryReader interface {
 	GetQuery(ctx context.Context, id string) (pipeline.Record, error)
 }
@@ -43,9 +42,6 @@ type Deps struct {
 	// MaxBodyBytes bounds a request body (0: 1 MiB).
 	MaxBodyBytes int64
 }
-
-// ErrNotFound is what QueryReader implementations wrap for an unknown id.
-var ErrNotFound = errors.New("not found")
 
 // server holds the dependencies the handlers use.
 type server struct {
