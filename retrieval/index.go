@@ -224,6 +224,15 @@ func (ix *Index) DocumentHash(docID string) (string, bool) {
 	return d.hash, true
 }
 
+// StoredHash is DocumentHash for the Ingester's Store interface.
+func (ix *Index) StoredHash(_ context.Context, docID string) (string, bool, error) {
+	h, ok := ix.DocumentHash(docID)
+	return h, ok, nil
+}
+
+// Flush saves the index (see Save).
+func (ix *Index) Flush(context.Context) error { return ix.Save() }
+
 // Documents lists the stored documents ordered by doc id.
 func (ix *Index) Documents() []DocumentInfo {
 	ix.mu.RLock()

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tmc/langchaingo/textsplitter"
+	"golang.org/x/sync/errgroup"
 
 	"ragtime/pipeline"
 )
@@ -26,13 +27,27 @@ const (
 	DefaultSaveEvery    = 100  // documents between intermediate saves
 )
 
-// Ingester reads files into an Index: it extracts their text, splits it into
+// Store is what the Ingester writes documents to: the embedded *Index and
+// the Qdrant store (retrieval/qdrant) both implement it.
+type Store interface {
+	// StoredHash returns the content hash recorded for docID, and whether
+	// the document is stored at all.
+	StoredHash(ctx context.Context, docID string) (string, bool, error)
+	// ReplaceDocument stores doc, replacing every chunk previously stored
+	// under its DocID; a search sees the old or the new version.
+	ReplaceDocument(ctx context.Context, doc Document) error
+	// Flush makes what was stored durable (the embedded index saves its
+	// file; a server-side store may do nothing).
+	Flush(ctx context.Context) error
+}
+
+// Ingester reads files into a Store: it extracts their text, splits it into
 // chunks, embeds the chunks and replaces each document's chunks in one step.
 type Ingester struct {
 	// Embedder embeds chunks; it must be the embedder queries will use.
 	Embedder pipeline.Embedder
-	// Index receives the documents; it must be writable.
-	Index *Index
+	// Store receives the documents; an *Index must be writable.
+	Store Store
 	// ChunkSize is the target chunk length in characters (runes);
 	// 0 means DefaultChunkSize.
 	ChunkSize int
@@ -46,6 +61,10 @@ type Ingester struct {
 	// saves, so an interrupted run keeps most of its work; 0 means
 	// DefaultSaveEvery.
 	SaveEvery int
+	// Concurrency is how many embedding batches are in flight at once
+	// (a remote embedder is mostly waiting on the network; the hash
+	// embedder uses the cores); 0 means 1.
+	Concurrency int
 }
 
 // Progress is reported after every file and once at the end.
@@ -110,7 +129,7 @@ func (in *Ingester) Ingest(ctx context.Context, paths []string, progress func(Pr
 		report:   progress,
 	}
 	err = run.all(sources)
-	if serr := in.Index.Save(); serr != nil {
+	if serr := in.Store.Flush(ctx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("saving after ingest: %w", serr))
 	}
 	run.progress.Path, run.progress.Done = "", true
@@ -123,9 +142,11 @@ func (in *Ingester) validate() error {
 	switch {
 	case in.Embedder == nil:
 		return errors.New("ingesting: no embedder")
-	case in.Index == nil:
-		return errors.New("ingesting: no index")
-	case !in.Index.writable:
+	case in.Store == nil:
+		return errors.New("ingesting: no store")
+	case in.Concurrency < 0:
+		return fmt.Errorf("ingesting: concurrency %d: --concurrency must be positive", in.Concurrency)
+	case isReadOnly(in.Store):
 		return fmt.Errorf("ingesting: %w", ErrReadOnly)
 	case in.ChunkSize < 0:
 		return fmt.Errorf("ingesting: chunk size %d: --chunk-size must be positive", in.ChunkSize)
@@ -262,6 +283,7 @@ func (r *ingestRun) emit() {
 
 func (r *ingestRun) all(sources []source) error {
 	batch := cmpOr(r.in.BatchSize, DefaultBatchSize)
+	wave := batch * cmpOr(r.in.Concurrency, 1)
 	for _, s := range sources {
 		if err := r.ctx.Err(); err != nil {
 			return fmt.Errorf("ingesting: %w", err)
@@ -269,8 +291,8 @@ func (r *ingestRun) all(sources []source) error {
 		if err := r.file(s); err != nil {
 			return err
 		}
-		for len(r.queue) >= batch {
-			if err := r.embed(batch); err != nil {
+		for len(r.queue) >= wave {
+			if err := r.embed(batch, wave); err != nil {
 				return err
 			}
 		}
@@ -279,11 +301,11 @@ func (r *ingestRun) all(sources []source) error {
 		r.emit()
 	}
 	for len(r.queue) > 0 {
-		if err := r.embed(batch); err != nil {
+		if err := r.embed(batch, wave); err != nil {
 			return err
 		}
 	}
-	return r.embed(0) // stores documents without chunks still pending
+	return r.embed(batch, 0) // stores documents without chunks still pending
 }
 
 // file reads, extracts and chunks one file and queues its chunks.
@@ -294,7 +316,11 @@ func (r *ingestRun) file(s source) error {
 	}
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
-	if old, ok := r.in.Index.DocumentHash(s.docID); ok && old == hash {
+	old, ok, err := r.in.Store.StoredHash(r.ctx, s.docID)
+	if err != nil {
+		return fmt.Errorf("checking %s: %w", s.docID, err)
+	}
+	if ok && old == hash {
 		r.progress.Skipped++
 		return nil
 	}
@@ -330,24 +356,38 @@ func (r *ingestRun) file(s source) error {
 	return nil
 }
 
-// embed embeds up to n queued chunks and stores the documents that are
-// complete.
-func (r *ingestRun) embed(n int) error {
+// embed embeds up to n queued chunks, in batches of batch chunks of which
+// up to Concurrency are in flight at once, and stores the documents that are
+// complete, in the order their files were read.
+func (r *ingestRun) embed(batch, n int) error {
 	n = min(n, len(r.queue))
 	if n > 0 {
-		batch := r.queue[:n]
-		texts := make([]string, n)
-		for i, q := range batch {
-			texts[i] = q.text
+		work := r.queue[:n]
+		vecs := make([][]float32, n)
+		g, ctx := errgroup.WithContext(r.ctx)
+		for lo := 0; lo < n; lo += batch {
+			hi := min(lo+batch, n)
+			g.Go(func() error {
+				part := work[lo:hi]
+				texts := make([]string, len(part))
+				for i, q := range part {
+					texts[i] = q.text
+				}
+				got, err := r.in.Embedder.Embed(ctx, texts)
+				if err != nil {
+					return fmt.Errorf("embedding chunks of %s: %w", part[0].doc.doc.DocID, err)
+				}
+				if len(got) != len(part) {
+					return fmt.Errorf("embedding chunks of %s: embedder returned %d vectors for %d texts", part[0].doc.doc.DocID, len(got), len(part))
+				}
+				copy(vecs[lo:hi], got)
+				return nil
+			})
 		}
-		vecs, err := r.in.Embedder.Embed(r.ctx, texts)
-		if err != nil {
-			return fmt.Errorf("embedding chunks of %s: %w", batch[0].doc.doc.DocID, err)
+		if err := g.Wait(); err != nil {
+			return err
 		}
-		if len(vecs) != n {
-			return fmt.Errorf("embedding chunks of %s: embedder returned %d vectors for %d texts", batch[0].doc.doc.DocID, len(vecs), n)
-		}
-		for i, q := range batch {
+		for i, q := range work {
 			q.doc.doc.Vectors[q.i] = vecs[i]
 			q.doc.missing--
 		}
@@ -356,18 +396,24 @@ func (r *ingestRun) embed(n int) error {
 	for len(r.pending) > 0 && r.pending[0].missing == 0 {
 		p := r.pending[0]
 		r.pending = r.pending[1:]
-		if err := r.in.Index.ReplaceDocument(r.ctx, p.doc); err != nil {
+		if err := r.in.Store.ReplaceDocument(r.ctx, p.doc); err != nil {
 			return fmt.Errorf("storing %s: %w", p.doc.DocID, err)
 		}
 		r.progress.Documents++
 		r.progress.Chunks += len(p.doc.Chunks)
 		r.sinceSave++
 		if r.sinceSave >= cmpOr(r.in.SaveEvery, DefaultSaveEvery) {
-			if err := r.in.Index.Save(); err != nil {
-				return fmt.Errorf("saving index during ingest: %w", err)
+			if err := r.in.Store.Flush(r.ctx); err != nil {
+				return fmt.Errorf("saving the store during ingest: %w", err)
 			}
 			r.sinceSave = 0
 		}
 	}
 	return nil
+}
+
+// isReadOnly reports whether s is an embedded index opened read-only.
+func isReadOnly(s Store) bool {
+	ix, ok := s.(*Index)
+	return ok && !ix.writable
 }

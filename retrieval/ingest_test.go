@@ -48,7 +48,7 @@ func newIngester(t *testing.T, dataDir string) (*Ingester, *countingEmbedder) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ix.Close() })
-	return &Ingester{Embedder: e, Index: ix, ChunkSize: 200, ChunkOverlap: 20, BatchSize: 4}, e
+	return &Ingester{Embedder: e, Store: ix, ChunkSize: 200, ChunkOverlap: 20, BatchSize: 4}, e
 }
 
 // docText returns a document's chunks in order.
@@ -92,7 +92,7 @@ func TestIngestCorpus(t *testing.T) {
 		{DocID: "sub/deep.markdown", Title: "Chunking strategies"},
 		{DocID: "untitled.md", Title: "untitled.md"},
 	}
-	got := in.Index.Documents()
+	got := in.Store.(*Index).Documents()
 	if len(got) != len(want) {
 		t.Fatalf("documents = %+v, want %d", got, len(want))
 	}
@@ -103,10 +103,10 @@ func TestIngestCorpus(t *testing.T) {
 		}
 		total += got[i].Chunks
 	}
-	if stats.Documents != 5 || stats.Skipped != 0 || stats.Chunks != total || in.Index.Len() != total {
-		t.Errorf("stats %+v, Len %d, chunks listed %d", stats, in.Index.Len(), total)
+	if stats.Documents != 5 || stats.Skipped != 0 || stats.Chunks != total || in.Store.(*Index).Len() != total {
+		t.Errorf("stats %+v, Len %d, chunks listed %d", stats, in.Store.(*Index).Len(), total)
 	}
-	if g := in.Index.Generation(); g != 3 {
+	if g := in.Store.(*Index).Generation(); g != 3 {
 		t.Errorf("index saved %d times, want 3 (after documents 2 and 4, and at the end)", g)
 	}
 	if n := len(progress); n != 6 || !progress[n-1].Done || progress[n-1].Files != 5 || progress[n-1].TotalFiles != 5 {
@@ -124,7 +124,7 @@ func TestIngestCorpus(t *testing.T) {
 		t.Errorf("embedded %d texts for %d chunks", sum, total)
 	}
 
-	guide := docText(t, in.Index, "guide.md")
+	guide := docText(t, in.Store.(*Index), "guide.md")
 	for i, c := range guide {
 		if c.ID != ChunkID("guide.md", i) || c.Index != i || c.Metadata["type"] != KindMarkdown || c.Title != "Getting started with prefill" {
 			t.Errorf("guide chunk %d = %+v", i, c)
@@ -140,7 +140,7 @@ func TestIngestCorpus(t *testing.T) {
 		t.Errorf("no chunk starts at the heading \"## Prefix caching\":\n%s", joined(guide))
 	}
 
-	page := joined(docText(t, in.Index, "page.html"))
+	page := joined(docText(t, in.Store.(*Index), "page.html"))
 	for _, bad := range []string{"tracking code", "injected text", "color: red", "template text", "enable JavaScript", "<p>", "Vector search"} {
 		if strings.Contains(page, bad) {
 			t.Errorf("HTML text contains %q:\n%s", bad, page)
@@ -154,11 +154,11 @@ func TestIngestCorpus(t *testing.T) {
 
 	// The whole corpus is findable, and hidden or unsupported files are not there.
 	q, _ := in.Embedder.Embed(context.Background(), []string{"how does recursive character splitting choose breaks"})
-	hits, err := in.Index.Search(context.Background(), q[0], 1, pipeline.Filter{})
+	hits, err := in.Store.(*Index).Search(context.Background(), q[0], 1, pipeline.Filter{})
 	if err != nil || len(hits) != 1 || hits[0].DocID != "sub/deep.markdown" {
 		t.Errorf("search for chunking found %+v (err %v)", hits, err)
 	}
-	if _, ok := in.Index.DocumentHash(".hidden/secret.md"); ok {
+	if _, ok := in.Store.(*Index).DocumentHash(".hidden/secret.md"); ok {
 		t.Error("a file in a hidden folder was ingested")
 	}
 }
@@ -177,15 +177,15 @@ func TestReingest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Documents != 0 || again.Skipped != 5 || again.Chunks != 0 || in.Index.Len() != first.Chunks {
-		t.Errorf("unchanged re-ingest: %+v, Len %d (first run %d chunks)", again, in.Index.Len(), first.Chunks)
+	if again.Documents != 0 || again.Skipped != 5 || again.Chunks != 0 || in.Store.(*Index).Len() != first.Chunks {
+		t.Errorf("unchanged re-ingest: %+v, Len %d (first run %d chunks)", again, in.Store.(*Index).Len(), first.Chunks)
 	}
 
 	guide := filepath.Join(corpus, "guide.md")
 	if err := os.WriteFile(guide, []byte("# Rewritten\n\nDecoding is memory-bound.\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	oldGuide := len(docText(t, in.Index, "guide.md"))
+	oldGuide := len(docText(t, in.Store.(*Index), "guide.md"))
 	changed, err := in.Ingest(ctx, []string{corpus}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -193,20 +193,20 @@ func TestReingest(t *testing.T) {
 	if changed.Documents != 1 || changed.Skipped != 4 || changed.Chunks != 1 {
 		t.Errorf("changed re-ingest: %+v", changed)
 	}
-	chunks := docText(t, in.Index, "guide.md")
+	chunks := docText(t, in.Store.(*Index), "guide.md")
 	if len(chunks) != 1 || chunks[0].Title != "Rewritten" || strings.Contains(joined(chunks), "prefill") {
 		t.Errorf("changed guide: %+v", chunks)
 	}
-	if want := first.Chunks - oldGuide + 1; in.Index.Len() != want {
-		t.Errorf("Len = %d, want %d (old chunks replaced, not duplicated)", in.Index.Len(), want)
+	if want := first.Chunks - oldGuide + 1; in.Store.(*Index).Len() != want {
+		t.Errorf("Len = %d, want %d (old chunks replaced, not duplicated)", in.Store.(*Index).Len(), want)
 	}
 
 	// What was ingested is on disk: a fresh writer in a later run sees it
 	// and skips everything.
-	in.Index.Close()
+	in.Store.(*Index).Close()
 	in2, _ := newIngester(t, dataDir)
-	if in2.Index.Len() != in.Index.Len() {
-		t.Fatalf("reopened index has %d chunks, want %d", in2.Index.Len(), in.Index.Len())
+	if in2.Store.(*Index).Len() != in.Store.(*Index).Len() {
+		t.Fatalf("reopened index has %d chunks, want %d", in2.Store.(*Index).Len(), in.Store.(*Index).Len())
 	}
 	third, err := in2.Ingest(ctx, []string{corpus}, nil)
 	if err != nil || third.Skipped != 5 {
@@ -222,7 +222,7 @@ func TestChunkingIsStable(t *testing.T) {
 		if _, err := in.Ingest(context.Background(), []string{corpus}, nil); err != nil {
 			t.Fatal(err)
 		}
-		return in.Index.Documents()
+		return in.Store.(*Index).Documents()
 	}
 	a, b := counts(), counts()
 	if !slices.Equal(a, b) {
@@ -260,7 +260,7 @@ func TestIngestArguments(t *testing.T) {
 				t.Fatal(err)
 			}
 			var ids []string
-			for _, d := range in.Index.Documents() {
+			for _, d := range in.Store.(*Index).Documents() {
 				ids = append(ids, d.DocID)
 			}
 			if !slices.Equal(ids, tt.wantIDs) {
@@ -289,7 +289,7 @@ func TestIngestValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.wantFlag) {
 			t.Errorf("%s: err = %v, want one naming %s", tt.name, err, tt.wantFlag)
 		}
-		if in.Index.Len() != 0 {
+		if in.Store.(*Index).Len() != 0 {
 			t.Errorf("%s: ingested despite invalid settings", tt.name)
 		}
 	}
@@ -344,11 +344,11 @@ func TestIngestRepairsInvalidUTF8(t *testing.T) {
 	if stats.Documents != 2 {
 		t.Errorf("stats %+v", stats)
 	}
-	text := joined(docText(t, in.Index, "latin1.txt"))
+	text := joined(docText(t, in.Store.(*Index), "latin1.txt"))
 	if !utf8.ValidString(text) || !strings.Contains(text, "caf\uFFFD au lait\uFFFD") {
 		t.Errorf("text %q, want invalid bytes replaced by U+FFFD", text)
 	}
-	if n := len(docText(t, in.Index, "empty.md")); n != 0 {
+	if n := len(docText(t, in.Store.(*Index), "empty.md")); n != 0 {
 		t.Errorf("empty file has %d chunks", n)
 	}
 	// An empty file is recorded, so it is skipped next time.
@@ -449,7 +449,7 @@ func TestLongLinesSplitAtSentences(t *testing.T) {
 	if _, err := in.Ingest(context.Background(), []string{dir}, nil); err != nil {
 		t.Fatal(err)
 	}
-	chunks := docText(t, in.Index, "long.txt")
+	chunks := docText(t, in.Store.(*Index), "long.txt")
 	if len(chunks) < 5 {
 		t.Fatalf("%d chunks, want the line split", len(chunks))
 	}
@@ -457,5 +457,41 @@ func TestLongLinesSplitAtSentences(t *testing.T) {
 		if !strings.HasPrefix(c.Text, "Sentence number ") || utf8.RuneCountInString(c.Text) > in.ChunkSize {
 			t.Errorf("chunk %d = %q, want it to start at a sentence and fit %d characters", i, c.Text, in.ChunkSize)
 		}
+	}
+}
+
+// TestIngestConcurrencyStoresTheSame checks that embedding batches in
+// parallel stores exactly what a sequential run stores, in file order.
+func TestIngestConcurrencyStoresTheSame(t *testing.T) {
+	corpus := copyCorpus(t)
+	seq, _ := newIngester(t, t.TempDir())
+	if _, err := seq.Ingest(context.Background(), []string{corpus}, nil); err != nil {
+		t.Fatal(err)
+	}
+	par, emb := newIngester(t, t.TempDir())
+	par.Concurrency = 3
+	st, err := par.Ingest(context.Background(), []string{corpus}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(emb.batches) < 2 {
+		t.Fatalf("batches %v: want several", emb.batches)
+	}
+	for _, b := range emb.batches {
+		if b > par.BatchSize {
+			t.Errorf("batch of %d texts exceeds BatchSize %d", b, par.BatchSize)
+		}
+	}
+	a, b := seq.Store.(*Index), par.Store.(*Index)
+	if !slices.Equal(a.Documents(), b.Documents()) || st.Chunks != a.Len() {
+		t.Fatalf("concurrent ingest stored %v (%d chunks), sequential %v", b.Documents(), st.Chunks, a.Documents())
+	}
+	for _, d := range a.Documents() {
+		if !slices.EqualFunc(docText(t, a, d.DocID), docText(t, b, d.DocID), func(x, y pipeline.Chunk) bool { return x.Text == y.Text }) {
+			t.Errorf("%s differs between sequential and concurrent ingest", d.DocID)
+		}
+	}
+	if _, err := (&Ingester{Embedder: emb, Store: b, Concurrency: -1}).Ingest(context.Background(), []string{corpus}, nil); err == nil || !strings.Contains(err.Error(), "--concurrency") {
+		t.Errorf("negative concurrency: %v", err)
 	}
 }

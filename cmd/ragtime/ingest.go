@@ -33,7 +33,7 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 	defer ix.Close()
-	in := retrieval.Ingester{Embedder: emb, Index: ix, ChunkSize: *chunkSize, ChunkOverlap: *chunkOverlap, BatchSize: *batchSize}
+	in := retrieval.Ingester{Embedder: emb, Store: ix, ChunkSize: *chunkSize, ChunkOverlap: *chunkOverlap, BatchSize: *batchSize}
 	progress := retrieval.ProgressBar(env.stderr, isTerminal(env.stderr))
 	st, err := in.Ingest(ctx, fs.Args(), progress)
 	fmt.Fprintf(env.stdout, "ingested %d documents (%d unchanged, skipped), %d chunks, in %.2fs; index at %s holds %d chunks\n",
