@@ -63,6 +63,9 @@ type Document struct {
 	// ContentHash identifies the content the chunks came from (ingest uses
 	// the hex SHA-256 of the file) so unchanged files can be skipped.
 	ContentHash string
+	// Source says where the document came from (a file path, "api"); the
+	// Qdrant store keeps it in each point's payload.
+	Source string
 	// Chunks are the document's pieces in order. The index sets each
 	// chunk's Index to its position, ID to "<DocID>#<Index>", DocID to
 	// DocID and, when empty, Title to Title.

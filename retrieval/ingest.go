@@ -335,7 +335,7 @@ func (r *ingestRun) file(s source) error {
 			return fmt.Errorf("chunking %s: %w", s.path, err)
 		}
 	}
-	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash}}
+	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash, Source: s.path}}
 	meta := map[string]string{"type": s.kind}
 	for _, t := range texts {
 		// Kept separators start the piece after them; a sentence's ". "

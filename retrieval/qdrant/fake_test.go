@@ -1,0 +1,344 @@
+package qdrant
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	qc "github.com/qdrant/go-client/qdrant"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// fakeQdrant is an in-process Qdrant built on go-client's generated server
+// interfaces: it keeps collections and points in memory, answers searches
+// with exact cosine similarity, applies the filter shapes ragtime sends, and
+// records every request so tests can assert what went over the wire.
+type fakeQdrant struct {
+	mu          sync.Mutex
+	requests    []proto.Message
+	collections map[string]*fakeCollection
+	// block, when set, makes Query wait for the caller's deadline.
+	block bool
+}
+
+// The generated Collections and Points services both have Get and Delete,
+// so each is served by its own type over the shared state.
+type (
+	fakeCollections struct {
+		qc.UnimplementedCollectionsServer
+		*fakeQdrant
+	}
+	fakePoints struct {
+		qc.UnimplementedPointsServer
+		*fakeQdrant
+	}
+)
+
+type fakeCollection struct {
+	create  *qc.CreateCollection
+	indexes map[string]qc.FieldType
+	points  map[string]*fakePoint
+}
+
+type fakePoint struct {
+	id      string
+	vec     []float32
+	payload map[string]*qc.Value
+}
+
+// startFake serves a fakeQdrant on 127.0.0.1:0 and returns it and its address.
+func startFake(t *testing.T) (*fakeQdrant, string) {
+	t.Helper()
+	f := &fakeQdrant{collections: map[string]*fakeCollection{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	qc.RegisterCollectionsServer(srv, fakeCollections{fakeQdrant: f})
+	qc.RegisterPointsServer(srv, fakePoints{fakeQdrant: f})
+	go srv.Serve(ln)
+	t.Cleanup(srv.Stop)
+	return f, ln.Addr().String()
+}
+
+func (f *fakeQdrant) record(m proto.Message) {
+	f.requests = append(f.requests, proto.Clone(m))
+}
+
+// recorded returns the recorded requests of type T.
+func recorded[T proto.Message](f *fakeQdrant) []T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []T
+	for _, m := range f.requests {
+		if r, ok := m.(T); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func notFound(name string) error {
+	return status.Errorf(codes.NotFound, "Not found: Collection `%s` doesn't exist!", name)
+}
+
+func (f *fakeQdrant) collection(name string) (*fakeCollection, error) {
+	c, ok := f.collections[name]
+	if !ok {
+		return nil, notFound(name)
+	}
+	return c, nil
+}
+
+func (f fakeCollections) CollectionExists(_ context.Context, r *qc.CollectionExistsRequest) (*qc.CollectionExistsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	_, ok := f.collections[r.GetCollectionName()]
+	return &qc.CollectionExistsResponse{Result: &qc.CollectionExists{Exists: ok}}, nil
+}
+
+func (f fakeCollections) Create(_ context.Context, r *qc.CreateCollection) (*qc.CollectionOperationResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	if _, ok := f.collections[r.GetCollectionName()]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "Wrong input: Collection `%s` already exists!", r.GetCollectionName())
+	}
+	f.collections[r.GetCollectionName()] = &fakeCollection{create: proto.Clone(r).(*qc.CreateCollection),
+		indexes: map[string]qc.FieldType{}, points: map[string]*fakePoint{}}
+	return &qc.CollectionOperationResponse{Result: true}, nil
+}
+
+func (f fakeCollections) Get(_ context.Context, r *qc.GetCollectionInfoRequest) (*qc.GetCollectionInfoResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	n := uint64(len(c.points))
+	return &qc.GetCollectionInfoResponse{Result: &qc.CollectionInfo{
+		Status: qc.CollectionStatus_Green, PointsCount: &n,
+		Config: &qc.CollectionConfig{
+			Params:   &qc.CollectionParams{VectorsConfig: c.create.GetVectorsConfig()},
+			Metadata: c.create.GetMetadata(),
+		},
+	}}, nil
+}
+
+func (f fakePoints) Delete(_ context.Context, r *qc.DeletePoints) (*qc.PointsOperationResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	c.deleteMatching(r.GetPoints().GetFilter())
+	return &qc.PointsOperationResponse{Result: &qc.UpdateResult{Status: qc.UpdateStatus_Completed}}, nil
+}
+
+func (f fakePoints) CreateFieldIndex(_ context.Context, r *qc.CreateFieldIndexCollection) (*qc.PointsOperationResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	c.indexes[r.GetFieldName()] = r.GetFieldType()
+	return &qc.PointsOperationResponse{Result: &qc.UpdateResult{Status: qc.UpdateStatus_Completed}}, nil
+}
+
+func (f fakePoints) UpdateBatch(_ context.Context, r *qc.UpdateBatchPoints) (*qc.UpdateBatchResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	dim := int(c.create.GetVectorsConfig().GetParams().GetSize())
+	// Validate everything first: Qdrant rejects a batch with a bad vector.
+	for _, op := range r.GetOperations() {
+		for _, p := range op.GetUpsert().GetPoints() {
+			if got := len(p.GetVectors().GetVector().GetDense().GetData()); got != dim {
+				return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, got)
+			}
+		}
+	}
+	var res []*qc.UpdateResult
+	for _, op := range r.GetOperations() {
+		switch {
+		case op.GetUpsert() != nil:
+			for _, p := range op.GetUpsert().GetPoints() {
+				id := p.GetId().GetUuid()
+				c.points[id] = &fakePoint{id: id, vec: p.GetVectors().GetVector().GetDense().GetData(), payload: p.GetPayload()}
+			}
+		case op.GetDeletePoints() != nil:
+			c.deleteMatching(op.GetDeletePoints().GetPoints().GetFilter())
+		default:
+			return nil, status.Error(codes.Unimplemented, "fake qdrant: unsupported batch operation")
+		}
+		res = append(res, &qc.UpdateResult{Status: qc.UpdateStatus_Completed})
+	}
+	return &qc.UpdateBatchResponse{Result: res}, nil
+}
+
+func (c *fakeCollection) deleteMatching(flt *qc.Filter) {
+	for id, p := range c.points {
+		if matches(flt, p.payload) {
+			delete(c.points, id)
+		}
+	}
+}
+
+// sorted returns the points matching flt ordered by id, as Qdrant scrolls.
+func (c *fakeCollection) sorted(flt *qc.Filter) []*fakePoint {
+	var out []*fakePoint
+	for _, p := range c.points {
+		if matches(flt, p.payload) {
+			out = append(out, p)
+		}
+	}
+	slices.SortFunc(out, func(a, b *fakePoint) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+func (f fakePoints) Scroll(_ context.Context, r *qc.ScrollPoints) (*qc.ScrollResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	pts := c.sorted(r.GetFilter())
+	if off := r.GetOffset().GetUuid(); off != "" {
+		i, _ := slices.BinarySearchFunc(pts, off, func(p *fakePoint, id string) int { return cmp.Compare(p.id, id) })
+		pts = pts[i:]
+	}
+	limit := int(r.GetLimit())
+	if limit == 0 {
+		limit = 10
+	}
+	resp := &qc.ScrollResponse{}
+	if len(pts) > limit {
+		resp.NextPageOffset = qc.NewID(pts[limit].id)
+		pts = pts[:limit]
+	}
+	for _, p := range pts {
+		resp.Result = append(resp.Result, &qc.RetrievedPoint{Id: qc.NewID(p.id), Payload: p.payload})
+	}
+	return resp, nil
+}
+
+func (f fakePoints) Count(_ context.Context, r *qc.CountPoints) (*qc.CountResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	return &qc.CountResponse{Result: &qc.CountResult{Count: uint64(len(c.sorted(r.GetFilter())))}}, nil
+}
+
+func (f fakePoints) Query(ctx context.Context, r *qc.QueryPoints) (*qc.QueryResponse, error) {
+	f.mu.Lock()
+	f.record(r)
+	if f.block {
+		f.mu.Unlock()
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	defer f.mu.Unlock()
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	q := r.GetQuery().GetNearest().GetDense().GetData()
+	if dim := int(c.create.GetVectorsConfig().GetParams().GetSize()); len(q) != dim {
+		return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, len(q))
+	}
+	var out []*qc.ScoredPoint
+	for _, p := range c.sorted(r.GetFilter()) {
+		s := cosine(q, p.vec)
+		if r.ScoreThreshold != nil && s < r.GetScoreThreshold() {
+			continue
+		}
+		out = append(out, &qc.ScoredPoint{Id: qc.NewID(p.id), Score: s, Payload: p.payload})
+	}
+	slices.SortStableFunc(out, func(a, b *qc.ScoredPoint) int { return cmp.Compare(b.Score, a.Score) })
+	if l := int(r.GetLimit()); len(out) > l {
+		out = out[:l]
+	}
+	return &qc.QueryResponse{Result: out}, nil
+}
+
+func cosine(a, b []float32) float32 {
+	var d, na, nb float64
+	for i := range a {
+		d += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return float32(d / math.Sqrt(na*nb))
+}
+
+// matches evaluates the filter shapes ragtime sends: every Must condition
+// is a field match (keyword or any-of keywords) or a numeric range, on a
+// top-level key or a dotted path into a nested object.
+func matches(flt *qc.Filter, payload map[string]*qc.Value) bool {
+	for _, c := range flt.GetMust() {
+		fc := c.GetField()
+		if fc == nil {
+			panic("fake qdrant: unsupported condition " + c.String())
+		}
+		v := lookup(payload, fc.GetKey())
+		switch {
+		case fc.GetMatch().GetKeyword() != "":
+			if v.GetStringValue() != fc.GetMatch().GetKeyword() {
+				return false
+			}
+		case fc.GetMatch().GetKeywords() != nil:
+			if !slices.Contains(fc.GetMatch().GetKeywords().GetStrings(), v.GetStringValue()) || v == nil {
+				return false
+			}
+		case fc.GetRange() != nil:
+			if v == nil {
+				return false
+			}
+			x := float64(v.GetIntegerValue())
+			if rg := fc.GetRange(); rg.Gte != nil && x < rg.GetGte() {
+				return false
+			}
+		default:
+			panic("fake qdrant: unsupported field condition " + fc.String())
+		}
+	}
+	return true
+}
+
+func lookup(payload map[string]*qc.Value, key string) *qc.Value {
+	parts := strings.Split(key, ".")
+	v := payload[parts[0]]
+	for _, p := range parts[1:] {
+		v = v.GetStructValue().GetFields()[p]
+	}
+	return v
+}
