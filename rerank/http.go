@@ -1,0 +1,248 @@
+package rerank
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+var (
+	_ pipeline.Reranker = (*HTTP)(nil)
+	_ pipeline.Reranker = (*BM25)(nil)
+)
+
+// Request shapes of HTTP rerank APIs.
+const (
+	// ShapeTEI is Hugging Face text-embeddings-inference: POST /rerank
+	// {"query", "texts"} answered with [{"index", "score"}].
+	ShapeTEI = "tei"
+	// ShapeCohere is Cohere's and Jina's: POST /v1/rerank {"model",
+	// "query", "documents", "top_n"} answered with {"results": [{"index",
+	// "relevance_score"}]}.
+	ShapeCohere = "cohere"
+)
+
+// Error codes of the HTTP reranker.
+const (
+	CodeRerankAuth        = "rerank_auth"
+	CodeRerankUnavailable = "rerank_unavailable"
+	CodeRerankTimeout     = "rerank_timeout"
+	CodeRerankBadResponse = "rerank_bad_response"
+	CodeRerankRejected    = "rerank_rejected"
+)
+
+// HTTPConfig configures NewHTTP.
+type HTTPConfig struct {
+	// URL is the server's root (the shape's path is appended) or the full
+	// endpoint ending in /rerank.
+	URL string
+	// Shape is ShapeTEI or ShapeCohere.
+	Shape string
+	// Model is sent in the Cohere shape.
+	Model string
+	// APIKey is sent as a bearer token when set; KeyVar names its variable.
+	APIKey string
+	KeyVar string
+	// Timeout bounds a call (0: 30 s).
+	Timeout time.Duration
+}
+
+// HTTP reranks through a cross-encoder served over HTTP. Each call sends
+// the title and text of every candidate.
+type HTTP struct {
+	cfg      HTTPConfig
+	endpoint string
+	client   *http.Client
+}
+
+// NewHTTP returns an HTTP reranker; it makes no request.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
+		return nil, fmt.Errorf("--rerank-url %q must be an http:// or https:// URL", cfg.URL)
+	}
+	base := strings.TrimRight(cfg.URL, "/")
+	endpoint := base
+	switch cfg.Shape {
+	case ShapeTEI:
+		if !strings.HasSuffix(base, "/rerank") {
+			endpoint = base + "/rerank"
+		}
+	case ShapeCohere:
+		if cfg.Model == "" {
+			return nil, errors.New("--rerank-model is required for the cohere/jina request shape")
+		}
+		switch {
+		case strings.HasSuffix(base, "/rerank"):
+		case strings.HasSuffix(base, "/v1") || strings.HasSuffix(base, "/v2"):
+			endpoint = base + "/rerank"
+		default:
+			endpoint = base + "/v1/rerank"
+		}
+	default:
+		return nil, fmt.Errorf("--rerank-api must be %s or %s, got %q", ShapeTEI, ShapeCohere, cfg.Shape)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	return &HTTP{cfg: cfg, endpoint: endpoint, client: &http.Client{Timeout: cfg.Timeout}}, nil
+}
+
+// Name is the reranker's name in stage attrs.
+func (r *HTTP) Name() string { return "http:" + r.cfg.Shape }
+
+// Rerank implements pipeline.Reranker.
+func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit, topN int) ([]pipeline.Hit, error) {
+	if len(hits) == 0 {
+		return hits, nil
+	}
+	texts := make([]string, len(hits))
+	for i, h := range hits {
+		texts[i] = h.Title + "\n" + h.Text
+	}
+	var body any
+	if r.cfg.Shape == ShapeTEI {
+		body = map[string]any{"query": question, "texts": texts, "truncate": true}
+	} else {
+		body = map[string]any{"model": r.cfg.Model, "query": question, "documents": texts, "top_n": len(hits)}
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the rerank request: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("building the rerank request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, r.transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return nil, r.transportError(ctx, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, r.statusError(resp.StatusCode, data)
+	}
+	scores, err := r.parse(data, len(hits))
+	if err != nil {
+		return nil, &pipeline.Error{Code: CodeRerankBadResponse, Err: err,
+			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.endpoint, err),
+			Hint:    "check --rerank-api (tei or cohere) against the server's API"}
+	}
+	for i := range hits {
+		s := scores[i]
+		hits[i].RerankScore = &s
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return *hits[i].RerankScore > *hits[j].RerankScore })
+	if topN < len(hits) {
+		hits = hits[:max(topN, 0)]
+	}
+	return hits, nil
+}
+
+// parse returns one score per candidate, by index; every candidate must be
+// scored exactly once.
+func (r *HTTP) parse(data []byte, n int) ([]float64, error) {
+	type result struct {
+		Index          *int     `json:"index"`
+		Score          *float64 `json:"score"`
+		RelevanceScore *float64 `json:"relevance_score"`
+	}
+	var results []result
+	if r.cfg.Shape == ShapeTEI {
+		if err := json.Unmarshal(data, &results); err != nil {
+			return nil, fmt.Errorf("want a JSON array of {index, score}: %w", err)
+		}
+	} else {
+		var env struct {
+			Results []result `json:"results"`
+		}
+		if err := json.Unmarshal(data, &env); err != nil {
+			return nil, fmt.Errorf("want {results: [{index, relevance_score}]}: %w", err)
+		}
+		results = env.Results
+	}
+	scores := make([]float64, n)
+	seen := make([]bool, n)
+	for _, res := range results {
+		s := res.Score
+		if s == nil {
+			s = res.RelevanceScore
+		}
+		if res.Index == nil || s == nil {
+			return nil, errors.New("a result lacks its index or score")
+		}
+		if *res.Index < 0 || *res.Index >= n || seen[*res.Index] {
+			return nil, fmt.Errorf("result index %d is out of range or repeated (%d candidates sent)", *res.Index, n)
+		}
+		seen[*res.Index] = true
+		scores[*res.Index] = *s
+	}
+	for i, ok := range seen {
+		if !ok {
+			return nil, fmt.Errorf("candidate %d was not scored", i)
+		}
+	}
+	return scores, nil
+}
+
+func (r *HTTP) transportError(ctx context.Context, err error) error {
+	var ne net.Error
+	switch {
+	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("reranking: %w", ctx.Err())
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return &pipeline.Error{Code: CodeRerankTimeout, Err: err,
+			Message: fmt.Sprintf("the reranker at %s did not answer within %s", r.endpoint, r.cfg.Timeout),
+			Hint:    "lower top_k (fewer candidates) or check the reranker's load"}
+	}
+	return &pipeline.Error{Code: CodeRerankUnavailable, Err: err,
+		Message: fmt.Sprintf("the reranker at %s is unreachable: %v", r.endpoint, err),
+		Hint:    "check --rerank-url and that the reranker is running"}
+}
+
+func (r *HTTP) statusError(status int, body []byte) error {
+	detail := strings.TrimSpace(string(body))
+	if len(detail) > 300 {
+		detail = detail[:300] + "…"
+	}
+	if k := strings.TrimSpace(r.cfg.APIKey); k != "" {
+		detail = strings.ReplaceAll(detail, k, "[redacted]")
+	}
+	e := &pipeline.Error{Status: status}
+	switch {
+	case status == 401 || status == 403:
+		e.Code = CodeRerankAuth
+		e.Message = fmt.Sprintf("the reranker at %s rejected the API key (HTTP %d)", r.endpoint, status)
+		e.Hint = "check " + r.cfg.KeyVar
+	case status == 408 || status == 504:
+		e.Code = CodeRerankTimeout
+		e.Message = fmt.Sprintf("the reranker at %s timed out (HTTP %d): %s", r.endpoint, status, detail)
+		e.Hint = "lower top_k (fewer candidates)"
+	case status >= 500 || status == 429:
+		e.Code = CodeRerankUnavailable
+		e.Message = fmt.Sprintf("the reranker at %s failed (HTTP %d): %s", r.endpoint, status, detail)
+		e.Hint = "retry later; the reranker is failing or overloaded"
+	default:
+		e.Code = CodeRerankRejected
+		e.Message = fmt.Sprintf("the reranker at %s rejected the request (HTTP %d): %s", r.endpoint, status, detail)
+		e.Hint = "check --rerank-url, --rerank-api and --rerank-model"
+	}
+	return e
+}
