@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -30,6 +31,9 @@ type Config struct {
 	RerankerName string
 	Provider     string
 	Model        string
+	// SearchAttrs are added to every search stage's attrs (the store's
+	// settings, such as its ef or whether it searches exactly).
+	SearchAttrs map[string]any
 
 	// MaxConcurrent bounds queries running at once; 0 means no limit (and
 	// the queue stage is always 0).
@@ -204,7 +208,9 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	start = time.Now()
 	hits, err := cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, q.req.Filter)
 	end = time.Now()
-	searchAttrs := map[string]any{"k": q.req.TopK, "hits": len(hits), "store": cfg.StoreName}
+	searchAttrs := make(map[string]any, len(cfg.SearchAttrs)+3)
+	maps.Copy(searchAttrs, cfg.SearchAttrs)
+	searchAttrs["k"], searchAttrs["hits"], searchAttrs["store"] = q.req.TopK, len(hits), cfg.StoreName
 	if err != nil {
 		_ = q.span(out, StageSearch, start, end, searchAttrs)
 		return stageErr(ctx, StageSearch, err)

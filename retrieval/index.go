@@ -3,8 +3,10 @@ package retrieval
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"math"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"ragtime/pipeline"
@@ -51,9 +54,14 @@ type IndexOptions struct {
 	Embedder string
 	// Writable takes the data dir's writer lock (held until Close) so that
 	// ReplaceDocument, DeleteDocument and Save are allowed. Only one process
-	// at a time may hold it; `ragtime serve` opens read-only and picks up
-	// what a concurrent `ragtime ingest` saves through Reload.
+	// at a time may hold it; `ragtime serve --read-only` opens read-only
+	// and picks up what a concurrent `ragtime ingest` saves through Reload.
 	Writable bool
+	// Exact turns the HNSW graph off: every search scans every vector
+	// (--store-exact). Slower, but exact, and cheaper to write.
+	Exact bool
+	// Ef is the HNSW search candidate list length (0: DefaultEf).
+	Ef int
 }
 
 // Document is one source document as the index stores it.
@@ -96,6 +104,8 @@ type Index struct {
 	dim      int
 	embedder string
 	writable bool
+	exact    bool
+	ef       int
 	lock     *os.File
 
 	// saveMu serialises Save, Reload and Close, and guards the fields below it.
@@ -120,6 +130,10 @@ type state struct {
 	free   []int32
 	docs   map[string]*docEntry
 	live   int
+	// graph is the HNSW graph over the slots; nil when searches are exact.
+	// With a graph, freed slots are not reused (their vectors still route
+	// searches); they go when the index is next loaded from its file.
+	graph *graph
 }
 
 type docEntry struct {
@@ -129,6 +143,14 @@ type docEntry struct {
 }
 
 func newState() *state { return &state{docs: make(map[string]*docEntry)} }
+
+func (ix *Index) newState() *state {
+	st := newState()
+	if !ix.exact {
+		st.graph = newGraph()
+	}
+	return st
+}
 
 const (
 	indexDirName  = "index"
@@ -153,8 +175,13 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 		dim:      opts.Dimension,
 		embedder: opts.Embedder,
 		writable: opts.Writable,
-		st:       newState(),
+		exact:    opts.Exact,
+		ef:       cmpOr(opts.Ef, DefaultEf),
 	}
+	if opts.Ef < 0 {
+		return nil, fmt.Errorf("opening index in %s: --index-ef %d must be positive", dataDir, opts.Ef)
+	}
+	ix.st = ix.newState()
 	if opts.Writable {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("creating index directory: %w", err)
@@ -288,6 +315,14 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 		chunks[i] = c
 	}
 
+	// With a graph, the expensive part of inserting (finding each vector's
+	// neighbours) runs under the read lock, so searches go on meanwhile;
+	// the write lock is held only to link the planned nodes in.
+	var plans []plan
+	if !ix.exact {
+		plans = ix.plan(doc.DocID, vecs)
+	}
+
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	st := ix.st
@@ -299,6 +334,14 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 		st.chunks[slot] = chunks[i]
 		st.alive[slot] = true
 		e.slots[i] = slot
+		if st.graph != nil {
+			p := plans[i]
+			if p.links == nil && st.graph.entry >= 0 && i == 0 {
+				// Planned against an empty graph that has filled since.
+				p = st.planInsert(ix.dim, vecs[:ix.dim], p.level)
+			}
+			st.link(ix.dim, slot, p, e.slots[:i])
+		}
 	}
 	st.live += len(chunks)
 	st.docs[doc.DocID] = e
@@ -336,7 +379,9 @@ func (st *state) remove(docID string) bool {
 	for _, s := range e.slots {
 		st.alive[s] = false
 		st.chunks[s] = pipeline.Chunk{} // release the text
-		st.free = append(st.free, s)
+		if st.graph == nil {
+			st.free = append(st.free, s)
+		}
 	}
 	st.live -= len(e.slots)
 	delete(st.docs, docID)
@@ -379,6 +424,64 @@ func normaliseInto(dst, v []float32) bool {
 	return true
 }
 
+// exactBelow is the slab size below which searches scan exactly even with
+// a graph: a scan of a thousand vectors takes well under a millisecond, and
+// is exact.
+var exactBelow = 1024
+
+// Exact reports whether searches scan every vector (no HNSW graph).
+func (ix *Index) Exact() bool { return ix.exact }
+
+// Ef returns the HNSW search candidate list length.
+func (ix *Index) Ef() int { return ix.ef }
+
+// plan draws each vector's level (from its document and position, so a
+// rebuild makes the same graph) and finds its neighbours, in parallel for
+// a document of several chunks, under the read lock.
+func (ix *Index) plan(docID string, vecs []float32) []plan {
+	n := len(vecs) / ix.dim
+	plans := make([]plan, n)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	st := ix.st
+	if st.graph == nil {
+		return plans
+	}
+	one := func(i int) {
+		plans[i] = st.planInsert(ix.dim, vecs[i*ix.dim:(i+1)*ix.dim], levelFor(docID, i))
+	}
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			one(i)
+		}
+		return plans
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				one(i)
+			}
+		})
+	}
+	wg.Wait()
+	return plans
+}
+
+// levelFor draws the HNSW level of chunk i of docID from a hash of both:
+// P(level ≥ l) = M^-l, as the paper's random draw, but reproducible.
+func levelFor(docID string, i int) int {
+	h := fnv.New64a()
+	h.Write([]byte(docID))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(i))
+	h.Write(b[:])
+	u := (float64(h.Sum64()>>11) + 0.5) / (1 << 53)
+	return int(math.Floor(-math.Log(u) / math.Log(hnswM)))
+}
+
 // parallelMin is the number of slots from which a search is split across
 // cores; below it the goroutine hand-off costs more than it saves.
 var parallelMin = 8192
@@ -419,9 +522,19 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	}
 	var top topK
 	var err error
-	if len(filter.DocIDs) > 0 || len(filter.Metadata) > 0 {
+	switch {
+	case len(filter.DocIDs) > 0 || len(filter.Metadata) > 0:
 		top, err = st.searchFiltered(ctx, ix.dim, q, k, filter)
-	} else {
+	case st.graph != nil && len(st.alive) >= exactBelow:
+		found := st.annSearch(ix.dim, q, k, ix.ef)
+		hits := make([]pipeline.Hit, len(found))
+		for i, c := range found {
+			ch := st.chunks[c.s]
+			ch.Metadata = maps.Clone(ch.Metadata)
+			hits[i] = pipeline.Hit{Chunk: ch, Score: float64(1 - c.d)}
+		}
+		return hits, nil
+	default:
 		top, err = st.searchAll(ctx, ix.dim, q, k)
 	}
 	if err != nil {

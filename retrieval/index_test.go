@@ -18,7 +18,18 @@ import (
 
 func openIndex(t testing.TB, dir string, dim int, writable bool) *Index {
 	t.Helper()
-	ix, err := OpenIndex(dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: writable})
+	return openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: writable})
+}
+
+// openExact opens an index without the HNSW graph: every search is exact.
+func openExact(t testing.TB, dir string, dim int, writable bool) *Index {
+	t.Helper()
+	return openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: writable, Exact: true})
+}
+
+func openIndexOpts(t testing.TB, dir string, opts IndexOptions) *Index {
+	t.Helper()
+	ix, err := OpenIndex(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +117,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 			parallelMin = tt.parallelMin
 			t.Cleanup(func() { parallelMin = old })
 			r := rand.New(rand.NewPCG(uint64(tt.n), uint64(tt.dim)))
-			ix := openIndex(t, t.TempDir(), tt.dim, true)
+			ix := openExact(t, t.TempDir(), tt.dim, true)
 			all := fillRandom(t, ix, r, tt.n, tt.dim)
 			if ix.Len() != tt.n {
 				t.Fatalf("Len = %d, want %d", ix.Len(), tt.n)
@@ -213,7 +224,7 @@ func TestSearchEdgeCases(t *testing.T) {
 }
 
 func TestReplaceAndDelete(t *testing.T) {
-	ix := openIndex(t, t.TempDir(), 4, true)
+	ix := openExact(t, t.TempDir(), 4, true)
 	ctx := context.Background()
 	doc := func(texts ...string) Document {
 		d := Document{DocID: "d", Title: "D", ContentHash: strings.Join(texts, "")}

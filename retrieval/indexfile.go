@@ -27,6 +27,7 @@ import (
 	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -84,6 +85,13 @@ func (ix *Index) reload(initial bool) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if !ix.exact {
+		if g, err := readGraph(filepath.Join(ix.dir, graphFileName), len(st.chunks), gen); err == nil {
+			st.graph = g
+		} else {
+			buildGraph(st, ix.dim) // no graph file, or an older one
+		}
+	}
 	ix.mu.Lock()
 	ix.st = st
 	ix.version++
@@ -126,7 +134,9 @@ func (ix *Index) Save() error {
 		ix.mu.RUnlock()
 		return fmt.Errorf("saving index: %w", err)
 	}
-	err = ix.writeState(tmp, gen)
+	if err = ix.saveGraph(gen); err == nil {
+		err = ix.writeState(tmp, gen)
+	}
 	ix.mu.RUnlock()
 	if err == nil {
 		err = tmp.Chmod(0o644)
@@ -153,6 +163,51 @@ func (ix *Index) Save() error {
 		return fmt.Errorf("saving index: %w", err)
 	}
 	ix.savedVersion, ix.generation, ix.file = version, gen, fileIDOf(fi)
+	return nil
+}
+
+// fileOrder lists the live slots as the index file lays them out:
+// documents by id, chunks in order. The caller holds mu.
+func (st *state) fileOrder() []int32 {
+	out := make([]int32, 0, st.live)
+	for _, id := range slices.Sorted(maps.Keys(st.docs)) {
+		out = append(out, st.docs[id].slots...)
+	}
+	return out
+}
+
+// saveGraph writes the graph file of generation gen (atomically, like the
+// index file); the caller holds mu for reading. Without a graph it removes
+// a stale graph file.
+func (ix *Index) saveGraph(gen uint64) error {
+	path := filepath.Join(ix.dir, graphFileName)
+	if ix.st.graph == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	tmp, err := os.CreateTemp(ix.dir, graphFileName+".*.tmp")
+	if err != nil {
+		return err
+	}
+	err = writeGraph(tmp, ix.st, ix.st.fileOrder(), gen)
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("writing the HNSW graph: %w", err)
+	}
 	return nil
 }
 

@@ -1,0 +1,217 @@
+package retrieval
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"ragtime/pipeline"
+)
+
+// clustered draws n vectors of dimension dim shaped like text embeddings
+// rather than uniform noise: each lies near one of `clusters` topic centres
+// (Zipf-like topic sizes), with a spread that leaves near neighbours across
+// topics, and is normalised.
+func clustered(r *rand.Rand, n, dim, clusters int) [][]float32 {
+	centres := make([][]float32, clusters)
+	for i := range centres {
+		centres[i] = randomVector(r, dim)
+	}
+	out := make([][]float32, n)
+	for i := range out {
+		// Topic sizes fall off like 1/rank.
+		c := int(float64(clusters) * math.Pow(r.Float64(), 2))
+		v := make([]float32, dim)
+		var sum float64
+		for j := range v {
+			v[j] = centres[c][j] + float32(0.55*r.NormFloat64())
+			sum += float64(v[j]) * float64(v[j])
+		}
+		inv := float32(1 / math.Sqrt(sum))
+		for j := range v {
+			v[j] *= inv
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// fillDocs stores vecs as documents of perDoc chunks named doc<i>.
+func fillDocs(t testing.TB, ix *Index, vecs [][]float32, perDoc int) {
+	t.Helper()
+	fillNamed(t, ix, "doc", vecs, perDoc)
+}
+
+func fillNamed(t testing.TB, ix *Index, prefix string, vecs [][]float32, perDoc int) {
+	t.Helper()
+	for lo, d := 0, 0; lo < len(vecs); lo, d = lo+perDoc, d+1 {
+		doc := Document{DocID: fmt.Sprintf("%s%d", prefix, d)}
+		for _, v := range vecs[lo:min(lo+perDoc, len(vecs))] {
+			doc.Chunks = append(doc.Chunks, pipeline.Chunk{Text: "x"})
+			doc.Vectors = append(doc.Vectors, v)
+		}
+		if err := ix.ReplaceDocument(context.Background(), doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// recallAt is the fraction of the exact top k found by the approximate one.
+func recallAt(t testing.TB, ann, exact *Index, queries [][]float32, k int) float64 {
+	t.Helper()
+	found, total := 0, 0
+	for _, q := range queries {
+		want, err := exact.Search(context.Background(), q, k, pipeline.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ann.Search(context.Background(), q, k, pipeline.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := map[string]bool{}
+		for _, h := range got {
+			ids[h.ID] = true
+		}
+		for _, h := range want {
+			total++
+			if ids[h.ID] {
+				found++
+			}
+		}
+	}
+	return float64(found) / float64(total)
+}
+
+func TestANNRecallAgainstExact(t *testing.T) {
+	const n, dim = 6000, 48
+	r := rand.New(rand.NewPCG(11, 12))
+	vecs := clustered(r, n+100, dim, 40)
+	ann := openIndex(t, t.TempDir(), dim, true)
+	exact := openExact(t, t.TempDir(), dim, true)
+	fillDocs(t, ann, vecs[:n], 7)
+	fillDocs(t, exact, vecs[:n], 7)
+	queries := vecs[n:]
+	if rec := recallAt(t, ann, exact, queries, 10); rec < 0.95 {
+		t.Errorf("recall@10 = %.3f, want ≥ 0.95", rec)
+	}
+	hits, _ := ann.Search(context.Background(), queries[0], 10, pipeline.Filter{})
+	for i := 1; i < len(hits); i++ {
+		if hits[i].Score > hits[i-1].Score {
+			t.Fatalf("hits not best first: %v", hits)
+		}
+	}
+
+	// Delete every other document: none of it may be found, and what is
+	// left is still found.
+	for d := 0; d < n/7; d += 2 {
+		for _, ix := range []*Index{ann, exact} {
+			if _, err := ix.DeleteDocument(context.Background(), fmt.Sprintf("doc%d", d)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, q := range queries {
+		hits, _ := ann.Search(context.Background(), q, 10, pipeline.Filter{})
+		for _, h := range hits {
+			var d int
+			fmt.Sscanf(h.DocID, "doc%d", &d)
+			if d%2 == 0 {
+				t.Fatalf("deleted %s found", h.ID)
+			}
+		}
+	}
+	if rec := recallAt(t, ann, exact, queries, 10); rec < 0.93 {
+		t.Errorf("recall@10 after deleting half = %.3f, want ≥ 0.93", rec)
+	}
+	if ann.Exact() || !exact.Exact() || ann.Ef() != DefaultEf {
+		t.Error("Exact/Ef do not report the options")
+	}
+}
+
+func TestANNGraphPersists(t *testing.T) {
+	const n, dim = 2000, 32
+	r := rand.New(rand.NewPCG(5, 6))
+	vecs := clustered(r, n+50, dim, 20)
+	dir := t.TempDir()
+	w := openIndex(t, dir, dim, true)
+	fillDocs(t, w, vecs[:n], 5)
+	if _, err := w.DeleteDocument(context.Background(), "doc3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Save(); err != nil {
+		t.Fatal(err)
+	}
+	graphPath := filepath.Join(dir, indexDirName, graphFileName)
+	if _, err := os.Stat(graphPath); err != nil {
+		t.Fatalf("no graph file after Save: %v", err)
+	}
+	exact := openExact(t, dir, dim, false)
+	loaded := openIndex(t, dir, dim, false)
+	if rec := recallAt(t, loaded, exact, vecs[n:], 10); rec < 0.95 {
+		t.Errorf("recall@10 of the loaded graph = %.3f", rec)
+	}
+	// Same searches as the writer's in-memory graph, minus nothing.
+	for _, q := range vecs[n : n+10] {
+		a, _ := w.Search(context.Background(), q, 5, pipeline.Filter{})
+		b, _ := loaded.Search(context.Background(), q, 5, pipeline.Filter{})
+		if len(a) != len(b) || a[0].ID != b[0].ID {
+			t.Fatalf("writer found %v, reader of the saved graph %v", a, b)
+		}
+	}
+	// A missing or damaged graph file is rebuilt from the vectors.
+	os.WriteFile(graphPath, []byte("RAGTHNS1 garbage"), 0o644)
+	rebuilt := openIndex(t, dir, dim, false)
+	if rec := recallAt(t, rebuilt, exact, vecs[n:], 10); rec < 0.95 {
+		t.Errorf("recall@10 of a rebuilt graph = %.3f", rec)
+	}
+	os.Remove(graphPath)
+	if rec := recallAt(t, openIndex(t, dir, dim, false), exact, vecs[n:], 10); rec < 0.95 {
+		t.Errorf("recall@10 without a graph file = %.3f", rec)
+	}
+}
+
+// TestANNSearchesDuringWrites runs searches while documents are added and
+// replaced: every search must succeed and return only live chunks.
+func TestANNSearchesDuringWrites(t *testing.T) {
+	const dim = 24
+	r := rand.New(rand.NewPCG(8, 9))
+	vecs := clustered(r, 1500, dim, 15)
+	ix := openIndex(t, t.TempDir(), dim, true)
+	fillDocs(t, ix, vecs[:500], 5)
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 2)
+	for w := range 2 {
+		wg.Go(func() {
+			for i := 0; i < 20000; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				hits, err := ix.Search(context.Background(), vecs[(i*7+w)%len(vecs)], 10, pipeline.Filter{})
+				if err != nil || len(hits) == 0 {
+					errs <- fmt.Errorf("search during writes: %d hits, %v", len(hits), err)
+					return
+				}
+			}
+		})
+	}
+	fillNamed(t, ix, "more", vecs[500:], 5)
+	fillDocs(t, ix, vecs[:500], 4) // replace the first documents with other chunkings
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if ix.Len() != 1500 {
+		t.Errorf("Len = %d", ix.Len())
+	}
+}

@@ -1,0 +1,245 @@
+package retrieval
+
+// The graph file (<data dir>/index/embedded.hnsw) sits beside the index
+// file so loading a large index does not rebuild its HNSW graph. Nodes are
+// numbered as the index file lays chunks out (documents by id, chunks in
+// order); edges to deleted chunks are dropped. All integers little-endian:
+//
+//	magic      8 bytes "RAGTHNS1"
+//	generation u64     the index file generation it belongs to
+//	nodes      u32
+//	entry      u32     (0xFFFFFFFF when empty), top level u32
+//	per node:  level u8, then for each level 0..level:
+//	             count u8, count × (neighbour u32, distance f32)
+//	checksum   u32     CRC-32C of everything before it
+//
+// A graph file of another generation, or one that fails to decode, is
+// ignored and the graph rebuilt from the vectors.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+const (
+	graphMagic    = "RAGTHNS1"
+	graphFileName = "embedded.hnsw"
+)
+
+// writeGraph writes st's graph for the file layout given by order (the live
+// slots in file order); the caller holds mu for reading.
+func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
+	g := st.graph
+	newID := make(map[int32]uint32, len(order))
+	for i, s := range order {
+		newID[s] = uint32(i)
+	}
+	crc := crc32.New(castagnoli)
+	w := &fileWriter{w: bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)}
+	w.bytes([]byte(graphMagic))
+	w.u64(gen)
+	w.u32(uint32(len(order)))
+	entry, top := uint32(math.MaxUint32), 0
+	if id, ok := newID[g.entry]; ok && g.entry >= 0 {
+		entry, top = id, g.top
+	} else {
+		for _, s := range order { // the entry was deleted: promote the highest live node
+			if l := g.level(s); entry == math.MaxUint32 || l > top {
+				entry, top = newID[s], l
+			}
+		}
+	}
+	w.u32(entry)
+	w.u32(uint32(top))
+	buf := make([]byte, 0, 1+8*hnswCap0)
+	for _, s := range order {
+		lv := g.level(s)
+		w.bytes([]byte{byte(lv)})
+		for l := 0; l <= lv; l++ {
+			ids, ds := g.neighbours(s, l), g.distances(s, l)
+			buf = buf[:1]
+			n := 0
+			for i, t := range ids {
+				if id, ok := newID[t]; ok {
+					buf = binary.LittleEndian.AppendUint32(buf, id)
+					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(ds[i]))
+					n++
+				}
+			}
+			buf[0] = byte(n)
+			w.bytes(buf)
+		}
+	}
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	if w.err != nil {
+		return w.err
+	}
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
+	_, err := f.Write(sum[:])
+	return err
+}
+
+// distances returns the distances stored beside s's neighbours on level l.
+func (g *graph) distances(s int32, l int) []float32 {
+	if l == 0 {
+		o := int(s) * hnswCap0
+		return g.dists0[o : o+int(g.count0[s])]
+	}
+	return g.upper[s][l-1].dists
+}
+
+var errGraphStale = errors.New("graph file does not match the index file")
+
+// readGraph loads the graph file for a state of n nodes saved at gen.
+func readGraph(path string, n int, gen uint64) (*graph, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	r := &fileReader{r: bufio.NewReaderSize(f, 1<<20), crc: crc32.New(castagnoli), left: fi.Size() - 4}
+	if r.left < 8+8+4+4+4 || string(r.bytes(len(graphMagic))) != graphMagic {
+		return nil, errGraphStale
+	}
+	if r.u64() != gen || int(r.u32()) != n {
+		return nil, errGraphStale
+	}
+	g := newGraph()
+	g.grow(n)
+	entry, top := r.u32(), int(r.u32())
+	g.entry, g.top = -1, 0
+	if entry != math.MaxUint32 {
+		if int(entry) >= n {
+			return nil, errGraphStale
+		}
+		g.entry, g.top = int32(entry), top
+	}
+	readList := func() ([]int32, []float32) {
+		c := r.bytes(1)
+		if c == nil {
+			return nil, nil
+		}
+		cnt := int(c[0])
+		b := r.bytes(8 * cnt)
+		if b == nil {
+			return nil, nil
+		}
+		ids, ds := make([]int32, cnt), make([]float32, cnt)
+		for i := range cnt {
+			id := binary.LittleEndian.Uint32(b[8*i:])
+			if int(id) >= n {
+				r.err = errGraphStale
+				return nil, nil
+			}
+			ids[i], ds[i] = int32(id), math.Float32frombits(binary.LittleEndian.Uint32(b[8*i+4:]))
+		}
+		return ids, ds
+	}
+	for s := range n {
+		lb := r.bytes(1)
+		if lb == nil {
+			break
+		}
+		ids, ds := readList()
+		if len(ids) > hnswCap0 {
+			return nil, errGraphStale
+		}
+		o := s * hnswCap0
+		copy(g.links0[o:], ids)
+		copy(g.dists0[o:], ds)
+		g.count0[s] = uint8(len(ids))
+		if lv := int(lb[0]); lv > 0 {
+			ul := make([]nodeLinks, lv)
+			for l := range ul {
+				ul[l].ids, ul[l].dists = readList()
+				if len(ul[l].ids) > hnswCap {
+					return nil, errGraphStale
+				}
+			}
+			g.upper[int32(s)] = ul
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: %v", errGraphStale, r.err)
+	}
+	want := r.crc.Sum32()
+	var sum [4]byte
+	if _, err := io.ReadFull(r.r, sum[:]); err != nil || binary.LittleEndian.Uint32(sum[:]) != want {
+		return nil, errGraphStale
+	}
+	return g, nil
+}
+
+// buildGraph inserts every live slot of st into a fresh graph, document by
+// document in slot order: neighbours are planned in parallel against the
+// graph built so far, then linked one by one.
+func buildGraph(st *state, dim int) {
+	st.graph = newGraph()
+	st.graph.grow(len(st.alive))
+	type item struct {
+		slot  int32
+		level int
+		batch []int32 // earlier slots of the same document
+	}
+	var items []item
+	docs := make([]string, 0, len(st.docs))
+	for id := range st.docs {
+		docs = append(docs, id)
+	}
+	slices.SortFunc(docs, func(a, b string) int {
+		sa, sb := st.docs[a].slots, st.docs[b].slots
+		if len(sa) == 0 || len(sb) == 0 {
+			return len(sa) - len(sb)
+		}
+		return int(sa[0] - sb[0])
+	})
+	for _, id := range docs {
+		slots := st.docs[id].slots
+		for i, s := range slots {
+			items = append(items, item{slot: s, level: levelFor(id, i), batch: slots[:i]})
+		}
+	}
+	const wave = 256
+	workers := runtime.GOMAXPROCS(0)
+	plans := make([]plan, wave)
+	for lo := 0; lo < len(items); lo += wave {
+		part := items[lo:min(lo+wave, len(items))]
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
+					it := part[i]
+					plans[i] = st.planInsert(dim, st.vecs[int(it.slot)*dim:(int(it.slot)+1)*dim], it.level)
+				}
+			})
+		}
+		wg.Wait()
+		for i, it := range part {
+			p := plans[i]
+			if p.links == nil && st.graph.entry >= 0 {
+				p = st.planInsert(dim, st.vecs[int(it.slot)*dim:(int(it.slot)+1)*dim], it.level)
+			}
+			// Nodes of this wave planned without seeing each other: link
+			// each to the wave's earlier nodes of its document as well.
+			st.link(dim, it.slot, p, it.batch)
+		}
+	}
+}
