@@ -36,6 +36,7 @@ var statusTable = []struct {
 	code   string
 }{
 	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
+	{ErrReadOnly, http.StatusServiceUnavailable, "read_only"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.

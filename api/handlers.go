@@ -16,6 +16,9 @@ func (s *server) handleIndex(c echo.Context) error {
 GET  /ask?q=...&top_k=5&rerank_top_n=3&max_tokens=256   answer as Server-Sent Events
 POST /ask {"question": "...", "top_k": 5}                the same, JSON body
 GET  /v1/queries/:id                                     a stored query with its stages
+GET  /v1/documents                                       stored documents with chunk counts
+POST /v1/documents {"id", "title", "text", "metadata"}   add or replace a document (or multipart files)
+DELETE /v1/documents/:id                                 remove a document
 GET  /healthz  GET /readyz
 `)
 }

@@ -10,4 +10,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/ask", s.handleAskGet)
 	e.POST("/ask", s.handleAskPost)
 	e.GET("/v1/queries/:id", s.handleGetQuery)
+	e.GET("/v1/documents", s.handleListDocuments)
+	e.POST("/v1/documents", s.handlePutDocuments)
+	e.DELETE("/v1/documents/:id", s.handleDeleteDocument)
 }

@@ -41,6 +41,10 @@ type Deps struct {
 	MaxQuestionChars int
 	// MaxBodyBytes bounds a request body (0: 1 MiB).
 	MaxBodyBytes int64
+	// Documents serves /v1/documents; nil answers 503.
+	Documents Documents
+	// MaxDocumentBytes bounds one document or uploaded file (0: 10 MiB).
+	MaxDocumentBytes int64
 }
 
 // server holds the dependencies the handlers use.
@@ -60,6 +64,9 @@ func NewServer(deps Deps) http.Handler {
 	if deps.MaxBodyBytes <= 0 {
 		deps.MaxBodyBytes = 1 << 20
 	}
+	if deps.MaxDocumentBytes <= 0 {
+		deps.MaxDocumentBytes = 10 << 20
+	}
 	s := &server{deps: deps, log: deps.Logger}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -69,7 +76,7 @@ func NewServer(deps Deps) http.Handler {
 	if len(deps.CORSOrigins) > 0 {
 		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
 			AllowOrigins: deps.CORSOrigins,
-			AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions},
+			AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
 			AllowHeaders: []string{echo.HeaderContentType, "Last-Event-ID"},
 		}))
 	}

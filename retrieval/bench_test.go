@@ -11,11 +11,11 @@ import (
 	"ragtime/pipeline"
 )
 
-// benchIndex builds an in-memory index of n random chunks (documents of 10
+// benchIndex builds an in-memory exact index of n random chunks (documents of 10
 // chunks) at dimension dim.
 func benchIndex(b *testing.B, dir string, n, dim int) *Index {
 	b.Helper()
-	ix := openIndex(b, dir, dim, true)
+	ix := openExact(b, dir, dim, true)
 	r := rand.New(rand.NewPCG(1, 2))
 	for d := 0; d*10 < n; d++ {
 		doc := Document{DocID: fmt.Sprintf("doc%d", d), Title: "t"}

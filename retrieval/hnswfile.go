@@ -25,6 +25,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -242,4 +243,20 @@ func buildGraph(st *state, dim int) {
 			st.link(dim, it.slot, p, it.batch)
 		}
 	}
+}
+
+// DiskSize returns the bytes the index's files (index and graph) take.
+func (ix *Index) DiskSize() (int64, error) {
+	var total int64
+	for _, name := range []string{indexFileName, graphFileName} {
+		fi, err := os.Stat(filepath.Join(ix.dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		total += fi.Size()
+	}
+	return total, nil
 }

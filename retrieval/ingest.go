@@ -1,14 +1,17 @@
 package retrieval
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -314,29 +317,51 @@ func (r *ingestRun) file(s source) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", s.path, err)
 	}
+	_, err = r.content(s, content, "", nil)
+	return err
+}
+
+// content extracts and chunks one document and queues its chunks, unless
+// its hash matches the stored one (then it returns nil). title, when not
+// empty, replaces the extracted title; meta is added to every chunk's
+// metadata.
+func (r *ingestRun) content(s source, content []byte, title string, meta map[string]string) (*pendingDoc, error) {
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
+	if len(meta) > 0 { // the same text with other metadata is another version
+		for _, k := range slices.Sorted(maps.Keys(meta)) {
+			sum = sha256.Sum256([]byte(hash + "\x00" + k + "\x00" + meta[k]))
+			hash = hex.EncodeToString(sum[:])
+		}
+	}
 	old, ok, err := r.in.Store.StoredHash(r.ctx, s.docID)
 	if err != nil {
-		return fmt.Errorf("checking %s: %w", s.docID, err)
+		return nil, fmt.Errorf("checking %s: %w", s.docID, err)
 	}
 	if ok && old == hash {
 		r.progress.Skipped++
-		return nil
+		return nil, nil
 	}
 	ex, err := extract(s.kind, s.path, content)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", s.path, err)
+		return nil, fmt.Errorf("reading %s: %w", s.path, err)
+	}
+	if title != "" {
+		ex.title = title
 	}
 	var texts []string
 	if ex.text != "" {
 		texts, err = r.splitter.SplitText(ex.text)
 		if err != nil {
-			return fmt.Errorf("chunking %s: %w", s.path, err)
+			return nil, fmt.Errorf("chunking %s: %w", s.path, err)
 		}
 	}
 	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash, Source: s.path}}
-	meta := map[string]string{"type": s.kind}
+	chunkMeta := maps.Clone(meta)
+	if chunkMeta == nil {
+		chunkMeta = map[string]string{}
+	}
+	chunkMeta["type"] = s.kind
 	for _, t := range texts {
 		// Kept separators start the piece after them; a sentence's ". "
 		// belongs to the sentence before, so it is not left to open a chunk.
@@ -345,7 +370,7 @@ func (r *ingestRun) file(s source) error {
 			continue
 		}
 		i := len(p.doc.Chunks)
-		p.doc.Chunks = append(p.doc.Chunks, pipeline.Chunk{Text: t, Metadata: meta})
+		p.doc.Chunks = append(p.doc.Chunks, pipeline.Chunk{Text: t, Metadata: chunkMeta})
 		// The title goes into what is embedded (not into the stored text):
 		// a chunk deep in a document still matches questions naming it.
 		r.queue = append(r.queue, queued{doc: p, i: i, text: ex.title + "\n\n" + t})
@@ -353,8 +378,76 @@ func (r *ingestRun) file(s source) error {
 	p.doc.Vectors = make([][]float32, len(p.doc.Chunks))
 	p.missing = len(p.doc.Chunks)
 	r.pending = append(r.pending, p)
-	return nil
+	return p, nil
 }
+
+// Content is one document given by its content rather than a path, as the
+// API receives it.
+type Content struct {
+	// DocID names the document; a stored document of that id is replaced.
+	DocID string
+	// Kind is KindMarkdown, KindHTML or KindText (see KindOf).
+	Kind string
+	// Title, when set, replaces the title found in the content.
+	Title string
+	// Body is the raw content.
+	Body []byte
+	// Metadata is stored with every chunk (and can be filtered on).
+	Metadata map[string]string
+	// Source says where the document came from (e.g. "api").
+	Source string
+}
+
+// ContentResult says what IngestContent did.
+type ContentResult struct {
+	DocID     string `json:"doc_id"`
+	Title     string `json:"title"`
+	Chunks    int    `json:"chunks"`
+	Unchanged bool   `json:"unchanged"`
+}
+
+// IngestContent stores one document: it extracts, chunks and embeds all of
+// it before replacing the stored version in one step, so a failure on the
+// way leaves the old version searchable. Unchanged content is left alone.
+// The store is flushed before it returns.
+func (in *Ingester) IngestContent(ctx context.Context, c Content) (ContentResult, error) {
+	if err := in.validate(); err != nil {
+		return ContentResult{}, err
+	}
+	if c.DocID == "" {
+		return ContentResult{}, errors.New("ingesting: empty document id")
+	}
+	if c.Kind != KindMarkdown && c.Kind != KindHTML && c.Kind != KindText {
+		return ContentResult{}, fmt.Errorf("ingesting %s: unsupported kind %q", c.DocID, c.Kind)
+	}
+	run := &ingestRun{in: in, ctx: ctx, splitter: in.splitter()}
+	src := cmp.Or(c.Source, c.DocID)
+	p, err := run.content(source{path: src, docID: c.DocID, kind: c.Kind}, c.Body, c.Title, c.Metadata)
+	if err != nil {
+		return ContentResult{}, err
+	}
+	if p == nil {
+		return ContentResult{DocID: c.DocID, Unchanged: true}, nil
+	}
+	batch := cmpOr(in.BatchSize, DefaultBatchSize)
+	wave := batch * cmpOr(in.Concurrency, 1)
+	for len(run.queue) > 0 {
+		if err := run.embed(batch, wave); err != nil {
+			return ContentResult{}, err
+		}
+	}
+	if err := run.embed(batch, 0); err != nil {
+		return ContentResult{}, err
+	}
+	if err := in.Store.Flush(ctx); err != nil {
+		return ContentResult{}, fmt.Errorf("saving after storing %s: %w", c.DocID, err)
+	}
+	return ContentResult{DocID: c.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}, nil
+}
+
+// KindOf returns the kind of a file name by its extension (KindMarkdown,
+// KindHTML, KindText), or "" for an unsupported one.
+func KindOf(name string) string { return kindOf(name) }
 
 // embed embeds up to n queued chunks, in batches of batch chunks of which
 // up to Concurrency are in flight at once, and stores the documents that are

@@ -14,9 +14,10 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "ingest", "ingest [flags] PATH...")
 	var pc partsConfig
 	pc.register(fs)
-	chunkSize := fs.Int("chunk-size", 1000, "chunk size in characters")
-	chunkOverlap := fs.Int("chunk-overlap", 100, "characters shared by neighbouring chunks")
-	batchSize := fs.Int("batch-size", 64, "chunks embedded per call")
+	chunkSize := fs.Int("chunk-size", retrieval.DefaultChunkSize, "chunk size in characters")
+	chunkOverlap := fs.Int("chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks")
+	batchSize := fs.Int("batch-size", retrieval.DefaultBatchSize, "chunks embedded per call")
+	concurrency := fs.Int("concurrency", 2, "embedding calls in flight at once")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
@@ -24,21 +25,41 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return &usageError{msg: "ingest needs at least one PATH (a file or a folder)"}
 	}
-	emb, err := pc.buildEmbedder()
+	if *concurrency < 1 {
+		return &usageError{msg: fmt.Sprintf("--concurrency must be at least 1, got %d", *concurrency)}
+	}
+	emb, err := pc.buildEmbedder(ctx, env)
 	if err != nil {
 		return err
 	}
-	ix, err := pc.openIndex(emb, true)
+	p, err := pc.openStore(ctx, env, emb, true)
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
-	in := retrieval.Ingester{Embedder: emb, Store: ix, ChunkSize: *chunkSize, ChunkOverlap: *chunkOverlap, BatchSize: *batchSize}
+	defer p.Close()
+	in := retrieval.Ingester{Embedder: emb, Store: p.store, ChunkSize: *chunkSize, ChunkOverlap: *chunkOverlap,
+		BatchSize: *batchSize, Concurrency: *concurrency}
 	progress := retrieval.ProgressBar(env.stderr, isTerminal(env.stderr))
 	st, err := in.Ingest(ctx, fs.Args(), progress)
-	fmt.Fprintf(env.stdout, "ingested %d documents (%d unchanged, skipped), %d chunks, in %.2fs; index at %s holds %d chunks\n",
-		st.Documents, st.Skipped, st.Chunks, st.Elapsed.Seconds(), pc.dataDir, ix.Len())
+	secs := max(st.Elapsed.Seconds(), 1e-9)
+	where := fmt.Sprintf("index at %s", pc.dataDir)
+	if p.index != nil {
+		where = fmt.Sprintf("index at %s holds %d chunks (%s)", pc.dataDir, p.index.Len(), sizeOf(p.index))
+	} else if p.qdrant != nil {
+		where = fmt.Sprintf("qdrant collection %s at %s", pc.qdrantColl, pc.qdrantURL)
+	}
+	fmt.Fprintf(env.stdout, "ingested %d documents (%d unchanged, skipped), %d chunks, in %.2fs: %.1f documents/s, %.1f chunks/s; %s\n",
+		st.Documents, st.Skipped, st.Chunks, st.Elapsed.Seconds(), float64(st.Documents)/secs, float64(st.Chunks)/secs, where)
 	return err
+}
+
+// sizeOf renders the size of the index's files on disk.
+func sizeOf(ix *retrieval.Index) string {
+	n, err := ix.DiskSize()
+	if err != nil {
+		return "size unknown"
+	}
+	return fmt.Sprintf("%.1f MiB on disk", float64(n)/(1<<20))
 }
 
 // isTerminal reports whether w is a terminal (for the progress bar).

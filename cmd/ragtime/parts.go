@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,19 +16,53 @@ import (
 	"ragtime/postgres"
 	"ragtime/rerank"
 	"ragtime/retrieval"
+	"ragtime/retrieval/ollama"
+	"ragtime/retrieval/openai"
+	"ragtime/retrieval/qdrant"
 )
 
 // APIKeyEnv is the variable holding the LLM provider's key. The key is read
 // from the environment only: never a flag, never a file, never logged.
 const APIKeyEnv = "RAGTIME_LLM_API_KEY"
 
+// Variables holding the keys of the remote parts, by default. Keys are read
+// from the environment only: never a flag value, never a file, never logged.
+const (
+	EmbedKeyEnvDefault  = "RAGTIME_EMBED_API_KEY"
+	RerankKeyEnvDefault = "RAGTIME_RERANK_API_KEY"
+	QdrantKeyEnvDefault = "RAGTIME_QDRANT_API_KEY"
+)
+
 // partsConfig selects the part behind each stage.
 type partsConfig struct {
 	dataDir    string
 	embedder   string
 	embedDim   int
-	store      string
-	reranker   string
+	embedURL   string
+	embedModel string
+	embedKey   string
+	embedBatch int
+	embedTime  time.Duration
+
+	store       string
+	storeExact  bool
+	indexEf     int
+	qdrantURL   string
+	qdrantKey   string
+	qdrantColl  string
+	qdrantTLS   bool
+	qdrantM     int
+	qdrantEfC   int
+	qdrantEf    int
+	qdrantInt8  bool
+	qdrantScore float64
+
+	reranker    string
+	rerankURL   string
+	rerankAPI   string
+	rerankModel string
+	rerankKey   string
+
 	provider   string
 	baseURL    string
 	model      string
@@ -37,10 +72,33 @@ type partsConfig struct {
 
 func (c *partsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory holding the embedded vector index")
-	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing, no model)")
-	fs.IntVar(&c.embedDim, "embed-dimensions", 512, "vector dimension of the hash embedder")
-	fs.StringVar(&c.store, "store", "embedded", "vector store: embedded (in-process, persisted under --data-dir)")
-	fs.StringVar(&c.reranker, "reranker", "bm25", "reranker: bm25 (lexical, over the search candidates) or none")
+	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing, no model), openai (any OpenAI-compatible /embeddings) or ollama (/api/embed)")
+	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "vector dimension: for hash the bucket count (0: 512); for openai sent as `dimensions` (0: the model's own, found by one request at start)")
+	fs.StringVar(&c.embedURL, "embed-base-url", "", "embedding server: OpenAI-compatible base URL with /v1 (e.g. https://api.openai.com/v1), or Ollama's root (default http://127.0.0.1:11434)")
+	fs.StringVar(&c.embedModel, "embed-model", "", "embedding model (e.g. text-embedding-3-small, nomic-embed-text)")
+	fs.StringVar(&c.embedKey, "embed-api-key-env", EmbedKeyEnvDefault, "name of the environment variable holding the embedding API key")
+	fs.IntVar(&c.embedBatch, "embed-batch-size", 64, "texts per embedding request (openai, ollama)")
+	fs.DurationVar(&c.embedTime, "embed-timeout", time.Minute, "longest one embedding request may take")
+
+	fs.StringVar(&c.store, "store", "embedded", "vector store: embedded (in-process HNSW index persisted under --data-dir) or qdrant (gRPC, see --qdrant-url)")
+	fs.BoolVar(&c.storeExact, "store-exact", false, "embedded store: scan every vector (exact) instead of searching the HNSW graph")
+	fs.IntVar(&c.indexEf, "index-ef", retrieval.DefaultEf, "embedded store: HNSW search candidate list length (higher: slower, closer to exact)")
+	fs.StringVar(&c.qdrantURL, "qdrant-url", "127.0.0.1:6334", "Qdrant gRPC address, host:port")
+	fs.StringVar(&c.qdrantKey, "qdrant-api-key-env", QdrantKeyEnvDefault, "name of the environment variable holding the Qdrant API key")
+	fs.StringVar(&c.qdrantColl, "qdrant-collection", "ragtime", "Qdrant collection (created by the first write when missing)")
+	fs.BoolVar(&c.qdrantTLS, "qdrant-tls", false, "connect to Qdrant over TLS")
+	fs.IntVar(&c.qdrantM, "qdrant-hnsw-m", 0, "HNSW m of a new Qdrant collection (0: Qdrant's default, 16)")
+	fs.IntVar(&c.qdrantEfC, "qdrant-hnsw-ef-construct", 0, "HNSW ef_construct of a new Qdrant collection (0: Qdrant's default, 100)")
+	fs.IntVar(&c.qdrantEf, "qdrant-hnsw-ef", 0, "HNSW ef of each Qdrant search (0: Qdrant's default)")
+	fs.BoolVar(&c.qdrantInt8, "qdrant-int8", false, "int8 scalar quantization for a new Qdrant collection")
+	fs.Float64Var(&c.qdrantScore, "qdrant-score-threshold", 0, "drop Qdrant hits with a cosine score below this (0: keep all)")
+
+	fs.StringVar(&c.reranker, "reranker", "bm25", "reranker: bm25 (lexical, over the search candidates), http (a cross-encoder server, see --rerank-url) or none")
+	fs.StringVar(&c.rerankURL, "rerank-url", "", "rerank server root (or full endpoint ending in /rerank)")
+	fs.StringVar(&c.rerankAPI, "rerank-api", rerank.ShapeTEI, "rerank request shape: tei (POST /rerank {query, texts}) or cohere (POST /v1/rerank {model, query, documents, top_n}; also Jina)")
+	fs.StringVar(&c.rerankModel, "rerank-model", "", "rerank model (cohere shape)")
+	fs.StringVar(&c.rerankKey, "rerank-api-key-env", RerankKeyEnvDefault, "name of the environment variable holding the rerank API key")
+
 	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model) or openai (any OpenAI-compatible endpoint; key in "+APIKeyEnv+")")
 	fs.StringVar(&c.baseURL, "llm-base-url", "", "OpenAI-compatible base URL; /chat/completions is appended (e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:11434/v1)")
 	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
@@ -48,12 +106,24 @@ func (c *partsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
 }
 
+// store is a vector store behind the search stage that documents can be
+// written to; both the embedded index and Qdrant implement it.
+type store interface {
+	pipeline.Searcher
+	retrieval.Store
+	DeleteDocument(ctx context.Context, docID string) (bool, error)
+}
+
 // parts are the built stage implementations.
 type parts struct {
 	embedder     pipeline.Embedder
 	embedderName string
-	index        *retrieval.Index
+	embedDim     int
+	store        store
+	index        *retrieval.Index // the embedded store, when it is the one
+	qdrant       *qdrant.Store    // the Qdrant store, when it is the one
 	storeName    string
+	searchAttrs  map[string]any
 	reranker     pipeline.Reranker
 	rerankerName string
 	generator    pipeline.Generator
@@ -62,57 +132,143 @@ type parts struct {
 	counter      pipeline.TokenCounter
 }
 
-// buildEmbedder returns the configured embedder and its dimension.
-func (c *partsConfig) buildEmbedder() (*retrieval.HashEmbedder, error) {
+// embedderInfo is a built embedder with the name stores record and its
+// vector dimension.
+type embedderInfo struct {
+	pipeline.Embedder
+	name string
+	dim  int
+}
+
+// buildEmbedder returns the configured embedder. For a remote embedder
+// whose dimension is not configured it embeds one text to learn it.
+func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*embedderInfo, error) {
+	if c.embedDim < 0 {
+		return nil, &usageError{msg: fmt.Sprintf("--embed-dimensions must not be negative, got %d", c.embedDim)}
+	}
+	if c.embedBatch < 1 {
+		return nil, &usageError{msg: fmt.Sprintf("--embed-batch-size must be at least 1, got %d", c.embedBatch)}
+	}
+	var emb pipeline.Embedder
+	var name string
 	switch c.embedder {
 	case "hash":
-		e, err := retrieval.NewHashEmbedder(c.embedDim)
+		e, err := retrieval.NewHashEmbedder(cmpOr(c.embedDim, 512))
 		if err != nil {
 			return nil, fmt.Errorf("--embed-dimensions: %w", err)
 		}
-		return e, nil
+		return &embedderInfo{Embedder: e, name: e.Name(), dim: e.Dimension()}, nil
+	case "openai":
+		e, err := openai.New(openai.Config{
+			BaseURL: c.embedURL, Model: c.embedModel, Dimensions: c.embedDim,
+			APIKey: env.getenv(c.embedKey), KeyVar: c.embedKey, BatchSize: c.embedBatch, Timeout: c.embedTime,
+		})
+		if err != nil {
+			return nil, &usageError{msg: err.Error()}
+		}
+		emb, name = e, e.Name()
+	case "ollama":
+		e, err := ollama.New(ollama.Config{
+			BaseURL: c.embedURL, Model: c.embedModel, Dimensions: c.embedDim, BatchSize: c.embedBatch, Timeout: c.embedTime,
+		})
+		if err != nil {
+			return nil, &usageError{msg: err.Error()}
+		}
+		emb, name = e, e.Name()
 	default:
-		return nil, &usageError{msg: fmt.Sprintf("--embedder must be hash, got %q", c.embedder)}
+		return nil, &usageError{msg: fmt.Sprintf("--embedder must be hash, openai or ollama, got %q", c.embedder)}
 	}
+	dim := c.embedDim
+	if dim == 0 {
+		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
+		if err != nil {
+			return nil, fmt.Errorf("learning the embedding dimension (set --embed-dimensions to skip this): %w", err)
+		}
+		dim = len(vecs[0])
+	}
+	return &embedderInfo{Embedder: emb, name: name, dim: dim}, nil
 }
 
-// openIndex opens the embedded index for the configured embedder.
-func (c *partsConfig) openIndex(emb *retrieval.HashEmbedder, writable bool) (*retrieval.Index, error) {
-	if c.store != "embedded" {
-		return nil, &usageError{msg: fmt.Sprintf("--store must be embedded, got %q", c.store)}
+func cmpOr(v, def int) int {
+	if v == 0 {
+		return def
 	}
-	ix, err := retrieval.OpenIndex(c.dataDir, retrieval.IndexOptions{
-		Dimension: emb.Dimension(), Embedder: emb.Name(), Writable: writable,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("opening the index under --data-dir %s: %w", c.dataDir, err)
-	}
-	return ix, nil
+	return v
 }
 
-// build makes every part for serving; env supplies the API key.
-func (c *partsConfig) build(env *environment, writable bool) (*parts, error) {
-	emb, err := c.buildEmbedder()
-	if err != nil {
-		return nil, err
+// openStore opens the configured vector store for the embedder; writable
+// takes the embedded index's writer lock (Qdrant needs none).
+func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embedderInfo, writable bool) (*parts, error) {
+	p := &parts{embedder: emb.Embedder, embedderName: emb.name, embedDim: emb.dim, storeName: c.store}
+	switch c.store {
+	case "embedded":
+		if c.indexEf < 1 {
+			return nil, &usageError{msg: fmt.Sprintf("--index-ef must be at least 1, got %d", c.indexEf)}
+		}
+		ix, err := retrieval.OpenIndex(c.dataDir, retrieval.IndexOptions{
+			Dimension: emb.dim, Embedder: emb.name, Writable: writable, Exact: c.storeExact, Ef: c.indexEf,
+		})
+		if err != nil {
+			if errors.Is(err, retrieval.ErrLocked) {
+				return nil, fmt.Errorf("opening the index under --data-dir %s: %w\n"+
+					"a running `ragtime serve` holds the index: add files through its API (POST /v1/documents, see docs/api.md), "+
+					"or stop it, or start it with --read-only so `ragtime ingest` can write", c.dataDir, err)
+			}
+			return nil, fmt.Errorf("opening the index under --data-dir %s: %w", c.dataDir, err)
+		}
+		p.index, p.store = ix, ix
+		p.searchAttrs = map[string]any{"exact": c.storeExact}
+		if !c.storeExact {
+			p.searchAttrs["ef"] = c.indexEf
+		}
+	case "qdrant":
+		qs, err := qdrant.Open(ctx, qdrant.Config{
+			Addr: c.qdrantURL, APIKey: env.getenv(c.qdrantKey), TLS: c.qdrantTLS, Collection: c.qdrantColl,
+			Dimension: emb.dim, Embedder: emb.name,
+			HNSWM: c.qdrantM, HNSWEfConstruct: c.qdrantEfC, HNSWEf: c.qdrantEf, Int8: c.qdrantInt8,
+			ScoreThreshold: c.qdrantScore, Create: writable,
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.qdrant, p.store = qs, qs
+		p.searchAttrs = qs.SearchAttrs()
+	default:
+		return nil, &usageError{msg: fmt.Sprintf("--store must be embedded or qdrant, got %q", c.store)}
 	}
-	p := &parts{embedder: emb, embedderName: emb.Name(), storeName: c.store}
+	return p, nil
+}
+
+// build makes every part for serving; env supplies the API keys.
+func (c *partsConfig) build(ctx context.Context, env *environment, writable bool) (*parts, error) {
+	var rr pipeline.Reranker
+	var rrName string
 	switch c.reranker {
 	case "bm25":
-		p.reranker, p.rerankerName = rerank.NewBM25(), "bm25"
+		rr, rrName = rerank.NewBM25(), "bm25"
 	case "none":
-		p.rerankerName = "none"
+		rrName = "none"
+	case "http":
+		h, err := rerank.NewHTTP(rerank.HTTPConfig{
+			URL: c.rerankURL, Shape: c.rerankAPI, Model: c.rerankModel,
+			APIKey: env.getenv(c.rerankKey), KeyVar: c.rerankKey,
+		})
+		if err != nil {
+			return nil, &usageError{msg: err.Error()}
+		}
+		rr, rrName = h, h.Name()
 	default:
-		return nil, &usageError{msg: fmt.Sprintf("--reranker must be bm25 or none, got %q", c.reranker)}
+		return nil, &usageError{msg: fmt.Sprintf("--reranker must be bm25, http or none, got %q", c.reranker)}
 	}
 	counter, err := tokens.New(c.encoding)
 	if err != nil {
 		return nil, fmt.Errorf("--token-encoding: %w", err)
 	}
-	p.counter = counter
+	var gen pipeline.Generator
+	var provider, model string
 	switch c.provider {
 	case "extractive":
-		p.generator, p.provider, p.model = llm.NewExtractive(), "extractive", "extractive"
+		gen, provider, model = llm.NewExtractive(), "extractive", "extractive"
 	case "openai":
 		g, err := llm.NewOpenAI(llm.OpenAIConfig{
 			BaseURL: c.baseURL, Model: c.model, APIKey: env.getenv(APIKeyEnv), Timeout: c.llmTimeout,
@@ -120,29 +276,47 @@ func (c *partsConfig) build(env *environment, writable bool) (*parts, error) {
 		if err != nil {
 			return nil, err
 		}
-		p.generator, p.provider, p.model = g, "openai", c.model
+		gen, provider, model = g, "openai", c.model
 	default:
 		return nil, &usageError{msg: fmt.Sprintf("--llm-provider must be extractive or openai, got %q", c.provider)}
 	}
-	p.index, err = c.openIndex(emb, writable)
+	emb, err := c.buildEmbedder(ctx, env)
 	if err != nil {
 		return nil, err
 	}
+	p, err := c.openStore(ctx, env, emb, writable)
+	if err != nil {
+		return nil, err
+	}
+	p.reranker, p.rerankerName = rr, rrName
+	p.counter = counter
+	p.generator, p.provider, p.model = gen, provider, model
 	return p, nil
 }
 
-// ready reports whether the index is loaded.
-func (p *parts) ready() error {
+// ready reports whether the store can be searched.
+func (p *parts) ready(ctx context.Context) error {
+	if p.qdrant != nil {
+		return p.qdrant.Ready(ctx)
+	}
 	if p.index == nil {
 		return fmt.Errorf("the index is not loaded")
 	}
 	return nil
 }
 
+// chunks is the embedded index's chunk count, -1 for Qdrant.
+func (p *parts) chunks() int {
+	if p.index == nil {
+		return -1
+	}
+	return p.index.Len()
+}
+
 // watch reloads the index every interval when another process saved a newer
 // one; the returned func stops it.
 func (p *parts) watch(ctx context.Context, every time.Duration, log *slog.Logger) func() {
-	if every <= 0 {
+	if every <= 0 || p.index == nil {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -168,10 +342,13 @@ func (p *parts) watch(ctx context.Context, every time.Duration, log *slog.Logger
 	return func() { cancel(); <-done }
 }
 
-// Close releases the index.
+// Close releases the index or the Qdrant connection.
 func (p *parts) Close() error {
 	if p.index != nil {
 		return p.index.Close()
+	}
+	if p.qdrant != nil {
+		return p.qdrant.Close()
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"ragtime/api"
 	"ragtime/pipeline"
 	"ragtime/postgres"
+	"ragtime/retrieval"
 )
 
 // serveConfig holds serve's flags.
@@ -27,6 +28,10 @@ type serveConfig struct {
 	maxContextTokens int
 	shutdownTimeout  time.Duration
 	reloadInterval   time.Duration
+	readOnly         bool
+	maxDocBytes      int64
+	chunkSize        int
+	chunkOverlap     int
 	recorderQueue    int
 	logFormat        string
 }
@@ -41,7 +46,11 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
-	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "how often to pick up what a concurrent `ragtime ingest` saved (0: never)")
+	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent `ragtime ingest` may write (picked up every --reload-interval); by default serve holds the writer lock")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent `ragtime ingest` saved (0: never)")
+	fs.Int64Var(&c.maxDocBytes, "max-document-bytes", 10<<20, "largest document or uploaded file POST /v1/documents accepts")
+	fs.IntVar(&c.chunkSize, "chunk-size", retrieval.DefaultChunkSize, "chunk size in characters, for documents posted to /v1/documents")
+	fs.IntVar(&c.chunkOverlap, "chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks, for documents posted to /v1/documents")
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 }
@@ -64,7 +73,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
-	parts, err := cfg.parts.build(env, false)
+	if cfg.maxDocBytes < 1 {
+		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
+	}
+	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
 		return err
 	}
@@ -75,6 +87,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Embedder: parts.embedder, Searcher: parts.index, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
+		SearchAttrs: parts.searchAttrs,
 		Provider: parts.provider, Model: parts.model,
 		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion: cfg.storeQuestion,
@@ -88,8 +101,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Queries: store,
 		Ready: map[string]api.ReadyCheck{
 			"postgres": store.Ping,
-			"index":    func(context.Context) error { return parts.ready() },
+			"index":    parts.ready,
 		},
+		Documents:        newDocumentStore(parts, cfg.readOnly, cfg.chunkSize, cfg.chunkOverlap),
+		MaxDocumentBytes: cfg.maxDocBytes,
 		Logger:           log,
 		CORSOrigins:      cfg.corsOrigins,
 		MaxQuestionChars: cfg.maxQuestionChars,
@@ -101,11 +116,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
-		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.index.Len())
+		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.chunks())
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	stopReload := parts.watch(ctx, cfg.reloadInterval, log)
+	reload := cfg.reloadInterval
+	if !cfg.readOnly {
+		reload = 0 // the writer's index is its own; nothing to pick up
+	}
+	stopReload := parts.watch(ctx, reload, log)
 	defer stopReload()
 
 	select {

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+
+	"ragtime/api"
+	"ragtime/retrieval"
+)
+
+// documentStore serves /v1/documents from the configured vector store: the
+// Ingester chunks and embeds, the store keeps, lists and deletes.
+type documentStore struct {
+	in       *retrieval.Ingester
+	store    store
+	list     func(ctx context.Context) ([]retrieval.DocumentInfo, error)
+	readOnly bool
+}
+
+func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *documentStore {
+	d := &documentStore{
+		in: &retrieval.Ingester{Embedder: p.embedder, Store: p.store, ChunkSize: chunkSize, ChunkOverlap: chunkOverlap,
+			BatchSize: retrieval.DefaultBatchSize, Concurrency: 2},
+		store:    p.store,
+		readOnly: readOnly,
+	}
+	switch {
+	case p.index != nil:
+		d.list = func(context.Context) ([]retrieval.DocumentInfo, error) { return p.index.Documents(), nil }
+	case p.qdrant != nil:
+		d.list = p.qdrant.Documents
+	}
+	return d
+}
+
+func (d *documentStore) PutDocument(ctx context.Context, in api.DocumentInput) (api.DocumentResult, error) {
+	if d.readOnly {
+		return api.DocumentResult{}, api.ErrReadOnly
+	}
+	res, err := d.in.IngestContent(ctx, retrieval.Content{
+		DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, Metadata: in.Metadata, Source: "api",
+	})
+	if err != nil {
+		return api.DocumentResult{}, err
+	}
+	return api.DocumentResult{DocID: res.DocID, Title: res.Title, Chunks: res.Chunks, Unchanged: res.Unchanged}, nil
+}
+
+func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, error) {
+	if d.readOnly {
+		return false, api.ErrReadOnly
+	}
+	ok, err := d.store.DeleteDocument(ctx, id)
+	if err != nil || !ok {
+		return ok, err
+	}
+	return true, d.store.Flush(ctx)
+}
+
+func (d *documentStore) ListDocuments(ctx context.Context) ([]api.DocumentInfo, error) {
+	docs, err := d.list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.DocumentInfo, len(docs))
+	for i, doc := range docs {
+		out[i] = api.DocumentInfo{DocID: doc.DocID, Title: doc.Title, Chunks: doc.Chunks}
+	}
+	return out, nil
+}
