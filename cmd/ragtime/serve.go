@@ -88,7 +88,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.searchAttrs,
-		Provider: parts.provider, Model: parts.model,
+		Provider:    parts.provider, Model: parts.model,
 		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion: cfg.storeQuestion,
 	})
