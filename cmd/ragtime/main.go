@@ -54,6 +54,7 @@ func commands() []command {
 		{"ingest", "index files and folders into the data dir", runIngest},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
 		{"llmsim", "run the OpenAI-compatible inference SIMULATOR (no model, no GPU)", runLLMSim},
+		{"health", "check a running ragtime's /readyz (for container healthchecks)", runHealth},
 	}
 }
 
