@@ -72,55 +72,64 @@ func BenchmarkANNSearch(b *testing.B) {
 			if f.build > 0 {
 				b.Logf("built %d vectors in %s (%.0f vectors/s)", n, f.build.Round(time.Second), float64(n)/f.build.Seconds())
 			}
-			runtime.GC()
-			var before, after runtime.MemStats
-			runtime.ReadMemStats(&before)
-			ix, err := OpenIndex(f.dir, IndexOptions{Dimension: annDim, Embedder: "bench"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			runtime.GC()
-			runtime.ReadMemStats(&after)
 			exact, err := OpenIndex(f.dir, IndexOptions{Dimension: annDim, Embedder: "bench", Exact: true})
 			if err != nil {
 				b.Fatal(err)
 			}
 			ctx := context.Background()
-			// Latency of each query, one at a time.
-			lat := make([]time.Duration, 0, len(f.queries))
-			for _, q := range f.queries {
-				t0 := time.Now()
-				if _, err := ix.Search(ctx, q, 10, pipeline.Filter{}); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			slices.Sort(lat)
-			var annTotal time.Duration
-			for _, d := range lat {
-				annTotal += d
-			}
 			sample := f.queries[:100]
+			for _, q := range sample { // warm up
+				exact.Search(ctx, q, 10, pipeline.Filter{})
+			}
 			t0 := time.Now()
 			for _, q := range sample {
 				exact.Search(ctx, q, 10, pipeline.Filter{})
 			}
 			exactMean := time.Since(t0) / time.Duration(len(sample))
-			annMean := annTotal / time.Duration(len(lat))
-			rec := recallAt(b, ix, exact, sample, 10)
-
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				ix.Search(ctx, f.queries[i%len(f.queries)], 10, pipeline.Filter{})
+			for _, ef := range []int{32, 48, 64, DefaultEf, 128} {
+				b.Run(fmt.Sprintf("ef=%d", ef), func(b *testing.B) {
+					runtime.GC()
+					var before, after runtime.MemStats
+					runtime.ReadMemStats(&before)
+					ix, err := OpenIndex(f.dir, IndexOptions{Dimension: annDim, Embedder: "bench", Ef: ef})
+					if err != nil {
+						b.Fatal(err)
+					}
+					runtime.GC()
+					runtime.ReadMemStats(&after)
+					for _, q := range f.queries[:100] { // warm up
+						ix.Search(ctx, q, 10, pipeline.Filter{})
+					}
+					// Latency of each query, one at a time.
+					lat := make([]time.Duration, 0, len(f.queries))
+					for _, q := range f.queries {
+						t0 := time.Now()
+						if _, err := ix.Search(ctx, q, 10, pipeline.Filter{}); err != nil {
+							b.Fatal(err)
+						}
+						lat = append(lat, time.Since(t0))
+					}
+					slices.Sort(lat)
+					var annTotal time.Duration
+					for _, d := range lat {
+						annTotal += d
+					}
+					annMean := annTotal / time.Duration(len(lat))
+					rec := recallAt(b, ix, exact, sample, 10)
+					b.ResetTimer()
+					for i := 0; b.Loop(); i++ {
+						ix.Search(ctx, f.queries[i%len(f.queries)], 10, pipeline.Filter{})
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+					b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+					b.ReportMetric(rec, "recall@10")
+					b.ReportMetric(float64(exactMean)/float64(annMean), "x-faster-than-exact")
+					b.ReportMetric(float64(exactMean.Microseconds()), "exact-µs")
+					b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-B/vector")
+					runtime.KeepAlive(ix)
+				})
 			}
-			b.StopTimer()
-			b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
-			b.ReportMetric(rec, "recall@10")
-			b.ReportMetric(float64(exactMean)/float64(annMean), "x-faster-than-exact")
-			b.ReportMetric(float64(exactMean.Microseconds()), "exact-µs")
-			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(n), "heap-B/vector")
-			runtime.KeepAlive(ix)
 		})
 	}
 }

@@ -152,6 +152,9 @@ func TestANNGraphPersists(t *testing.T) {
 		t.Fatalf("no graph file after Save: %v", err)
 	}
 	exact := openExact(t, dir, dim, false)
+	if _, err := readGraph(graphPath, exact.Len(), w.Generation()); err != nil {
+		t.Fatalf("the saved graph file does not load: %v", err)
+	}
 	loaded := openIndex(t, dir, dim, false)
 	if rec := recallAt(t, loaded, exact, vecs[n:], 10); rec < 0.95 {
 		t.Errorf("recall@10 of the loaded graph = %.3f", rec)

@@ -158,6 +158,7 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		if lb == nil {
 			break
 		}
+		level := int(lb[0]) // read before the next read reuses the buffer
 		ids, ds := readList()
 		if len(ids) > hnswCap0 {
 			return nil, errGraphStale
@@ -166,7 +167,7 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		copy(g.links0[o:], ids)
 		copy(g.dists0[o:], ds)
 		g.count0[s] = uint8(len(ids))
-		if lv := int(lb[0]); lv > 0 {
+		if lv := level; lv > 0 {
 			ul := make([]nodeLinks, lv)
 			for l := range ul {
 				ul[l].ids, ul[l].dists = readList()

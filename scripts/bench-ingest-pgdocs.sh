@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Ingests PostgreSQL 15's HTML documentation (Debian package postgresql-doc-15:
+# 1,173 files, 18 MB) with the embedded defaults and prints the time, the
+# chunk count and the index size. The package is installed when missing and
+# never enters the repository. Usage: scripts/bench-ingest-pgdocs.sh [ingest flags...]
+set -euo pipefail
+docs=/usr/share/doc/postgresql-doc-15/html
+if [ ! -d "$docs" ]; then
+	echo "installing postgresql-doc-15 (apt-get)..." >&2
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-doc-15 >/dev/null
+fi
+cd "$(dirname "$0")/.."
+go build -o bin/ragtime ./cmd/ragtime
+data=$(mktemp -d)
+trap 'rm -rf "$data"' EXIT
+echo "files: $(find "$docs" -name '*.html' | wc -l), $(du -sh "$docs" | cut -f1)"
+start=$(date +%s.%N)
+./bin/ragtime ingest --data-dir "$data" "$@" "$docs" 2>/dev/null
+end=$(date +%s.%N)
+echo "wall time (build excluded): $(echo "$end - $start" | bc) s"
+echo "index files: $(du -sh "$data/index" | cut -f1) ($(ls "$data/index" | tr '\n' ' '))"
