@@ -33,7 +33,7 @@ const (
 	hnswEfConstruction = 128
 	// DefaultEf is the search-time candidate list length (--index-ef):
 	// larger is slower and closer to exact.
-	DefaultEf = 96
+	DefaultEf = 64
 )
 
 // graph is an HNSW graph whose node ids are slots of the index's slab.
