@@ -44,7 +44,7 @@ func (c *partsConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model) or openai (any OpenAI-compatible endpoint; key in "+APIKeyEnv+")")
 	fs.StringVar(&c.baseURL, "llm-base-url", "", "OpenAI-compatible base URL; /chat/completions is appended (e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:11434/v1)")
 	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
-	fs.DurationVar(&c.llmTimeout, "llm-timeout", 5*time.Minute, "longest a whole generation may take")
+	fs.DurationVar(&c.llmTimeout, "llm-timeout", 5*time.Minute, "longest the LLM may stay silent: waiting for the response headers, or between two stream chunks")
 	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
 }
 
@@ -168,8 +168,11 @@ func (p *parts) watch(ctx context.Context, every time.Duration, log *slog.Logger
 	return func() { cancel(); <-done }
 }
 
-// Close releases the index.
+// Close releases the index and the generator's idle connections.
 func (p *parts) Close() error {
+	if g, ok := p.generator.(interface{ CloseIdleConnections() }); ok {
+		g.CloseIdleConnections()
+	}
 	if p.index != nil {
 		return p.index.Close()
 	}

@@ -70,7 +70,16 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer parts.Close()
 
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
+	}
+	defer ln.Close()
+
 	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log})
+	// Deferred after db.Close, so it runs first: the recorder flushes while
+	// the pool is still open.
+	defer closeRecorder(rec, log)
 	pl, err := pipeline.New(pipeline.Config{
 		Embedder: parts.embedder, Searcher: parts.index, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
@@ -95,10 +104,6 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		MaxQuestionChars: cfg.maxQuestionChars,
 	})
 
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
-	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
 		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.index.Len())
@@ -110,7 +115,6 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	select {
 	case err := <-serveErr:
-		closeRecorder(rec, log)
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
@@ -124,8 +128,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("server stopped with an error", "err", err)
 	}
-	closeRecorder(rec, log)
-	log.Info("stopped")
+	log.Info("server stopped; flushing recorded queries")
 	return nil
 }
 
