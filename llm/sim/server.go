@@ -162,17 +162,18 @@ func (s *Server) Close() {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Requests:     s.requests.Load(),
-		Completed:    s.completed.Load(),
-		Cancelled:    s.cancelled.Load(),
-		Rejected:     s.rejected.Load(),
-		Faults:       s.faultCount.Load(),
-		Active:       s.active.Load(),
-		TokensSent:   s.tokensSent.Load(),
-		PromptTokens: s.metrics.prefixQueries.Load(),
-		CachedTokens: s.metrics.prefixHits.Load(),
-		Steps:        s.steps(),
-		LagP99:       s.lagP99(),
+		Requests:         s.requests.Load(),
+		Completed:        s.completed.Load(),
+		Cancelled:        s.cancelled.Load(),
+		Rejected:         s.rejected.Load(),
+		Faults:           s.faultCount.Load(),
+		Active:           s.active.Load(),
+		TokensSent:       s.tokensSent.Load(),
+		PromptTokens:     s.metrics.prefixQueries.Load(),
+		CachedTokens:     s.metrics.prefixHits.Load(),
+		Steps:            s.steps(),
+		LagP99:           s.lagP99(),
+		FirstTokenLagP99: s.metrics.firstWriteLag.quantile(0.99),
 	}
 }
 
