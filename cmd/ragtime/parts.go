@@ -35,17 +35,24 @@ type partsConfig struct {
 	encoding   string
 }
 
+// register adds every part's flags (serve).
 func (c *partsConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory holding the embedded vector index")
-	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing, no model)")
-	fs.IntVar(&c.embedDim, "embed-dimensions", 512, "vector dimension of the hash embedder")
-	fs.StringVar(&c.store, "store", "embedded", "vector store: embedded (in-process, persisted under --data-dir)")
+	c.registerIndex(fs)
+	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
 	fs.StringVar(&c.reranker, "reranker", "bm25", "reranker: bm25 (lexical, over the search candidates) or none")
 	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model) or openai (any OpenAI-compatible endpoint; key in "+APIKeyEnv+")")
 	fs.StringVar(&c.baseURL, "llm-base-url", "", "OpenAI-compatible base URL; /chat/completions is appended (e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:11434/v1)")
 	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
 	fs.DurationVar(&c.llmTimeout, "llm-timeout", 5*time.Minute, "longest the LLM may stay silent: waiting for the response headers, or between two stream chunks")
-	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
+}
+
+// registerIndex adds the flags that choose the embedder and the store
+// (ingest needs only these).
+func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
+	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory holding the embedded vector index")
+	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing of words and word pairs; no model, no semantics)")
+	fs.IntVar(&c.embedDim, "embed-dimensions", 512, "vector dimension of the hash embedder")
+	fs.StringVar(&c.store, "store", "embedded", "vector store: embedded (in-process, persisted under --data-dir)")
 }
 
 // parts are the built stage implementations.

@@ -41,7 +41,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
-	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "how often to pick up what a concurrent `ragtime ingest` saved (0: never)")
+	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "how often to pick up what a concurrent 'ragtime ingest' saved (0: never)")
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 }
