@@ -37,9 +37,12 @@ func BenchmarkEngineStep(b *testing.B) {
 // 2,000 streams × 50 tokens at 20 ms ITL with continuous batching. It
 // reports engine steps per second, process CPU per streamed token and the
 // p99 of how late the driver woke past each step's modelled end.
+// benchITL is the ITL of BenchmarkSimulator, in milliseconds.
+var benchITL = 20.0
+
 func BenchmarkSimulator(b *testing.B) {
 	const streams, tokensEach = 2000, 50
-	s, ts := startSim(b, Config{MaxNumSeqs: 4096, PrefillMs: 50, PrefillMsPerToken: 0.01, ITLMs: 20, OutputTokens: tokensEach})
+	s, ts := startSim(b, Config{MaxNumSeqs: 4096, PrefillMs: 50, PrefillMsPerToken: 0.01, ITLMs: benchITL, OutputTokens: tokensEach})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams, MaxConnsPerHost: streams}}
 	body, _ := json.Marshal(chatBody(true, "a short question about prefill"))
 	var cpu time.Duration
