@@ -179,11 +179,16 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	replica := s.route(blocks)
 	sq.replica = replica
 	d := s.drivers[replica]
-	if s.cfg.MaxQueue > 0 && s.cfg.MaxNumSeqs > 0 && d.queued.Load() >= int64(s.cfg.MaxQueue) {
+	// admission: the slots plus the queue bound how many requests a replica
+	// holds; counting them here, not from the driver's last published
+	// state, leaves no window in which a burst slips past the bound.
+	if inflight := d.inflight.Add(1); s.cfg.MaxQueue > 0 && s.cfg.MaxNumSeqs > 0 && inflight > int64(s.cfg.MaxNumSeqs+s.cfg.MaxQueue) {
+		d.inflight.Add(-1)
 		s.reject(w, http.StatusTooManyRequests, "rate_limit_exceeded", "",
-			fmt.Sprintf("llmsim (a simulator): replica %d has %d requests waiting (--max-queue %d); retry later.", replica, d.queued.Load(), s.cfg.MaxQueue))
+			fmt.Sprintf("llmsim (a simulator): replica %d has %d slots busy and %d requests waiting (--max-num-seqs, --max-queue); retry later.", replica, s.cfg.MaxNumSeqs, s.cfg.MaxQueue))
 		return
 	}
+	defer d.inflight.Add(-1)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

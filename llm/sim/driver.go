@@ -16,9 +16,12 @@ type driver struct {
 
 	running, waiting atomic.Int64
 	// queued counts sequences handed over but not yet running (waiting in
-	// the engine or still in the channel); admission control reads it.
+	// the engine or still in the channel).
 	queued atomic.Int64
 	steps  atomic.Int64
+	// inflight counts requests routed to this driver and not yet answered;
+	// admission control reads it.
+	inflight atomic.Int64
 	// lag is how late the driver advanced the engine past each due time.
 	lag *histogram
 }
