@@ -120,6 +120,15 @@ func (p *Pipeline) start(req Request) *query {
 	return &query{p: p, req: req, id: uuid.NewString(), t0: time.Now(), spans: make([]Span, 0, 8)}
 }
 
+// budget is the context budget of this query: the request's override, or
+// the configured one.
+func (q *query) budget() int {
+	if q.req.MaxContextTokens > 0 {
+		return q.req.MaxContextTokens
+	}
+	return q.p.cfg.MaxContextTokens
+}
+
 // ms converts a clock reading to milliseconds since t0, µs resolution.
 func (q *query) ms(at time.Time) float64 { return roundMs(at.Sub(q.t0)) }
 
@@ -150,8 +159,9 @@ func (q *query) run(ctx context.Context, out Stream) Record {
 		model = q.req.Model
 	}
 	meta := Meta{QueryID: q.id, Model: model, Provider: cfg.Provider, TopK: q.req.TopK,
-		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, Embedder: cfg.EmbedderName,
-		Store: cfg.StoreName, Reranker: cfg.RerankerName}
+		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
+		Embedder: cfg.EmbedderName,
+		Store:    cfg.StoreName, Reranker: cfg.RerankerName}
 	if err := out.Meta(meta); err != nil {
 		return q.finish(out, model, clientGone(err))
 	}
@@ -374,7 +384,8 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
-		MaxTokens: q.req.MaxTokens, Model: model, Provider: cfg.Provider, Status: StatusOK,
+		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
+		Model: model, Provider: cfg.Provider, Status: StatusOK,
 		Usage: q.gen.Usage, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
 	}
 	if q.gen.Model != "" {
@@ -494,7 +505,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 	cfg := q.p.cfg
 	var parts promptParts
 	blocks := make([]string, 0, len(hits))
-	budget := cfg.MaxContextTokens
+	budget := q.budget()
 	for i, h := range hits {
 		block := sourceBlock(len(blocks)+1, h.Title, h.Text)
 		n := cfg.Counter.Count(block)

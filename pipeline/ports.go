@@ -199,7 +199,9 @@ type Meta struct {
 	TopK       int    `json:"top_k"`
 	RerankTopN int    `json:"rerank_top_n"`
 	MaxTokens  int    `json:"max_tokens"`
-	Embedder   string `json:"embedder"`
-	Store      string `json:"store"`
-	Reranker   string `json:"reranker"`
+	// MaxContextTokens is the token budget for the retrieved context.
+	MaxContextTokens int    `json:"max_context_tokens"`
+	Embedder         string `json:"embedder"`
+	Store            string `json:"store"`
+	Reranker         string `json:"reranker"`
 }

@@ -43,11 +43,16 @@ type Record struct {
 	TopK           int    `json:"top_k"`
 	RerankTopN     int    `json:"rerank_top_n"`
 	MaxTokens      int    `json:"max_tokens"`
-	Model          string `json:"model"`
-	Provider       string `json:"provider"`
-	Status         string `json:"status"`
-	ErrorCode      string `json:"error_code,omitempty"`
-	ErrorMessage   string `json:"error_message,omitempty"`
+	// MaxContextTokens is the context budget the prompt was assembled
+	// under; 0 when unknown.
+	MaxContextTokens int `json:"max_context_tokens,omitempty"`
+	// SweepID is the sweep that made the query; empty for ordinary queries.
+	SweepID      string `json:"sweep_id,omitempty"`
+	Model        string `json:"model"`
+	Provider     string `json:"provider"`
+	Status       string `json:"status"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
 
 	TTFTMs         *float64 `json:"ttft_ms"`
 	FirstTokenMs   *float64 `json:"first_token_ms"`

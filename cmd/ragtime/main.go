@@ -53,6 +53,7 @@ func commands() []command {
 		{"serve", "serve /ask and the API (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
+		{"sweep", "measure top-k (and context budget) against TTFT and recall; chart it, recommend a setting", runSweep},
 		{"llmsim", "run the OpenAI-compatible inference SIMULATOR (no model, no GPU)", runLLMSim},
 	}
 }
