@@ -89,8 +89,12 @@ func (r *Report) plot() (*plot.Plot, error) {
 	if maxMs <= 0 {
 		maxMs = 1
 	}
-	p.Y.Max = niceCeil(maxMs * 1.15)
+	// The left axis tops out at a round number; recall 1.0 sits there on
+	// the right axis, and the space above is the legend's.
+	top := niceCeil(maxMs * 1.1)
+	p.Y.Max = top * 1.4
 	p.NominalX(labels...)
+	p.Add(plotter.NewGrid())
 
 	barWidth := vg.Points(math.Min(22, 300/float64(max(1, len(r.Settings)))))
 	for pi, pct := range []string{"p50", "p95"} {
@@ -130,7 +134,7 @@ func (r *Report) plot() (*plot.Plot, error) {
 	var pts plotter.XYs
 	for i, s := range r.Settings {
 		if s.Recall != nil {
-			pts = append(pts, plotter.XY{X: float64(i), Y: *s.Recall * p.Y.Max})
+			pts = append(pts, plotter.XY{X: float64(i), Y: *s.Recall * top})
 		}
 	}
 	if len(pts) > 0 {
@@ -142,9 +146,10 @@ func (r *Report) plot() (*plot.Plot, error) {
 		points.Color, points.Shape, points.Radius = recallColor, draw.CircleGlyph{}, vg.Points(3.5)
 		p.Add(line, points)
 		p.Legend.Add("recall@k (right axis)", line, points)
-		p.Add(&rightAxis{scale: p.Y.Max, label: "recall@k (documents in the context)", style: p.Y.Tick.Label, labelStyle: p.Y.Label.TextStyle})
+		p.Add(&rightAxis{scale: top, label: "recall@k (documents in the context)", style: p.Y.Tick.Label, labelStyle: p.Y.Label.TextStyle})
 	}
-	p.Add(plotter.NewGrid())
+	// Room for the outer bars of the first and last groups.
+	p.X.Min, p.X.Max = -0.6, float64(len(r.Settings))-0.4
 	return p, nil
 }
 
@@ -196,7 +201,7 @@ func (a *rightAxis) Plot(c draw.Canvas, plt *plot.Plot) {
 	_, trY := plt.Transforms(&c)
 	x := c.Max.X
 	ls := draw.LineStyle{Color: color.Black, Width: vg.Points(0.5)}
-	c.StrokeLine2(ls, x, c.Min.Y, x, c.Max.Y)
+	c.StrokeLine2(ls, x, c.Min.Y, x, trY(a.scale))
 	sty := a.style
 	sty.XAlign, sty.YAlign = draw.XLeft, draw.YCenter
 	widest := vg.Length(0)
@@ -209,6 +214,8 @@ func (a *rightAxis) Plot(c draw.Canvas, plt *plot.Plot) {
 	}
 	lsty := a.labelStyle
 	lsty.Rotation = -math.Pi / 2
-	lsty.XAlign, lsty.YAlign = draw.XCenter, draw.YTop
+	// Turned clockwise, the text's bottom faces right: YBottom puts it to
+	// the right of the anchor.
+	lsty.XAlign, lsty.YAlign = draw.XCenter, draw.YBottom
 	c.FillText(lsty, vg.Point{X: x + vg.Points(10) + widest, Y: (c.Min.Y + c.Max.Y) / 2}, a.label)
 }
