@@ -46,7 +46,8 @@ LEFT JOIN LATERAL (
         AS x(top_k integer, rerank_top_n integer, max_context_tokens integer,
              hit_rate double precision, recall double precision, mrr double precision)
     WHERE x.top_k = t.top_k AND x.rerank_top_n = t.rerank_top_n
-      AND x.max_context_tokens IS NOT DISTINCT FROM t.max_context_tokens
+      -- a setting without a budget ran under the server's own, whatever it was
+      AND (x.max_context_tokens IS NULL OR x.max_context_tokens = t.max_context_tokens)
     LIMIT 1
 ) q ON true;
 
