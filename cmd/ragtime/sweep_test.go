@@ -324,5 +324,3 @@ func TestSweepRejectsBadInput(t *testing.T) {
 		})
 	}
 }
-
-
