@@ -356,3 +356,31 @@ func TestNormalize(t *testing.T) {
 		t.Errorf("defaults: %+v", r)
 	}
 }
+
+func TestRequestBudgetAndSweepID(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, recorder := newTestPipeline(t, gen, func(c *Config) { c.MaxContextTokens = 100 })
+	req := request(t, "q", 5, 0)
+	req.MaxContextTokens, req.SweepID = 12, "6f1c1a8e-0b0a-4a57-9a57-1d0f2a3b4c5d"
+	if err := req.Normalize(DefaultMaxQuestion); err != nil {
+		t.Fatal(err)
+	}
+	rec := p.Run(context.Background(), req, &recStream{})
+	if len(gen.got.Sources) != 2 || rec.MaxContextTokens != 12 || rec.SweepID != req.SweepID || recorder.recs[0].SweepID != req.SweepID {
+		t.Errorf("sources %d, budget %d, sweep %q", len(gen.got.Sources), rec.MaxContextTokens, rec.SweepID)
+	}
+	// Without an override the configured budget applies and is recorded.
+	rec = p.Run(context.Background(), request(t, "q", 5, 0), &recStream{})
+	if len(gen.got.Sources) != 5 || rec.MaxContextTokens != 100 || rec.SweepID != "" {
+		t.Errorf("sources %d, budget %d, sweep %q", len(gen.got.Sources), rec.MaxContextTokens, rec.SweepID)
+	}
+	for _, bad := range []Request{
+		{Question: "q", TopK: 1, MaxTokens: 1, MaxContextTokens: -1},
+		{Question: "q", TopK: 1, MaxTokens: 1, SweepID: "sweep-1"},
+	} {
+		var ve *ValidationError
+		if err := bad.Normalize(DefaultMaxQuestion); !errors.As(err, &ve) {
+			t.Errorf("Normalize(%+v) = %v, want a ValidationError", bad, err)
+		}
+	}
+}

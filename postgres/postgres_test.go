@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"ragtime/migrations"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -39,30 +41,31 @@ func ptr[T any](v T) *T { return &v }
 func record(i int) pipeline.Record {
 	created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1234567 * time.Microsecond)
 	return pipeline.Record{
-		QueryID:        uuid.NewString(),
-		CreatedAt:      created,
-		Question:       fmt.Sprintf("how long does prefill take for question %d?", i),
-		QuestionSHA256: fmt.Sprintf("%064x", i),
-		TopK:           8,
-		RerankTopN:     4,
-		MaxTokens:      512,
-		Model:          "llmsim-8b",
-		Provider:       "llmsim",
-		Status:         pipeline.StatusOK,
-		TTFTMs:         ptr(412.731),
-		FirstTokenMs:   ptr(398.002),
-		E2EMs:          1890.456,
-		QueueMs:        0.004,
-		RetrievalMs:    35.125,
-		GenTTFTMs:      377.201,
-		LLMPrefillMs:   365.9,
-		OverheadMs:     ptr(0.401),
-		RetrievalShare: ptr(35.125 / 412.731),
-		PrefillShare:   ptr(365.9 / 412.731),
-		Usage:          pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12},
-		ConnReused:     ptr(true),
-		UpstreamStatus: 200,
-		RequestID:      "req-" + fmt.Sprint(i),
+		QueryID:          uuid.NewString(),
+		CreatedAt:        created,
+		Question:         fmt.Sprintf("how long does prefill take for question %d?", i),
+		QuestionSHA256:   fmt.Sprintf("%064x", i),
+		TopK:             8,
+		RerankTopN:       4,
+		MaxTokens:        512,
+		MaxContextTokens: 6000,
+		Model:            "llmsim-8b",
+		Provider:         "llmsim",
+		Status:           pipeline.StatusOK,
+		TTFTMs:           ptr(412.731),
+		FirstTokenMs:     ptr(398.002),
+		E2EMs:            1890.456,
+		QueueMs:          0.004,
+		RetrievalMs:      35.125,
+		GenTTFTMs:        377.201,
+		LLMPrefillMs:     365.9,
+		OverheadMs:       ptr(0.401),
+		RetrievalShare:   ptr(35.125 / 412.731),
+		PrefillShare:     ptr(365.9 / 412.731),
+		Usage:            pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12},
+		ConnReused:       ptr(true),
+		UpstreamStatus:   200,
+		RequestID:        "req-" + fmt.Sprint(i),
 		Stages: []pipeline.Span{
 			{Name: pipeline.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
 			{Name: pipeline.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
@@ -172,8 +175,12 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	if applied != 2 {
-		t.Errorf("applied migrations = %d, want 2 (each once)", applied)
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(files) {
+		t.Errorf("applied migrations = %d, want %d (each once)", applied, len(files))
 	}
 	for _, table := range []string{"queries", "query_stages", "ttft_breakdown"} {
 		if n := countRows(t, pool, table); n != 0 {
