@@ -66,7 +66,7 @@ func TestSSEFraming(t *testing.T) {
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || h.Get("Cache-Control") != "no-cache" {
 		t.Fatalf("status %d headers %v", status, h)
 	}
-	want := "event: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
+	want := "event: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"max_context_tokens\":0,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
 		"event: stage\ndata: {\"name\":\"embed\",\"seq\":0,\"start_ms\":0,\"duration_ms\":0.5}\n\n" +
 		"event: sources\ndata: {\"sources\":[]}\n\n" +
 		"event: reasoning\ndata: {\"text\":\"line one\\nline two <b>\"}\n\n" +
