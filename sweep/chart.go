@@ -93,6 +93,14 @@ func (r *Report) plot() (*plot.Plot, error) {
 	// the right axis, and the space above is the legend's.
 	top := niceCeil(maxMs * 1.1)
 	p.Y.Max = top * 1.4
+	p.Y.Tick.Marker = quarterTicks{top: top}
+	if rec := r.Recommendation.Setting; rec != nil {
+		for i, s := range r.Settings {
+			if s.Setting == *rec {
+				labels[i] += " (recommended)"
+			}
+		}
+	}
 	p.NominalX(labels...)
 	p.Add(plotter.NewGrid())
 
@@ -148,6 +156,15 @@ func (r *Report) plot() (*plot.Plot, error) {
 		p.Legend.Add("recall@k (right axis)", line, points)
 		p.Add(&rightAxis{scale: top, label: "recall@k (documents in the context)", style: p.Y.Tick.Label, labelStyle: p.Y.Label.TextStyle})
 	}
+	if r.Params.TTFTBudgetMs > 0 && r.Params.TTFTBudgetMs < p.Y.Max {
+		budget, err := plotter.NewLine(plotter.XYs{{X: -0.6, Y: r.Params.TTFTBudgetMs}, {X: float64(len(r.Settings)) - 0.4, Y: r.Params.TTFTBudgetMs}})
+		if err != nil {
+			return nil, fmt.Errorf("drawing the chart: %w", err)
+		}
+		budget.Color, budget.Width, budget.Dashes = recallColor, vg.Points(1), []vg.Length{vg.Points(6), vg.Points(4)}
+		p.Add(budget)
+		p.Legend.Add(fmt.Sprintf("TTFT p95 budget (%g ms)", r.Params.TTFTBudgetMs), budget)
+	}
 	// Room for the outer bars of the first and last groups.
 	p.X.Min, p.X.Max = -0.6, float64(len(r.Settings))-0.4
 	return p, nil
@@ -164,6 +181,22 @@ func (r *Report) variedKnobs() bool {
 		seen[s.TopK] = true
 	}
 	return false
+}
+
+// quarterTicks labels the left axis at quarters of top, so its grid lines
+// meet the right axis' 0, 0.25, ... 1 marks.
+type quarterTicks struct{ top float64 }
+
+func (q quarterTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for i := range 5 {
+		v := q.top * float64(i) / 4
+		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+		if i < 4 {
+			ts = append(ts, plot.Tick{Value: v + q.top/8})
+		}
+	}
+	return ts
 }
 
 // niceCeil rounds x up to 1, 2, 2.5 or 5 times a power of ten.

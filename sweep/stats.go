@@ -331,10 +331,22 @@ func Recommend(results []Result, tolerance, budgetMs float64) Recommendation {
 			s, pick.TTFTP95Ms, budget)
 		return rec
 	}
-	why := fmt.Sprintf("%s is the smallest k whose recall (%.3f) is within %.2f of the best (%.3f at %s), with TTFT p95 %.1f ms%s",
-		s, *pick.Recall, tolerance, *best.Recall, best.Setting, pick.TTFTP95Ms, budget)
-	if best.TopK > pick.TopK {
-		why += fmt.Sprintf(", %.1f ms below %s's p95", best.TTFTP95Ms-pick.TTFTP95Ms, best.Setting)
+	var smaller *Result // the largest k below the pick, to say what it would cost
+	for i := range measured {
+		r := &measured[i]
+		if r.TopK < pick.TopK && r.Recall != nil && (smaller == nil || r.TopK > smaller.TopK) {
+			smaller = r
+		}
+	}
+	var why string
+	if *pick.Recall >= *best.Recall {
+		why = fmt.Sprintf("%s is the smallest k that reaches the best recall (%.3f), with TTFT p95 %.1f ms%s", s, *pick.Recall, pick.TTFTP95Ms, budget)
+	} else {
+		why = fmt.Sprintf("%s is the smallest k whose recall (%.3f) is within %.2f of the best (%.3f at %s), with TTFT p95 %.1f ms%s, %.1f ms below that setting's",
+			s, *pick.Recall, tolerance, *best.Recall, best.Setting, pick.TTFTP95Ms, budget, best.TTFTP95Ms-pick.TTFTP95Ms)
+	}
+	if smaller != nil {
+		why += fmt.Sprintf("; k=%d would save %.1f ms at p95 but lose %.3f recall", smaller.TopK, pick.TTFTP95Ms-smaller.TTFTP95Ms, *pick.Recall-*smaller.Recall)
 	}
 	rec.Why = why + "."
 	return rec
