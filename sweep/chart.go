@@ -79,9 +79,9 @@ func (r *Report) plot() (*plot.Plot, error) {
 	for i, s := range r.Settings {
 		labels[i] = strconv.Itoa(s.TopK)
 		if varied {
-			labels[i] = fmt.Sprintf("%d r%d", s.TopK, s.RerankTopN)
+			labels[i] = fmt.Sprintf("%d\nrerank %d", s.TopK, s.RerankTopN)
 			if s.MaxContextTokens > 0 {
-				labels[i] += fmt.Sprintf(" b%d", s.MaxContextTokens)
+				labels[i] += fmt.Sprintf("\nbudget %d", s.MaxContextTokens)
 			}
 		}
 		maxMs = math.Max(maxMs, s.TTFTP95Ms)
@@ -97,7 +97,7 @@ func (r *Report) plot() (*plot.Plot, error) {
 	if rec := r.Recommendation.Setting; rec != nil {
 		for i, s := range r.Settings {
 			if s.Setting == *rec {
-				labels[i] += " (recommended)"
+				labels[i] += "\n(recommended)"
 			}
 		}
 	}
@@ -152,8 +152,15 @@ func (r *Report) plot() (*plot.Plot, error) {
 		}
 		line.Color, line.Width = recallColor, vg.Points(2)
 		points.Color, points.Shape, points.Radius = recallColor, draw.CircleGlyph{}, vg.Points(3.5)
-		p.Add(line, points)
-		p.Legend.Add("recall@k (right axis)", line, points)
+		if varied {
+			// Neighbours differ in more than k: a line between them would
+			// suggest a trend that is not there.
+			p.Add(points)
+			p.Legend.Add("recall@k (right axis)", points)
+		} else {
+			p.Add(line, points)
+			p.Legend.Add("recall@k (right axis)", line, points)
+		}
 		p.Add(&rightAxis{scale: top, label: "recall@k (documents in the context)", style: p.Y.Tick.Label, labelStyle: p.Y.Label.TextStyle})
 	}
 	if r.Params.TTFTBudgetMs > 0 && r.Params.TTFTBudgetMs < p.Y.Max {

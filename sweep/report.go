@@ -42,8 +42,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return fmt.Errorf("writing the table: %w", err)
 	}
 	if r.Recommendation.Setting != nil {
-		_, err := fmt.Fprintf(w, "\nrecommended: top_k=%d rerank_top_n=%d: %s\n", r.Recommendation.Setting.TopK,
-			r.Recommendation.Setting.RerankTopN, r.Recommendation.Why)
+		rs := r.Recommendation.Setting
+		budget := ""
+		if rs.MaxContextTokens > 0 {
+			budget = fmt.Sprintf(" max_context_tokens=%d", rs.MaxContextTokens)
+		}
+		_, err := fmt.Fprintf(w, "\nrecommended: top_k=%d rerank_top_n=%d%s: %s\n", rs.TopK, rs.RerankTopN, budget, r.Recommendation.Why)
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\nno recommendation: %s\n", r.Recommendation.Why)
