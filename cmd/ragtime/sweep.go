@@ -50,7 +50,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.maxContext, "max-context-tokens", "comma-separated context budgets in tokens to sweep (in-process only; default: 6000)")
 	fs.IntVar(&c.runs, "runs", 3, "times each (question, setting) is asked")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "queries in flight at once")
-	fs.StringVar(&c.server, "server", "", "URL of a running `ragtime serve` to ask over HTTP (POST /ask); empty runs the pipeline in-process with the part flags")
+	fs.StringVar(&c.server, "server", "", "URL of a running ragtime serve to ask over HTTP (POST /ask); empty runs the pipeline in-process with the part flags")
 	fs.Float64Var(&c.recallTolerance, "recall-tolerance", 0.02, "recommend the smallest k whose recall is within this of the best (0-1)")
 	fs.Float64Var(&c.ttftBudgetMs, "ttft-budget-ms", 0, "recommend only settings whose TTFT p95 is under this, in milliseconds (0: no budget)")
 	fs.StringVar(&c.out, "out", "", "directory for results.csv, samples.csv, sweep.json, chart.svg and chart.png (default ./sweep-<id>)")
