@@ -323,6 +323,9 @@ func (q *query) generationSpans(out Stream) error {
 		"connect_ms": roundMs(g.Conn.Connect),
 		"tls_ms":     roundMs(g.Conn.TLS),
 	}
+	if g.Retries > 0 {
+		connAttrs["retries"] = g.Retries
+	}
 	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs); err != nil {
 		return err
 	}
@@ -399,6 +402,13 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	if !q.gen.GotConn.IsZero() {
 		reused := q.gen.Conn.Reused
 		rec.ConnReused = &reused
+	}
+	for key, dst := range map[string]**float64{
+		ServerQueueMs: &rec.ServerQueueMs, ServerPrefillMs: &rec.ServerPrefillMs, ServerLoadMs: &rec.ServerLoadMs,
+	} {
+		if v, ok := q.gen.ServerTimings[key]; ok {
+			*dst = &v
+		}
 	}
 	for _, s := range q.spans {
 		switch s.Name {

@@ -14,6 +14,15 @@ const (
 	StageLLMDecode  = "llm_decode"
 )
 
+// Keys of Generation.ServerTimings and of the llm_prefill attrs, for the
+// timings a model server reports about itself, in milliseconds.
+const (
+	ServerQueueMs   = "server_queue_ms"
+	ServerPrefillMs = "server_prefill_ms"
+	ServerLoadMs    = "server_load_ms"
+	ServerDecodeMs  = "server_decode_ms"
+)
+
 // Query statuses as stored.
 const (
 	StatusOK        = "ok"
@@ -69,5 +78,12 @@ type Record struct {
 	ConnReused     *bool  `json:"conn_reused,omitempty"`
 	UpstreamStatus int    `json:"upstream_status,omitempty"`
 	RequestID      string `json:"request_id,omitempty"`
-	Stages         []Span `json:"stages"`
+
+	// Server-side timings, in milliseconds, when the model server reported
+	// them (Ollama, llama.cpp, vLLM, Groq); nil otherwise.
+	ServerQueueMs   *float64 `json:"server_queue_ms,omitempty"`
+	ServerPrefillMs *float64 `json:"server_prefill_ms,omitempty"`
+	ServerLoadMs    *float64 `json:"server_load_ms,omitempty"`
+
+	Stages []Span `json:"stages"`
 }

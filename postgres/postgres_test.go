@@ -62,10 +62,13 @@ func record(i int) pipeline.Record {
 		OverheadMs:       ptr(0.401),
 		RetrievalShare:   ptr(35.125 / 412.731),
 		PrefillShare:     ptr(365.9 / 412.731),
-		Usage:            pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12},
+		Usage:            pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12, CacheCreationTokens: 512},
 		ConnReused:       ptr(true),
 		UpstreamStatus:   200,
 		RequestID:        "req-" + fmt.Sprint(i),
+		ServerQueueMs:    ptr(1.5),
+		ServerPrefillMs:  ptr(340.25),
+		ServerLoadMs:     ptr(0.125),
 		Stages: []pipeline.Span{
 			{Name: pipeline.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
 			{Name: pipeline.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
@@ -326,15 +329,19 @@ func TestRecorderRoundTrip(t *testing.T) {
 	// NULL columns and the view, straight from SQL.
 	var question, errorCode, requestID *string
 	var upstream *int
-	var ttft *float64
-	err = pool.QueryRow(ctx, `SELECT question, error_code, request_id, upstream_status, ttft_ms FROM queries WHERE id = $1`,
-		want[0].QueryID).Scan(&question, &errorCode, &requestID, &upstream, &ttft)
+	var ttft, serverQueue, serverPrefill, serverLoad *float64
+	err = pool.QueryRow(ctx, `SELECT question, error_code, request_id, upstream_status, ttft_ms,
+		server_queue_ms, server_prefill_ms, server_load_ms FROM queries WHERE id = $1`,
+		want[0].QueryID).Scan(&question, &errorCode, &requestID, &upstream, &ttft, &serverQueue, &serverPrefill, &serverLoad)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if question != nil || requestID != nil || upstream != nil || ttft != nil || errorCode == nil {
 		t.Errorf("failed query columns: question %v, request_id %v, upstream_status %v, ttft_ms %v, error_code %v",
 			question, requestID, upstream, ttft, errorCode)
+	}
+	if serverQueue != nil || serverPrefill != nil || serverLoad != nil {
+		t.Errorf("server timings not reported, yet stored: %v %v %v", serverQueue, serverPrefill, serverLoad)
 	}
 	var viewTTFT, viewRetrieval, share float64
 	err = pool.QueryRow(ctx, `SELECT ttft_ms, retrieval_ms, retrieval_share FROM ttft_breakdown WHERE id = $1`,

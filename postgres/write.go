@@ -24,14 +24,16 @@ const insertQuery = `INSERT INTO queries (
 	ttft_ms, first_token_ms, e2e_ms, queue_ms, retrieval_ms, gen_ttft_ms, llm_prefill_ms,
 	overhead_ms, retrieval_share, prefill_share,
 	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
-	conn_reused, upstream_status, request_id, sweep_id, max_context_tokens
+	conn_reused, upstream_status, request_id, sweep_id, max_context_tokens,
+	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens
 ) VALUES (
 	$1, $2, $3, $4, $5, $6, $7,
 	$8, $9, $10, $11, $12,
 	$13, $14, $15, $16, $17, $18, $19,
 	$20, $21, $22,
 	$23, $24, $25, $26,
-	$27, $28, $29, $30, $31
+	$27, $28, $29, $30, $31,
+	$32, $33, $34, $35
 ) ON CONFLICT (id) DO NOTHING RETURNING true`
 
 // stageColumns are the query_stages columns the writer copies.
@@ -61,6 +63,7 @@ func newRow(rec pipeline.Record) (row, error) {
 		{"prompt_tokens", rec.Usage.PromptTokens}, {"completion_tokens", rec.Usage.CompletionTokens},
 		{"cached_tokens", rec.Usage.CachedTokens}, {"reasoning_tokens", rec.Usage.ReasoningTokens},
 		{"upstream_status", rec.UpstreamStatus}, {"max_context_tokens", rec.MaxContextTokens},
+		{"cache_creation_tokens", rec.Usage.CacheCreationTokens},
 	}
 	for _, f := range ints {
 		if f.v < math.MinInt32 || f.v > math.MaxInt32 {
@@ -93,6 +96,7 @@ func newRow(rec pipeline.Record) (row, error) {
 			int32(rec.Usage.PromptTokens), int32(rec.Usage.CompletionTokens),
 			int32(rec.Usage.CachedTokens), int32(rec.Usage.ReasoningTokens),
 			rec.ConnReused, upstream, nullString(rec.RequestID), sweepID, budget,
+			rec.ServerQueueMs, rec.ServerPrefillMs, rec.ServerLoadMs, int32(rec.Usage.CacheCreationTokens),
 		},
 		stages: make([][]any, 0, len(rec.Stages)),
 	}
