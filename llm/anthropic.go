@@ -107,7 +107,7 @@ type anthropicEvent struct {
 		Model string          `json:"model"`
 		Usage *anthropicUsage `json:"usage"`
 	} `json:"message"`
-	Delta *struct {
+	Delta struct {
 		Type       string     `json:"type"`
 		Text       flexString `json:"text"`
 		Thinking   flexString `json:"thinking"`
@@ -161,9 +161,6 @@ func (s *anthropicStream) dispatch(event string, data []byte, at time.Time) (boo
 			s.usage(ev.Message.Usage)
 		}
 	case "content_block_delta":
-		if ev.Delta == nil {
-			return false, nil
-		}
 		switch {
 		case ev.Delta.Type == "thinking_delta" && ev.Delta.Thinking != "":
 			return false, s.d.deliver(pipeline.Delta{Text: string(ev.Delta.Thinking), Reasoning: true, At: at})

@@ -117,9 +117,25 @@ func (f *sseFramer) line(l []byte) (bool, error) {
 		}
 		f.data = append(f.data, value...)
 	case bytes.Equal(field, fieldEvent):
-		f.event = string(value)
+		f.event = eventName(value)
 	}
 	return false, nil
+}
+
+// eventName returns the event name as a string, without allocating for the
+// names providers send with every chunk.
+func eventName(b []byte) string {
+	switch string(b) { // the compiler does not allocate for this conversion
+	case "content_block_delta":
+		return "content_block_delta"
+	case "message":
+		return "message"
+	case "error":
+		return "error"
+	case "ping":
+		return "ping"
+	}
+	return string(b)
 }
 
 // dispatch hands the event read so far to handle.
