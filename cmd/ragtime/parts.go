@@ -21,29 +21,107 @@ import (
 // from the environment only: never a flag, never a file, never logged.
 const APIKeyEnv = "RAGTIME_LLM_API_KEY"
 
+// AnthropicKeyEnv is where the anthropic provider also looks for its key.
+const AnthropicKeyEnv = "ANTHROPIC_API_KEY"
+
 // partsConfig selects the part behind each stage.
 type partsConfig struct {
+	configFile string
 	dataDir    string
 	embedder   string
 	embedDim   int
 	store      string
 	reranker   string
-	provider   string
-	baseURL    string
-	model      string
-	llmTimeout time.Duration
+	llm        llmConfig
 	encoding   string
+}
+
+// llmConfig is the generator's configuration: flags, RAGTIME_* variables
+// and the --config file's llm section.
+type llmConfig struct {
+	provider    string
+	baseURL     string
+	model       string
+	keyEnv      string
+	timeout     time.Duration
+	ttftTimeout time.Duration
+	maxRetries  int
+}
+
+func (c *llmConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model), openai (any OpenAI-compatible endpoint: OpenAI, TaoToken, DeepSeek, vLLM, llama.cpp, Ollama /v1, llmsim), anthropic (Messages API) or ollama (native /api/chat, with server timings)")
+	fs.StringVar(&c.baseURL, "llm-base-url", "", "provider base URL; the chat path is appended (openai: e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:8000/v1; anthropic: default "+llm.AnthropicBaseURL+"; ollama: default "+llm.OllamaBaseURL+")")
+	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
+	fs.StringVar(&c.keyEnv, "llm-api-key-env", APIKeyEnv, "NAME of the environment variable holding the provider's API key (the key is never a flag or a file value); anthropic also falls back to "+AnthropicKeyEnv)
+	fs.DurationVar(&c.timeout, "llm-timeout", 5*time.Minute, "longest a whole generation may take, retries included (0: no limit)")
+	fs.DurationVar(&c.ttftTimeout, "llm-ttft-timeout", time.Minute, "longest wait for the model's first token, per attempt (0: no limit)")
+	fs.IntVar(&c.maxRetries, "llm-max-retries", 2, "retries of a call that failed before its first token (429, 5xx, no connection), with jittered exponential backoff; never after a token was sent")
+}
+
+// apiKey returns the key and the variable it came from ("" when unset).
+func (c *llmConfig) apiKey(getenv func(string) string) (key, from string) {
+	if v := getenv(c.keyEnv); v != "" {
+		return v, c.keyEnv
+	}
+	if c.provider == llm.ProviderAnthropic && c.keyEnv == APIKeyEnv {
+		if v := getenv(AnthropicKeyEnv); v != "" {
+			return v, AnthropicKeyEnv
+		}
+	}
+	return "", c.keyEnv
+}
+
+// remoteGenerator is what doctor, ttft and serve's warm-up need of an HTTP
+// generator beyond pipeline.Generator.
+type remoteGenerator interface {
+	pipeline.Generator
+	ListModels(ctx context.Context) ([]string, error)
+	Warmup(ctx context.Context, request bool) error
+	CloseIdleConnections()
+	Model() string
+	BaseURL() string
+}
+
+// buildGenerator returns the configured generator; remote is nil for the
+// extractive one.
+func (c *llmConfig) buildGenerator(getenv func(string) string) (gen pipeline.Generator, remote remoteGenerator, model string, err error) {
+	key, from := c.apiKey(getenv)
+	cfg := llm.Config{
+		BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: from,
+		Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, MaxRetries: c.maxRetries, Getenv: getenv,
+	}
+	switch c.provider {
+	case "extractive":
+		return llm.NewExtractive(), nil, "extractive", nil
+	case llm.ProviderOpenAI:
+		g, err := llm.NewOpenAI(cfg)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return g, g, g.Model(), nil
+	case llm.ProviderAnthropic:
+		g, err := llm.NewAnthropic(cfg)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return g, g, g.Model(), nil
+	case llm.ProviderOllama:
+		g, err := llm.NewOllama(cfg)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return g, g, g.Model(), nil
+	}
+	return nil, nil, "", &usageError{msg: fmt.Sprintf("--llm-provider must be extractive, openai, anthropic or ollama, got %q", c.provider)}
 }
 
 // register adds every part's flags (serve).
 func (c *partsConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.configFile, "config", "", "JSON or TOML file with an llm section (provider, base_url, api_key_env, default_model, timeout_seconds, ttft_timeout_seconds, max_retries); flags and RAGTIME_* variables override it")
 	c.registerIndex(fs)
 	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
 	fs.StringVar(&c.reranker, "reranker", "bm25", "reranker: bm25 (lexical, over the search candidates) or none")
-	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model) or openai (any OpenAI-compatible endpoint; key in "+APIKeyEnv+")")
-	fs.StringVar(&c.baseURL, "llm-base-url", "", "OpenAI-compatible base URL; /chat/completions is appended (e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:11434/v1)")
-	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
-	fs.DurationVar(&c.llmTimeout, "llm-timeout", 5*time.Minute, "longest the LLM may stay silent: waiting for the response headers, or between two stream chunks")
+	c.llm.register(fs)
 }
 
 // registerIndex adds the flags that choose the embedder and the store
@@ -64,6 +142,7 @@ type parts struct {
 	reranker     pipeline.Reranker
 	rerankerName string
 	generator    pipeline.Generator
+	remote       remoteGenerator // nil for the extractive generator
 	provider     string
 	model        string
 	counter      pipeline.TokenCounter
@@ -117,20 +196,11 @@ func (c *partsConfig) build(env *environment, writable bool) (*parts, error) {
 		return nil, fmt.Errorf("--token-encoding: %w", err)
 	}
 	p.counter = counter
-	switch c.provider {
-	case "extractive":
-		p.generator, p.provider, p.model = llm.NewExtractive(), "extractive", "extractive"
-	case "openai":
-		g, err := llm.NewOpenAI(llm.OpenAIConfig{
-			BaseURL: c.baseURL, Model: c.model, APIKey: env.getenv(APIKeyEnv), Timeout: c.llmTimeout,
-		})
-		if err != nil {
-			return nil, err
-		}
-		p.generator, p.provider, p.model = g, "openai", c.model
-	default:
-		return nil, &usageError{msg: fmt.Sprintf("--llm-provider must be extractive or openai, got %q", c.provider)}
+	p.generator, p.remote, p.model, err = c.llm.buildGenerator(env.getenv)
+	if err != nil {
+		return nil, err
 	}
+	p.provider = c.llm.provider
 	p.index, err = c.openIndex(emb, writable)
 	if err != nil {
 		return nil, err
@@ -177,8 +247,8 @@ func (p *parts) watch(ctx context.Context, every time.Duration, log *slog.Logger
 
 // Close releases the index and the generator's idle connections.
 func (p *parts) Close() error {
-	if g, ok := p.generator.(interface{ CloseIdleConnections() }); ok {
-		g.CloseIdleConnections()
+	if p.remote != nil {
+		p.remote.CloseIdleConnections()
 	}
 	if p.index != nil {
 		return p.index.Close()
