@@ -290,6 +290,11 @@ func (q *query) emit(out Stream, d Delta) error {
 	}
 	q.deltaAt = append(q.deltaAt, d.At)
 	if d.Reasoning && q.p.cfg.HideReasoning {
+		// Not forwarded, still timed: first_token_ms is when the hidden
+		// reasoning would have been flushed.
+		if q.firstAt.IsZero() {
+			q.firstAt = time.Now()
+		}
 		return nil
 	}
 	if err := out.Delta(d); err != nil {

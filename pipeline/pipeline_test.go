@@ -299,6 +299,9 @@ func TestHideReasoningStillTimesIt(t *testing.T) {
 	if rec.Stages[len(rec.Stages)-1].Attrs["chunks"] != 2 {
 		t.Errorf("decode attrs %v", rec.Stages[len(rec.Stages)-1].Attrs)
 	}
+	if rec.FirstTokenMs == nil || rec.TTFTMs == nil || *rec.FirstTokenMs > *rec.TTFTMs {
+		t.Errorf("first_token_ms %v, ttft_ms %v: the hidden reasoning must still be timed, first", rec.FirstTokenMs, rec.TTFTMs)
+	}
 }
 
 func TestStoreQuestionFalseKeepsOnlyHash(t *testing.T) {
