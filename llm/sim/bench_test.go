@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +40,12 @@ func BenchmarkEngineStep(b *testing.B) {
 // reports engine steps per second, process CPU per streamed token and the
 // p99 of how late the driver woke past each step's modelled end.
 // benchITL is the ITL of BenchmarkSimulator, in milliseconds.
-var benchITL = 20.0
+var benchITL = func() float64 {
+	if v, err := strconv.ParseFloat(os.Getenv("LLMSIM_BENCH_ITL_MS"), 64); err == nil && v > 0 {
+		return v
+	}
+	return 20
+}()
 
 func BenchmarkSimulator(b *testing.B) {
 	const streams, tokensEach = 2000, 50

@@ -90,9 +90,9 @@ type Config struct {
 	// objects to every answer; without it only requests with the header
 	// X-Llmsim-Timings: 1 get them.
 	ServerTimings bool
-	// CoarseTimers trusts the runtime's timers (about 1 ms late) instead of
-	// yielding through the last 1.5 ms before each step: less CPU, less
-	// precision.
+	// CoarseTimers trusts the runtime's timers alone, about 1 ms late on an
+	// idle machine, instead of also arming a kernel timerfd (Linux) that
+	// wakes the scheduler within tens of microseconds. Neither spins.
 	CoarseTimers bool
 
 	// Seed makes the generated text differ between simulators; the same seed
@@ -144,7 +144,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.StallMs, "stall-ms", c.StallMs, "how long a stall fault holds the first token back, in milliseconds")
 	fs.IntVar(&c.RetryAfterSeconds, "retry-after", c.RetryAfterSeconds, "Retry-After of 429 answers, in seconds")
 	fs.BoolVar(&c.ServerTimings, "server-timings", c.ServerTimings, "add vLLM-style metrics and llama.cpp-style timings to every answer (else only with the header X-Llmsim-Timings: 1)")
-	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "trust runtime timers (about 1 ms late) instead of yielding through the last 1.5 ms of each step: less CPU, less precision")
+	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "wake engine steps with the Go runtime's timers alone (about 1 ms late when idle) instead of also arming a kernel timerfd (tens of µs); neither spins")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "seed of the generated text (same seed and prompt, same text)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body, in bytes")
 }

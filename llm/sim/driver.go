@@ -10,9 +10,10 @@ import (
 // until the engine's next step is due, advances it, and so wakes the writers
 // of the sequences that got a token. Writers never sleep per token.
 type driver struct {
-	eng     engine
-	in      chan *seq
-	precise bool
+	eng   engine
+	in    chan *seq
+	alarm *alarm
+	wake  chan struct{}
 
 	running, waiting atomic.Int64
 	// queued counts sequences handed over but not yet running (waiting in
@@ -26,8 +27,8 @@ type driver struct {
 	lag *histogram
 }
 
-func newDriver(eng engine, precise bool) *driver {
-	return &driver{eng: eng, in: make(chan *seq, 4096), precise: precise, lag: newHistogram(lagBuckets)}
+func newDriver(eng engine, a *alarm) *driver {
+	return &driver{eng: eng, in: make(chan *seq, 4096), alarm: a, wake: make(chan struct{}, 1), lag: newHistogram(lagBuckets)}
 }
 
 // submit hands s to the engine, or reports false if ctx ends first.
@@ -42,10 +43,6 @@ func (d *driver) submit(ctx context.Context, s *seq) bool {
 	}
 }
 
-func (d *driver) add(s *seq) {
-	d.eng.add(s)
-}
-
 func (d *driver) publish() {
 	r, w := d.eng.load()
 	d.running.Store(int64(r))
@@ -53,11 +50,11 @@ func (d *driver) publish() {
 	d.queued.Store(int64(w + len(d.in)))
 }
 
-// run drives the engine until ctx ends.
+// run drives the engine until ctx ends. It blocks between steps (no
+// spinning): the alarm wakes it within tens of microseconds of each due
+// time, and arrivals wake it at once.
 func (d *driver) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	var next time.Time
+	var next, armed time.Time
 	for {
 		now := time.Now()
 		if !next.IsZero() && !now.Before(next) {
@@ -68,47 +65,26 @@ func (d *driver) run(ctx context.Context) {
 		if be, ok := d.eng.(*batchEngine); ok {
 			d.steps.Store(be.steps)
 		}
-		if next.IsZero() {
-			select {
-			case s := <-d.in:
-				d.add(s)
-			case <-ctx.Done():
-				return
-			}
-			continue
+		if !next.IsZero() && !next.Equal(armed) {
+			d.alarm.at(next, d.wake)
+			armed = next
 		}
-		wait := time.Until(next)
-		if wait > spinWindow || (!d.precise && wait > 0) {
-			if d.precise {
-				wait -= spinWindow
-			}
-			timer.Reset(wait)
-			select {
-			case s := <-d.in:
-				d.add(s)
-				if !timer.Stop() {
-					<-timer.C
+		select {
+		case s := <-d.in:
+			d.eng.add(s)
+			// take every arrival already queued before stepping, so a burst
+			// costs one pass
+			for drained := false; !drained; {
+				select {
+				case s := <-d.in:
+					d.eng.add(s)
+				default:
+					drained = true
 				}
-			case <-timer.C:
-			case <-ctx.Done():
-				return
 			}
-			continue
-		}
-		// The last stretch: poll arrivals without yielding. Yielding would
-		// queue the driver behind every runnable writer and make it late by
-		// milliseconds under load; holding the core for at most spinWindow
-		// per step does not.
-	spin:
-		for time.Now().Before(next) {
-			select {
-			case s := <-d.in:
-				d.add(s)
-				break spin
-			case <-ctx.Done():
-				return
-			default:
-			}
+		case <-d.wake:
+		case <-ctx.Done():
+			return
 		}
 	}
 }
