@@ -39,6 +39,8 @@ type Stats struct {
 	// PromptTokens and CachedTokens sum the prompt tokens of admitted
 	// requests and those of them served from a prefix cache.
 	PromptTokens, CachedTokens int64
+	// Embeds and Reranks count embedding and rerank requests received.
+	Embeds, Reranks int64
 	// Steps counts engine steps (continuous batching only).
 	Steps int64
 	// LagP99 is the 99th percentile (bucket upper bound) of how late the
@@ -74,6 +76,7 @@ type Server struct {
 	nextID   atomic.Uint64
 
 	requests, completed, cancelled, rejected, faultCount, active, tokensSent atomic.Int64
+	embeds, reranks                                                          atomic.Int64
 }
 
 // New validates cfg, loads the token counter, starts one scheduler
@@ -132,6 +135,11 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	s.mux.HandleFunc("POST /api/embed", s.handleOllamaEmbed)
+	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
+		s.mux.HandleFunc("POST "+p, s.handleRerank)
+	}
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s, nil
 }
@@ -179,6 +187,8 @@ func (s *Server) Stats() Stats {
 		TokensSent:       s.tokensSent.Load(),
 		PromptTokens:     s.metrics.prefixQueries.Load(),
 		CachedTokens:     s.metrics.prefixHits.Load(),
+		Embeds:           s.embeds.Load(),
+		Reranks:          s.reranks.Load(),
 		Steps:            s.steps(),
 		LagP99:           s.lagP99(),
 		FirstTokenLagP99: s.metrics.firstWriteLag.quantile(0.99),
@@ -227,7 +237,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	writeAPIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "",
-		fmt.Sprintf("llmsim (a simulator) serves POST /v1/chat/completions and GET /v1/models, not %s %s", r.Method, r.URL.Path))
+		fmt.Sprintf("llmsim (a simulator) serves POST /v1/chat/completions, POST /v1/embeddings, POST /api/embed, POST /rerank (also /v1/rerank, /v2/rerank), GET /v1/models and GET /metrics, not %s %s", r.Method, r.URL.Path))
 }
 
 // authorized reports whether r carries the configured key (always true when
