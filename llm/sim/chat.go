@@ -175,7 +175,12 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			answer, finish = *limit, "length"
 		}
 	}
-	sq := newSeq(arrival, len(ids), blocks, s.cfg.ReasoningTokens, answer)
+	// The engine's clock starts once the prompt is tokenized: tiktoken takes
+	// about 2 µs per token here (20 ms for 8k), and a sequence handed over
+	// after the engine moved past its arrival could not be scheduled at its
+	// modelled time. Clients see the tokenizer's time on top of the model's
+	// (repeated message contents are memoised).
+	sq := newSeq(time.Now(), len(ids), blocks, s.cfg.ReasoningTokens, answer)
 	replica := s.route(blocks)
 	sq.replica = replica
 	d := s.drivers[replica]

@@ -56,6 +56,17 @@ func (d *driver) publish() {
 func (d *driver) run(ctx context.Context) {
 	var next, armed time.Time
 	for {
+		// take every arrival already handed over before stepping: a step
+		// planned without them would admit them a step late, or later if
+		// the driver woke late
+		for drained := false; !drained; {
+			select {
+			case s := <-d.in:
+				d.eng.add(s)
+			default:
+				drained = true
+			}
+		}
 		now := time.Now()
 		if !next.IsZero() && !now.Before(next) {
 			d.lag.observe(now.Sub(next).Seconds())
@@ -72,16 +83,6 @@ func (d *driver) run(ctx context.Context) {
 		select {
 		case s := <-d.in:
 			d.eng.add(s)
-			// take every arrival already queued before stepping, so a burst
-			// costs one pass
-			for drained := false; !drained; {
-				select {
-				case s := <-d.in:
-					d.eng.add(s)
-				default:
-					drained = true
-				}
-			}
 		case <-d.wake:
 		case <-ctx.Done():
 			return
