@@ -56,3 +56,12 @@ func TestBM25(t *testing.T) {
 		t.Errorf("empty query scored %v", got)
 	}
 }
+
+func BenchmarkWords(b *testing.B) {
+	text := "Prefill reads the whole prompt in one parallel pass: it is compute-bound, and its cost grows roughly " +
+		"quadratically with the number of prompt tokens because attention compares every token with every other."
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		Words(text)
+	}
+}

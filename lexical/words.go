@@ -3,6 +3,7 @@ package lexical
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Words returns the normalised words of text: lower-cased runs of letters and
@@ -19,14 +20,28 @@ func Words(text string) []string {
 		}
 	}
 	for _, r := range text {
+		if r < utf8.RuneSelf {
+			// ASCII fast path: most text is ASCII, and the unicode tables
+			// below cost several times more per character.
+			switch {
+			case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
+				b.WriteByte(byte(r))
+			case 'A' <= r && r <= 'Z':
+				b.WriteByte(byte(r) + 'a' - 'A')
+			case r == '\'':
+			default:
+				flush()
+			}
+			continue
+		}
 		switch {
 		case isIdeographic(r):
 			flush()
 			words = append(words, string(r))
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			b.WriteRune(unicode.ToLower(r))
-		case r == '\'' || r == '’':
-			// keep contractions together: "don't" → "dont"
+		case r == '’':
+			// keep contractions together: "don’t" → "dont"
 		default:
 			flush()
 		}

@@ -136,3 +136,65 @@ func BenchmarkExtractive(b *testing.B) {
 		}
 	})
 }
+
+// anthropicBenchStream is a Messages API stream of n text deltas, shaped
+// like api.anthropic.com's.
+func anthropicBenchStream(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01XFDUDYJgAACzvnptvVoYEL\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"model\":\"claude-sonnet-4-5-20250929\",\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":42,\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":1800,\"output_tokens\":1}}}\n\n")
+	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\" token%d\"}}\n\n", i)
+	}
+	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+	fmt.Fprintf(&b, "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":%d}}\n\n", n)
+	b.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	return b.Bytes()
+}
+
+// ollamaBenchStream is an /api/chat NDJSON stream of n content chunks.
+func ollamaBenchStream(n int) []byte {
+	var b bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&b, "{\"model\":\"qwen3:8b\",\"created_at\":\"2025-11-29T10:00:00.%06dZ\",\"message\":{\"role\":\"assistant\",\"content\":\" token%d\"},\"done\":false}\n", i, i)
+	}
+	fmt.Fprintf(&b, "{\"model\":\"qwen3:8b\",\"created_at\":\"2025-11-29T10:00:01Z\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done_reason\":\"stop\",\"done\":true,\"total_duration\":1532000000,\"load_duration\":1204500,\"prompt_eval_count\":412,\"prompt_eval_duration\":96250000,\"eval_count\":%d,\"eval_duration\":220000000}\n", n)
+	return b.Bytes()
+}
+
+// BenchmarkStreamParse measures each provider's parser per streamed chunk:
+// framing, JSON decoding, timing and the emit call (compare with
+// BenchmarkOpenAIStreamParse, the same for OpenAI's format).
+func BenchmarkStreamParse(b *testing.B) {
+	const chunks = 1000
+	cases := []struct {
+		name   string
+		stream []byte
+		parser func(*pipeline.Generation, func(pipeline.Delta) error) stream
+	}{
+		{"openai", benchStream(chunks), openaiDialect{}.newStream2},
+		{"anthropic", anthropicBenchStream(chunks), anthropicDialect{}.newStream2},
+		{"ollama", ollamaBenchStream(chunks), ollamaDialect{}.newStream2},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			emit := func(pipeline.Delta) error { return nil }
+			b.SetBytes(int64(len(c.stream)))
+			b.ReportAllocs()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			b.ResetTimer()
+			for b.Loop() {
+				var gen pipeline.Generation
+				if err := c.parser(&gen, emit).run(bytes.NewReader(c.stream)); err != nil || gen.Chunks != chunks {
+					b.Fatalf("run: %v, %d chunks", err, gen.Chunks)
+				}
+			}
+			b.StopTimer()
+			runtime.ReadMemStats(&ms1)
+			total := float64(b.N) * chunks
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/total, "ns/chunk")
+			b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/total, "allocs/chunk")
+		})
+	}
+}

@@ -2,9 +2,12 @@ package llm
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -30,7 +33,7 @@ const (
 	CodeTimeout = "llm_timeout"
 	// CodeConnect: no connection could be made (refused, DNS, TLS, proxy).
 	CodeConnect = "llm_connect"
-	// CodeBadStream: the response was not a well-formed OpenAI event stream,
+	// CodeBadStream: the response was not a well-formed stream of the provider's format,
 	// or it carried an error object mid-stream.
 	CodeBadStream = "llm_bad_stream"
 	// CodeBadRequest: the provider rejected the request itself (another 4xx,
@@ -40,10 +43,6 @@ const (
 	// context.Canceled.
 	CodeCancelled = "llm_cancelled"
 )
-
-// errIdleTimeout is the cancellation cause set when the upstream stays silent
-// for longer than OpenAIConfig.Timeout.
-var errIdleTimeout = fmt.Errorf("no data from the model within the configured timeout: %w", context.DeadlineExceeded)
 
 // maxErrorBody bounds how much of an upstream error body is read.
 const maxErrorBody = 4 << 10
@@ -193,9 +192,9 @@ func (ue upstreamError) mentionsMissingModel() bool {
 }
 
 // statusError classifies an HTTP error response.
-func (o *OpenAI) statusError(gen *pipeline.Generation, status int, header map[string][]string, body []byte, model string) *pipeline.Error {
+func (c *client) statusError(gen *pipeline.Generation, status int, header map[string][]string, body []byte, model string) *pipeline.Error {
 	ue := parseUpstreamError(body)
-	detail := o.scrubber.scrub(truncate(ue.Message, 300))
+	detail := c.scrubber.scrub(truncate(ue.Message, 300))
 	if detail == "" {
 		detail = "(no error message)"
 	}
@@ -204,22 +203,25 @@ func (o *OpenAI) statusError(gen *pipeline.Generation, status int, header map[st
 		Status:    status,
 		RequestID: gen.RequestID,
 	}
-	host := o.redactedBase
+	host := c.redactedBase
 	switch {
 	case status == 401 || status == 403:
 		e.Code = CodeAuth
 		e.Message = fmt.Sprintf("the model provider at %s rejected the API key (HTTP %d): %s", host, status, detail)
-		if o.keySet {
-			e.Hint = "check that RAGTIME_LLM_API_KEY is set, has no whitespace or newline, and is a key for this provider"
+		if c.key != "" {
+			e.Hint = fmt.Sprintf("check that %s holds the key itself (no quotes, whitespace or newline) and that it is a key for this provider", c.keyEnv)
+			if other := keyProvider(c.key); other != "" && other != c.d.provider() {
+				e.Hint += fmt.Sprintf("; it looks like an %s key, but --llm-provider is %s", other, c.d.provider())
+			}
 		} else {
-			e.Hint = "RAGTIME_LLM_API_KEY is not set; set it to this provider's API key"
+			e.Hint = fmt.Sprintf("%s is not set; set it to this provider's API key (or name another variable with --llm-api-key-env)", c.keyEnv)
 		}
 	case status == 404 || ue.mentionsMissingModel():
 		e.Code = CodeModelNotFound
 		e.Message = fmt.Sprintf("the model provider at %s does not serve model %q (HTTP %d): %s", host, model, status, detail)
-		e.Hint = fmt.Sprintf("check --llm-model (now %q) against the provider's model list", model)
+		e.Hint = fmt.Sprintf("check --llm-model (now %q) against the provider's model list: `ragtime doctor` lists it", model)
 		if status == 404 && !ue.mentionsMissingModel() {
-			e.Message = fmt.Sprintf("%s/chat/completions or model %q was not found (HTTP 404): %s", host, model, detail)
+			e.Message = fmt.Sprintf("%s%s or model %q was not found (HTTP 404): %s", host, c.d.chatPath(), model, detail)
 			e.Hint += "; if the path is wrong, check --llm-base-url (OpenAI-compatible servers usually need the /v1 suffix)"
 		}
 	case status == 429:
@@ -266,31 +268,62 @@ func retryAfter(header map[string][]string) string {
 
 // transportError classifies a failure to get a response or to read the
 // stream. parent is the caller's context, call the per-call one.
-func (o *OpenAI) transportError(parent, call context.Context, gen *pipeline.Generation, err error) *pipeline.Error {
+func (c *client) transportError(parent, call context.Context, gen *pipeline.Generation, err error) *pipeline.Error {
 	if e := contextError(parent, call, gen); e != nil {
 		return e
 	}
 	stage := stageOf(gen)
-	e := &pipeline.Error{Stage: stage, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: o.scrubber.wrap(err)}
+	e := &pipeline.Error{Stage: stage, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: c.scrubber.wrap(err)}
 	var te interface{ Timeout() bool }
+	var dnsErr *net.DNSError
+	var recErr tls.RecordHeaderError
+	var certErr *tls.CertificateVerificationError
 	switch {
+	case stage == pipeline.StageLLMConnect && errors.As(err, &dnsErr):
+		e.Code = CodeConnect
+		e.Message = fmt.Sprintf("could not resolve the host of the model provider at %s: %s", c.redactedBase, c.scrubber.scrub(dnsErr.Error()))
+		e.Hint = "check the host name in --llm-base-url and this machine's DNS"
+	case stage == pipeline.StageLLMConnect && errors.As(err, &recErr):
+		e.Code = CodeConnect
+		e.Message = fmt.Sprintf("the model provider at %s answered the TLS handshake with plain HTTP", c.redactedBase)
+		e.Hint = "the server speaks http, not https: use http:// in --llm-base-url"
+	case stage == pipeline.StageLLMConnect && errors.As(err, &certErr):
+		e.Code = CodeConnect
+		e.Message = fmt.Sprintf("the TLS certificate of the model provider at %s is not trusted: %s", c.redactedBase, c.scrubber.scrub(certErr.Error()))
+		e.Hint = "check the host name in --llm-base-url; a proxy that intercepts TLS needs its CA in the system trust store (SSL_CERT_FILE)"
 	case errors.As(err, &te) && te.Timeout():
 		e.Code = CodeTimeout
-		e.Message = fmt.Sprintf("the model provider at %s did not answer in time", o.redactedBase)
+		e.Message = fmt.Sprintf("the model provider at %s did not answer in time", c.redactedBase)
 		e.Hint = "check the provider is reachable and not overloaded"
 	case stage == pipeline.StageLLMConnect:
 		e.Code = CodeConnect
-		e.Message = fmt.Sprintf("could not connect to the model provider at %s", o.redactedBase)
+		e.Message = fmt.Sprintf("could not connect to the model provider at %s", c.redactedBase)
 		e.Hint = "check --llm-base-url (host, port, http vs https) and that the server is running"
-		if p := proxyVars(); p != "" {
-			e.Hint += "; proxy variables are set (" + p + "), check the proxy is reachable or exclude this host with NO_PROXY"
+		if strings.HasPrefix(c.base, "https://") && strings.Contains(err.Error(), "server gave HTTP response") {
+			e.Hint = "the server speaks http, not https: use http:// in --llm-base-url"
 		}
 	default:
 		e.Code = CodeUnavailable
-		e.Message = fmt.Sprintf("the connection to the model provider at %s failed", o.redactedBase)
+		e.Message = fmt.Sprintf("the connection to the model provider at %s failed", c.redactedBase)
 		e.Hint = "the provider closed the connection; retry, and check its logs if it persists"
 	}
+	if e.Code == CodeConnect {
+		if p := ProxyVars(c.getenv); p != "" {
+			e.Hint += "; proxy variables are set (" + p + "): check the proxy is reachable, or exclude this host with NO_PROXY"
+		}
+	}
 	return e
+}
+
+// keyProvider guesses whose key this is from its well-known prefix.
+func keyProvider(key string) string {
+	switch {
+	case strings.HasPrefix(key, "sk-ant-"):
+		return ProviderAnthropic
+	case strings.HasPrefix(key, "sk-proj-"), strings.HasPrefix(key, "sk-svcacct-"):
+		return ProviderOpenAI
+	}
+	return ""
 }
 
 // contextError returns the error for a call ended by the caller's context or
@@ -303,19 +336,38 @@ func contextError(parent, call context.Context, gen *pipeline.Generation) *pipel
 		}
 		return &pipeline.Error{Stage: stage, Code: CodeCancelled, Message: "the request was cancelled before the model finished", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
 	}
-	if call != nil && errors.Is(context.Cause(call), errIdleTimeout) {
-		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the model sent nothing within the configured timeout", Hint: "raise --llm-timeout for slow models, or check the provider is not overloaded", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: errIdleTimeout}
+	if call == nil {
+		return nil
+	}
+	switch cause := context.Cause(call); {
+	case errors.Is(cause, errTTFTTimeout):
+		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the model sent no first token within --llm-ttft-timeout", Hint: "raise --llm-ttft-timeout for long prompts or slow models, or check the provider is not overloaded (its queue and prefill)", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
+	case errors.Is(cause, errOverallTimeout):
+		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the generation took longer than --llm-timeout", Hint: "raise --llm-timeout, or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
 	}
 	return nil
 }
 
-// proxyVars lists the proxy environment variables that are set.
-func proxyVars() string {
+// ProxyVars lists the proxy environment variables that are set, as
+// NAME=value with any password in the value masked ("" when none is set).
+// getenv nil means os.Getenv.
+func ProxyVars(getenv func(string) string) string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	var set []string
-	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"} {
-		if os.Getenv(k) != "" {
-			set = append(set, k)
+	proxied := false
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"} {
+		if v := getenv(k); v != "" {
+			if u, err := url.Parse(v); err == nil && u.User != nil {
+				v = u.Redacted()
+			}
+			set = append(set, k+"="+truncate(v, 120))
+			proxied = proxied || !strings.EqualFold(k, "NO_PROXY")
 		}
+	}
+	if !proxied {
+		return ""
 	}
 	return strings.Join(set, ", ")
 }

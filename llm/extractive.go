@@ -52,8 +52,9 @@ var questionFiller = map[string]bool{"tell": true, "explain": true, "describe": 
 // It streams word by word: every delta is one word with its following space
 // (one character for CJK text), and citation markers are deltas of their
 // own. A word counts as one token: GenerateRequest.MaxTokens (when > 0)
-// bounds the words streamed, Usage.CompletionTokens counts them and
-// Usage.PromptTokens counts the words of the sources and the question.
+// bounds the words streamed and Usage.CompletionTokens counts them;
+// Usage.PromptTokens stays 0, so the pipeline reports its own tiktoken count
+// of the assembled prompt.
 // Citation markers are not counted as words. It is safe for concurrent use.
 type Extractive struct {
 	bm25 lexical.BM25
@@ -117,10 +118,6 @@ func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest,
 		if err := emit(d); err != nil {
 			return gen, err
 		}
-	}
-	gen.Usage.PromptTokens = len(lexical.Words(req.Question))
-	for _, s := range req.Sources {
-		gen.Usage.PromptTokens += len(lexical.Words(s.Text))
 	}
 	return gen, nil
 }

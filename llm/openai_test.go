@@ -80,9 +80,9 @@ func newServer(t *testing.T, h http.Handler) *httptest.Server {
 	return srv
 }
 
-// newClient returns a generator for srv whose idle connections are closed
+// newOpenAIClient returns a generator for srv whose idle connections are closed
 // at the end of the test (before the server, cleanups run last-in first-out).
-func newClient(t *testing.T, baseURL string, mod ...func(*OpenAIConfig)) *OpenAI {
+func newOpenAIClient(t *testing.T, baseURL string, mod ...func(*OpenAIConfig)) *OpenAI {
 	t.Helper()
 	cfg := OpenAIConfig{BaseURL: baseURL, Model: "gpt-4o-mini", APIKey: testKey}
 	for _, m := range mod {
@@ -150,7 +150,7 @@ func TestOpenAIStreams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
 			srv := newServer(t, replay(t, tt.fixture))
-			g := newClient(t, srv.URL+"/v1")
+			g := newOpenAIClient(t, srv.URL+"/v1")
 			got, gen, err := collect(t, g, context.Background(), testRequest)
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
@@ -246,7 +246,7 @@ func TestOpenAIRequest(t *testing.T) {
 				got <- seen{r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("Accept"), r.Header.Get("Content-Type"), b}
 				stream(w, r)
 			}))
-			g := newClient(t, srv.URL+tt.base, func(c *OpenAIConfig) { c.APIKey = tt.key })
+			g := newOpenAIClient(t, srv.URL+tt.base, func(c *OpenAIConfig) { c.APIKey = tt.key })
 			if _, _, err := collect(t, g, context.Background(), tt.req); err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -269,7 +269,7 @@ func TestOpenAIRequest(t *testing.T) {
 
 func TestOpenAIConnectionReuse(t *testing.T) {
 	srv := newServer(t, replay(t, "basic.sse"))
-	g := newClient(t, srv.URL+"/v1")
+	g := newOpenAIClient(t, srv.URL+"/v1")
 	for i, wantReused := range []bool{false, true, true} {
 		_, gen, err := collect(t, g, context.Background(), testRequest)
 		if err != nil {
@@ -326,7 +326,7 @@ func TestOpenAIErrorStatus(t *testing.T) {
 				w.WriteHeader(tt.status)
 				_, _ = io.WriteString(w, tt.body)
 			}))
-			g := newClient(t, srv.URL+"/v1")
+			g := newOpenAIClient(t, srv.URL+"/v1")
 			got, gen, err := collect(t, g, context.Background(), testRequest)
 			pe := checkError(t, err, tt.wantCode, pipeline.StageLLMPrefill)
 			if len(got) != 0 {
@@ -407,7 +407,7 @@ func TestOpenAIBadStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newServer(t, tt.handler(t))
-			g := newClient(t, srv.URL+"/v1")
+			g := newOpenAIClient(t, srv.URL+"/v1")
 			got, _, err := collect(t, g, context.Background(), testRequest)
 			pe := checkError(t, err, CodeBadStream, tt.wantStage)
 			if len(got) != tt.wantDelta {
@@ -509,9 +509,9 @@ func TestOpenAIEmitErrorStops(t *testing.T) {
 	srv.Close()
 }
 
-func TestOpenAIIdleTimeout(t *testing.T) {
+func TestOpenAITTFTTimeout(t *testing.T) {
 	srv, gone := stallingServer(t, 1) // headers and the role chunk, then silence
-	g := newClient(t, srv.URL+"/v1", func(c *OpenAIConfig) { c.Timeout = 50 * time.Millisecond })
+	g := newOpenAIClient(t, srv.URL+"/v1", func(c *OpenAIConfig) { c.TTFTTimeout = 50 * time.Millisecond })
 	got, gen, err := collect(t, g, context.Background(), testRequest)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
@@ -525,7 +525,7 @@ func TestOpenAIIdleTimeout(t *testing.T) {
 
 func TestOpenAICallerDeadline(t *testing.T) {
 	srv, gone := stallingServer(t, 2)
-	g := newClient(t, srv.URL+"/v1")
+	g := newOpenAIClient(t, srv.URL+"/v1")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	_, _, err := collect(t, g, ctx, testRequest)
@@ -560,7 +560,7 @@ func TestOpenAIConnectError(t *testing.T) {
 			if tt.proxy != "" {
 				t.Setenv("HTTPS_PROXY", tt.proxy)
 			}
-			g := newClient(t, "http://"+addr+"/v1")
+			g := newOpenAIClient(t, "http://"+addr+"/v1")
 			_, gen, err := collect(t, g, context.Background(), testRequest)
 			pe := checkError(t, err, CodeConnect, pipeline.StageLLMConnect)
 			if !strings.Contains(pe.Hint, "--llm-base-url") {

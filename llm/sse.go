@@ -23,21 +23,142 @@ type emitError struct{ err error }
 func (e emitError) Error() string { return e.err.Error() }
 func (e emitError) Unwrap() error { return e.err }
 
+// deliverer records and emits deltas; every provider's parser uses it, so
+// FirstToken, LastToken and Chunks mean the same for all of them.
+type deliverer struct {
+	gen  *pipeline.Generation
+	emit func(pipeline.Delta) error
+}
+
+// deliver records and emits one non-empty delta.
+func (d deliverer) deliver(delta pipeline.Delta) error {
+	if d.gen.FirstToken.IsZero() {
+		d.gen.FirstToken = delta.At
+	}
+	d.gen.LastToken = delta.At
+	d.gen.Chunks++
+	if err := d.emit(delta); err != nil {
+		return emitError{err}
+	}
+	return nil
+}
+
+// setTiming stores a server-reported duration in milliseconds.
+func setTiming(gen *pipeline.Generation, key string, ms float64) {
+	if gen.ServerTimings == nil {
+		gen.ServerTimings = make(map[string]float64, 4)
+	}
+	gen.ServerTimings[key] = ms
+}
+
+// sseFramer splits a text/event-stream into events (the WHATWG framing:
+// data lines joined with newlines, event names, comments ignored) and hands
+// each to handle with the time its first data line was read. Handwritten
+// because the framing is twenty lines and the timing of each event must be
+// taken the moment its line is read.
+type sseFramer struct {
+	// handle is called per event; stop ends the stream successfully.
+	handle func(event string, data []byte, at time.Time) (stop bool, err error)
+	// tooLong builds the error for a line over maxLine.
+	tooLong func() error
+
+	data   []byte
+	dataAt time.Time
+	event  string
+}
+
+var (
+	fieldData  = []byte("data")
+	fieldEvent = []byte("event")
+	doneMarker = []byte("[DONE]")
+)
+
+// run reads body until handle stops, the body ends or an error.
+func (f *sseFramer) run(body io.Reader) (stopped bool, err error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 0, 16<<10), maxLine)
+	for sc.Scan() {
+		stop, err := f.line(sc.Bytes())
+		if err != nil || stop {
+			return stop, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return false, f.tooLong()
+		}
+		return false, err
+	}
+	// A last event without its blank line still counts.
+	return f.dispatch()
+}
+
+// line handles one line of the event stream (without its line ending).
+func (f *sseFramer) line(l []byte) (bool, error) {
+	if len(l) == 0 {
+		return f.dispatch()
+	}
+	if l[0] == ':' {
+		return false, nil // comment or keep-alive
+	}
+	field, value := l, []byte(nil)
+	if i := bytes.IndexByte(l, ':'); i >= 0 {
+		field, value = l[:i], l[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	switch {
+	case bytes.Equal(field, fieldData):
+		if len(f.data) == 0 {
+			f.dataAt = time.Now()
+		} else {
+			f.data = append(f.data, '\n')
+		}
+		f.data = append(f.data, value...)
+	case bytes.Equal(field, fieldEvent):
+		f.event = eventName(value)
+	}
+	return false, nil
+}
+
+// eventName returns the event name as a string, without allocating for the
+// names providers send with every chunk.
+func eventName(b []byte) string {
+	switch string(b) { // the compiler does not allocate for this conversion
+	case "content_block_delta":
+		return "content_block_delta"
+	case "message":
+		return "message"
+	case "error":
+		return "error"
+	case "ping":
+		return "ping"
+	}
+	return string(b)
+}
+
+// dispatch hands the event read so far to handle.
+func (f *sseFramer) dispatch() (bool, error) {
+	data, event, at := f.data, f.event, f.dataAt
+	f.data, f.event = f.data[:0], ""
+	if len(data) == 0 {
+		return false, nil
+	}
+	return f.handle(event, data, at)
+}
+
 // streamReader parses an OpenAI chat completions event stream
 // (text/event-stream of chat.completion.chunk objects) and fills gen.
 type streamReader struct {
 	gen      *pipeline.Generation
 	emit     func(pipeline.Delta) error
 	scrubber secretScrubber
-	// onRead, when set, is called after every line read (the idle timer).
-	onRead func()
 
 	dec      chunkDecoder
-	data     []byte    // data of the event being read
-	dataAt   time.Time // when its first data line was read
-	event    string    // its event name
-	done     bool      // data: [DONE] was seen
-	finished bool      // a finish_reason was seen
+	framer   sseFramer
+	done     bool // data: [DONE] was seen
+	finished bool // a finish_reason was seen
 }
 
 // streamChunk is the part of a chat.completion.chunk the reader uses.
@@ -46,14 +167,20 @@ type streamChunk struct {
 	Choices []streamChoice  `json:"choices"`
 	Usage   *wireUsage      `json:"usage"`
 	Error   json.RawMessage `json:"error"`
-	Timings *serverTimings  `json:"timings"`
+	// Timings is llama.cpp's, Metrics vLLM's per-request figures, XGroq
+	// Groq's envelope (its usage carries queue_time and prompt_time).
+	Timings *serverTimings `json:"timings"`
+	Metrics *vllmMetrics   `json:"metrics"`
+	XGroq   *struct {
+		Usage *wireUsage `json:"usage"`
+	} `json:"x_groq"`
 }
 
 type streamChoice struct {
 	Delta struct {
 		Content flexString `json:"content"`
-		// ReasoningContent is DeepSeek's and vLLM's field, Reasoning
-		// OpenRouter's and Ollama's.
+		// ReasoningContent is DeepSeek's (and older vLLM's) field,
+		// Reasoning vLLM's, OpenRouter's and Ollama's /v1.
 		ReasoningContent flexString `json:"reasoning_content"`
 		Reasoning        flexString `json:"reasoning"`
 	} `json:"delta"`
@@ -69,13 +196,30 @@ type wireUsage struct {
 	CompletionTokensDetails *struct {
 		ReasoningTokens int `json:"reasoning_tokens"`
 	} `json:"completion_tokens_details"`
+	// Groq's server timings, in seconds.
+	QueueTime  *float64 `json:"queue_time"`
+	PromptTime *float64 `json:"prompt_time"`
 }
 
 // serverTimings is llama.cpp's per-request timings object.
 type serverTimings struct {
+	CacheN      *int     `json:"cache_n"`
+	PromptN     *int     `json:"prompt_n"`
 	PromptMS    *float64 `json:"prompt_ms"`
 	PredictedMS *float64 `json:"predicted_ms"`
 	QueueMS     *float64 `json:"queue_ms"`
+}
+
+// vllmMetrics is vLLM's per-request metrics object, in the shapes it has
+// taken: milliseconds (queue_time_ms, time_to_first_token_ms) and seconds
+// (time_in_queue, prefill_time, decode_time, as the ragtime simulator
+// sends).
+type vllmMetrics struct {
+	QueueTimeMS        *float64 `json:"queue_time_ms"`
+	TimeToFirstTokenMS *float64 `json:"time_to_first_token_ms"`
+	TimeInQueue        *float64 `json:"time_in_queue"`
+	PrefillTime        *float64 `json:"prefill_time"`
+	DecodeTime         *float64 `json:"decode_time"`
 }
 
 // flexString decodes a JSON string and ignores any other JSON value, so a
@@ -100,37 +244,15 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-var (
-	fieldData  = []byte("data")
-	fieldEvent = []byte("event")
-	doneMarker = []byte("[DONE]")
-)
-
 // run reads the stream until [DONE], the end of the body, or an error. It
 // returns emitError for emit failures, *pipeline.Error for malformed streams
 // and the read error otherwise.
 func (s *streamReader) run(body io.Reader) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 16<<10), maxLine)
-	for sc.Scan() {
-		if s.onRead != nil {
-			s.onRead()
-		}
-		if err := s.line(sc.Bytes()); err != nil {
-			return err
-		}
-		if s.done {
-			return nil
-		}
+	s.framer.handle = s.dispatch
+	s.framer.tooLong = func() error {
+		return s.badStream(fmt.Sprintf("an event-stream line is longer than %d bytes", maxLine), nil)
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return s.badStream(fmt.Sprintf("an event-stream line is longer than %d bytes", maxLine), nil)
-		}
-		return err
-	}
-	// A last event without its blank line still counts.
-	if err := s.dispatch(); err != nil {
+	if _, err := s.framer.run(body); err != nil {
 		return err
 	}
 	if !s.done && !s.finished {
@@ -139,72 +261,38 @@ func (s *streamReader) run(body io.Reader) error {
 	return nil
 }
 
-// line handles one line of the event stream (without its line ending).
-func (s *streamReader) line(l []byte) error {
-	if len(l) == 0 {
-		return s.dispatch()
-	}
-	if l[0] == ':' {
-		return nil // comment or keep-alive
-	}
-	field, value := l, []byte(nil)
-	if i := bytes.IndexByte(l, ':'); i >= 0 {
-		field, value = l[:i], l[i+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
-	switch {
-	case bytes.Equal(field, fieldData):
-		if len(s.data) == 0 {
-			s.dataAt = time.Now()
-		} else {
-			s.data = append(s.data, '\n')
-		}
-		s.data = append(s.data, value...)
-	case bytes.Equal(field, fieldEvent):
-		s.event = string(value)
-	}
-	return nil
-}
-
-// dispatch handles the event read so far.
-func (s *streamReader) dispatch() error {
-	data, event, at := s.data, s.event, s.dataAt
-	s.data, s.event = s.data[:0], ""
-	if len(data) == 0 {
-		return nil
-	}
+// dispatch handles one event.
+func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, error) {
 	if bytes.Equal(data, doneMarker) {
 		s.done = true
-		return nil
+		return true, nil
 	}
 	if event == "error" {
-		return s.badStream("the model provider sent an error event mid-stream: "+s.errorText(data), nil)
+		return false, s.badStream("the model provider sent an error event mid-stream: "+s.errorText(data), nil)
 	}
 	var c streamChunk
 	if err := s.dec.decode(data, &c); err != nil {
-		return s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), err)
+		return false, s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), err)
 	}
 	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		return s.badStream("the model provider reported an error mid-stream: "+s.errorText(data), nil)
+		return false, s.badStream("the model provider reported an error mid-stream: "+s.errorText(data), nil)
 	}
 	if c.Usage != nil {
-		u := pipeline.Usage{PromptTokens: c.Usage.PromptTokens, CompletionTokens: c.Usage.CompletionTokens}
-		if c.Usage.PromptTokensDetails != nil {
-			u.CachedTokens = c.Usage.PromptTokensDetails.CachedTokens
-		}
-		if c.Usage.CompletionTokensDetails != nil {
-			u.ReasoningTokens = c.Usage.CompletionTokensDetails.ReasoningTokens
-		}
-		s.gen.Usage = u
+		s.usage(c.Usage)
+	}
+	if c.XGroq != nil && c.XGroq.Usage != nil {
+		s.usage(c.XGroq.Usage)
+	}
+	if c.Metrics != nil {
+		s.metrics(c.Metrics)
 	}
 	if c.Timings != nil {
 		s.serverTimings(c.Timings)
 	}
-	if c.Choices == nil && c.Usage == nil && c.Timings == nil {
-		return s.badStream(fmt.Sprintf("a stream chunk has no choices; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), nil)
+	if c.Choices == nil && c.Usage == nil && c.Timings == nil && c.Metrics == nil && c.XGroq == nil {
+		return false, s.badStream(fmt.Sprintf("a stream chunk has no choices; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), nil)
 	}
+	d := deliverer{s.gen, s.emit}
 	for i := range c.Choices {
 		ch := &c.Choices[i]
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
@@ -215,49 +303,86 @@ func (s *streamReader) dispatch() error {
 			r = ch.Delta.Reasoning
 		}
 		if r != "" {
-			if err := s.deliver(pipeline.Delta{Text: string(r), Reasoning: true, At: at}); err != nil {
-				return err
+			if err := d.deliver(pipeline.Delta{Text: string(r), Reasoning: true, At: at}); err != nil {
+				return false, err
 			}
 		}
 		if ch.Delta.Content != "" {
-			if err := s.deliver(pipeline.Delta{Text: string(ch.Delta.Content), At: at}); err != nil {
-				return err
+			if err := d.deliver(pipeline.Delta{Text: string(ch.Delta.Content), At: at}); err != nil {
+				return false, err
 			}
 		}
 	}
-	return nil
+	return false, nil
 }
 
-// deliver records and emits one non-empty delta.
-func (s *streamReader) deliver(d pipeline.Delta) error {
-	if s.gen.FirstToken.IsZero() {
-		s.gen.FirstToken = d.At
+// usage reads a usage object, keeping a cached-token count llama.cpp's
+// timings may already have given.
+func (s *streamReader) usage(w *wireUsage) {
+	u := pipeline.Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, CachedTokens: s.gen.Usage.CachedTokens}
+	if w.PromptTokensDetails != nil {
+		u.CachedTokens = w.PromptTokensDetails.CachedTokens
 	}
-	s.gen.LastToken = d.At
-	s.gen.Chunks++
-	if err := s.emit(d); err != nil {
-		return emitError{err}
+	if w.CompletionTokensDetails != nil {
+		u.ReasoningTokens = w.CompletionTokensDetails.ReasoningTokens
 	}
-	return nil
+	if u.PromptTokens != 0 || u.CompletionTokens != 0 || s.gen.Usage.PromptTokens == 0 {
+		s.gen.Usage = u
+	}
+	if w.QueueTime != nil {
+		setTiming(s.gen, pipeline.ServerQueueMs, *w.QueueTime*1000)
+	}
+	if w.PromptTime != nil {
+		setTiming(s.gen, pipeline.ServerPrefillMs, *w.PromptTime*1000)
+	}
+}
+
+func (s *streamReader) metrics(m *vllmMetrics) {
+	if m.TimeInQueue != nil {
+		setTiming(s.gen, pipeline.ServerQueueMs, *m.TimeInQueue*1000)
+	}
+	if m.PrefillTime != nil {
+		setTiming(s.gen, pipeline.ServerPrefillMs, *m.PrefillTime*1000)
+	}
+	if m.DecodeTime != nil {
+		setTiming(s.gen, pipeline.ServerDecodeMs, *m.DecodeTime*1000)
+	}
+	if m.QueueTimeMS != nil {
+		setTiming(s.gen, pipeline.ServerQueueMs, *m.QueueTimeMS)
+	}
+	if m.TimeToFirstTokenMS != nil {
+		// vLLM's time to first token counts from arrival: the queue is
+		// part of it.
+		p := *m.TimeToFirstTokenMS
+		if m.QueueTimeMS != nil {
+			p -= *m.QueueTimeMS
+		}
+		setTiming(s.gen, pipeline.ServerPrefillMs, max(p, 0))
+	}
 }
 
 func (s *streamReader) serverTimings(t *serverTimings) {
-	if s.gen.ServerTimings == nil {
-		s.gen.ServerTimings = make(map[string]float64, 3)
-	}
 	if t.PromptMS != nil {
-		s.gen.ServerTimings["server_prefill_ms"] = *t.PromptMS
+		setTiming(s.gen, pipeline.ServerPrefillMs, *t.PromptMS)
 	}
 	if t.PredictedMS != nil {
-		s.gen.ServerTimings["server_decode_ms"] = *t.PredictedMS
+		setTiming(s.gen, pipeline.ServerDecodeMs, *t.PredictedMS)
 	}
 	if t.QueueMS != nil {
-		s.gen.ServerTimings["server_queue_ms"] = *t.QueueMS
+		setTiming(s.gen, pipeline.ServerQueueMs, *t.QueueMS)
+	}
+	if t.CacheN != nil && s.gen.Usage.CachedTokens == 0 {
+		s.gen.Usage.CachedTokens = *t.CacheN
+	}
+	if t.PromptN != nil && s.gen.Usage.PromptTokens == 0 {
+		s.gen.Usage.PromptTokens = *t.PromptN + s.gen.Usage.CachedTokens
 	}
 }
 
 // errorText renders an error payload found in the stream, scrubbed.
-func (s *streamReader) errorText(data []byte) string {
+func (s *streamReader) errorText(data []byte) string { return errorText(s.scrubber, data) }
+
+func errorText(sc secretScrubber, data []byte) string {
 	var env struct {
 		Error json.RawMessage `json:"error"`
 	}
@@ -267,6 +392,8 @@ func (s *streamReader) errorText(data []byte) string {
 		msg = ue.Message
 		if ue.Code != "" {
 			msg = ue.Code + ": " + msg
+		} else if ue.Type != "" {
+			msg = ue.Type + ": " + msg
 		}
 	} else {
 		msg = parseUpstreamError(data).Message
@@ -274,19 +401,23 @@ func (s *streamReader) errorText(data []byte) string {
 	if msg == "" {
 		msg = string(data)
 	}
-	return s.scrubber.scrub(truncate(msg, 300))
+	return sc.scrub(truncate(msg, 300))
 }
 
 // badStream builds the llm_bad_stream error for the current position.
 func (s *streamReader) badStream(msg string, cause error) *pipeline.Error {
+	return badStream(s.gen, s.scrubber, "an OpenAI chat completions stream", msg, cause)
+}
+
+func badStream(gen *pipeline.Generation, sc secretScrubber, format, msg string, cause error) *pipeline.Error {
 	return &pipeline.Error{
-		Stage:     stageOf(s.gen),
+		Stage:     stageOf(gen),
 		Code:      CodeBadStream,
 		Message:   msg,
-		Hint:      "the server at --llm-base-url did not send a valid OpenAI chat completions stream; check it is OpenAI-compatible and look at its logs",
-		Status:    s.gen.UpstreamStatus,
-		RequestID: s.gen.RequestID,
-		Err:       s.scrubber.wrap(cause),
+		Hint:      "the server at --llm-base-url did not send a valid " + format + "; check --llm-provider matches the server and look at its logs",
+		Status:    gen.UpstreamStatus,
+		RequestID: gen.RequestID,
+		Err:       sc.wrap(cause),
 	}
 }
 

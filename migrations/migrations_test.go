@@ -73,7 +73,7 @@ func TestUpDownUp(t *testing.T) {
 		}
 		return names
 	}
-	want := "queries,query_stages,ttft_breakdown"
+	want := "queries,query_stages,sweep_results,sweeps,ttft_breakdown"
 
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)

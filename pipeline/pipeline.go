@@ -124,6 +124,15 @@ func (p *Pipeline) start(req Request) *query {
 	return &query{p: p, req: req, id: uuid.NewString(), t0: time.Now(), spans: make([]Span, 0, 8)}
 }
 
+// budget is the context budget of this query: the request's override, or
+// the configured one.
+func (q *query) budget() int {
+	if q.req.MaxContextTokens > 0 {
+		return q.req.MaxContextTokens
+	}
+	return q.p.cfg.MaxContextTokens
+}
+
 // ms converts a clock reading to milliseconds since t0, µs resolution.
 func (q *query) ms(at time.Time) float64 { return roundMs(at.Sub(q.t0)) }
 
@@ -154,8 +163,9 @@ func (q *query) run(ctx context.Context, out Stream) Record {
 		model = q.req.Model
 	}
 	meta := Meta{QueryID: q.id, Model: model, Provider: cfg.Provider, TopK: q.req.TopK,
-		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, Embedder: cfg.EmbedderName,
-		Store: cfg.StoreName, Reranker: cfg.RerankerName}
+		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
+		Embedder: cfg.EmbedderName,
+		Store:    cfg.StoreName, Reranker: cfg.RerankerName}
 	if err := out.Meta(meta); err != nil {
 		return q.finish(out, model, clientGone(err))
 	}
@@ -286,6 +296,11 @@ func (q *query) emit(out Stream, d Delta) error {
 	}
 	q.deltaAt = append(q.deltaAt, d.At)
 	if d.Reasoning && q.p.cfg.HideReasoning {
+		// Not forwarded, still timed: first_token_ms is when the hidden
+		// reasoning would have been flushed.
+		if q.firstAt.IsZero() {
+			q.firstAt = time.Now()
+		}
 		return nil
 	}
 	if err := out.Delta(d); err != nil {
@@ -318,6 +333,9 @@ func (q *query) generationSpans(out Stream) error {
 		"dns_ms":     roundMs(g.Conn.DNS),
 		"connect_ms": roundMs(g.Conn.Connect),
 		"tls_ms":     roundMs(g.Conn.TLS),
+	}
+	if g.Retries > 0 {
+		connAttrs["retries"] = g.Retries
 	}
 	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs); err != nil {
 		return err
@@ -380,7 +398,8 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
-		MaxTokens: q.req.MaxTokens, Model: model, Provider: cfg.Provider, Status: StatusOK,
+		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
+		Model: model, Provider: cfg.Provider, Status: StatusOK,
 		Usage: q.gen.Usage, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
 	}
 	if q.gen.Model != "" {
@@ -394,6 +413,13 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	if !q.gen.GotConn.IsZero() {
 		reused := q.gen.Conn.Reused
 		rec.ConnReused = &reused
+	}
+	for key, dst := range map[string]**float64{
+		ServerQueueMs: &rec.ServerQueueMs, ServerPrefillMs: &rec.ServerPrefillMs, ServerLoadMs: &rec.ServerLoadMs,
+	} {
+		if v, ok := q.gen.ServerTimings[key]; ok {
+			*dst = &v
+		}
 	}
 	for _, s := range q.spans {
 		switch s.Name {
@@ -500,7 +526,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 	cfg := q.p.cfg
 	var parts promptParts
 	blocks := make([]string, 0, len(hits))
-	budget := cfg.MaxContextTokens
+	budget := q.budget()
 	for i, h := range hits {
 		block := sourceBlock(len(blocks)+1, h.Title, h.Text)
 		n := cfg.Counter.Count(block)

@@ -299,6 +299,9 @@ func TestHideReasoningStillTimesIt(t *testing.T) {
 	if rec.Stages[len(rec.Stages)-1].Attrs["chunks"] != 2 {
 		t.Errorf("decode attrs %v", rec.Stages[len(rec.Stages)-1].Attrs)
 	}
+	if rec.FirstTokenMs == nil || rec.TTFTMs == nil || *rec.FirstTokenMs > *rec.TTFTMs {
+		t.Errorf("first_token_ms %v, ttft_ms %v: the hidden reasoning must still be timed, first", rec.FirstTokenMs, rec.TTFTMs)
+	}
 }
 
 func TestStoreQuestionFalseKeepsOnlyHash(t *testing.T) {
@@ -354,5 +357,33 @@ func TestNormalize(t *testing.T) {
 	_ = r.Normalize(0)
 	if r.RerankTopN != 2 || r.MaxTokens != DefaultMaxTokens {
 		t.Errorf("defaults: %+v", r)
+	}
+}
+
+func TestRequestBudgetAndSweepID(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, recorder := newTestPipeline(t, gen, func(c *Config) { c.MaxContextTokens = 100 })
+	req := request(t, "q", 5, 0)
+	req.MaxContextTokens, req.SweepID = 12, "6f1c1a8e-0b0a-4a57-9a57-1d0f2a3b4c5d"
+	if err := req.Normalize(DefaultMaxQuestion); err != nil {
+		t.Fatal(err)
+	}
+	rec := p.Run(context.Background(), req, &recStream{})
+	if len(gen.got.Sources) != 2 || rec.MaxContextTokens != 12 || rec.SweepID != req.SweepID || recorder.recs[0].SweepID != req.SweepID {
+		t.Errorf("sources %d, budget %d, sweep %q", len(gen.got.Sources), rec.MaxContextTokens, rec.SweepID)
+	}
+	// Without an override the configured budget applies and is recorded.
+	rec = p.Run(context.Background(), request(t, "q", 5, 0), &recStream{})
+	if len(gen.got.Sources) != 5 || rec.MaxContextTokens != 100 || rec.SweepID != "" {
+		t.Errorf("sources %d, budget %d, sweep %q", len(gen.got.Sources), rec.MaxContextTokens, rec.SweepID)
+	}
+	for _, bad := range []Request{
+		{Question: "q", TopK: 1, MaxTokens: 1, MaxContextTokens: -1},
+		{Question: "q", TopK: 1, MaxTokens: 1, SweepID: "sweep-1"},
+	} {
+		var ve *ValidationError
+		if err := bad.Normalize(DefaultMaxQuestion); !errors.As(err, &ve) {
+			t.Errorf("Normalize(%+v) = %v, want a ValidationError", bad, err)
+		}
 	}
 }

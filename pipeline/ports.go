@@ -161,6 +161,9 @@ type Generation struct {
 	UpstreamStatus int
 	// RequestID is the upstream's request id, when it sent one.
 	RequestID string
+	// Retries counts the attempts made before the one that answered (or
+	// failed last); their time, backoff included, is part of llm_connect.
+	Retries int
 }
 
 // ConnInfo describes the connection an LLM call used.
@@ -177,6 +180,9 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	CachedTokens     int `json:"cached_tokens"`
 	ReasoningTokens  int `json:"reasoning_tokens"`
+	// CacheCreationTokens are prompt tokens written to the provider's
+	// prefix cache (Anthropic's cache_creation_input_tokens).
+	CacheCreationTokens int `json:"cache_creation_tokens,omitempty"`
 }
 
 // Source is a chunk as it is shown to the client, with its rank in the
@@ -199,7 +205,9 @@ type Meta struct {
 	TopK       int    `json:"top_k"`
 	RerankTopN int    `json:"rerank_top_n"`
 	MaxTokens  int    `json:"max_tokens"`
-	Embedder   string `json:"embedder"`
-	Store      string `json:"store"`
-	Reranker   string `json:"reranker"`
+	// MaxContextTokens is the token budget for the retrieved context.
+	MaxContextTokens int    `json:"max_context_tokens"`
+	Embedder         string `json:"embedder"`
+	Store            string `json:"store"`
+	Reranker         string `json:"reranker"`
 }

@@ -14,6 +14,15 @@ const (
 	StageLLMDecode  = "llm_decode"
 )
 
+// Keys of Generation.ServerTimings and of the llm_prefill attrs, for the
+// timings a model server reports about itself, in milliseconds.
+const (
+	ServerQueueMs   = "server_queue_ms"
+	ServerPrefillMs = "server_prefill_ms"
+	ServerLoadMs    = "server_load_ms"
+	ServerDecodeMs  = "server_decode_ms"
+)
+
 // Query statuses as stored.
 const (
 	StatusOK        = "ok"
@@ -43,11 +52,16 @@ type Record struct {
 	TopK           int    `json:"top_k"`
 	RerankTopN     int    `json:"rerank_top_n"`
 	MaxTokens      int    `json:"max_tokens"`
-	Model          string `json:"model"`
-	Provider       string `json:"provider"`
-	Status         string `json:"status"`
-	ErrorCode      string `json:"error_code,omitempty"`
-	ErrorMessage   string `json:"error_message,omitempty"`
+	// MaxContextTokens is the context budget the prompt was assembled
+	// under; 0 when unknown.
+	MaxContextTokens int `json:"max_context_tokens,omitempty"`
+	// SweepID is the sweep that made the query; empty for ordinary queries.
+	SweepID      string `json:"sweep_id,omitempty"`
+	Model        string `json:"model"`
+	Provider     string `json:"provider"`
+	Status       string `json:"status"`
+	ErrorCode    string `json:"error_code,omitempty"`
+	ErrorMessage string `json:"error_message,omitempty"`
 
 	TTFTMs         *float64 `json:"ttft_ms"`
 	FirstTokenMs   *float64 `json:"first_token_ms"`
@@ -64,5 +78,12 @@ type Record struct {
 	ConnReused     *bool  `json:"conn_reused,omitempty"`
 	UpstreamStatus int    `json:"upstream_status,omitempty"`
 	RequestID      string `json:"request_id,omitempty"`
-	Stages         []Span `json:"stages"`
+
+	// Server-side timings, in milliseconds, when the model server reported
+	// them (Ollama, llama.cpp, vLLM, Groq); nil otherwise.
+	ServerQueueMs   *float64 `json:"server_queue_ms,omitempty"`
+	ServerPrefillMs *float64 `json:"server_prefill_ms,omitempty"`
+	ServerLoadMs    *float64 `json:"server_load_ms,omitempty"`
+
+	Stages []Span `json:"stages"`
 }

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Limits on a request; the API and the sweep validate against them.
@@ -29,6 +31,14 @@ type Request struct {
 	// Model overrides the configured model when not empty.
 	Model  string `json:"model"`
 	Filter Filter `json:"filters"`
+
+	// MaxContextTokens overrides the configured context budget when > 0.
+	// Only in-process callers (the sweep) set it; the API does not.
+	MaxContextTokens int `json:"-"`
+	// SweepID tags the query as part of a sweep (a UUID, stored in
+	// queries.sweep_id). Only in-process callers (the sweep) set it: outside
+	// callers cannot write into a sweep's results.
+	SweepID string `json:"-"`
 }
 
 // ValidationError names the request field that is wrong. The API answers
@@ -83,6 +93,15 @@ func (r *Request) Normalize(maxQuestion int) error {
 	}
 	if len(r.Model) > 200 {
 		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name is longer than 200 bytes"}
+	}
+	if r.MaxContextTokens < 0 {
+		return &ValidationError{Field: "max_context_tokens", Code: "max_context_tokens_out_of_range",
+			Message: fmt.Sprintf("max_context_tokens must be 0 (the configured budget) or more, got %d", r.MaxContextTokens)}
+	}
+	if r.SweepID != "" {
+		if _, err := uuid.Parse(r.SweepID); err != nil {
+			return &ValidationError{Field: "sweep_id", Code: "sweep_id_invalid", Message: fmt.Sprintf("sweep_id %.80q is not a UUID", r.SweepID)}
+		}
 	}
 	for k := range r.Filter.Metadata {
 		if k == "" {

@@ -48,6 +48,10 @@ func migrateDB(ctx context.Context, db *sql.DB) error {
 		goose.WithSessionLocker(advisoryLocker{id: migrationLockID}),
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithSlog(slog.New(slog.DiscardHandler)),
+		// Version numbers are handed out per change made in parallel, so a
+		// database may have a later one applied before an earlier one
+		// lands (0008 before 0006); apply the missing one rather than fail.
+		goose.WithAllowOutofOrder(true),
 	)
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"reflect"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"ragtime/migrations"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -39,30 +41,34 @@ func ptr[T any](v T) *T { return &v }
 func record(i int) pipeline.Record {
 	created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1234567 * time.Microsecond)
 	return pipeline.Record{
-		QueryID:        uuid.NewString(),
-		CreatedAt:      created,
-		Question:       fmt.Sprintf("how long does prefill take for question %d?", i),
-		QuestionSHA256: fmt.Sprintf("%064x", i),
-		TopK:           8,
-		RerankTopN:     4,
-		MaxTokens:      512,
-		Model:          "llmsim-8b",
-		Provider:       "llmsim",
-		Status:         pipeline.StatusOK,
-		TTFTMs:         ptr(412.731),
-		FirstTokenMs:   ptr(398.002),
-		E2EMs:          1890.456,
-		QueueMs:        0.004,
-		RetrievalMs:    35.125,
-		GenTTFTMs:      377.201,
-		LLMPrefillMs:   365.9,
-		OverheadMs:     ptr(0.401),
-		RetrievalShare: ptr(35.125 / 412.731),
-		PrefillShare:   ptr(365.9 / 412.731),
-		Usage:          pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12},
-		ConnReused:     ptr(true),
-		UpstreamStatus: 200,
-		RequestID:      "req-" + fmt.Sprint(i),
+		QueryID:          uuid.NewString(),
+		CreatedAt:        created,
+		Question:         fmt.Sprintf("how long does prefill take for question %d?", i),
+		QuestionSHA256:   fmt.Sprintf("%064x", i),
+		TopK:             8,
+		RerankTopN:       4,
+		MaxTokens:        512,
+		MaxContextTokens: 6000,
+		Model:            "llmsim-8b",
+		Provider:         "llmsim",
+		Status:           pipeline.StatusOK,
+		TTFTMs:           ptr(412.731),
+		FirstTokenMs:     ptr(398.002),
+		E2EMs:            1890.456,
+		QueueMs:          0.004,
+		RetrievalMs:      35.125,
+		GenTTFTMs:        377.201,
+		LLMPrefillMs:     365.9,
+		OverheadMs:       ptr(0.401),
+		RetrievalShare:   ptr(35.125 / 412.731),
+		PrefillShare:     ptr(365.9 / 412.731),
+		Usage:            pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12, CacheCreationTokens: 512},
+		ConnReused:       ptr(true),
+		UpstreamStatus:   200,
+		RequestID:        "req-" + fmt.Sprint(i),
+		ServerQueueMs:    ptr(1.5),
+		ServerPrefillMs:  ptr(340.25),
+		ServerLoadMs:     ptr(0.125),
 		Stages: []pipeline.Span{
 			{Name: pipeline.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
 			{Name: pipeline.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
@@ -172,8 +178,12 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&applied); err != nil {
 		t.Fatal(err)
 	}
-	if applied != 2 {
-		t.Errorf("applied migrations = %d, want 2 (each once)", applied)
+	files, err := fs.Glob(migrations.FS, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied != len(files) {
+		t.Errorf("applied migrations = %d, want %d (each once)", applied, len(files))
 	}
 	for _, table := range []string{"queries", "query_stages", "ttft_breakdown"} {
 		if n := countRows(t, pool, table); n != 0 {
@@ -319,15 +329,19 @@ func TestRecorderRoundTrip(t *testing.T) {
 	// NULL columns and the view, straight from SQL.
 	var question, errorCode, requestID *string
 	var upstream *int
-	var ttft *float64
-	err = pool.QueryRow(ctx, `SELECT question, error_code, request_id, upstream_status, ttft_ms FROM queries WHERE id = $1`,
-		want[0].QueryID).Scan(&question, &errorCode, &requestID, &upstream, &ttft)
+	var ttft, serverQueue, serverPrefill, serverLoad *float64
+	err = pool.QueryRow(ctx, `SELECT question, error_code, request_id, upstream_status, ttft_ms,
+		server_queue_ms, server_prefill_ms, server_load_ms FROM queries WHERE id = $1`,
+		want[0].QueryID).Scan(&question, &errorCode, &requestID, &upstream, &ttft, &serverQueue, &serverPrefill, &serverLoad)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if question != nil || requestID != nil || upstream != nil || ttft != nil || errorCode == nil {
 		t.Errorf("failed query columns: question %v, request_id %v, upstream_status %v, ttft_ms %v, error_code %v",
 			question, requestID, upstream, ttft, errorCode)
+	}
+	if serverQueue != nil || serverPrefill != nil || serverLoad != nil {
+		t.Errorf("server timings not reported, yet stored: %v %v %v", serverQueue, serverPrefill, serverLoad)
 	}
 	var viewTTFT, viewRetrieval, share float64
 	err = pool.QueryRow(ctx, `SELECT ttft_ms, retrieval_ms, retrieval_share FROM ttft_breakdown WHERE id = $1`,

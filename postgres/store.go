@@ -42,7 +42,9 @@ const selectQuery = `SELECT
 	ttft_ms, first_token_ms, e2e_ms, queue_ms, retrieval_ms, gen_ttft_ms, llm_prefill_ms,
 	overhead_ms, retrieval_share, prefill_share,
 	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
-	conn_reused, coalesce(upstream_status, 0), coalesce(request_id, '')
+	conn_reused, coalesce(upstream_status, 0), coalesce(request_id, ''),
+	coalesce(sweep_id::text, ''), coalesce(max_context_tokens, 0),
+	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens
 FROM queries WHERE id = $1`
 
 const selectStages = `SELECT seq, name, start_ms, duration_ms, attrs
@@ -71,6 +73,8 @@ func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error
 		&rec.OverheadMs, &rec.RetrievalShare, &rec.PrefillShare,
 		&rec.Usage.PromptTokens, &rec.Usage.CompletionTokens, &rec.Usage.CachedTokens, &rec.Usage.ReasoningTokens,
 		&rec.ConnReused, &rec.UpstreamStatus, &rec.RequestID,
+		&rec.SweepID, &rec.MaxContextTokens,
+		&rec.ServerQueueMs, &rec.ServerPrefillMs, &rec.ServerLoadMs, &rec.Usage.CacheCreationTokens,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return pipeline.Record{}, ErrNotFound

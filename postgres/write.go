@@ -24,14 +24,16 @@ const insertQuery = `INSERT INTO queries (
 	ttft_ms, first_token_ms, e2e_ms, queue_ms, retrieval_ms, gen_ttft_ms, llm_prefill_ms,
 	overhead_ms, retrieval_share, prefill_share,
 	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
-	conn_reused, upstream_status, request_id
+	conn_reused, upstream_status, request_id, sweep_id, max_context_tokens,
+	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens
 ) VALUES (
 	$1, $2, $3, $4, $5, $6, $7,
 	$8, $9, $10, $11, $12,
 	$13, $14, $15, $16, $17, $18, $19,
 	$20, $21, $22,
 	$23, $24, $25, $26,
-	$27, $28, $29
+	$27, $28, $29, $30, $31,
+	$32, $33, $34, $35
 ) ON CONFLICT (id) DO NOTHING RETURNING true`
 
 // stageColumns are the query_stages columns the writer copies.
@@ -60,16 +62,28 @@ func newRow(rec pipeline.Record) (row, error) {
 		{"top_k", rec.TopK}, {"rerank_top_n", rec.RerankTopN}, {"max_tokens", rec.MaxTokens},
 		{"prompt_tokens", rec.Usage.PromptTokens}, {"completion_tokens", rec.Usage.CompletionTokens},
 		{"cached_tokens", rec.Usage.CachedTokens}, {"reasoning_tokens", rec.Usage.ReasoningTokens},
-		{"upstream_status", rec.UpstreamStatus},
+		{"upstream_status", rec.UpstreamStatus}, {"max_context_tokens", rec.MaxContextTokens},
+		{"cache_creation_tokens", rec.Usage.CacheCreationTokens},
 	}
 	for _, f := range ints {
 		if f.v < math.MinInt32 || f.v > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: %s %d is out of range", errInvalidRecord, f.name, f.v)
 		}
 	}
-	var upstream any
+	var upstream, budget any
 	if rec.UpstreamStatus != 0 {
 		upstream = int32(rec.UpstreamStatus)
+	}
+	if rec.MaxContextTokens != 0 {
+		budget = int32(rec.MaxContextTokens)
+	}
+	var sweepID pgtype.UUID
+	if rec.SweepID != "" {
+		sid, err := uuid.Parse(rec.SweepID)
+		if err != nil {
+			return row{}, fmt.Errorf("%w: sweep id %.80q is not a UUID", errInvalidRecord, rec.SweepID)
+		}
+		sweepID = pgtype.UUID{Bytes: sid, Valid: true}
 	}
 	r := row{
 		queryID: rec.QueryID,
@@ -81,7 +95,8 @@ func newRow(rec pipeline.Record) (row, error) {
 			rec.OverheadMs, rec.RetrievalShare, rec.PrefillShare,
 			int32(rec.Usage.PromptTokens), int32(rec.Usage.CompletionTokens),
 			int32(rec.Usage.CachedTokens), int32(rec.Usage.ReasoningTokens),
-			rec.ConnReused, upstream, nullString(rec.RequestID),
+			rec.ConnReused, upstream, nullString(rec.RequestID), sweepID, budget,
+			rec.ServerQueueMs, rec.ServerPrefillMs, rec.ServerLoadMs, int32(rec.Usage.CacheCreationTokens),
 		},
 		stages: make([][]any, 0, len(rec.Stages)),
 	}

@@ -19,21 +19,35 @@ func newFlagSet(env *environment, name, usage string) *flag.FlagSet {
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from RAGTIME_<FLAG> (upper case, dashes as underscores). The
-// standard flag package has no environment fallback, and the few lines here
-// keep the precedence (flag, then variable, then default) explicit.
+// line from RAGTIME_<FLAG> (upper case, dashes as underscores), then from
+// the --config file when the flag set has one. The standard flag package has
+// no environment fallback, and the few lines here keep the precedence (flag,
+// then variable, then file, then default) explicit.
 func parseFlags(fs *flag.FlagSet, env *environment, args []string) error {
+	_, err := parseFlagSources(fs, env, args)
+	return err
+}
+
+// Where a flag's value came from, as `ragtime config` shows it.
+const (
+	fromFlag    = "flag"
+	fromDefault = "default"
+)
+
+// parseFlagSources is parseFlags that also reports, per flag name, where
+// its value came from: "flag", "env NAME", "file PATH" or "default".
+func parseFlagSources(fs *flag.FlagSet, env *environment, args []string) (map[string]string, error) {
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
-			return err
+			return nil, err
 		}
-		return &usageError{msg: err.Error()}
+		return nil, &usageError{msg: err.Error()}
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	sources := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { sources[f.Name] = fromFlag })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if sources[f.Name] != "" || err != nil {
 			return
 		}
 		name := envName(f.Name)
@@ -46,9 +60,36 @@ func parseFlags(fs *flag.FlagSet, env *environment, args []string) error {
 		}
 		if e := fs.Set(f.Name, v); e != nil {
 			err = &usageError{msg: fmt.Sprintf("%s=%q: %v", name, v, e)}
+			return
+		}
+		sources[f.Name] = "env " + name
+	})
+	if err != nil {
+		return nil, err
+	}
+	if cf := fs.Lookup("config"); cf != nil && cf.Value.String() != "" {
+		path := cf.Value.String()
+		values, err := loadConfigFile(path)
+		if err != nil {
+			return nil, err
+		}
+		for name, v := range values {
+			f := fs.Lookup(name)
+			if f == nil || sources[name] != "" {
+				continue // not this command's flag, or set by flag or variable
+			}
+			if e := fs.Set(name, v); e != nil {
+				return nil, &usageError{msg: fmt.Sprintf("--config %s: %s: %v", path, configKeyOf(name), e)}
+			}
+			sources[name] = "file " + path
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if sources[f.Name] == "" {
+			sources[f.Name] = fromDefault
 		}
 	})
-	return err
+	return sources, nil
 }
 
 // envName is the environment variable behind a flag.

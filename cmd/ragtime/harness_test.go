@@ -49,7 +49,7 @@ func envMap(m map[string]string) func(string) string {
 }
 
 // runCmd runs one finite command (ingest, migrate) and returns its stdout.
-func runCmd(t *testing.T, env map[string]string, args ...string) string {
+func runCmd(t testing.TB, env map[string]string, args ...string) string {
 	t.Helper()
 	var out, errOut syncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -70,7 +70,7 @@ type server struct {
 var servingRE = regexp.MustCompile(`serving on (http://[0-9.:]+)`)
 
 // startServe runs `ragtime serve` on 127.0.0.1:0 and waits until it listens.
-func startServe(t *testing.T, env map[string]string, args ...string) *server {
+func startServe(t testing.TB, env map[string]string, args ...string) *server {
 	t.Helper()
 	var out syncBuffer
 	errOut := &syncBuffer{}
@@ -116,7 +116,7 @@ func startServe(t *testing.T, env map[string]string, args ...string) *server {
 }
 
 // startSim serves the simulator on 127.0.0.1:0.
-func startSim(t *testing.T, mod func(*sim.Config)) (*sim.Server, string) {
+func startSim(t testing.TB, mod func(*sim.Config)) (*sim.Server, string) {
 	t.Helper()
 	cfg := sim.DefaultConfig()
 	mod(&cfg)
@@ -135,7 +135,7 @@ type sseEvent struct {
 	Data json.RawMessage
 }
 
-func (e sseEvent) decode(t *testing.T, v any) {
+func (e sseEvent) decode(t testing.TB, v any) {
 	t.Helper()
 	if err := json.Unmarshal(e.Data, v); err != nil {
 		t.Fatalf("decoding %s event %s: %v", e.Name, e.Data, err)
@@ -144,7 +144,7 @@ func (e sseEvent) decode(t *testing.T, v any) {
 
 // readEvents parses an SSE body until it ends; onEvent may stop early by
 // returning false.
-func readEvents(t *testing.T, body io.Reader, onEvent func(sseEvent) bool) []sseEvent {
+func readEvents(t testing.TB, body io.Reader, onEvent func(sseEvent) bool) []sseEvent {
 	t.Helper()
 	var events []sseEvent
 	sc := bufio.NewScanner(body)
@@ -171,7 +171,7 @@ func readEvents(t *testing.T, body io.Reader, onEvent func(sseEvent) bool) []sse
 }
 
 // ask sends GET /ask and returns every event of the stream.
-func ask(t *testing.T, base, query string) []sseEvent {
+func ask(t testing.TB, base, query string) []sseEvent {
 	t.Helper()
 	resp, err := http.Get(base + "/ask?" + query)
 	if err != nil {
@@ -189,7 +189,7 @@ func ask(t *testing.T, base, query string) []sseEvent {
 }
 
 // testDB makes a fresh migrated database and a pool on it.
-func testDB(t *testing.T) (string, *pgxpool.Pool) {
+func testDB(t testing.TB) (string, *pgxpool.Pool) {
 	t.Helper()
 	url := postgrestest.NewDatabase(t)
 	pool, err := pgxpool.New(context.Background(), url)
@@ -201,7 +201,7 @@ func testDB(t *testing.T) (string, *pgxpool.Pool) {
 }
 
 // countRows counts the rows of a table.
-func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
+func countRows(t testing.TB, pool *pgxpool.Pool, table string) int {
 	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
@@ -211,7 +211,7 @@ func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
 }
 
 // eventually polls cond every 20 ms for up to 10 s.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -223,7 +223,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // ingestCorpus ingests the test corpus into a fresh data dir.
-func ingestCorpus(t *testing.T, env map[string]string) string {
+func ingestCorpus(t testing.TB, env map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	out := runCmd(t, env, "ingest", "--data-dir", dir, "testdata/corpus")

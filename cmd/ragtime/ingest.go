@@ -13,7 +13,7 @@ import (
 func runIngest(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "ingest", "ingest [flags] PATH...")
 	var pc partsConfig
-	pc.register(fs)
+	pc.registerIndex(fs)
 	chunkSize := fs.Int("chunk-size", retrieval.DefaultChunkSize, "chunk size in characters")
 	chunkOverlap := fs.Int("chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks")
 	batchSize := fs.Int("batch-size", retrieval.DefaultBatchSize, "chunks embedded per call")

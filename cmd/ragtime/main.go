@@ -53,6 +53,10 @@ func commands() []command {
 		{"serve", "serve /ask and the API (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
+		{"sweep", "measure top-k (and context budget) against TTFT and recall; chart it, recommend a setting", runSweep},
+		{"config", "print the effective configuration and where each value came from", runConfig},
+		{"doctor", "check the LLM provider step by step (key, URL, proxy, DNS, connect, models, first token)", runDoctor},
+		{"ttft", "measure the provider's time to first token over repeated streaming requests", runTTFT},
 		{"llmsim", "run the OpenAI-compatible inference SIMULATOR (no model, no GPU)", runLLMSim},
 		{"health", "check a running ragtime's /readyz (for container healthchecks)", runHealth},
 	}
@@ -84,7 +88,8 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun `ragtime <command> -h` for a command's flags. Every flag can also be set with the")
-	fmt.Fprintln(w, "environment variable RAGTIME_<FLAG> (upper case, dashes as underscores); flags win.")
+	fmt.Fprintln(w, "environment variable RAGTIME_<FLAG> (upper case, dashes as underscores), and the llm flags")
+	fmt.Fprintln(w, "from a --config FILE (JSON or TOML); flags win over variables, variables over the file.")
 }
 
 // usageError is a mistake in the command line.

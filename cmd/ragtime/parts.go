@@ -25,6 +25,9 @@ import (
 // from the environment only: never a flag, never a file, never logged.
 const APIKeyEnv = "RAGTIME_LLM_API_KEY"
 
+// AnthropicKeyEnv is where the anthropic provider also looks for its key.
+const AnthropicKeyEnv = "ANTHROPIC_API_KEY"
+
 // Variables holding the keys of the remote parts, by default. Keys are read
 // from the environment only: never a flag value, never a file, never logged.
 const (
@@ -63,20 +66,112 @@ type partsConfig struct {
 	rerankModel string
 	rerankKey   string
 
-	provider   string
-	baseURL    string
-	model      string
-	llmTimeout time.Duration
+	configFile string
+	llm        llmConfig
 	encoding   string
 }
 
+// llmConfig is the generator's configuration: flags, RAGTIME_* variables
+// and the --config file's llm section.
+type llmConfig struct {
+	provider    string
+	baseURL     string
+	model       string
+	keyEnv      string
+	timeout     time.Duration
+	ttftTimeout time.Duration
+	maxRetries  int
+}
+
+func (c *llmConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model), openai (any OpenAI-compatible endpoint: OpenAI, TaoToken, DeepSeek, vLLM, llama.cpp, Ollama /v1, llmsim), anthropic (Messages API) or ollama (native /api/chat, with server timings)")
+	fs.StringVar(&c.baseURL, "llm-base-url", "", "provider base URL; the chat path is appended (openai: e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:8000/v1; anthropic: default "+llm.AnthropicBaseURL+"; ollama: default "+llm.OllamaBaseURL+")")
+	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
+	fs.StringVar(&c.keyEnv, "llm-api-key-env", APIKeyEnv, "NAME of the environment variable holding the provider's API key (the key is never a flag or a file value); anthropic also falls back to "+AnthropicKeyEnv)
+	fs.DurationVar(&c.timeout, "llm-timeout", 5*time.Minute, "longest a whole generation may take, retries included (0: no limit)")
+	fs.DurationVar(&c.ttftTimeout, "llm-ttft-timeout", time.Minute, "longest wait for the model's first token, per attempt (0: no limit)")
+	fs.IntVar(&c.maxRetries, "llm-max-retries", 2, "retries of a call that failed before its first token (429, 5xx, no connection), with jittered exponential backoff; never after a token was sent")
+}
+
+// apiKey returns the key and the variable it came from ("" when unset).
+func (c *llmConfig) apiKey(getenv func(string) string) (key, from string) {
+	if v := getenv(c.keyEnv); v != "" {
+		return v, c.keyEnv
+	}
+	if c.provider == llm.ProviderAnthropic && c.keyEnv == APIKeyEnv {
+		if v := getenv(AnthropicKeyEnv); v != "" {
+			return v, AnthropicKeyEnv
+		}
+	}
+	return "", c.keyEnv
+}
+
+// remoteGenerator is what doctor, ttft and serve's warm-up need of an HTTP
+// generator beyond pipeline.Generator.
+type remoteGenerator interface {
+	pipeline.Generator
+	ListModels(ctx context.Context) ([]string, error)
+	Warmup(ctx context.Context, request bool) error
+	CloseIdleConnections()
+	Model() string
+	BaseURL() string
+}
+
+// buildGenerator returns the configured generator; remote is nil for the
+// extractive one.
+func (c *llmConfig) buildGenerator(getenv func(string) string) (gen pipeline.Generator, remote remoteGenerator, model string, err error) {
+	key, from := c.apiKey(getenv)
+	cfg := llm.Config{
+		BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: from,
+		Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, MaxRetries: c.maxRetries, Getenv: getenv,
+	}
+	switch c.provider {
+	case "extractive":
+		return llm.NewExtractive(), nil, "extractive", nil
+	case llm.ProviderOpenAI:
+		g, err := llm.NewOpenAI(cfg)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return g, g, g.Model(), nil
+	case llm.ProviderAnthropic:
+		g, err := llm.NewAnthropic(cfg)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return g, g, g.Model(), nil
+	case llm.ProviderOllama:
+		g, err := llm.NewOllama(cfg)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return g, g, g.Model(), nil
+	}
+	return nil, nil, "", &usageError{msg: fmt.Sprintf("--llm-provider must be extractive, openai, anthropic or ollama, got %q", c.provider)}
+}
+
+// register adds every part's flags (serve).
 func (c *partsConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.configFile, "config", "", "JSON or TOML file with an llm section (provider, base_url, api_key_env, default_model, timeout_seconds, ttft_timeout_seconds, max_retries); flags and RAGTIME_* variables override it")
+	c.registerIndex(fs)
+	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
+	fs.StringVar(&c.reranker, "reranker", "bm25", "reranker: bm25 (lexical, over the search candidates), http (a cross-encoder server, see --rerank-url) or none")
+	fs.StringVar(&c.rerankURL, "rerank-url", "", "rerank server root (or full endpoint ending in /rerank)")
+	fs.StringVar(&c.rerankAPI, "rerank-api", rerank.ShapeTEI, "rerank request shape: tei (POST /rerank {query, texts}) or cohere (POST /v1/rerank {model, query, documents, top_n}; also Jina)")
+	fs.StringVar(&c.rerankModel, "rerank-model", "", "rerank model (cohere shape)")
+	fs.StringVar(&c.rerankKey, "rerank-api-key-env", RerankKeyEnvDefault, "NAME of the environment variable holding the rerank API key")
+	c.llm.register(fs)
+}
+
+// registerIndex adds the flags that choose the embedder and the store
+// (ingest needs only these).
+func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory holding the embedded vector index")
-	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing, no model), openai (any OpenAI-compatible /embeddings) or ollama (/api/embed)")
-	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "vector dimension: for hash the bucket count (0: 512); for openai sent as `dimensions` (0: the model's own, found by one request at start)")
+	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing of words and word pairs; no model, no semantics), openai (any OpenAI-compatible /embeddings) or ollama (/api/embed)")
+	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "vector dimension: for hash the bucket count (0: 512); for openai sent as `dimensions` (0: the model's own, learnt by one request at start)")
 	fs.StringVar(&c.embedURL, "embed-base-url", "", "embedding server: OpenAI-compatible base URL with /v1 (e.g. https://api.openai.com/v1), or Ollama's root (default http://127.0.0.1:11434)")
 	fs.StringVar(&c.embedModel, "embed-model", "", "embedding model (e.g. text-embedding-3-small, nomic-embed-text)")
-	fs.StringVar(&c.embedKey, "embed-api-key-env", EmbedKeyEnvDefault, "name of the environment variable holding the embedding API key")
+	fs.StringVar(&c.embedKey, "embed-api-key-env", EmbedKeyEnvDefault, "NAME of the environment variable holding the embedding API key")
 	fs.IntVar(&c.embedBatch, "embed-batch-size", 64, "texts per embedding request (openai, ollama)")
 	fs.DurationVar(&c.embedTime, "embed-timeout", time.Minute, "longest one embedding request may take")
 
@@ -84,7 +179,7 @@ func (c *partsConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.storeExact, "store-exact", false, "embedded store: scan every vector (exact) instead of searching the HNSW graph")
 	fs.IntVar(&c.indexEf, "index-ef", retrieval.DefaultEf, "embedded store: HNSW search candidate list length (higher: slower, closer to exact)")
 	fs.StringVar(&c.qdrantURL, "qdrant-url", "127.0.0.1:6334", "Qdrant gRPC address, host:port")
-	fs.StringVar(&c.qdrantKey, "qdrant-api-key-env", QdrantKeyEnvDefault, "name of the environment variable holding the Qdrant API key")
+	fs.StringVar(&c.qdrantKey, "qdrant-api-key-env", QdrantKeyEnvDefault, "NAME of the environment variable holding the Qdrant API key")
 	fs.StringVar(&c.qdrantColl, "qdrant-collection", "ragtime", "Qdrant collection (created by the first write when missing)")
 	fs.BoolVar(&c.qdrantTLS, "qdrant-tls", false, "connect to Qdrant over TLS")
 	fs.IntVar(&c.qdrantM, "qdrant-hnsw-m", 0, "HNSW m of a new Qdrant collection (0: Qdrant's default, 16)")
@@ -92,18 +187,6 @@ func (c *partsConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.qdrantEf, "qdrant-hnsw-ef", 0, "HNSW ef of each Qdrant search (0: Qdrant's default)")
 	fs.BoolVar(&c.qdrantInt8, "qdrant-int8", false, "int8 scalar quantization for a new Qdrant collection")
 	fs.Float64Var(&c.qdrantScore, "qdrant-score-threshold", 0, "drop Qdrant hits with a cosine score below this (0: keep all)")
-
-	fs.StringVar(&c.reranker, "reranker", "bm25", "reranker: bm25 (lexical, over the search candidates), http (a cross-encoder server, see --rerank-url) or none")
-	fs.StringVar(&c.rerankURL, "rerank-url", "", "rerank server root (or full endpoint ending in /rerank)")
-	fs.StringVar(&c.rerankAPI, "rerank-api", rerank.ShapeTEI, "rerank request shape: tei (POST /rerank {query, texts}) or cohere (POST /v1/rerank {model, query, documents, top_n}; also Jina)")
-	fs.StringVar(&c.rerankModel, "rerank-model", "", "rerank model (cohere shape)")
-	fs.StringVar(&c.rerankKey, "rerank-api-key-env", RerankKeyEnvDefault, "name of the environment variable holding the rerank API key")
-
-	fs.StringVar(&c.provider, "llm-provider", "extractive", "generator: extractive (streams the best context sentences, no model) or openai (any OpenAI-compatible endpoint; key in "+APIKeyEnv+")")
-	fs.StringVar(&c.baseURL, "llm-base-url", "", "OpenAI-compatible base URL; /chat/completions is appended (e.g. https://taotoken.net/api, https://api.openai.com/v1, http://127.0.0.1:11434/v1)")
-	fs.StringVar(&c.model, "llm-model", "", "model name sent to the provider")
-	fs.DurationVar(&c.llmTimeout, "llm-timeout", 5*time.Minute, "longest a whole generation may take")
-	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to count prompt tokens (o200k_base, cl100k_base)")
 }
 
 // store is a vector store behind the search stage that documents can be
@@ -127,6 +210,7 @@ type parts struct {
 	reranker     pipeline.Reranker
 	rerankerName string
 	generator    pipeline.Generator
+	remote       remoteGenerator // nil for the extractive generator
 	provider     string
 	model        string
 	counter      pipeline.TokenCounter
@@ -264,21 +348,9 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	if err != nil {
 		return nil, fmt.Errorf("--token-encoding: %w", err)
 	}
-	var gen pipeline.Generator
-	var provider, model string
-	switch c.provider {
-	case "extractive":
-		gen, provider, model = llm.NewExtractive(), "extractive", "extractive"
-	case "openai":
-		g, err := llm.NewOpenAI(llm.OpenAIConfig{
-			BaseURL: c.baseURL, Model: c.model, APIKey: env.getenv(APIKeyEnv), Timeout: c.llmTimeout,
-		})
-		if err != nil {
-			return nil, err
-		}
-		gen, provider, model = g, "openai", c.model
-	default:
-		return nil, &usageError{msg: fmt.Sprintf("--llm-provider must be extractive or openai, got %q", c.provider)}
+	gen, remote, model, err := c.llm.buildGenerator(env.getenv)
+	if err != nil {
+		return nil, err
 	}
 	emb, err := c.buildEmbedder(ctx, env)
 	if err != nil {
@@ -290,7 +362,7 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	}
 	p.reranker, p.rerankerName = rr, rrName
 	p.counter = counter
-	p.generator, p.provider, p.model = gen, provider, model
+	p.generator, p.remote, p.model, p.provider = gen, remote, model, c.llm.provider
 	return p, nil
 }
 
@@ -342,8 +414,11 @@ func (p *parts) watch(ctx context.Context, every time.Duration, log *slog.Logger
 	return func() { cancel(); <-done }
 }
 
-// Close releases the index or the Qdrant connection.
+// Close releases the index and the generator's idle connections.
 func (p *parts) Close() error {
+	if p.remote != nil {
+		p.remote.CloseIdleConnections()
+	}
 	if p.index != nil {
 		return p.index.Close()
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"ragtime/api"
@@ -34,6 +35,31 @@ type serveConfig struct {
 	chunkOverlap     int
 	recorderQueue    int
 	logFormat        string
+	hideReasoning    bool
+	warmup           warmupFlag
+}
+
+// warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
+// request (also send one 1-token request).
+type warmupFlag string
+
+func (w *warmupFlag) String() string { return string(*w) }
+
+// IsBoolFlag lets --llm-warmup stand alone, meaning connect.
+func (w *warmupFlag) IsBoolFlag() bool { return true }
+
+func (w *warmupFlag) Set(v string) error {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "off", "false", "0", "no":
+		*w = "off"
+	case "true", "1", "yes", "connect":
+		*w = "connect"
+	case "request":
+		*w = "request"
+	default:
+		return fmt.Errorf("want off, connect or request, got %q", v)
+	}
+	return nil
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -53,6 +79,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks, for documents posted to /v1/documents")
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
+	c.warmup = "off"
+	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
 
 func runServe(ctx context.Context, env *environment, args []string) error {
@@ -82,15 +111,24 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer parts.Close()
 
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
+	}
+	defer ln.Close()
+
 	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log})
+	// Deferred after db.Close, so it runs first: the recorder flushes while
+	// the pool is still open.
+	defer closeRecorder(rec, log)
 	pl, err := pipeline.New(pipeline.Config{
-		Embedder: parts.embedder, Searcher: parts.index, Reranker: parts.reranker,
+		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.searchAttrs,
 		Provider:    parts.provider, Model: parts.model,
 		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
-		StoreQuestion: cfg.storeQuestion,
+		StoreQuestion: cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
 	})
 	if err != nil {
 		return err
@@ -110,10 +148,18 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		MaxQuestionChars: cfg.maxQuestionChars,
 	})
 
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
+	if cfg.warmup != "off" && parts.remote != nil {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		start := time.Now()
+		err := parts.remote.Warmup(wctx, cfg.warmup == "request")
+		cancel()
+		if err != nil {
+			log.Warn("LLM warm-up failed; serving anyway", "mode", string(cfg.warmup), "err", err)
+		} else {
+			log.Info("LLM connection warmed up", "mode", string(cfg.warmup), "base_url", parts.remote.BaseURL(), "ms", roundMs(time.Since(start)))
+		}
 	}
+
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
 		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.chunks())
@@ -129,7 +175,6 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	select {
 	case err := <-serveErr:
-		closeRecorder(rec, log)
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
@@ -143,8 +188,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("server stopped with an error", "err", err)
 	}
-	closeRecorder(rec, log)
-	log.Info("stopped")
+	log.Info("server stopped; flushing recorded queries")
 	return nil
 }
 
@@ -169,3 +213,6 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 		return nil, &usageError{msg: fmt.Sprintf("--log-format must be text or json, got %q", format)}
 	}
 }
+
+// roundMs is a duration in milliseconds with microsecond resolution.
+func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }

@@ -175,15 +175,25 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 			answer, finish = *limit, "length"
 		}
 	}
-	sq := newSeq(arrival, len(ids), blocks, s.cfg.ReasoningTokens, answer)
+	// The engine's clock starts once the prompt is tokenized: tiktoken takes
+	// about 2 µs per token here (20 ms for 8k), and a sequence handed over
+	// after the engine moved past its arrival could not be scheduled at its
+	// modelled time. Clients see the tokenizer's time on top of the model's
+	// (repeated message contents are memoised).
+	sq := newSeq(time.Now(), len(ids), blocks, s.cfg.ReasoningTokens, answer)
 	replica := s.route(blocks)
 	sq.replica = replica
 	d := s.drivers[replica]
-	if s.cfg.MaxQueue > 0 && s.cfg.MaxNumSeqs > 0 && d.queued.Load() >= int64(s.cfg.MaxQueue) {
+	// admission: the slots plus the queue bound how many requests a replica
+	// holds; counting them here, not from the driver's last published
+	// state, leaves no window in which a burst slips past the bound.
+	if inflight := d.inflight.Add(1); s.cfg.MaxQueue > 0 && s.cfg.MaxNumSeqs > 0 && inflight > int64(s.cfg.MaxNumSeqs+s.cfg.MaxQueue) {
+		d.inflight.Add(-1)
 		s.reject(w, http.StatusTooManyRequests, "rate_limit_exceeded", "",
-			fmt.Sprintf("llmsim (a simulator): replica %d has %d requests waiting (--max-queue %d); retry later.", replica, d.queued.Load(), s.cfg.MaxQueue))
+			fmt.Sprintf("llmsim (a simulator): replica %d has %d slots busy and %d requests waiting (--max-num-seqs, --max-queue); retry later.", replica, s.cfg.MaxNumSeqs, s.cfg.MaxQueue))
 		return
 	}
+	defer d.inflight.Add(-1)
 
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -199,9 +209,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	a := answerer{
 		s: s, w: w, req: req, sq: sq, fault: fault, finish: finish,
 		text:    newTextSource(s.cfg.Seed, req.Messages),
-		enc:     chunkEncoder{id: s.idPrefix + strconv.FormatUint(s.nextID.Add(1), 10), model: s.modelName(req.Model), created: arrival.Unix()},
+		enc:     newChunkEncoder(s.idPrefix+strconv.FormatUint(s.nextID.Add(1), 10), s.modelName(req.Model), arrival.Unix()),
 		timings: s.cfg.ServerTimings || r.Header.Get("X-Llmsim-Timings") != "",
 	}
+	defer a.watch(ctx)()
 	var ok bool
 	if req.Stream {
 		ok = a.stream(ctx)
@@ -253,28 +264,38 @@ type answerer struct {
 	timings bool
 }
 
+// reasoningOffset shifts the words of reasoning tokens so they differ from
+// the answer's.
+const reasoningOffset = 7919
+
 // token returns output token i: reasoning first, then the answer.
 func (a *answerer) token(i int) (text string, reasoning bool) {
 	if i < a.sq.reasoning {
-		return a.text.delta(i + 7919), true
+		return a.text.delta(i + reasoningOffset), true
 	}
 	return a.text.delta(i - a.sq.reasoning), false
 }
 
 // wait blocks until the engine released more than sent tokens or finished,
-// and returns how many it released; false when ctx ended first.
+// and returns how many it released; false when ctx ended first. The engine
+// and ctx's end (see watch) both signal sq.wake, so waiting is one channel
+// receive, not a select, on the per-token path.
 func (a *answerer) wait(ctx context.Context, sent int) (int, bool) {
 	for {
 		n := int(a.sq.produced.Load())
 		if n > sent || a.sq.done.Load() {
 			return n, true
 		}
-		select {
-		case <-a.sq.wake:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return 0, false
 		}
+		<-a.sq.wake
 	}
+}
+
+// watch makes ctx's end wake the writer; call the returned stop when done.
+func (a *answerer) watch(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, a.sq.signal)
 }
 
 // stream writes server-sent chunks, flushing as soon as the engine releases
@@ -305,7 +326,7 @@ func (a *answerer) stream(ctx context.Context) bool {
 		if !ok {
 			return false
 		}
-		if sent == 0 && a.fault == FaultStall && !waitUntil(ctx, time.Now().Add(ms(a.s.cfg.StallMs))) {
+		if sent == 0 && a.fault == FaultStall && !a.s.alarm.sleepUntil(ctx, time.Now().Add(ms(a.s.cfg.StallMs))) {
 			return false
 		}
 		buf = buf[:0]
@@ -329,11 +350,11 @@ func (a *answerer) stream(ctx context.Context) bool {
 					buf = append(a.enc.head(buf), "}\n\n"...)
 				}
 			}
-			t, reasoning := a.token(sent)
-			if reasoning {
-				buf = a.enc.reasoning(buf, a.s.cfg.ReasoningField, t)
+			if sent < a.sq.reasoning {
+				buf = a.enc.delta(buf, a.s.cfg.ReasoningField, sent == 0, a.text.word(sent+reasoningOffset))
 			} else {
-				buf = a.enc.content(buf, t)
+				i := sent - a.sq.reasoning
+				buf = a.enc.delta(buf, "content", i == 0, a.text.word(i))
 			}
 		}
 		if !send(buf) {
@@ -374,7 +395,7 @@ func (a *answerer) complete(ctx context.Context) bool {
 			return false
 		}
 	}
-	if a.fault == FaultStall && !waitUntil(ctx, time.Now().Add(ms(a.s.cfg.StallMs))) {
+	if a.fault == FaultStall && !a.s.alarm.sleepUntil(ctx, time.Now().Add(ms(a.s.cfg.StallMs))) {
 		return false
 	}
 	var answer, reasoning strings.Builder

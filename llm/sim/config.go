@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"ragtime/retrieval"
 )
 
 // OwnedBy is the owned_by field of every model the simulator lists, so no one
@@ -90,10 +92,24 @@ type Config struct {
 	// objects to every answer; without it only requests with the header
 	// X-Llmsim-Timings: 1 get them.
 	ServerTimings bool
-	// CoarseTimers trusts the runtime's timers (about 1 ms late) instead of
-	// yielding through the last 1.5 ms before each step: less CPU, less
-	// precision.
+	// CoarseTimers trusts the runtime's timers alone, about 1 ms late on an
+	// idle machine, instead of also arming a kernel timerfd (Linux) that
+	// wakes the scheduler within tens of microseconds. Neither spins.
 	CoarseTimers bool
+
+	// EmbedMs is the latency of one /v1/embeddings (or Ollama /api/embed)
+	// request, in milliseconds, whatever its size.
+	EmbedMs float64
+	// EmbedMsPerInput adds this many milliseconds per input text.
+	EmbedMsPerInput float64
+	// EmbedDimensions is the embedding dimension when the request does not
+	// ask for one ("dimensions"); 0 means 512, ragtime's hash default.
+	EmbedDimensions int
+	// RerankMs is the latency of one rerank request, in milliseconds.
+	RerankMs float64
+	// RerankMsPerDoc adds this many milliseconds per document reranked (a
+	// cross-encoder scores each query–document pair).
+	RerankMsPerDoc float64
 
 	// Seed makes the generated text differ between simulators; the same seed
 	// and prompt always give the same text.
@@ -117,6 +133,11 @@ func DefaultConfig() Config {
 		StallMs:            30000,
 		RetryAfterSeconds:  1,
 		MaxBodyBytes:       8 << 20,
+		EmbedMs:            5,
+		EmbedMsPerInput:    0.5,
+		EmbedDimensions:    512,
+		RerankMs:           10,
+		RerankMsPerDoc:     1.5,
 	}
 }
 
@@ -144,7 +165,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.StallMs, "stall-ms", c.StallMs, "how long a stall fault holds the first token back, in milliseconds")
 	fs.IntVar(&c.RetryAfterSeconds, "retry-after", c.RetryAfterSeconds, "Retry-After of 429 answers, in seconds")
 	fs.BoolVar(&c.ServerTimings, "server-timings", c.ServerTimings, "add vLLM-style metrics and llama.cpp-style timings to every answer (else only with the header X-Llmsim-Timings: 1)")
-	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "trust runtime timers (about 1 ms late) instead of yielding through the last 1.5 ms of each step: less CPU, less precision")
+	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "wake engine steps with the Go runtime's timers alone (about 1 ms late when idle) instead of also arming a kernel timerfd (tens of µs); neither spins")
+	fs.Float64Var(&c.EmbedMs, "embed-ms", c.EmbedMs, "latency of one /v1/embeddings or /api/embed request, in milliseconds")
+	fs.Float64Var(&c.EmbedMsPerInput, "embed-ms-per-input", c.EmbedMsPerInput, "embedding latency added per input text, in milliseconds")
+	fs.IntVar(&c.EmbedDimensions, "embed-dimensions", c.EmbedDimensions, "embedding dimension when the request sets no dimensions, in floats (8 to 65536; the hash embedder's vectors, as ragtime's --embedder hash)")
+	fs.Float64Var(&c.RerankMs, "rerank-ms", c.RerankMs, "latency of one rerank request (/rerank, /v1/rerank, /v2/rerank), in milliseconds")
+	fs.Float64Var(&c.RerankMsPerDoc, "rerank-ms-per-doc", c.RerankMsPerDoc, "rerank latency added per document, in milliseconds (a cross-encoder scores every query-document pair)")
 	fs.Int64Var(&c.Seed, "seed", c.Seed, "seed of the generated text (same seed and prompt, same text)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest accepted request body, in bytes")
 }
@@ -171,6 +197,13 @@ func (c *Config) validate() error {
 	neg("reasoning-tokens", float64(c.ReasoningTokens))
 	neg("stall-ms", c.StallMs)
 	neg("retry-after", float64(c.RetryAfterSeconds))
+	neg("embed-ms", c.EmbedMs)
+	neg("embed-ms-per-input", c.EmbedMsPerInput)
+	neg("rerank-ms", c.RerankMs)
+	neg("rerank-ms-per-doc", c.RerankMsPerDoc)
+	if c.EmbedDimensions != 0 && (c.EmbedDimensions < retrieval.MinHashDimension || c.EmbedDimensions > retrieval.MaxHashDimension) {
+		errs = append(errs, fmt.Errorf("embed-dimensions must be between %d and %d, got %d", retrieval.MinHashDimension, retrieval.MaxHashDimension, c.EmbedDimensions))
+	}
 	if c.ITLJitter < 0 || c.ITLJitter > 1 {
 		errs = append(errs, fmt.Errorf("itl-jitter must be between 0 and 1, got %g", c.ITLJitter))
 	}

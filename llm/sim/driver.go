@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -11,21 +10,25 @@ import (
 // until the engine's next step is due, advances it, and so wakes the writers
 // of the sequences that got a token. Writers never sleep per token.
 type driver struct {
-	eng     engine
-	in      chan *seq
-	precise bool
+	eng   engine
+	in    chan *seq
+	alarm *alarm
+	wake  chan struct{}
 
 	running, waiting atomic.Int64
 	// queued counts sequences handed over but not yet running (waiting in
-	// the engine or still in the channel); admission control reads it.
+	// the engine or still in the channel).
 	queued atomic.Int64
 	steps  atomic.Int64
+	// inflight counts requests routed to this driver and not yet answered;
+	// admission control reads it.
+	inflight atomic.Int64
 	// lag is how late the driver advanced the engine past each due time.
 	lag *histogram
 }
 
-func newDriver(eng engine, precise bool) *driver {
-	return &driver{eng: eng, in: make(chan *seq, 4096), precise: precise, lag: newHistogram(lagBuckets)}
+func newDriver(eng engine, a *alarm) *driver {
+	return &driver{eng: eng, in: make(chan *seq, 4096), alarm: a, wake: make(chan struct{}, 1), lag: newHistogram(lagBuckets)}
 }
 
 // submit hands s to the engine, or reports false if ctx ends first.
@@ -40,10 +43,6 @@ func (d *driver) submit(ctx context.Context, s *seq) bool {
 	}
 }
 
-func (d *driver) add(s *seq) {
-	d.eng.add(s)
-}
-
 func (d *driver) publish() {
 	r, w := d.eng.load()
 	d.running.Store(int64(r))
@@ -51,12 +50,23 @@ func (d *driver) publish() {
 	d.queued.Store(int64(w + len(d.in)))
 }
 
-// run drives the engine until ctx ends.
+// run drives the engine until ctx ends. It blocks between steps (no
+// spinning): the alarm wakes it within tens of microseconds of each due
+// time, and arrivals wake it at once.
 func (d *driver) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	var next time.Time
+	var next, armed time.Time
 	for {
+		// take every arrival already handed over before stepping: a step
+		// planned without them would admit them a step late, or later if
+		// the driver woke late
+		for drained := false; !drained; {
+			select {
+			case s := <-d.in:
+				d.eng.add(s)
+			default:
+				drained = true
+			}
+		}
 		now := time.Now()
 		if !next.IsZero() && !now.Before(next) {
 			d.lag.observe(now.Sub(next).Seconds())
@@ -66,45 +76,16 @@ func (d *driver) run(ctx context.Context) {
 		if be, ok := d.eng.(*batchEngine); ok {
 			d.steps.Store(be.steps)
 		}
-		if next.IsZero() {
-			select {
-			case s := <-d.in:
-				d.add(s)
-			case <-ctx.Done():
-				return
-			}
-			continue
+		if !next.IsZero() && !next.Equal(armed) {
+			d.alarm.at(next, d.wake)
+			armed = next
 		}
-		wait := time.Until(next)
-		if wait > spinWindow || (!d.precise && wait > 0) {
-			if d.precise {
-				wait -= spinWindow
-			}
-			timer.Reset(wait)
-			select {
-			case s := <-d.in:
-				d.add(s)
-				if !timer.Stop() {
-					<-timer.C
-				}
-			case <-timer.C:
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		// the last stretch: poll arrivals and yield, so the step ends on time
-	spin:
-		for time.Now().Before(next) {
-			select {
-			case s := <-d.in:
-				d.add(s)
-				break spin
-			case <-ctx.Done():
-				return
-			default:
-				runtime.Gosched()
-			}
+		select {
+		case s := <-d.in:
+			d.eng.add(s)
+		case <-d.wake:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

@@ -324,8 +324,11 @@ func (e *batchEngine) plan(start time.Time) {
 			break
 		}
 	}
+	// The fixed cost of a forward pass is paid once per step: itl-ms for a
+	// step that decodes, prefill-ms for a step that only prefills and starts
+	// some prompt. A lone request therefore costs exactly the formula.
 	var dur float64
-	decoding := false
+	decoding, starting := false, false
 	for _, s := range e.running {
 		switch {
 		case !s.prefillDone:
@@ -333,7 +336,8 @@ func (e *batchEngine) plan(start time.Time) {
 			if e.c.chunk > 0 && n > e.c.chunk {
 				n = e.c.chunk
 			}
-			dur += e.c.prefillMs(s.prefilled, n)
+			starting = starting || s.prefilled == 0
+			dur += e.c.prefillMs(s.prefilled, n) - e.c.prefillMs(0, 0)*boolf(s.prefilled == 0)
 			s.prefilled += n
 			if s.prefilled == s.uncached {
 				e.prefills = append(e.prefills, s)
@@ -347,10 +351,20 @@ func (e *batchEngine) plan(start time.Time) {
 			e.stepEmit = append(e.stepEmit, s)
 		}
 	}
-	if decoding {
+	switch {
+	case decoding:
 		dur += e.c.itlMs(e.rng)
+	case starting:
+		dur += e.c.overhead
 	}
 	e.busy = true
 	e.stepEnd = start.Add(ms(dur))
 	e.busyTime += ms(dur)
+}
+
+func boolf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

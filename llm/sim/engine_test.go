@@ -103,8 +103,8 @@ func shortTTFTs(seqs []*seq, long []bool) []float64 {
 	return out
 }
 
-// mixedRate (requests per second) keeps the engine busy about 70–80 % of the time with default costs.
-const mixedRate = 1.0
+// mixedRate (requests per second) keeps the engine busy about 70 % of the time with default costs.
+const mixedRate = 1.15
 
 func TestHeadOfLineBlockingAndChunkedPrefill(t *testing.T) {
 	arrivals, long := mixedLoad(2000, mixedRate, 42)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"ragtime/llm/tokens"
 )
@@ -38,6 +39,8 @@ type Stats struct {
 	// PromptTokens and CachedTokens sum the prompt tokens of admitted
 	// requests and those of them served from a prefix cache.
 	PromptTokens, CachedTokens int64
+	// Embeds and Reranks count embedding and rerank requests received.
+	Embeds, Reranks int64
 	// Steps counts engine steps (continuous batching only).
 	Steps int64
 	// LagP99 is the 99th percentile (bucket upper bound) of how late the
@@ -62,6 +65,7 @@ type Server struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	drivers []*driver
+	alarm   *alarm
 	wg      sync.WaitGroup
 	rr      atomic.Uint64
 
@@ -72,6 +76,7 @@ type Server struct {
 	nextID   atomic.Uint64
 
 	requests, completed, cancelled, rejected, faultCount, active, tokensSent atomic.Int64
+	embeds, reranks                                                          atomic.Int64
 }
 
 // New validates cfg, loads the token counter, starts one scheduler
@@ -112,8 +117,14 @@ func New(cfg Config) (*Server, error) {
 		rng:      rand.New(rand.NewPCG(uint64(cfg.Seed), 0x33)),
 		idPrefix: "chatcmpl-sim" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) + "-",
 	}
+	s.alarm = newAlarm(!cfg.CoarseTimers)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.alarm.run(ctx)
+	}()
 	for i := range cfg.Replicas {
-		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), !cfg.CoarseTimers)
+		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), s.alarm)
 		s.drivers = append(s.drivers, d)
 		s.wg.Add(1)
 		go func() {
@@ -124,6 +135,11 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
 	s.mux.HandleFunc("GET /v1/models", s.handleModels)
 	s.mux.HandleFunc("GET /metrics", s.handleMetrics)
+	s.mux.HandleFunc("POST /v1/embeddings", s.handleEmbeddings)
+	s.mux.HandleFunc("POST /api/embed", s.handleOllamaEmbed)
+	for _, p := range []string{"/rerank", "/v1/rerank", "/v2/rerank"} {
+		s.mux.HandleFunc("POST "+p, s.handleRerank)
+	}
 	s.mux.HandleFunc("/", s.handleNotFound)
 	return s, nil
 }
@@ -162,17 +178,20 @@ func (s *Server) Close() {
 // Stats returns a snapshot of the counters.
 func (s *Server) Stats() Stats {
 	return Stats{
-		Requests:     s.requests.Load(),
-		Completed:    s.completed.Load(),
-		Cancelled:    s.cancelled.Load(),
-		Rejected:     s.rejected.Load(),
-		Faults:       s.faultCount.Load(),
-		Active:       s.active.Load(),
-		TokensSent:   s.tokensSent.Load(),
-		PromptTokens: s.metrics.prefixQueries.Load(),
-		CachedTokens: s.metrics.prefixHits.Load(),
-		Steps:        s.steps(),
-		LagP99:       s.lagP99(),
+		Requests:         s.requests.Load(),
+		Completed:        s.completed.Load(),
+		Cancelled:        s.cancelled.Load(),
+		Rejected:         s.rejected.Load(),
+		Faults:           s.faultCount.Load(),
+		Active:           s.active.Load(),
+		TokensSent:       s.tokensSent.Load(),
+		PromptTokens:     s.metrics.prefixQueries.Load(),
+		CachedTokens:     s.metrics.prefixHits.Load(),
+		Embeds:           s.embeds.Load(),
+		Reranks:          s.reranks.Load(),
+		Steps:            s.steps(),
+		LagP99:           s.lagP99(),
+		FirstTokenLagP99: s.metrics.firstWriteLag.quantile(0.99),
 	}
 }
 
@@ -218,7 +237,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleNotFound(w http.ResponseWriter, r *http.Request) {
 	writeAPIError(w, http.StatusNotFound, "invalid_request_error", "not_found", "",
-		fmt.Sprintf("llmsim (a simulator) serves POST /v1/chat/completions and GET /v1/models, not %s %s", r.Method, r.URL.Path))
+		fmt.Sprintf("llmsim (a simulator) serves POST /v1/chat/completions, POST /v1/embeddings, POST /api/embed, POST /rerank (also /v1/rerank, /v2/rerank), GET /v1/models and GET /metrics, not %s %s", r.Method, r.URL.Path))
 }
 
 // authorized reports whether r carries the configured key (always true when
@@ -236,33 +255,45 @@ func (s *Server) writeAuthError(w http.ResponseWriter) {
 		"Incorrect API key provided to llmsim (a simulator); send the key given with --api-key as 'Authorization: Bearer KEY'.")
 }
 
-// chunkEncoder writes chat.completion.chunk events without reflection: the
-// per-token path is the simulator's hot loop.
+// chunkEncoder writes chat.completion.chunk events without reflection or
+// allocation: the per-token path is the simulator's hot loop.
 type chunkEncoder struct {
 	id, model string
 	created   int64
+	// pre is every chunk's opening, `data: {"id":…,"model":…`, encoded once.
+	pre []byte
 }
 
-func (e *chunkEncoder) head(b []byte) []byte {
-	b = append(b, `data: {"id":`...)
-	b = appendJSONString(b, e.id)
+func newChunkEncoder(id, model string, created int64) chunkEncoder {
+	e := chunkEncoder{id: id, model: model, created: created}
+	b := append([]byte(nil), `data: {"id":`...)
+	b = appendJSONString(b, id)
 	b = append(b, `,"object":"chat.completion.chunk","created":`...)
-	b = strconv.AppendInt(b, e.created, 10)
+	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, e.model)
-	return b
+	e.pre = appendJSONString(b, model)
+	return e
 }
+
+func (e *chunkEncoder) head(b []byte) []byte { return append(b, e.pre...) }
 
 func (e *chunkEncoder) role(b []byte) []byte {
 	b = e.head(b)
 	return append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n"...)
 }
 
-func (e *chunkEncoder) content(b []byte, text string) []byte {
+// delta appends one token's chunk: word, after a space unless first, in the
+// delta field named field ("content", or a reasoning field).
+func (e *chunkEncoder) delta(b []byte, field string, first bool, word string) []byte {
 	b = e.head(b)
-	b = append(b, `,"choices":[{"index":0,"delta":{"content":`...)
-	b = appendJSONString(b, text)
-	return append(b, `},"finish_reason":null}]}`+"\n\n"...)
+	b = append(b, `,"choices":[{"index":0,"delta":{"`...)
+	b = append(b, field...) // one of a few fixed names, nothing to escape
+	b = append(b, `":"`...)
+	if !first {
+		b = append(b, ' ')
+	}
+	b = appendJSONStringBody(b, word)
+	return append(b, `"},"finish_reason":null}]}`+"\n\n"...)
 }
 
 func (e *chunkEncoder) finish(b []byte, reason string) []byte {
@@ -270,15 +301,6 @@ func (e *chunkEncoder) finish(b []byte, reason string) []byte {
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
 	b = appendJSONString(b, reason)
 	return append(b, "}]}\n\n"...)
-}
-
-func (e *chunkEncoder) reasoning(b []byte, field, text string) []byte {
-	b = e.head(b)
-	b = append(b, `,"choices":[{"index":0,"delta":{`...)
-	b = appendJSONString(b, field)
-	b = append(b, ':')
-	b = appendJSONString(b, text)
-	return append(b, `},"finish_reason":null}]}`+"\n\n"...)
 }
 
 // usage writes the chunk after the final one: no choices, the usage (when
@@ -308,11 +330,59 @@ func (e *chunkEncoder) usage(b []byte, u *usage, extras map[string]any) []byte {
 
 // appendJSONString appends s as a JSON string.
 func appendJSONString(b []byte, s string) []byte {
-	j, err := json.Marshal(s)
-	if err != nil {
-		return append(b, `""`...)
+	b = append(b, '"')
+	b = appendJSONStringBody(b, s)
+	return append(b, '"')
+}
+
+// appendJSONStringBody appends s escaped for the inside of a JSON string, as
+// encoding/json would (HTML characters aside, which JSON does not require
+// escaping): quotes, backslashes and control characters escaped, invalid
+// UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped. Hand-written because
+// json.Marshal allocates once per token on the simulator's hot path.
+func appendJSONStringBody(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
 	}
-	return append(b, j...)
+	return append(b, s[start:]...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

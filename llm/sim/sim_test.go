@@ -374,3 +374,24 @@ func TestConfigValidation(t *testing.T) {
 		t.Error("New with unknown encoding succeeded")
 	}
 }
+
+// TestAppendJSONStringMatchesEncodingJSON checks the hand-written escaper
+// against encoding/json on awkward text: both must decode to the same string.
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	cases := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\rcr", "\x00\x01\x1f\x7f",
+		"héllo wörld ✓ 日本", "bad \xff\xfe utf8", "line\u2028sep\u2029para", "<html>&amp;</html>", "\xe2\x82"}
+	for _, c := range cases {
+		got := appendJSONString(nil, c)
+		var back, want string
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%q: appendJSONString wrote invalid JSON %s: %v", c, got, err)
+		}
+		ref, _ := json.Marshal(c)
+		if err := json.Unmarshal(ref, &want); err != nil {
+			t.Fatal(err)
+		}
+		if back != want {
+			t.Errorf("%q: decodes to %q, encoding/json's to %q", c, back, want)
+		}
+	}
+}

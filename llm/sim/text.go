@@ -52,3 +52,6 @@ func (t textSource) delta(i int) string {
 	}
 	return " " + w
 }
+
+// word returns the i-th output word without its leading space.
+func (t textSource) word(i int) string { return t.words[(t.off+i)%len(t.words)] }

@@ -1,0 +1,136 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"ragtime/pipeline"
+	"ragtime/postgres"
+)
+
+// scriptedAsker writes a fixed sequence of events, as the pipeline would.
+type scriptedAsker struct{ got pipeline.Request }
+
+func (a *scriptedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	a.got = req
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens})
+	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
+	_ = out.Sources(nil)
+	_ = out.Delta(pipeline.Delta{Text: "line one\nline two <b>", Reasoning: true})
+	_ = out.Delta(pipeline.Delta{Text: "answer"})
+	ttft := 1.5
+	rec := pipeline.Record{QueryID: "q1", TTFTMs: &ttft}
+	_ = out.Done(rec)
+	return rec
+}
+
+type mapReader map[string]pipeline.Record
+
+func (m mapReader) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
+	rec, ok := m[id]
+	if !ok {
+		return rec, fmt.Errorf("reading query %s: %w", id, postgres.ErrNotFound)
+	}
+	return rec, nil
+}
+
+func newTestServer(t *testing.T, deps Deps) *httptest.Server {
+	t.Helper()
+	ts := httptest.NewServer(NewServer(deps))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func get(t *testing.T, url string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func TestSSEFraming(t *testing.T) {
+	asker := &scriptedAsker{}
+	ts := newTestServer(t, Deps{Asker: asker})
+	status, body, h := get(t, ts.URL+"/ask?q=hi&top_k=7")
+	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || h.Get("Cache-Control") != "no-cache" {
+		t.Fatalf("status %d headers %v", status, h)
+	}
+	want := "event: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"max_context_tokens\":0,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
+		"event: stage\ndata: {\"name\":\"embed\",\"seq\":0,\"start_ms\":0,\"duration_ms\":0.5}\n\n" +
+		"event: sources\ndata: {\"sources\":[]}\n\n" +
+		"event: reasoning\ndata: {\"text\":\"line one\\nline two <b>\"}\n\n" +
+		"event: token\ndata: {\"text\":\"answer\"}\n\n"
+	if !strings.HasPrefix(body, want) {
+		t.Fatalf("stream:\n%s\nwant prefix:\n%s", body, want)
+	}
+	if !strings.Contains(body, "event: done\ndata: {") || !strings.HasSuffix(body, "}\n\n") {
+		t.Fatalf("done event missing: %s", body)
+	}
+	if asker.got.TopK != 7 || asker.got.RerankTopN != 3 || asker.got.MaxTokens != pipeline.DefaultMaxTokens {
+		t.Errorf("request %+v", asker.got)
+	}
+}
+
+func TestPostAskFilters(t *testing.T) {
+	asker := &scriptedAsker{}
+	ts := newTestServer(t, Deps{Asker: asker})
+	resp, err := http.Post(ts.URL+"/ask", "application/json; charset=utf-8",
+		strings.NewReader(`{"question":"q","top_k":4,"rerank_top_n":0,"filters":{"doc_id":["a.md"],"metadata":{"type":"html"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if asker.got.RerankTopN != 0 || asker.got.Filter.DocIDs[0] != "a.md" || asker.got.Filter.Metadata["type"] != "html" {
+		t.Errorf("request %+v", asker.got)
+	}
+}
+
+func TestStatusTable(t *testing.T) {
+	ts := newTestServer(t, Deps{
+		Asker:   &scriptedAsker{},
+		Queries: mapReader{"known": {QueryID: "known", Status: "ok"}},
+		Ready: map[string]ReadyCheck{
+			"index":    func(context.Context) error { return nil },
+			"postgres": func(context.Context) error { return errors.New("connection refused") },
+		},
+	})
+	tests := []struct {
+		path   string
+		status int
+		code   string
+	}{
+		{"/v1/queries/unknown", 404, "not_found"},
+		{"/no/such/route", 404, "not_found"},
+		{"/readyz", 503, ""},
+		{"/healthz", 200, ""},
+		{"/v1/queries/known", 200, ""},
+	}
+	for _, tt := range tests {
+		status, body, _ := get(t, ts.URL+tt.path)
+		if status != tt.status {
+			t.Errorf("%s: status %d, want %d (%s)", tt.path, status, tt.status, body)
+			continue
+		}
+		if tt.code != "" {
+			var e struct{ Error apiError }
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != tt.code {
+				t.Errorf("%s: body %s, want code %s", tt.path, body, tt.code)
+			}
+		}
+	}
+	_, body, _ := get(t, ts.URL+"/readyz")
+	if !strings.Contains(body, `"postgres":"connection refused"`) || !strings.Contains(body, `"index":"ok"`) {
+		t.Errorf("readyz body %s", body)
+	}
+}

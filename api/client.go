@@ -1,0 +1,170 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// Client calls a running ragtime's POST /ask and replays the SSE stream into
+// a pipeline.Stream, so a program (the sweep) can run questions against a
+// server exactly as it runs them in-process. It is safe for concurrent use.
+type Client struct {
+	// BaseURL is the server's address, such as http://127.0.0.1:8080.
+	BaseURL string
+	// HTTP is the client used; nil means http.DefaultClient.
+	HTTP *http.Client
+}
+
+// Client error codes, for failures before or outside the server's stream.
+const (
+	CodeServerUnreachable = "server_unreachable"
+	CodeServerRejected    = "server_rejected"
+	CodeStreamBroken      = "stream_broken"
+)
+
+// Run asks req and returns the query's record as the stream told it: the
+// done event's figures with Status ok, or Status error with the error
+// event's (or the HTTP error's) code, or Status cancelled when ctx ended
+// first. Fields the stream does not carry (question hash, created_at) stay
+// empty; the server stores the full record itself. SweepID and
+// MaxContextTokens of req are not sent: the API does not take them.
+func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	rec := pipeline.Record{TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens, Model: req.Model}
+	fail := func(e *pipeline.Error) pipeline.Record {
+		if ctx.Err() != nil {
+			rec.Status, rec.ErrorCode, rec.ErrorMessage = pipeline.StatusCancelled, pipeline.CodeCancelled, "cancelled"
+			return rec
+		}
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = pipeline.StatusError, e.Code, e.Message
+		_ = out.Fail(e)
+		return rec
+	}
+	body := map[string]any{"question": req.Question, "top_k": req.TopK, "rerank_top_n": req.RerankTopN,
+		"max_tokens": req.MaxTokens, "model": req.Model, "filters": req.Filter}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
+	}
+	url := strings.TrimRight(c.BaseURL, "/") + "/ask"
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building POST %s: %v", url, err), Err: err})
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(hreq)
+	if err != nil {
+		return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("POST %s: %v", url, err),
+			Hint: "is `ragtime serve` running at --server?", Err: err})
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var eb struct {
+			Error apiError `json:"error"`
+		}
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		msg := strings.TrimSpace(string(raw))
+		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
+			msg = eb.Error.Message
+		}
+		return fail(&pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode,
+			Message: fmt.Sprintf("POST %s answered %d: %s", url, resp.StatusCode, msg)})
+	}
+	return c.replay(ctx, resp.Body, out, rec, fail)
+}
+
+// replay reads the event stream and calls out for each event. The format is
+// the one api/sse.go writes ("event: NAME\ndata: JSON\n\n", one data line),
+// so a few lines of parsing serve better than a general SSE library (none
+// is in the module graph).
+func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream, rec pipeline.Record,
+	fail func(*pipeline.Error) pipeline.Record) pipeline.Record {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var name string
+	var data []byte
+	broken := func(msg string, err error) pipeline.Record {
+		return fail(&pipeline.Error{Code: CodeStreamBroken, Message: msg, Err: err})
+	}
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if name == "" {
+				continue
+			}
+			ev, d := name, data
+			name, data = "", nil
+			switch ev {
+			case "meta":
+				var m pipeline.Meta
+				if err := json.Unmarshal(d, &m); err != nil {
+					return broken("decoding the meta event: "+err.Error(), err)
+				}
+				rec.QueryID, rec.Model, rec.Provider, rec.MaxContextTokens = m.QueryID, m.Model, m.Provider, m.MaxContextTokens
+				_ = out.Meta(m)
+			case "stage":
+				var s pipeline.Span
+				if err := json.Unmarshal(d, &s); err != nil {
+					return broken("decoding a stage event: "+err.Error(), err)
+				}
+				_ = out.Stage(s)
+			case "sources":
+				var s struct {
+					Sources []pipeline.Source `json:"sources"`
+				}
+				if err := json.Unmarshal(d, &s); err != nil {
+					return broken("decoding the sources event: "+err.Error(), err)
+				}
+				_ = out.Sources(s.Sources)
+			case "token", "reasoning":
+				var dl pipeline.Delta
+				if err := json.Unmarshal(d, &dl); err != nil {
+					return broken("decoding a "+ev+" event: "+err.Error(), err)
+				}
+				dl.Reasoning, dl.At = ev == "reasoning", time.Now()
+				_ = out.Delta(dl)
+			case "done":
+				done := rec
+				if err := json.Unmarshal(d, &done); err != nil {
+					return broken("decoding the done event: "+err.Error(), err)
+				}
+				done.Status = pipeline.StatusOK
+				_ = out.Done(done)
+				return done
+			case "error":
+				var e pipeline.Error
+				if err := json.Unmarshal(d, &e); err != nil {
+					return broken("decoding the error event: "+err.Error(), err)
+				}
+				return fail(&e)
+			}
+		case bytes.HasPrefix(line, []byte("event:")):
+			name = strings.TrimSpace(string(line[len("event:"):]))
+		case bytes.HasPrefix(line, []byte("data:")):
+			data = append(data[:0], bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
+		}
+	}
+	err := sc.Err()
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return fail(&pipeline.Error{Code: pipeline.CodeCancelled, Message: "cancelled", Err: err})
+	}
+	return broken("the stream ended before a done or error event: "+err.Error(), err)
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"ragtime/llm/sim"
+)
+
+// BenchmarkAskOverhead measures one whole GET /ask in-process against
+// llmsim with zero delays, so what is left is ragtime's own cost: the
+// retrieval stages, the HTTP round trips and the SSE writes. It reports
+// overhead_ms (the TTFT no stage accounts for) at p50 and p99.
+func BenchmarkAskOverhead(b *testing.B) {
+	dbURL, _ := testDB(b)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dataDir := ingestCorpus(b, env)
+	_, simURL := startSim(b, func(c *sim.Config) {
+		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 0, 0, 0, 8
+	})
+	srv := startServe(b, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m")
+	client := &http.Client{}
+	url := srv.url + "/ask?q=how+does+prefill+grow&top_k=4&max_tokens=8"
+	var overheads, ttfts []float64
+	b.ResetTimer()
+	for b.Loop() {
+		resp, err := client.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		i := strings.LastIndex(string(body), "event: done\ndata: ")
+		if i < 0 {
+			b.Fatalf("no done event in %s", body)
+		}
+		var d struct{ OverheadMs, TTFTMs float64 }
+		var raw map[string]json.RawMessage
+		line := string(body[i+len("event: done\ndata: "):])
+		if err := json.Unmarshal([]byte(strings.TrimSpace(line)), &raw); err != nil {
+			b.Fatal(err)
+		}
+		_ = json.Unmarshal(raw["overhead_ms"], &d.OverheadMs)
+		_ = json.Unmarshal(raw["ttft_ms"], &d.TTFTMs)
+		overheads = append(overheads, d.OverheadMs)
+		ttfts = append(ttfts, d.TTFTMs)
+	}
+	b.StopTimer()
+	b.ReportMetric(percentile(overheads, 0.50), "overhead-p50-ms")
+	b.ReportMetric(percentile(overheads, 0.99), "overhead-p99-ms")
+	b.ReportMetric(percentile(ttfts, 0.50), "ttft-p50-ms")
+}
+
+// percentile is the nearest-rank percentile of xs.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}

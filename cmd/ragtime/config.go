@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+
+	"ragtime/postgres"
+)
+
+// runConfig prints the effective configuration of `ragtime serve` (the
+// same flags, variables and --config file) and where each value came from.
+func runConfig(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "config", "config [serve's flags]")
+	var cfg serveConfig
+	cfg.register(fs)
+	sources, err := parseFlagSources(fs, env, args)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
+	fs.VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		switch f.Name {
+		case "database-url":
+			v = postgres.RedactURL(v)
+		case "llm-base-url":
+			if u, err := url.Parse(v); err == nil {
+				v = u.Redacted()
+			}
+		}
+		if v == "" {
+			v = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, v, sources[f.Name])
+	})
+	key, from := cfg.parts.llm.apiKey(env.getenv)
+	shown := "(not set)"
+	if key != "" {
+		shown = maskKey(key)
+	}
+	fmt.Fprintf(tw, "api key\t%s\tenv %s\n", shown, from)
+	return tw.Flush()
+}
+
+// maskKey shows a key as its first three and last four characters
+// (sk-…abcd), enough to tell keys apart and never enough to use one. Keys
+// shorter than 12 characters show only their length.
+func maskKey(key string) string {
+	key = strings.TrimSpace(key)
+	if len(key) < 12 {
+		return fmt.Sprintf("(set, %d characters)", len(key))
+	}
+	return key[:3] + "…" + key[len(key)-4:]
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// configKeys maps the keys of a config file's llm section to the flags
+// they set. They are the keys people already write for these channels;
+// the key itself is never read from a file, only the NAME of the variable
+// holding it (api_key_env).
+var configKeys = map[string]string{
+	"provider":             "llm-provider",
+	"base_url":             "llm-base-url",
+	"api_key_env":          "llm-api-key-env",
+	"default_model":        "llm-model",
+	"timeout_seconds":      "llm-timeout",
+	"ttft_timeout_seconds": "llm-ttft-timeout",
+	"max_retries":          "llm-max-retries",
+}
+
+// configKeyOf names the file key behind a flag, for errors.
+func configKeyOf(flagName string) string {
+	for k, f := range configKeys {
+		if f == flagName {
+			return "llm." + k
+		}
+	}
+	return flagName
+}
+
+// loadConfigFile reads a JSON or TOML file (by extension; otherwise JSON
+// when it starts with '{') and returns flag values by flag name. Unknown
+// keys in the llm section are errors naming the key; other top-level
+// sections are left to other tools.
+func loadConfigFile(path string) (map[string]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &usageError{msg: fmt.Sprintf("--config: reading %s: %v", path, err)}
+	}
+	var doc map[string]any
+	ext := strings.ToLower(filepath.Ext(path))
+	isJSON := ext == ".json" || (ext != ".toml" && bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")))
+	if isJSON {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		err = dec.Decode(&doc)
+	} else {
+		_, err = toml.Decode(string(raw), &doc)
+	}
+	if err != nil {
+		kind := "TOML"
+		if isJSON {
+			kind = "JSON"
+		}
+		return nil, &usageError{msg: fmt.Sprintf("--config %s is not valid %s: %v", path, kind, err)}
+	}
+	section, ok := doc["llm"]
+	if !ok {
+		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s)", path, strings.Join(sortedKeys(), ", "))}
+	}
+	llm, ok := section.(map[string]any)
+	if !ok {
+		return nil, &usageError{msg: fmt.Sprintf("--config %s: llm must be a table/object, got %T", path, section)}
+	}
+	out := map[string]string{}
+	for k, v := range llm {
+		flagName, known := configKeys[k]
+		if k == "api_key" || k == "key" {
+			return nil, &usageError{msg: fmt.Sprintf("--config %s: llm.%s: the key itself is never read from a file; put it in an environment variable and name that variable with api_key_env", path, k)}
+		}
+		if !known {
+			return nil, &usageError{msg: fmt.Sprintf("--config %s: unknown key llm.%s (known: %s)", path, k, strings.Join(sortedKeys(), ", "))}
+		}
+		s, err := configValue(k, v)
+		if err != nil {
+			return nil, &usageError{msg: fmt.Sprintf("--config %s: llm.%s: %v", path, k, err)}
+		}
+		out[flagName] = s
+	}
+	return out, nil
+}
+
+// configValue renders a file value as the flag's text.
+func configValue(key string, v any) (string, error) {
+	num := func() (float64, error) {
+		switch n := v.(type) {
+		case json.Number:
+			return n.Float64()
+		case int64:
+			return float64(n), nil
+		case float64:
+			return n, nil
+		}
+		return 0, fmt.Errorf("want a number, got %v (%T)", v, v)
+	}
+	switch key {
+	case "timeout_seconds", "ttft_timeout_seconds":
+		f, err := num()
+		if err != nil {
+			return "", err
+		}
+		if f < 0 {
+			return "", fmt.Errorf("must not be negative, got %v", f)
+		}
+		return strconv.FormatFloat(f, 'f', -1, 64) + "s", nil
+	case "max_retries":
+		f, err := num()
+		if err != nil {
+			return "", err
+		}
+		if f < 0 || f != float64(int(f)) {
+			return "", fmt.Errorf("want a whole number ≥ 0, got %v", f)
+		}
+		return strconv.Itoa(int(f)), nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("want a string, got %v (%T)", v, v)
+	}
+	return s, nil
+}
+
+func sortedKeys() []string {
+	keys := make([]string, 0, len(configKeys))
+	for k := range configKeys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

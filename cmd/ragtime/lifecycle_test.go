@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ragtime/llm/sim"
+)
+
+func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dataDir := ingestCorpus(t, env)
+	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 30 })
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
+		"--llm-model", "m", "--shutdown-timeout", "10s")
+
+	resp, err := http.Get(srv.url + "/ask?q=prefill&max_tokens=30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Stop the server (as SIGTERM would) once the first token is here.
+	stopped := make(chan error, 1)
+	var once sync.Once
+	events := readEvents(t, resp.Body, func(e sseEvent) bool {
+		if e.Name == "token" {
+			once.Do(func() { go func() { stopped <- srv.stop() }() })
+		}
+		return true
+	})
+	if last := events[len(events)-1]; last.Name != "done" {
+		t.Fatalf("the open stream was cut: last event %s", last.Name)
+	}
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatalf("serve returned %v, want nil after a graceful stop", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	// The recorder flushed before serve returned: the row is there now.
+	if n := countRows(t, pool, "queries"); n != 1 {
+		t.Fatalf("%d rows after shutdown, want 1", n)
+	}
+	if _, err := http.Get(srv.url + "/healthz"); err == nil {
+		t.Error("the server still accepts connections after shutdown")
+	}
+}
+
+func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	tests := []struct {
+		name, flag, origin, want string
+	}{
+		{"no flag, no header", "", "https://app.example.com", ""},
+		{"allowed origin", "https://app.example.com", "https://app.example.com", "https://app.example.com"},
+		{"other origin", "https://app.example.com", "https://evil.example.com", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := []string{"--data-dir", t.TempDir()}
+			if tt.flag != "" {
+				args = append(args, "--cors-origins", tt.flag)
+			}
+			srv := startServe(t, env, args...)
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodOptions, srv.url+"/ask", nil)
+			req.Header.Set("Origin", tt.origin)
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("Access-Control-Allow-Origin"); got != tt.want {
+				t.Errorf("Access-Control-Allow-Origin %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpAndUsageErrors(t *testing.T) {
+	var out, errOut syncBuffer
+	if err := run(context.Background(), []string{"help"}, envMap(nil), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"serve", "ingest", "migrate", "llmsim"} {
+		if !strings.Contains(out.String(), cmd) {
+			t.Errorf("help does not list %s", cmd)
+		}
+	}
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"frobnicate"}, nil, `unknown command "frobnicate"`},
+		{[]string{"serve", "--reranker", "magic"}, map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"}, "cannot reach PostgreSQL"},
+		{[]string{"serve", "--log-format", "xml"}, nil, "--log-format"},
+		{[]string{"ingest"}, nil, "at least one PATH"},
+		{[]string{"serve"}, map[string]string{"RAGTIME_MAX_CONCURRENT": "many"}, "RAGTIME_MAX_CONCURRENT"},
+	}
+	for _, tt := range tests {
+		err := run(context.Background(), tt.args, envMap(tt.env), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ragtime %v: error %v, want it to mention %q", tt.args, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"ragtime/api"
+	"ragtime/pipeline"
+	"ragtime/postgres"
+	"ragtime/sweep"
+)
+
+// sweepConfig holds sweep's flags.
+type sweepConfig struct {
+	parts           partsConfig
+	db              dbConfig
+	questions       string
+	topK            listFlag
+	rerankTopN      listFlag
+	maxContext      listFlag
+	runs            int
+	concurrency     int
+	server          string
+	recallTolerance float64
+	ttftBudgetMs    float64
+	out             string
+	seed            int64
+	maxTokens       int
+	model           string
+	storeQuestion   bool
+}
+
+func (c *sweepConfig) register(fs *flag.FlagSet) {
+	c.parts.register(fs)
+	c.db.register(fs)
+	c.topK = listFlag{"1", "2", "4", "8", "16", "32"}
+	c.rerankTopN = listFlag{"k"}
+	fs.StringVar(&c.questions, "questions", "", "questions file: JSONL {\"question\", \"relevant\": [doc_id, ...]} or TSV question<TAB>doc_id,doc_id (relevance optional) (required)")
+	fs.Var(&c.topK, "top-k", "comma-separated top_k values to sweep (1-100)")
+	fs.Var(&c.rerankTopN, "rerank-top-n", "comma-separated rerank_top_n values: k (rerank and keep all k), 0 (reranking off) or N (keep the best N, at most k)")
+	fs.Var(&c.maxContext, "max-context-tokens", "comma-separated context budgets in tokens to sweep (in-process only; default: 6000)")
+	fs.IntVar(&c.runs, "runs", 3, "times each (question, setting) is asked")
+	fs.IntVar(&c.concurrency, "concurrency", 1, "queries in flight at once")
+	fs.StringVar(&c.server, "server", "", "URL of a running ragtime serve to ask over HTTP (POST /ask); empty runs the pipeline in-process with the part flags")
+	fs.Float64Var(&c.recallTolerance, "recall-tolerance", 0.02, "recommend the smallest k whose recall is within this of the best (0-1)")
+	fs.Float64Var(&c.ttftBudgetMs, "ttft-budget-ms", 0, "recommend only settings whose TTFT p95 is under this, in milliseconds (0: no budget)")
+	fs.StringVar(&c.out, "out", "", "directory for results.csv, samples.csv, sweep.json, chart.svg and chart.png (default ./sweep-<id>)")
+	fs.Int64Var(&c.seed, "seed", 0, "seed of the shuffled order (0: pick one and print it)")
+	fs.IntVar(&c.maxTokens, "max-tokens", pipeline.DefaultMaxTokens, "answer token limit per query")
+	fs.StringVar(&c.model, "model", "", "model override sent with each query (empty: the configured model)")
+	fs.BoolVar(&c.storeQuestion, "store-question", true, "in-process: store the question text; false stores only its SHA-256")
+}
+
+// settings expands the knob lists into the sweep's settings, ordered by
+// top_k, then rerank_top_n, then budget, each once.
+func (c *sweepConfig) settings() ([]sweep.Setting, error) {
+	ks, err := intList("--top-k", c.topK, 1, pipeline.MaxTopK)
+	if err != nil {
+		return nil, err
+	}
+	budgets, err := intList("--max-context-tokens", c.maxContext, 1, 1_000_000)
+	if err != nil {
+		return nil, err
+	}
+	if len(budgets) > 0 && c.server != "" {
+		return nil, &usageError{msg: "--max-context-tokens cannot be swept with --server: the server assembles under its own --max-context-tokens; sweep in-process, or restart the server per budget"}
+	}
+	if len(budgets) == 0 && c.server == "" {
+		budgets = []int{pipeline.DefaultMaxContextTokens}
+	}
+	if len(budgets) == 0 {
+		budgets = []int{0} // the server's own
+	}
+	if len(c.rerankTopN) == 0 {
+		return nil, &usageError{msg: "--rerank-top-n needs at least one value (k, 0 or a number)"}
+	}
+	seen := map[sweep.Setting]bool{}
+	var out []sweep.Setting
+	for _, k := range ks {
+		for _, raw := range c.rerankTopN {
+			n := k
+			if raw != "k" {
+				v, err := strconv.Atoi(raw)
+				if err != nil || v < 0 {
+					return nil, &usageError{msg: fmt.Sprintf("--rerank-top-n: %q is not k, 0 or a positive number", raw)}
+				}
+				n = min(v, k)
+			}
+			for _, b := range budgets {
+				s := sweep.Setting{TopK: k, RerankTopN: n, MaxContextTokens: b}
+				if !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b sweep.Setting) int {
+		if a.TopK != b.TopK {
+			return a.TopK - b.TopK
+		}
+		if a.RerankTopN != b.RerankTopN {
+			return a.RerankTopN - b.RerankTopN
+		}
+		return a.MaxContextTokens - b.MaxContextTokens
+	})
+	return out, nil
+}
+
+// intList parses a list flag of whole numbers in [lo, hi], sorted and
+// without duplicates.
+func intList(flagName string, raw listFlag, lo, hi int) ([]int, error) {
+	var out []int
+	for _, s := range raw {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < lo || v > hi {
+			return nil, &usageError{msg: fmt.Sprintf("%s: %q is not a whole number between %d and %d", flagName, s, lo, hi)}
+		}
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func runSweep(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "sweep", "sweep --questions FILE [--top-k 1,2,4,8,16,32] [--runs 3] [--server URL] [flags]")
+	var cfg sweepConfig
+	cfg.register(fs)
+	if err := parseFlags(fs, env, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("sweep takes no arguments, got %q (questions go in --questions)", fs.Arg(0))}
+	}
+	if cfg.questions == "" {
+		fs.Usage()
+		return &usageError{msg: "--questions is required: a JSONL or TSV file of questions (see docs/tuning.md)"}
+	}
+	switch {
+	case cfg.runs < 1:
+		return &usageError{msg: fmt.Sprintf("--runs must be 1 or more, got %d", cfg.runs)}
+	case cfg.concurrency < 1:
+		return &usageError{msg: fmt.Sprintf("--concurrency must be 1 or more, got %d", cfg.concurrency)}
+	case cfg.recallTolerance < 0 || cfg.recallTolerance > 1:
+		return &usageError{msg: fmt.Sprintf("--recall-tolerance must be between 0 and 1, got %g", cfg.recallTolerance)}
+	case cfg.ttftBudgetMs < 0:
+		return &usageError{msg: fmt.Sprintf("--ttft-budget-ms must be 0 (no budget) or more, got %g", cfg.ttftBudgetMs)}
+	case cfg.maxTokens < 1 || cfg.maxTokens > pipeline.MaxMaxTokens:
+		return &usageError{msg: fmt.Sprintf("--max-tokens must be between 1 and %d, got %d", pipeline.MaxMaxTokens, cfg.maxTokens)}
+	}
+	settings, err := cfg.settings()
+	if err != nil {
+		return err
+	}
+	questions, err := sweep.LoadQuestions(cfg.questions)
+	if err != nil {
+		return err
+	}
+	for _, q := range questions {
+		r := pipeline.Request{Question: q.Text, TopK: 1, MaxTokens: 1}
+		if err := r.Normalize(pipeline.DefaultMaxQuestion); err != nil {
+			return fmt.Errorf("%s:%d: %w", cfg.questions, q.Line, err)
+		}
+	}
+	seed := cfg.seed
+	if seed == 0 {
+		seed = rand.Int64N(1<<53) + 1
+	}
+
+	db, err := cfg.db.open(ctx, true)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	params := sweep.Params{
+		QuestionsFile: cfg.questions, Settings: settings, Runs: cfg.runs, Concurrency: cfg.concurrency,
+		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
+		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, Seed: seed,
+	}
+	run := sweep.Config{
+		Params: params, Questions: questions, Store: postgres.NewSweeps(db),
+		Progress: sweep.ProgressBar(env.stderr, isTerminal(env.stderr)), Log: env.stderr,
+	}
+	warnLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var rec *postgres.Recorder
+	if cfg.server != "" {
+		u, err := url.Parse(cfg.server)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return &usageError{msg: fmt.Sprintf("--server must be an http(s) URL such as http://127.0.0.1:8080, got %q", cfg.server)}
+		}
+		run.Mode = sweep.ModeServer
+		run.Params.Provider = "server"
+		// One keep-alive connection per worker, as a browser or app would hold.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = cfg.concurrency
+		run.Asker = &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}}
+	} else {
+		parts, err := cfg.parts.build(ctx, env, false)
+		if err != nil {
+			return err
+		}
+		defer parts.Close()
+		if parts.chunks() == 0 {
+			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
+		}
+		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
+		pl, err := pipeline.New(pipeline.Config{
+			Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
+			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
+			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
+			SearchAttrs: parts.searchAttrs,
+			Provider:    parts.provider, Model: parts.model, StoreQuestion: cfg.storeQuestion,
+		})
+		if err != nil {
+			return err
+		}
+		run.Mode = sweep.ModeInProcess
+		run.Params.Provider = parts.provider
+		run.Asker = pl
+	}
+	fmt.Fprintf(env.stdout, "sweep: %d questions, %d settings, %d runs, seed %d (rerun with --seed %d for the same order)\n",
+		len(questions), len(settings), cfg.runs, seed, seed)
+
+	rep, runErr := sweep.Run(ctx, run)
+	if rec != nil {
+		closeRecorder(rec, warnLog)
+		if st := rec.Stats(); st.Dropped+st.Failed > 0 {
+			fmt.Fprintf(env.stderr, "warning: %d queries could not be recorded in Postgres (%d dropped, %d rejected)\n",
+				st.Dropped+st.Failed, st.Dropped, st.Failed)
+		}
+	}
+	if rep == nil {
+		return runErr
+	}
+	if rep.Status == sweep.StatusInterrupted {
+		fmt.Fprintf(env.stdout, "interrupted after %d of %d queries: the figures below are what was measured\n", rep.Measured, rep.Planned)
+	}
+	fmt.Fprintln(env.stdout)
+	if err := rep.WriteTable(env.stdout); err != nil {
+		return err
+	}
+	dir := cfg.out
+	if dir == "" {
+		dir = "sweep-" + rep.SweepID[:8]
+	}
+	written, werr := rep.WriteFiles(dir)
+	fmt.Fprintf(env.stdout, "\nsweep %s (%s, %s): %d queries tagged in Postgres; view them with\n  SELECT * FROM sweep_results WHERE sweep_id = '%s';\n",
+		rep.SweepID, rep.Status, rep.FinishedAt.Sub(rep.StartedAt).Round(100*time.Millisecond), rep.Tagged, rep.SweepID)
+	for _, p := range written {
+		abs, _ := filepath.Abs(p)
+		fmt.Fprintf(env.stdout, "wrote %s\n", abs)
+	}
+	if werr != nil {
+		return werr
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return nil
+}

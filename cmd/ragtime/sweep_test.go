@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"ragtime/llm/sim"
+	"ragtime/sweep"
+)
+
+// sweepSim is an llmsim whose prefill grows with the prompt (0.2 ms a
+// token, so sixteen chunks cost about 150 ms more than one) and whose
+// answers are short.
+func sweepSim(t *testing.T) string {
+	t.Helper()
+	_, url := startSim(t, func(c *sim.Config) {
+		c.PrefillMs, c.PrefillMsPerToken, c.PrefillMsQuadratic, c.ITLMs, c.OutputTokens = 5, 0.2, 0, 0, 3
+	})
+	return url
+}
+
+// ingestSweepCorpus ingests the labelled sweep corpus in small chunks, so
+// that top_k reaches far into the 10 documents.
+func ingestSweepCorpus(t *testing.T, env map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	out := runCmd(t, env, "ingest", "--data-dir", dir, "--chunk-size", "300", "--chunk-overlap", "0", "testdata/sweep/corpus")
+	if !strings.Contains(out, "ingested 10 documents") {
+		t.Fatalf("ingest said %q", out)
+	}
+	return dir
+}
+
+func readReport(t *testing.T, dir string) sweep.Report {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, sweep.ReportJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep sweep.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("decoding %s: %v", sweep.ReportJSON, err)
+	}
+	return rep
+}
+
+// checkFiles checks that every output file is there and looks like what
+// it claims to be.
+func checkFiles(t *testing.T, dir string) {
+	t.Helper()
+	magic := map[string]string{
+		sweep.ResultsCSV: "sweep_id,top_k,rerank_top_n,", sweep.SamplesCSV: "order,query_id,",
+		sweep.ReportJSON: "{", sweep.ChartSVG: "<?xml", sweep.ChartPNG: "\x89PNG\r\n",
+	}
+	for name, prefix := range magic {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if !strings.HasPrefix(string(b), prefix) {
+			t.Errorf("%s starts with %.20q, want %q", name, b, prefix)
+		}
+	}
+}
+
+func TestSweepInProcessAgainstLLMSim(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	simURL := sweepSim(t)
+	out := t.TempDir()
+	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
+		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "16,1,4", "--runs", "1",
+		"--max-tokens", "3", "--seed", "42", "--ttft-budget-ms", "60000", "--out", out)
+
+	for _, want := range []string{"seed 42", "recall@k", "recommended: top_k=", "sweep_results", "chart.png"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	checkFiles(t, out)
+	rep := readReport(t, out)
+	if rep.Status != "done" || rep.Planned != 18 || rep.Measured != 18 || rep.Tagged != 18 {
+		t.Fatalf("status %s, planned %d, measured %d, tagged %d", rep.Status, rep.Planned, rep.Measured, rep.Tagged)
+	}
+	if len(rep.Settings) != 3 {
+		t.Fatalf("settings %+v", rep.Settings)
+	}
+	for i, s := range rep.Settings {
+		if want := []int{1, 4, 16}[i]; s.TopK != want || s.RerankTopN != want || s.MaxContextTokens != 6000 {
+			t.Errorf("setting %d = %+v, want k=%d rerank=%d budget 6000", i, s.Setting, want, want)
+		}
+		if s.OK != 6 || s.Recall == nil || s.HitRate == nil || s.MRR == nil {
+			t.Fatalf("setting %s: ok %d, recall %v", s.Setting, s.OK, s.Recall)
+		}
+		if sum := s.Stack50.Total(); math.Abs(sum-s.TTFTP50Ms) > 0.01 {
+			t.Errorf("%s: p50 stack sums to %.3f, p50 is %.3f", s.Setting, sum, s.TTFTP50Ms)
+		}
+		if i == 0 {
+			continue
+		}
+		prev := rep.Settings[i-1]
+		// The simulator sleeps at least 0.2 ms per prompt token, so the
+		// ~100+ extra tokens per step up in k are tens of milliseconds.
+		if s.PromptTokensMean <= prev.PromptTokensMean+50 {
+			t.Errorf("prompt tokens %.1f at %s, %.1f at %s: want a clear rise with k", prev.PromptTokensMean, prev.Setting, s.PromptTokensMean, s.Setting)
+		}
+		if s.TTFTP50Ms <= prev.TTFTP50Ms || s.LLMPrefillP50Ms <= prev.LLMPrefillP50Ms {
+			t.Errorf("TTFT p50 %.1f → %.1f ms, prefill p50 %.1f → %.1f ms from %s to %s: want a rise with k",
+				prev.TTFTP50Ms, s.TTFTP50Ms, prev.LLMPrefillP50Ms, s.LLMPrefillP50Ms, prev.Setting, s.Setting)
+		}
+		if *s.Recall < *prev.Recall {
+			t.Errorf("recall fell from %.3f at %s to %.3f at %s", *prev.Recall, prev.Setting, *s.Recall, s.Setting)
+		}
+	}
+	if *rep.Settings[2].Recall <= *rep.Settings[0].Recall {
+		t.Errorf("recall at k=16 (%.3f) is not above k=1 (%.3f): the corpus no longer tests anything", *rep.Settings[2].Recall, *rep.Settings[0].Recall)
+	}
+
+	// The recommendation follows its rule: the smallest k within the
+	// tolerance of the best recall and under the budget.
+	best := 0.0
+	for _, s := range rep.Settings {
+		best = max(best, *s.Recall)
+	}
+	var want *sweep.Setting
+	for _, s := range rep.Settings {
+		if *s.Recall >= best-0.02 && s.TTFTP95Ms < 60000 {
+			want = &s.Setting
+			break
+		}
+	}
+	if rep.Recommendation.Setting == nil || want == nil || *rep.Recommendation.Setting != *want {
+		t.Errorf("recommended %+v, the rule gives %+v (%s)", rep.Recommendation.Setting, want, rep.Recommendation.Why)
+	}
+
+	// Every query is in Postgres with the sweep id; the view agrees with the files.
+	ctx := context.Background()
+	var status, mode string
+	var seed int64
+	if err := pool.QueryRow(ctx, `SELECT status, mode, seed FROM sweeps WHERE id = $1`, rep.SweepID).Scan(&status, &mode, &seed); err != nil {
+		t.Fatal(err)
+	}
+	if status != "done" || mode != "in-process" || seed != 42 {
+		t.Errorf("sweeps row: %s %s %d", status, mode, seed)
+	}
+	var tagged, warmups int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE sweep_id = $1), count(*) FILTER (WHERE sweep_id IS NULL) FROM queries`,
+		rep.SweepID).Scan(&tagged, &warmups); err != nil {
+		t.Fatal(err)
+	}
+	if tagged != 18 || warmups != 3 {
+		t.Errorf("queries: %d tagged with the sweep, %d untagged warm-ups; want 18 and 3", tagged, warmups)
+	}
+	rows, err := pool.Query(ctx, `SELECT top_k, ok, ttft_p50_ms, ttft_p95_ms, prompt_tokens_mean, recall
+		FROM sweep_results WHERE sweep_id = $1 ORDER BY top_k`, rep.SweepID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var k, ok int
+		var p50, p95, tokens float64
+		var recall *float64
+		if err := rows.Scan(&k, &ok, &p50, &p95, &tokens, &recall); err != nil {
+			t.Fatal(err)
+		}
+		s := rep.Settings[i]
+		if k != s.TopK || ok != s.OK || math.Abs(p50-s.TTFTP50Ms) > 0.001 || math.Abs(p95-s.TTFTP95Ms) > 0.001 ||
+			math.Abs(tokens-s.PromptTokensMean) > 0.05 || recall == nil || *recall != *s.Recall {
+			t.Errorf("sweep_results row k=%d ok=%d p50=%.3f p95=%.3f tokens=%.2f recall=%v; the report says %+v", k, ok, p50, p95, tokens, recall, s)
+		}
+		i++
+	}
+	if i != 3 {
+		t.Errorf("sweep_results has %d rows, want 3", i)
+	}
+}
+
+func TestSweepAgainstServer(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t), "--llm-model", "sim")
+
+	// The API does not let a caller write into a sweep.
+	resp, err := http.Post(srv.url+"/ask", "application/json", strings.NewReader(`{"question": "x", "sweep_id": "00000000-0000-0000-0000-000000000001"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("POST /ask with sweep_id: %d, want 400", resp.StatusCode)
+	}
+
+	out := t.TempDir()
+	runCmd(t, env, "sweep", "--server", srv.url, "--questions", "testdata/sweep/questions.tsv", "--top-k", "1,4",
+		"--rerank-top-n", "k,1", "--runs", "2", "--concurrency", "2", "--max-tokens", "3", "--out", out)
+	checkFiles(t, out)
+	rep := readReport(t, out)
+	// k=1 with rerank k and 1 is one setting: 3 settings x 3 questions x 2 runs.
+	if rep.Status != "done" || rep.Mode != "server" || rep.Planned != 18 || rep.Measured != 18 || rep.Tagged != 18 {
+		t.Fatalf("status %s, mode %s, planned %d, measured %d, tagged %d", rep.Status, rep.Mode, rep.Planned, rep.Measured, rep.Tagged)
+	}
+	var labelled int
+	for _, s := range rep.Settings {
+		if s.OK != 6 || s.TTFTP50Ms <= 0 || s.PromptTokensMean <= 0 {
+			t.Errorf("setting %+v", s)
+		}
+		labelled = s.Labelled
+	}
+	if labelled != 4 { // two of three TSV questions carry doc ids
+		t.Errorf("labelled queries per setting %d, want 4", labelled)
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM queries WHERE sweep_id = $1 AND status = 'ok'`, rep.SweepID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 18 {
+		t.Errorf("%d queries tagged in Postgres, want 18", n)
+	}
+	var views int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM sweep_results WHERE sweep_id = $1 AND recall IS NOT NULL`, rep.SweepID).Scan(&views); err != nil {
+		t.Fatal(err)
+	}
+	if views != 3 {
+		t.Errorf("sweep_results rows with recall: %d, want 3", views)
+	}
+}
+
+func TestSweepCtrlCWritesWhatWasMeasured(t *testing.T) {
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	_, simURL := startSim(t, func(c *sim.Config) {
+		c.PrefillMs, c.PrefillMsPerToken, c.PrefillMsQuadratic, c.ITLMs, c.OutputTokens = 30, 0, 0, 0, 2
+	})
+	out := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "sim",
+			"--questions", "testdata/sweep/questions.jsonl", "--top-k", "1,2,4,8", "--runs", "3", "--max-tokens", "2", "--out", out},
+			envMap(env), &stdout, &stderr)
+	}()
+	eventually(t, "a progress line", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("sweep ended before Ctrl-C: %v\n%s\n%s", err, stdout.String(), stderr.String())
+		default:
+		}
+		return strings.Contains(stderr.String(), "measured ")
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sweep after Ctrl-C: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sweep did not stop within 30s of Ctrl-C")
+	}
+	if !strings.Contains(stdout.String(), "interrupted after") {
+		t.Errorf("stdout does not say it was interrupted:\n%s", stdout.String())
+	}
+	checkFiles(t, out)
+	rep := readReport(t, out)
+	if rep.Status != "interrupted" || rep.Measured == 0 || rep.Measured >= rep.Planned {
+		t.Errorf("status %s, measured %d of %d", rep.Status, rep.Measured, rep.Planned)
+	}
+	var status string
+	if err := pool.QueryRow(context.Background(), `SELECT status FROM sweeps WHERE id = $1`, rep.SweepID).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "interrupted" {
+		t.Errorf("sweeps.status %s, want interrupted", status)
+	}
+}
+
+func TestSweepRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"question\": \"ok\"}\n{\"question\": \"\", \"relevant\": []}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no questions", nil, "--questions is required"},
+		{"bad top-k", []string{"--questions", bad, "--top-k", "1,x"}, `--top-k: "x"`},
+		{"top-k too big", []string{"--questions", bad, "--top-k", "101"}, "between 1 and 100"},
+		{"bad rerank", []string{"--questions", bad, "--rerank-top-n", "-1"}, "--rerank-top-n"},
+		{"budget with server", []string{"--questions", bad, "--server", "http://127.0.0.1:1", "--max-context-tokens", "500"}, "--max-context-tokens cannot be swept with --server"},
+		{"runs", []string{"--questions", bad, "--runs", "0"}, "--runs must be 1 or more"},
+		{"tolerance", []string{"--questions", bad, "--recall-tolerance", "2"}, "--recall-tolerance"},
+		{"bad line", []string{"--questions", bad}, bad + ":2: \"question\" is missing or empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out, errOut syncBuffer
+			err := run(context.Background(), append([]string{"sweep", "--database-url", "postgres://127.0.0.1:1/x"}, c.args...),
+				envMap(nil), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, c.want)
+			}
+			var ue *usageError
+			if c.name != "bad line" && !errors.As(err, &ue) {
+				t.Errorf("err %v is not a usage error", err)
+			}
+		})
+	}
+}

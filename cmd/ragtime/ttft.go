@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"ragtime/llm/tokens"
+	"ragtime/pipeline"
+)
+
+// ttftConfig holds ttft's flags.
+type ttftConfig struct {
+	configFile    string
+	llm           llmConfig
+	runs          int
+	prompt        string
+	promptTokens  countsFlag
+	maxTokens     countsFlag
+	newConnection bool
+	jsonOut       bool
+	encoding      string
+}
+
+// countsFlag is a comma-separated list of positive integers.
+type countsFlag []int
+
+func (l *countsFlag) String() string {
+	s := make([]string, len(*l))
+	for i, v := range *l {
+		s[i] = strconv.Itoa(v)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *countsFlag) Set(v string) error {
+	*l = nil
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		n, err := strconv.Atoi(part)
+		if err != nil || n < 1 {
+			return fmt.Errorf("want positive whole numbers separated by commas, got %q", part)
+		}
+		*l = append(*l, n)
+	}
+	return nil
+}
+
+func (c *ttftConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.configFile, "config", "", "JSON or TOML file with an llm section (as for serve)")
+	c.llm.register(fs)
+	fs.IntVar(&c.runs, "runs", 5, "streaming requests per series, on one client (1 to 1000)")
+	fs.StringVar(&c.prompt, "prompt", "Explain in one paragraph why the time to first token grows with the prompt length.", "the prompt sent (with --prompt-tokens: padded to each length)")
+	fs.Var(&c.promptTokens, "prompt-tokens", "comma-separated prompt lengths in tokens, one series each (e.g. 50,500,5000): TTFT rises with input length")
+	c.maxTokens = countsFlag{64}
+	fs.Var(&c.maxTokens, "max-tokens", "comma-separated answer limits in tokens, one series each (e.g. 200,4000): TTFT does not rise with output length")
+	fs.BoolVar(&c.newConnection, "new-connection", false, "close the connection before every run, so each one pays DNS/TCP/TLS (the cold path)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
+	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to size --prompt-tokens prompts")
+}
+
+// ttftRun is one measured request.
+type ttftRun struct {
+	TTFTMs float64 `json:"ttft_ms"`
+	// AnswerMs is the first answer token's latency (after any reasoning);
+	// nil when the model sent reasoning only.
+	AnswerMs  *float64 `json:"answer_ms"`
+	E2EMs     float64  `json:"e2e_ms"`
+	ConnectMs float64  `json:"connect_ms"`
+	Reused    bool     `json:"reused"`
+	Cold      bool     `json:"cold"`
+	Reasoning bool     `json:"reasoning"`
+	Tokens    int      `json:"completion_tokens"`
+}
+
+// ttftSeries is the runs of one prompt length and answer limit.
+type ttftSeries struct {
+	PromptTokens int       `json:"prompt_tokens"`
+	MaxTokens    int       `json:"max_tokens"`
+	Runs         []ttftRun `json:"runs"`
+	MedianMs     float64   `json:"median_ms"`
+	MinMs        float64   `json:"min_ms"`
+	MaxMs        float64   `json:"max_ms"`
+	P95Ms        float64   `json:"p95_ms"`
+	// AnswerMedianMs is set when the model reasoned first.
+	AnswerMedianMs *float64 `json:"answer_median_ms,omitempty"`
+}
+
+// runTTFT is the seed's TTFT measurement as a tool: N streaming requests on
+// one client, their TTFTs and summary, over prompt lengths and answer
+// limits.
+func runTTFT(ctx context.Context, env *environment, args []string) error {
+	fs := newFlagSet(env, "ttft", "ttft [flags]")
+	var cfg ttftConfig
+	cfg.register(fs)
+	if err := parseFlags(fs, env, args); err != nil {
+		return err
+	}
+	if cfg.runs < 1 || cfg.runs > 1000 {
+		return &usageError{msg: fmt.Sprintf("--runs must be from 1 to 1000, got %d", cfg.runs)}
+	}
+	if strings.TrimSpace(cfg.prompt) == "" {
+		return &usageError{msg: "--prompt must not be empty"}
+	}
+	if len(cfg.maxTokens) == 0 {
+		return &usageError{msg: "--max-tokens needs at least one value"}
+	}
+	if cfg.llm.provider == "extractive" {
+		return &usageError{msg: "ttft measures a model provider: set --llm-provider (openai, anthropic, ollama) and --llm-base-url, e.g. against `ragtime llmsim`"}
+	}
+	cfg.llm.maxRetries = 0 // a retry would hide the latency being measured
+	_, remote, _, err := cfg.llm.buildGenerator(env.getenv)
+	if err != nil {
+		return err
+	}
+	defer remote.CloseIdleConnections()
+
+	prompts := map[int]string{0: cfg.prompt}
+	lengths := []int{0}
+	if len(cfg.promptTokens) > 0 {
+		counter, err := tokens.New(cfg.encoding)
+		if err != nil {
+			return fmt.Errorf("--token-encoding: %w", err)
+		}
+		lengths = cfg.promptTokens
+		for _, n := range lengths {
+			prompts[n] = padPrompt(counter, cfg.prompt, n)
+		}
+	}
+
+	var all []ttftSeries
+	first := true
+	for _, n := range lengths {
+		for _, mt := range cfg.maxTokens {
+			s := ttftSeries{PromptTokens: n, MaxTokens: mt}
+			req := pipeline.GenerateRequest{MaxTokens: mt, Messages: []pipeline.Message{{Role: "user", Content: prompts[n]}}}
+			for range cfg.runs {
+				if cfg.newConnection {
+					remote.CloseIdleConnections()
+				}
+				r, err := measureRun(ctx, remote, req)
+				if err != nil {
+					return fmt.Errorf("ttft run %d (prompt %d tokens, max %d): %w", len(s.Runs)+1, n, mt, err)
+				}
+				r.Cold = first || cfg.newConnection
+				first = false
+				s.Runs = append(s.Runs, r)
+				if !cfg.jsonOut && len(lengths) == 1 && len(cfg.maxTokens) == 1 {
+					printRun(env, len(s.Runs), r)
+				}
+			}
+			summarize(&s)
+			all = append(all, s)
+		}
+	}
+
+	if cfg.jsonOut {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{
+			"provider": cfg.llm.provider, "model": remote.Model(), "base_url": remote.BaseURL(),
+			"new_connection": cfg.newConnection, "series": all,
+		})
+	}
+	if len(all) == 1 {
+		s := all[0]
+		fmt.Fprintf(env.stdout, "%s %s, %d runs: median %.1f ms, min %.1f, max %.1f, p95 %.1f", cfg.llm.provider, remote.Model(), len(s.Runs), s.MedianMs, s.MinMs, s.MaxMs, s.P95Ms)
+		if s.AnswerMedianMs != nil {
+			fmt.Fprintf(env.stdout, "; first answer token median %.1f ms", *s.AnswerMedianMs)
+		}
+		fmt.Fprintln(env.stdout)
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "prompt_tokens\tmax_tokens\truns\tmedian_ms\tp95_ms\tmin_ms\tmax_ms\tanswer_median_ms\t")
+	for _, s := range all {
+		pt := "-"
+		if s.PromptTokens > 0 {
+			pt = strconv.Itoa(s.PromptTokens)
+		}
+		ans := "-"
+		if s.AnswerMedianMs != nil {
+			ans = fmt.Sprintf("%.1f", *s.AnswerMedianMs)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", pt, s.MaxTokens, len(s.Runs), s.MedianMs, s.P95Ms, s.MinMs, s.MaxMs, ans)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(env.stdout, "TTFT is measured from the request start to the first token of any kind; the first run of all paid a new connection.")
+	return nil
+}
+
+// measureRun sends one streaming request and times it.
+func measureRun(ctx context.Context, g remoteGenerator, req pipeline.GenerateRequest) (ttftRun, error) {
+	var firstAny, firstAnswer time.Time
+	reasoning := false
+	gen, err := g.Generate(ctx, req, func(d pipeline.Delta) error {
+		if firstAny.IsZero() {
+			firstAny = d.At
+		}
+		if d.Reasoning {
+			reasoning = true
+		} else if firstAnswer.IsZero() {
+			firstAnswer = d.At
+		}
+		return nil
+	})
+	end := time.Now()
+	if err != nil {
+		return ttftRun{}, err
+	}
+	if firstAny.IsZero() {
+		return ttftRun{}, errors.New("the stream finished without any token")
+	}
+	r := ttftRun{
+		TTFTMs: ms(firstAny.Sub(gen.RequestStart)), E2EMs: ms(end.Sub(gen.RequestStart)),
+		ConnectMs: ms(gen.GotConn.Sub(gen.RequestStart)), Reused: gen.Conn.Reused, Reasoning: reasoning,
+		Tokens: gen.Usage.CompletionTokens,
+	}
+	if !firstAnswer.IsZero() {
+		a := ms(firstAnswer.Sub(gen.RequestStart))
+		r.AnswerMs = &a
+	}
+	return r, nil
+}
+
+func printRun(env *environment, i int, r ttftRun) {
+	line := fmt.Sprintf("run %d: ttft %.1f ms", i, r.TTFTMs)
+	if r.Reasoning && r.AnswerMs != nil {
+		line += fmt.Sprintf(", first answer token %.1f ms", *r.AnswerMs)
+	}
+	conn := "reused connection"
+	if !r.Reused {
+		conn = fmt.Sprintf("new connection, %.1f ms to connect", r.ConnectMs)
+	}
+	line += " (" + conn + ")"
+	if r.Cold {
+		line += "  [cold]"
+	}
+	fmt.Fprintln(env.stdout, line)
+}
+
+// summarize fills the series' statistics (nearest-rank percentiles).
+func summarize(s *ttftSeries) {
+	v := make([]float64, len(s.Runs))
+	var answers []float64
+	for i, r := range s.Runs {
+		v[i] = r.TTFTMs
+		if r.Reasoning && r.AnswerMs != nil {
+			answers = append(answers, *r.AnswerMs)
+		}
+	}
+	slices.Sort(v)
+	s.MinMs, s.MaxMs = v[0], v[len(v)-1]
+	s.MedianMs, s.P95Ms = nearestRank(v, 0.5), nearestRank(v, 0.95)
+	if len(answers) > 0 {
+		slices.Sort(answers)
+		m := nearestRank(answers, 0.5)
+		s.AnswerMedianMs = &m
+	}
+}
+
+// nearestRank is the nearest-rank percentile of sorted values.
+func nearestRank(sorted []float64, p float64) float64 {
+	i := int(p*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// padPrompt makes a prompt of about n tokens: numbered filler sentences
+// before the prompt, trimmed to fit (the question stays last, as in RAG).
+func padPrompt(c pipeline.TokenCounter, prompt string, n int) string {
+	base := c.Count(prompt)
+	if base >= n {
+		return prompt
+	}
+	var b strings.Builder
+	for i := 0; c.Count(b.String()) < n-base; i++ {
+		fmt.Fprintf(&b, "Context line %d: retrieval, prefill and decode each take their share of the time. ", i)
+		if i > 100000 {
+			break
+		}
+	}
+	words := strings.Fields(b.String())
+	lo, hi := 0, len(words)
+	for lo < hi { // the most words that fit
+		mid := (lo + hi + 1) / 2
+		if c.Count(strings.Join(words[:mid], " ")+"\n\n"+prompt) <= n {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return strings.Join(words[:lo], " ") + "\n\n" + prompt
+}

@@ -1,0 +1,488 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"ragtime/pipeline"
+)
+
+// Config configures any of the HTTP generators (OpenAI-compatible,
+// Anthropic, Ollama).
+type Config struct {
+	// BaseURL is the API root, e.g. https://api.openai.com/v1,
+	// https://api.anthropic.com/v1 or http://127.0.0.1:11434; the
+	// provider's chat path is appended to it.
+	BaseURL string
+	// Model is the default model; GenerateRequest.Model overrides it.
+	Model string
+	// APIKey is sent as the provider's credential when not empty.
+	// Surrounding whitespace is trimmed; it never appears in logs or errors.
+	APIKey string
+	// KeyEnv names the environment variable the key was read from, for
+	// hints; empty means RAGTIME_LLM_API_KEY.
+	KeyEnv string
+	// Timeout bounds the whole generation, retries included. Zero means no
+	// bound beyond the caller's context.
+	Timeout time.Duration
+	// TTFTTimeout bounds the wait for the first token (of any kind) of each
+	// attempt. Zero means no bound of its own.
+	TTFTTimeout time.Duration
+	// MaxRetries is how many times a call that failed before its first
+	// token (rate limited, unavailable, no connection) is tried again,
+	// after a jittered exponential backoff. Never after the first token.
+	MaxRetries int
+	// HTTPClient replaces the client with its own keep-alive pool when set.
+	HTTPClient *http.Client
+	// Getenv reads the proxy variables named in hints; nil means os.Getenv.
+	Getenv func(string) string
+}
+
+// OpenAIConfig configures the OpenAI-compatible generator.
+type OpenAIConfig = Config
+
+// dialect is what differs between providers' wire formats; the client does
+// everything else (transport, timing, retries, error classification) once.
+type dialect interface {
+	// provider is the Generation.Provider value.
+	provider() string
+	// chatPath and modelsPath are appended to the base URL.
+	chatPath() string
+	modelsPath() string
+	// encode builds the streaming request body.
+	encode(model string, req pipeline.GenerateRequest) ([]byte, error)
+	// authorize sets the credential headers (key is not empty) and any
+	// fixed headers the provider requires.
+	authorize(h http.Header, key string)
+	// streamType reports whether a response Content-Type is the stream.
+	streamType(contentType string) bool
+	// newStream returns the parser of one response body.
+	newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc secretScrubber) stream
+	// models reads the model ids out of a models listing.
+	models(body []byte) ([]string, error)
+}
+
+// stream parses one streamed response body.
+type stream interface {
+	// run reads until the end marker, the end of the body or an error. It
+	// returns emitError for emit failures, *pipeline.Error for malformed
+	// streams and the read error otherwise.
+	run(body io.Reader) error
+	// ended reports whether the end marker was seen (so the rest of the
+	// body can be drained and the connection reused).
+	ended() bool
+}
+
+// client is the provider-independent part of every HTTP generator.
+type client struct {
+	d            dialect
+	base         string // the base URL without a trailing slash, query or fragment
+	redactedBase string
+	model        string
+	key          string
+	keyEnv       string
+	timeout      time.Duration
+	ttftTimeout  time.Duration
+	maxRetries   int
+	http         *http.Client
+	scrubber     secretScrubber
+	getenv       func(string) string
+}
+
+// newClient checks cfg for the named provider and builds the client.
+func newClient(cfg Config, d dialect, defaultBase string) (*client, error) {
+	name := d.provider()
+	base := strings.TrimSpace(cfg.BaseURL)
+	if base == "" {
+		base = defaultBase
+	}
+	if base == "" {
+		return nil, fmt.Errorf("--llm-base-url is required for the %s generator (for example https://api.openai.com/v1)", name)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the url.Error text repeats the URL, which may hold credentials
+		}
+		return nil, fmt.Errorf("--llm-base-url is not a valid URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("--llm-base-url %s: the scheme must be http or https", u.Redacted())
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("--llm-base-url %s: a host is required", u.Redacted())
+	}
+	if strings.TrimSpace(cfg.Model) == "" {
+		return nil, fmt.Errorf("--llm-model is required for the %s generator", name)
+	}
+	if cfg.Timeout < 0 || cfg.TTFTTimeout < 0 {
+		return nil, fmt.Errorf("llm timeouts must not be negative, got --llm-timeout %s and --llm-ttft-timeout %s", cfg.Timeout, cfg.TTFTTimeout)
+	}
+	if cfg.MaxRetries < 0 {
+		return nil, fmt.Errorf("--llm-max-retries must be 0 or more, got %d", cfg.MaxRetries)
+	}
+	keyEnv := cfg.KeyEnv
+	if keyEnv == "" {
+		keyEnv = "RAGTIME_LLM_API_KEY"
+	}
+	key := strings.TrimSpace(cfg.APIKey)
+	if strings.IndexFunc(key, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return nil, fmt.Errorf("%s contains whitespace or a control character inside it; set it to the bare key", keyEnv)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawPath, u.RawQuery, u.Fragment = "", "", ""
+	c := &client{
+		d:            d,
+		base:         u.String(),
+		redactedBase: u.Redacted(),
+		model:        strings.TrimSpace(cfg.Model),
+		key:          key,
+		keyEnv:       keyEnv,
+		timeout:      cfg.Timeout,
+		ttftTimeout:  cfg.TTFTTimeout,
+		maxRetries:   cfg.MaxRetries,
+		http:         cfg.HTTPClient,
+		scrubber:     newSecretScrubber(key),
+		getenv:       cfg.Getenv,
+	}
+	if c.http == nil {
+		c.http = &http.Client{Transport: newTransport()}
+	}
+	return c, nil
+}
+
+// newTransport returns the keep-alive transport shared by every call of one
+// generator: a pool sized for many concurrent streams to one host, HTTP/2
+// when the server negotiates it, proxies from the environment.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// Model returns the configured default model.
+func (c *client) Model() string { return c.model }
+
+// BaseURL returns the configured base URL with any credentials in it masked.
+func (c *client) BaseURL() string { return c.redactedBase }
+
+// CloseIdleConnections closes the pooled connections that are not in use,
+// for shutdown (and for measuring a cold connection).
+func (c *client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
+// drainWait bounds how long a finished stream is read on after its end
+// marker so its connection can go back to the pool.
+const drainWait = 250 * time.Millisecond
+
+// Timeout causes.
+var (
+	errDrained = errors.New("stopped draining the finished stream")
+	// errTTFTTimeout: no first token within Config.TTFTTimeout.
+	errTTFTTimeout = fmt.Errorf("no first token within --llm-ttft-timeout: %w", context.DeadlineExceeded)
+	// errOverallTimeout: the generation took longer than Config.Timeout.
+	errOverallTimeout = fmt.Errorf("the generation took longer than --llm-timeout: %w", context.DeadlineExceeded)
+)
+
+// Backoff between retries: exponential from retryBase, capped, with jitter;
+// a Retry-After longer than maxRetryAfter is not waited for.
+const (
+	retryBase     = 200 * time.Millisecond
+	retryCap      = 5 * time.Second
+	maxRetryAfter = 30 * time.Second
+)
+
+// Generate streams one answer, calling emit for every non-empty content or
+// reasoning delta. A failure before the first delta reached emit is retried
+// up to MaxRetries times when it is worth retrying. See pipeline.Generator
+// for the contract.
+func (c *client) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(pipeline.Delta) error) (pipeline.Generation, error) {
+	model := c.model
+	if req.Model != "" {
+		model = req.Model
+	}
+	body, err := c.d.encode(model, req)
+	if err != nil {
+		return pipeline.Generation{Provider: c.d.provider(), Model: model},
+			&pipeline.Error{Stage: pipeline.StageLLMConnect, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
+	}
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var deadline time.Time
+	if c.timeout > 0 {
+		deadline = time.Now().Add(c.timeout)
+		t := time.AfterFunc(c.timeout, func() { cancel(errOverallTimeout) })
+		defer t.Stop()
+	}
+	emitted := false
+	counted := func(d pipeline.Delta) error {
+		emitted = true
+		return emit(d)
+	}
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		gen, retryAfter, err := c.attempt(ctx, callCtx, model, body, counted)
+		gen.RequestStart, gen.Retries = start, attempt
+		if err == nil || emitted || attempt >= c.maxRetries || !retryable(err) {
+			return gen, err
+		}
+		wait := backoff(attempt, retryAfter)
+		if retryAfter > maxRetryAfter || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
+			return gen, err // the wait would outlast what we may spend
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-callCtx.Done():
+			t.Stop()
+			if e := contextError(ctx, callCtx, &gen); e != nil {
+				return gen, e
+			}
+			return gen, err
+		case <-t.C:
+		}
+	}
+}
+
+// retryable reports whether a failure before the first token is worth
+// another attempt: the provider was busy, failing, or not reachable.
+func retryable(err error) bool {
+	var pe *pipeline.Error
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case CodeRateLimited, CodeUnavailable, CodeConnect:
+		return true
+	}
+	return false
+}
+
+// backoff is the wait before retry attempt+1: at least retryAfter, else
+// 200 ms·2^attempt (capped at 5 s) with full jitter over its upper half.
+func backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := retryBase << min(attempt, 10)
+	d = min(d, retryCap)
+	d = d/2 + rand.N(d/2+1)
+	return max(d, retryAfter)
+}
+
+// attempt makes one upstream call. parent is the caller's context, call
+// the generation's (carrying the overall timeout).
+func (c *client) attempt(parent, call context.Context, model string, body []byte, emit func(pipeline.Delta) error) (gen pipeline.Generation, retryAfter time.Duration, err error) {
+	gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
+	actx, cancel := context.WithCancelCause(call)
+	defer cancel(nil)
+	firstSeen := false
+	var ttft *time.Timer
+	if c.ttftTimeout > 0 {
+		ttft = time.AfterFunc(c.ttftTimeout, func() { cancel(errTTFTTimeout) })
+		defer ttft.Stop()
+	}
+	firstStop := func(d pipeline.Delta) error {
+		if !firstSeen {
+			firstSeen = true
+			if ttft != nil {
+				ttft.Stop()
+			}
+		}
+		return emit(d)
+	}
+	tr := &connTrace{}
+	defer func() { tr.fill(&gen) }()
+
+	httpReq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, tr.hooks()), http.MethodPost, c.base+c.d.chatPath(), bytes.NewReader(body))
+	if err != nil {
+		return gen, 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.wrap(err)}
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	c.d.authorize(httpReq.Header, c.key)
+
+	gen.RequestStart = time.Now()
+	resp, err := c.http.Do(httpReq)
+	tr.fill(&gen)
+	if err != nil {
+		return gen, 0, c.transportError(parent, actx, &gen, err)
+	}
+	defer resp.Body.Close()
+	gen.UpstreamStatus = resp.StatusCode
+	gen.RequestID = requestID(resp.Header)
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		errBody, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		if readErr != nil {
+			if e := contextError(parent, actx, &gen); e != nil {
+				return gen, 0, e
+			}
+		}
+		return gen, retryAfterOf(resp.Header), c.statusError(&gen, resp.StatusCode, resp.Header, errBody, model)
+	}
+	if !c.d.streamType(resp.Header.Get("Content-Type")) {
+		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+		if e := contextError(parent, actx, &gen); e != nil {
+			return gen, 0, e
+		}
+		return gen, 0, &pipeline.Error{
+			Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
+			Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
+				c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.scrub(string(head))),
+			Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),
+		}
+	}
+
+	st := c.d.newStream(&gen, firstStop, c.scrubber)
+	err = st.run(resp.Body)
+	var ee emitError
+	switch {
+	case errors.As(err, &ee):
+		// The deferred cancel and Body.Close abort the upstream call.
+		return gen, 0, ee.err
+	case err != nil:
+		var pe *pipeline.Error
+		if errors.As(err, &pe) {
+			if e := contextError(parent, actx, &gen); e != nil {
+				return gen, 0, e
+			}
+			return gen, 0, pe
+		}
+		return gen, 0, c.transportError(parent, actx, &gen, err)
+	}
+	if e := contextError(parent, actx, &gen); e != nil {
+		return gen, 0, e
+	}
+	if st.ended() {
+		// Read on to the end of the body so the connection is reused.
+		stop := time.AfterFunc(drainWait, func() { cancel(errDrained) })
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		stop.Stop()
+	}
+	return gen, 0, nil
+}
+
+// requestID is the upstream's request id from the headers providers use.
+func requestID(h http.Header) string {
+	for _, k := range []string{"X-Request-Id", "Request-Id", "X-Amzn-Requestid", "Cf-Ray"} {
+		if v := h.Get(k); v != "" {
+			return truncate(v, 200)
+		}
+	}
+	return ""
+}
+
+// retryAfterOf reads a Retry-After header as a duration (0 when absent).
+func retryAfterOf(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	var secs float64
+	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// ListModels asks the provider which models it serves (GET /models, or
+// Ollama's /api/tags).
+func (c *client) ListModels(ctx context.Context) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+c.d.modelsPath(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("building the models request: %w", c.scrubber.wrap(err))
+	}
+	c.d.authorize(req.Header, c.key)
+	req.Header.Del("Accept")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var gen pipeline.Generation
+		return nil, c.transportError(ctx, nil, &gen, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the models list from %s: %w", c.redactedBase, c.scrubber.wrap(err))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		gen := pipeline.Generation{UpstreamStatus: resp.StatusCode, RequestID: requestID(resp.Header)}
+		e := c.statusError(&gen, resp.StatusCode, resp.Header, body, c.model)
+		if e.Code == CodeModelNotFound {
+			e.Message = fmt.Sprintf("%s%s was not found (HTTP %d)", c.redactedBase, c.d.modelsPath(), resp.StatusCode)
+			e.Hint = "check --llm-base-url (OpenAI-compatible servers usually need the /v1 suffix) and --llm-provider"
+		}
+		return nil, e
+	}
+	ids, err := c.d.models(body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the models list from %s: %w; first bytes: %q", c.redactedBase, err, c.scrubber.scrub(truncate(string(body), 200)))
+	}
+	return ids, nil
+}
+
+// Warmup opens a keep-alive connection to the provider ahead of the first
+// user (DNS, TCP and TLS paid now) by listing models; any HTTP answer counts
+// as success, since the connection is what is being warmed. With request
+// set it also sends a 1-token generation, which warms the server side too.
+func (c *client) Warmup(ctx context.Context, request bool) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+c.d.modelsPath(), nil)
+	if err != nil {
+		return fmt.Errorf("building the warm-up request: %w", c.scrubber.wrap(err))
+	}
+	c.d.authorize(req.Header, c.key)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		var gen pipeline.Generation
+		return c.transportError(ctx, nil, &gen, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<20))
+	resp.Body.Close()
+	if !request {
+		return nil
+	}
+	_, err = c.Generate(ctx, pipeline.GenerateRequest{MaxTokens: 1, Messages: []pipeline.Message{{Role: "user", Content: "Say OK."}}},
+		func(pipeline.Delta) error { return nil })
+	return err
+}
+
+// decodeModelIDs reads {"data": [{"id": ...}]} (OpenAI, Anthropic, vLLM,
+// llama.cpp, the simulator).
+func decodeModelIDs(body []byte) ([]string, error) {
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil {
+		return nil, fmt.Errorf("the models list is not JSON: %w", err)
+	}
+	if list.Data == nil {
+		return nil, errors.New(`the models list has no "data" array`)
+	}
+	ids := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		ids = append(ids, m.ID)
+	}
+	return ids, nil
+}

@@ -1,0 +1,77 @@
+package postgres_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"ragtime/postgres"
+	"ragtime/postgres/postgrestest"
+)
+
+func TestSweepsStartTagFinish(t *testing.T) {
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	sw := postgres.NewSweeps(pool)
+	id := uuid.NewString()
+	if err := sw.Start(ctx, id, "server", 42, map[string]any{"runs": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(ctx, "not-a-uuid", "server", 1, nil); err == nil || !strings.Contains(err.Error(), "not a UUID") {
+		t.Errorf("Start with a bad id: %v", err)
+	}
+	if err := sw.Start(ctx, uuid.NewString(), "sideways", 1, nil); err == nil {
+		t.Error("Start with an unknown mode succeeded")
+	}
+
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
+	inSweep, untagged, orphan := record(1), record(2), record(3)
+	inSweep.SweepID = id
+	orphan.SweepID = uuid.NewString() // no such sweep: the foreign key refuses it
+	rec.Record(inSweep)
+	rec.Record(untagged)
+	rec.Record(orphan)
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Written != 2 || st.Failed != 1 {
+		t.Errorf("recorder stats %+v, want 2 written and the orphan failed", st)
+	}
+	got, err := postgres.NewStore(pool).GetQuery(ctx, inSweep.QueryID)
+	if err != nil || got.SweepID != id || got.MaxContextTokens != 6000 {
+		t.Errorf("stored sweep id %q budget %d, %v", got.SweepID, got.MaxContextTokens, err)
+	}
+
+	// Tagging marks only untagged, stored queries; unknown ids wait.
+	n, err := sw.Tag(ctx, id, []string{inSweep.QueryID, untagged.QueryID, uuid.NewString()})
+	if err != nil || n != 1 {
+		t.Errorf("Tag = %d, %v; want 1", n, err)
+	}
+	if _, err := sw.Tag(ctx, id, []string{"nope"}); err == nil {
+		t.Error("Tag took a query id that is not a UUID")
+	}
+	if n, err := sw.Tagged(ctx, id); err != nil || n != 2 {
+		t.Errorf("Tagged = %d, %v; want 2", n, err)
+	}
+
+	summary := map[string]any{"settings": []map[string]any{{"top_k": 8, "rerank_top_n": 4, "recall": 0.75, "hit_rate": 1, "mrr": 0.5}}}
+	if err := sw.Finish(ctx, id, postgres.SweepDone, summary); err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Finish(ctx, uuid.NewString(), postgres.SweepDone, summary); err == nil {
+		t.Error("Finish of an unknown sweep succeeded")
+	}
+	var status string
+	var queries, ok int
+	var recall, p50 float64
+	err = pool.QueryRow(ctx, `SELECT sweep_status, queries, ok, recall, ttft_p50_ms FROM sweep_results WHERE sweep_id = $1 AND top_k = 8`, id).
+		Scan(&status, &queries, &ok, &recall, &p50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != "done" || queries != 2 || ok != 2 || recall != 0.75 || p50 != 412.731 {
+		t.Errorf("sweep_results: %s %d %d %v %v", status, queries, ok, recall, p50)
+	}
+}

@@ -1,0 +1,151 @@
+package sweep
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"text/tabwriter"
+)
+
+// File names WriteFiles creates in its directory.
+const (
+	ResultsCSV = "results.csv"
+	SamplesCSV = "samples.csv"
+	ReportJSON = "sweep.json"
+	ChartSVG   = "chart.svg"
+	ChartPNG   = "chart.png"
+)
+
+// WriteTable prints the per-setting figures and the recommendation.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "top_k\trerank\tbudget\tok\tfailed\tttft p50\tttft p95\tretrieval p50\tprefill p50\tprompt tok\tretr share\thit@k\trecall@k\tMRR\t")
+	for _, s := range r.Settings {
+		budget := "server"
+		if s.MaxContextTokens > 0 {
+			budget = strconv.Itoa(s.MaxContextTokens)
+		}
+		if s.OK == 0 {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", s.TopK, s.RerankTopN, budget, s.OK, s.Failed)
+			continue
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%.1f ms\t%.1f ms\t%.2f ms\t%.1f ms\t%.0f\t%.1f%%\t%s\t%s\t%s\t\n",
+			s.TopK, s.RerankTopN, budget, s.OK, s.Failed, s.TTFTP50Ms, s.TTFTP95Ms, s.RetrievalP50Ms,
+			s.LLMPrefillP50Ms, s.PromptTokensMean, 100*s.RetrievalShareP50, fmtPtr(s.HitRate), fmtPtr(s.Recall), fmtPtr(s.MRR))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the table: %w", err)
+	}
+	if r.Recommendation.Setting != nil {
+		rs := r.Recommendation.Setting
+		budget := ""
+		if rs.MaxContextTokens > 0 {
+			budget = fmt.Sprintf(" max_context_tokens=%d", rs.MaxContextTokens)
+		}
+		_, err := fmt.Fprintf(w, "\nrecommended: top_k=%d rerank_top_n=%d%s: %s\n", rs.TopK, rs.RerankTopN, budget, r.Recommendation.Why)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nno recommendation: %s\n", r.Recommendation.Why)
+	return err
+}
+
+// WriteFiles writes results.csv (one row per setting), samples.csv (one row
+// per measured query), sweep.json (everything) and chart.svg and chart.png
+// into dir, creating it. It returns the paths written; on an error it has
+// still written what it could.
+func (r *Report) WriteFiles(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the output directory: %w", err)
+	}
+	var written []string
+	var errs []error
+	write := func(name string, f func(io.Writer) error) {
+		path := filepath.Join(dir, name)
+		if err := writeFile(path, f); err != nil {
+			errs = append(errs, err)
+			return
+		}
+		written = append(written, path)
+	}
+	write(ResultsCSV, r.writeResultsCSV)
+	write(SamplesCSV, r.writeSamplesCSV)
+	write(ReportJSON, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	})
+	write(ChartSVG, func(w io.Writer) error { return r.Chart(w, "svg") })
+	write(ChartPNG, func(w io.Writer) error { return r.Chart(w, "png") })
+	return written, errors.Join(errs...)
+}
+
+// writeFile writes path through a temporary file and a rename, so a reader
+// never sees half a file.
+func writeFile(path string, f func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := f(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+func ftoa(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+func ptoa(p *float64) string {
+	if p == nil {
+		return ""
+	}
+	return ftoa(*p)
+}
+
+func (r *Report) writeResultsCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"sweep_id", "top_k", "rerank_top_n", "max_context_tokens", "queries", "ok", "failed",
+		"ttft_p50_ms", "ttft_p95_ms", "retrieval_p50_ms", "llm_prefill_p50_ms", "prompt_tokens_mean",
+		"retrieval_share_p50", "hit_rate", "recall", "mrr",
+		"p50_retrieval_ms", "p50_llm_connect_ms", "p50_llm_prefill_ms", "p50_other_ms",
+		"p95_retrieval_ms", "p95_llm_connect_ms", "p95_llm_prefill_ms", "p95_other_ms", "recommended"})
+	for _, s := range r.Settings {
+		rec := r.Recommendation.Setting != nil && *r.Recommendation.Setting == s.Setting
+		_ = cw.Write([]string{r.SweepID, strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens),
+			strconv.Itoa(s.Queries), strconv.Itoa(s.OK), strconv.Itoa(s.Failed),
+			ftoa(s.TTFTP50Ms), ftoa(s.TTFTP95Ms), ftoa(s.RetrievalP50Ms), ftoa(s.LLMPrefillP50Ms), ftoa(s.PromptTokensMean),
+			ftoa(s.RetrievalShareP50), ptoa(s.HitRate), ptoa(s.Recall), ptoa(s.MRR),
+			ftoa(s.Stack50.Retrieval), ftoa(s.Stack50.LLMConnect), ftoa(s.Stack50.LLMPrefill), ftoa(s.Stack50.Other),
+			ftoa(s.Stack95.Retrieval), ftoa(s.Stack95.LLMConnect), ftoa(s.Stack95.LLMPrefill), ftoa(s.Stack95.Other),
+			strconv.FormatBool(rec)})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func (r *Report) writeSamplesCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"order", "query_id", "question", "run", "top_k", "rerank_top_n", "max_context_tokens", "status", "error",
+		"ttft_ms", "retrieval_ms", "llm_connect_ms", "llm_prefill_ms", "other_ms", "prompt_tokens", "retrieval_share",
+		"hit", "recall", "rr"})
+	for _, s := range r.Samples {
+		_ = cw.Write([]string{strconv.Itoa(s.Order), s.QueryID, strconv.Itoa(s.Question + 1), strconv.Itoa(s.Run),
+			strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens), s.Status, s.Error,
+			ftoa(s.TTFTMs), ftoa(s.RetrievalMs), ftoa(s.Stages.LLMConnect), ftoa(s.LLMPrefillMs), ftoa(s.Stages.Other),
+			strconv.Itoa(s.PromptTokens), ftoa(s.RetrievalShare), ptoa(s.Hit), ptoa(s.Recall), ptoa(s.RR)})
+	}
+	cw.Flush()
+	return cw.Error()
+}

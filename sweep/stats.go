@@ -1,0 +1,360 @@
+package sweep
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Setting is one point of the sweep.
+type Setting struct {
+	TopK int `json:"top_k"`
+	// RerankTopN is how many reranked chunks go to the context (0: reranking off).
+	RerankTopN int `json:"rerank_top_n"`
+	// MaxContextTokens is the context budget; 0 means the server's own.
+	MaxContextTokens int `json:"max_context_tokens,omitempty"`
+}
+
+func (s Setting) String() string {
+	out := fmt.Sprintf("k=%d rerank=%d", s.TopK, s.RerankTopN)
+	if s.MaxContextTokens > 0 {
+		out += fmt.Sprintf(" budget=%d", s.MaxContextTokens)
+	}
+	return out
+}
+
+// Breakdown splits a TTFT into its stages, in milliseconds; the parts add
+// up to the TTFT (DESIGN.md's identity ttft = queue + retrieval + gen_ttft +
+// overhead, with gen_ttft = llm_connect + llm_prefill).
+type Breakdown struct {
+	Retrieval  float64 `json:"retrieval_ms"`
+	LLMConnect float64 `json:"llm_connect_ms"`
+	LLMPrefill float64 `json:"llm_prefill_ms"`
+	// Other is queue + overhead (the service's own glue).
+	Other float64 `json:"other_ms"`
+}
+
+// Total is the sum of the parts.
+func (b Breakdown) Total() float64 { return b.Retrieval + b.LLMConnect + b.LLMPrefill + b.Other }
+
+// Sample is one measured query.
+type Sample struct {
+	Setting
+	// Question is the question's index in the file's order; Run counts from 1;
+	// Order is the query's place in the shuffled schedule (from 1).
+	Question int    `json:"question"`
+	Run      int    `json:"run"`
+	Order    int    `json:"order"`
+	QueryID  string `json:"query_id"`
+	Status   string `json:"status"`
+	Error    string `json:"error,omitempty"`
+
+	TTFTMs         float64   `json:"ttft_ms"`
+	RetrievalMs    float64   `json:"retrieval_ms"`
+	LLMPrefillMs   float64   `json:"llm_prefill_ms"`
+	RetrievalShare float64   `json:"retrieval_share"`
+	PromptTokens   int       `json:"prompt_tokens"`
+	Stages         Breakdown `json:"stages"`
+	// Docs are the distinct documents of the context's chunks, in rank order.
+	Docs []string `json:"docs"`
+	// Hit, Recall and RR (reciprocal rank) are set when the question has
+	// relevance labels.
+	Hit    *float64 `json:"hit,omitempty"`
+	Recall *float64 `json:"recall,omitempty"`
+	RR     *float64 `json:"rr,omitempty"`
+}
+
+// score sets Hit, Recall and RR from Docs against the relevant ids: hit is 1
+// when any relevant document is in the context, recall the fraction of the
+// relevant documents that are, RR one over the rank of the first (0 when
+// none is). Ranks count documents, not chunks: a document's later chunks
+// add nothing.
+func (s *Sample) score(relevant []string) {
+	if len(relevant) == 0 {
+		return
+	}
+	want := map[string]bool{}
+	for _, id := range relevant {
+		want[id] = true
+	}
+	var found int
+	rr := 0.0
+	for i, d := range s.Docs {
+		if want[d] {
+			found++
+			if rr == 0 {
+				rr = 1 / float64(i+1)
+			}
+		}
+	}
+	hit := 0.0
+	if found > 0 {
+		hit = 1
+	}
+	recall := float64(found) / float64(len(want))
+	s.Hit, s.Recall, s.RR = &hit, &recall, &rr
+}
+
+// distinctDocs returns the doc ids in order, each once.
+func distinctDocs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Result is the summary of one setting.
+type Result struct {
+	Setting
+	Queries int `json:"queries"`
+	OK      int `json:"ok"`
+	Failed  int `json:"failed"`
+
+	TTFTP50Ms         float64 `json:"ttft_p50_ms"`
+	TTFTP95Ms         float64 `json:"ttft_p95_ms"`
+	RetrievalP50Ms    float64 `json:"retrieval_p50_ms"`
+	LLMPrefillP50Ms   float64 `json:"llm_prefill_p50_ms"`
+	PromptTokensMean  float64 `json:"prompt_tokens_mean"`
+	RetrievalShareP50 float64 `json:"retrieval_share_p50"`
+	// Stack50 and Stack95 split TTFT p50 and p95 by stage: the mean stage
+	// shares of the queries nearest each percentile, times the percentile.
+	Stack50 Breakdown `json:"stack_p50"`
+	Stack95 Breakdown `json:"stack_p95"`
+
+	// HitRate (hit@k), Recall (recall@k) and MRR average the labelled
+	// questions' queries; nil without relevance labels.
+	HitRate *float64 `json:"hit_rate"`
+	Recall  *float64 `json:"recall"`
+	MRR     *float64 `json:"mrr"`
+	// Labelled counts the queries the relevance figures average.
+	Labelled int `json:"labelled"`
+}
+
+// Percentile is the p-quantile (0..1) of sorted xs by linear interpolation
+// between closest ranks, the definition of PostgreSQL's percentile_cont, so
+// the sweep's figures equal the sweep_results view's. It is four lines, and
+// gonum's stat.Quantile offers only other definitions. NaN when xs is empty.
+func Percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	pos := p * float64(len(sorted)-1)
+	lo := int(math.Floor(pos))
+	hi := min(lo+1, len(sorted)-1)
+	return sorted[lo] + (pos-float64(lo))*(sorted[hi]-sorted[lo])
+}
+
+// Summarize computes one Result per setting, in the settings' order, from
+// the samples measured so far. Only queries with status ok count towards
+// the timing and relevance figures.
+func Summarize(settings []Setting, samples []Sample) []Result {
+	out := make([]Result, 0, len(settings))
+	for _, st := range settings {
+		r := Result{Setting: st}
+		var ok []Sample
+		for _, s := range samples {
+			if s.Setting != st {
+				continue
+			}
+			r.Queries++
+			if s.Status == "ok" {
+				ok = append(ok, s)
+			} else {
+				r.Failed++
+			}
+		}
+		r.OK = len(ok)
+		if len(ok) > 0 {
+			summarizeOK(&r, ok)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func summarizeOK(r *Result, ok []Sample) {
+	col := func(f func(Sample) float64) []float64 {
+		xs := make([]float64, len(ok))
+		for i, s := range ok {
+			xs[i] = f(s)
+		}
+		slices.Sort(xs)
+		return xs
+	}
+	ttft := col(func(s Sample) float64 { return s.TTFTMs })
+	r.TTFTP50Ms = round3(Percentile(ttft, 0.5))
+	r.TTFTP95Ms = round3(Percentile(ttft, 0.95))
+	r.RetrievalP50Ms = round3(Percentile(col(func(s Sample) float64 { return s.RetrievalMs }), 0.5))
+	r.LLMPrefillP50Ms = round3(Percentile(col(func(s Sample) float64 { return s.LLMPrefillMs }), 0.5))
+	r.RetrievalShareP50 = math.Round(Percentile(col(func(s Sample) float64 { return s.RetrievalShare }), 0.5)*1e4) / 1e4
+	var tokens float64
+	for _, s := range ok {
+		tokens += float64(s.PromptTokens)
+	}
+	r.PromptTokensMean = math.Round(tokens/float64(len(ok))*10) / 10
+	r.Stack50 = stackAt(ok, 0.5, r.TTFTP50Ms)
+	r.Stack95 = stackAt(ok, 0.95, r.TTFTP95Ms)
+
+	var hit, recall, rr float64
+	for _, s := range ok {
+		if s.Hit == nil {
+			continue
+		}
+		r.Labelled++
+		hit += *s.Hit
+		recall += *s.Recall
+		rr += *s.RR
+	}
+	if r.Labelled > 0 {
+		n := float64(r.Labelled)
+		h, rc, m := round4(hit/n), round4(recall/n), round4(rr/n)
+		r.HitRate, r.Recall, r.MRR = &h, &rc, &m
+	}
+}
+
+// stackAt splits the TTFT percentile p (value v) by stage: it averages the
+// stage shares of the queries ranked within ±5 % (at least ±1 query) of the
+// percentile's rank, and scales them to v, so the stack is as tall as the
+// percentile and split the way the queries around it were.
+func stackAt(ok []Sample, p, v float64) Breakdown {
+	sorted := slices.Clone(ok)
+	slices.SortFunc(sorted, func(a, b Sample) int { return cmp.Compare(a.TTFTMs, b.TTFTMs) })
+	n := len(sorted)
+	center := int(math.Round(p * float64(n-1)))
+	w := max(1, int(math.Round(0.05*float64(n))))
+	var share Breakdown
+	var count float64
+	for i := max(0, center-w); i <= min(n-1, center+w); i++ {
+		s := sorted[i]
+		t := s.Stages.Total()
+		if t <= 0 {
+			continue
+		}
+		share.Retrieval += s.Stages.Retrieval / t
+		share.LLMConnect += s.Stages.LLMConnect / t
+		share.LLMPrefill += s.Stages.LLMPrefill / t
+		share.Other += s.Stages.Other / t
+		count++
+	}
+	if count == 0 {
+		return Breakdown{Other: v}
+	}
+	return Breakdown{
+		Retrieval:  round3(share.Retrieval / count * v),
+		LLMConnect: round3(share.LLMConnect / count * v),
+		LLMPrefill: round3(share.LLMPrefill / count * v),
+		Other:      round3(share.Other / count * v),
+	}
+}
+
+func round3(x float64) float64 { return math.Round(x*1e3) / 1e3 }
+func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
+
+// Recommendation is the setting the sweep recommends, and why.
+type Recommendation struct {
+	// Setting is nil when no setting meets the rule.
+	Setting *Setting `json:"setting"`
+	// Why is one sentence.
+	Why string `json:"why"`
+	// BestRecall is the best recall of any setting; nil without labels.
+	BestRecall *float64 `json:"best_recall"`
+}
+
+// Recommend applies the rule: among the settings with measured queries,
+// the smallest k whose recall is within tolerance of the best recall and,
+// when budgetMs > 0, whose TTFT p95 is under budgetMs; ties on k go to the
+// lower TTFT p95. Without relevance labels every setting passes the recall
+// test, and the sentence says so.
+func Recommend(results []Result, tolerance, budgetMs float64) Recommendation {
+	var measured []Result
+	for _, r := range results {
+		if r.OK > 0 {
+			measured = append(measured, r)
+		}
+	}
+	if len(measured) == 0 {
+		return Recommendation{Why: "no setting has a successful query, so there is nothing to recommend."}
+	}
+	var best *Result
+	for i := range measured {
+		r := &measured[i]
+		if r.Recall != nil && (best == nil || *r.Recall > *best.Recall) {
+			best = r
+		}
+	}
+	var rec Recommendation
+	if best != nil {
+		b := *best.Recall
+		rec.BestRecall = &b
+	}
+	var pick *Result
+	var fastest *Result
+	for i := range measured {
+		r := &measured[i]
+		if fastest == nil || r.TTFTP95Ms < fastest.TTFTP95Ms {
+			fastest = r
+		}
+		if best != nil && (r.Recall == nil || *r.Recall < *best.Recall-tolerance-1e-9) {
+			continue
+		}
+		if budgetMs > 0 && r.TTFTP95Ms >= budgetMs {
+			continue
+		}
+		if pick == nil || r.TopK < pick.TopK || (r.TopK == pick.TopK && r.TTFTP95Ms < pick.TTFTP95Ms) {
+			pick = r
+		}
+	}
+	if pick == nil {
+		if best != nil {
+			rec.Why = fmt.Sprintf("no setting has recall within %.2f of the best (%.3f at %s) and TTFT p95 under %.0f ms; the fastest, %s, has p95 %.1f ms and recall %s, so raise --ttft-budget-ms or make prefill cheaper.",
+				tolerance, *best.Recall, best.Setting, budgetMs, fastest.Setting, fastest.TTFTP95Ms, fmtPtr(fastest.Recall))
+		} else {
+			rec.Why = fmt.Sprintf("no setting has TTFT p95 under %.0f ms; the fastest, %s, has p95 %.1f ms, so raise --ttft-budget-ms or make prefill cheaper.",
+				budgetMs, fastest.Setting, fastest.TTFTP95Ms)
+		}
+		return rec
+	}
+	s := pick.Setting
+	rec.Setting = &s
+	budget := ""
+	if budgetMs > 0 {
+		budget = fmt.Sprintf(" under the %.0f ms budget", budgetMs)
+	}
+	if best == nil {
+		rec.Why = fmt.Sprintf("%s is the smallest k with TTFT p95 %.1f ms%s; the questions carry no relevance labels, so recall was not weighed: add \"relevant\" doc ids to let recall count.",
+			s, pick.TTFTP95Ms, budget)
+		return rec
+	}
+	var smaller *Result // the largest k below the pick, to say what it would cost
+	for i := range measured {
+		r := &measured[i]
+		if r.TopK < pick.TopK && r.Recall != nil && (smaller == nil || r.TopK > smaller.TopK) {
+			smaller = r
+		}
+	}
+	var why string
+	if *pick.Recall >= *best.Recall {
+		why = fmt.Sprintf("%s is the smallest k that reaches the best recall (%.3f), with TTFT p95 %.1f ms%s", s, *pick.Recall, pick.TTFTP95Ms, budget)
+	} else {
+		why = fmt.Sprintf("%s is the smallest k whose recall (%.3f) is within %.2f of the best (%.3f at %s), with TTFT p95 %.1f ms%s, %.1f ms below that setting's",
+			s, *pick.Recall, tolerance, *best.Recall, best.Setting, pick.TTFTP95Ms, budget, best.TTFTP95Ms-pick.TTFTP95Ms)
+	}
+	if smaller != nil {
+		why += fmt.Sprintf("; k=%d would save %.1f ms at p95 but lose %.3f recall", smaller.TopK, pick.TTFTP95Ms-smaller.TTFTP95Ms, *pick.Recall-*smaller.Recall)
+	}
+	rec.Why = why + "."
+	return rec
+}
+
+func fmtPtr(p *float64) string {
+	if p == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.3f", *p)
+}

@@ -1,0 +1,284 @@
+package sweep
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ragtime/pipeline"
+)
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadQuestions(t *testing.T) {
+	cases := []struct {
+		name, file, content string
+		want                []Question
+		err                 string
+	}{
+		{name: "jsonl", file: "q.jsonl", content: "{\"question\": \" a \", \"relevant\": [\"x.md\", \" y.md\"]}\n\n# note\n{\"question\": \"b\"}\n",
+			want: []Question{{Text: "a", Relevant: []string{"x.md", "y.md"}, Line: 1}, {Text: "b", Line: 4}}},
+		{name: "tsv", file: "q.tsv", content: "a\tx.md, y.md,\r\nb\n",
+			want: []Question{{Text: "a", Relevant: []string{"x.md", "y.md"}, Line: 1}, {Text: "b", Line: 2}}},
+		{name: "sniffed jsonl", file: "q.txt", content: "# c\n{\"question\": \"a\"}\n", want: []Question{{Text: "a", Line: 2}}},
+		{name: "sniffed tsv", file: "q.txt", content: "a\tx\n", want: []Question{{Text: "a", Relevant: []string{"x"}, Line: 1}}},
+		{name: "empty", file: "q.jsonl", content: "\n# only\n", err: "no questions"},
+		{name: "bad json", file: "q.jsonl", content: "{\"question\": \"a\"}\n{\"question\": \n", err: "q.jsonl:2: not a JSON object"},
+		{name: "unknown field", file: "q.jsonl", content: "{\"q\": \"a\"}\n", err: "q.jsonl:1: not a JSON object"},
+		{name: "wrong type", file: "q.jsonl", content: "{\"question\": \"a\", \"relevant\": \"x\"}\n", err: "q.jsonl:1: field \"relevant\" must be a JSON slice"},
+		{name: "no question", file: "q.jsonl", content: "{\"relevant\": [\"x\"]}\n", err: "q.jsonl:1: \"question\" is missing"},
+		{name: "two values", file: "q.jsonl", content: "{\"question\": \"a\"} {}\n", err: "q.jsonl:1: more than one JSON value"},
+		{name: "duplicate id", file: "q.tsv", content: "a\tx,x\n", err: "q.tsv:1: relevant doc id \"x\" is listed twice"},
+		{name: "three fields", file: "q.tsv", content: "ok\na\tb\tc\n", err: "q.tsv:2: 3 tab-separated fields"},
+		{name: "empty question", file: "q.tsv", content: "\tx\n", err: "q.tsv:1: the question (first field) is empty"},
+		{name: "bad utf8", file: "q.tsv", content: "a\xff\n", err: "q.tsv:1: the line is not valid UTF-8"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := writeTemp(t, c.file, c.content)
+			got, err := LoadQuestions(p)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err = %v, want %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("got %+v", got)
+			}
+			for i := range got {
+				if got[i].Text != c.want[i].Text || got[i].Line != c.want[i].Line || strings.Join(got[i].Relevant, "|") != strings.Join(c.want[i].Relevant, "|") {
+					t.Errorf("question %d = %+v, want %+v", i, got[i], c.want[i])
+				}
+			}
+		})
+	}
+	if _, err := LoadQuestions(filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
+		t.Error("a missing file loaded")
+	}
+}
+
+func TestPercentileMatchesPercentileCont(t *testing.T) {
+	// Values PostgreSQL's percentile_cont gives for these inputs.
+	xs := []float64{1, 2, 3, 4, 10}
+	for _, c := range []struct{ p, want float64 }{{0, 1}, {0.5, 3}, {0.95, 8.8}, {1, 10}, {0.25, 2}} {
+		if got := Percentile(xs, c.p); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("Percentile(%v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	if got := Percentile([]float64{7}, 0.95); got != 7 {
+		t.Errorf("one value: %v", got)
+	}
+	if !math.IsNaN(Percentile(nil, 0.5)) {
+		t.Error("no values should be NaN")
+	}
+}
+
+func TestScoreCountsDocumentsNotChunks(t *testing.T) {
+	s := Sample{Docs: distinctDocs([]string{"a", "a", "b", "c", "b"})}
+	if strings.Join(s.Docs, ",") != "a,b,c" {
+		t.Fatalf("docs %v", s.Docs)
+	}
+	s.score([]string{"c", "z"})
+	if *s.Hit != 1 || *s.Recall != 0.5 || math.Abs(*s.RR-1.0/3) > 1e-12 {
+		t.Errorf("hit %v recall %v rr %v", *s.Hit, *s.Recall, *s.RR)
+	}
+	s.score([]string{"z"})
+	if *s.Hit != 0 || *s.Recall != 0 || *s.RR != 0 {
+		t.Errorf("miss: hit %v recall %v rr %v", *s.Hit, *s.Recall, *s.RR)
+	}
+	u := Sample{Docs: []string{"a"}}
+	u.score(nil)
+	if u.Hit != nil || u.Recall != nil || u.RR != nil {
+		t.Error("unlabelled question got relevance figures")
+	}
+}
+
+func f(x float64) *float64 { return &x }
+
+func TestRecommend(t *testing.T) {
+	res := func(k int, recall *float64, p95 float64) Result {
+		return Result{Setting: Setting{TopK: k, RerankTopN: k}, OK: 3, TTFTP95Ms: p95, Recall: recall}
+	}
+	cases := []struct {
+		name      string
+		results   []Result
+		tol, budg float64
+		want      int // 0: none
+		why       string
+	}{
+		{"smallest within tolerance", []Result{res(1, f(0.5), 10), res(4, f(0.89), 20), res(8, f(0.90), 40), res(16, f(0.91), 80)}, 0.02, 0, 4, "within 0.02 of the best (0.910"},
+		{"tolerance zero picks the best", []Result{res(1, f(0.5), 10), res(4, f(0.89), 20), res(16, f(0.91), 80)}, 0, 0, 16, "smallest k"},
+		{"budget excludes", []Result{res(1, f(0.5), 10), res(4, f(0.90), 60), res(8, f(0.90), 40)}, 0.02, 50, 8, "under the 50 ms budget"},
+		{"nothing under budget", []Result{res(1, f(0.5), 100), res(4, f(0.9), 200)}, 0.02, 50, 0, "raise --ttft-budget-ms"},
+		{"no labels", []Result{res(2, nil, 10), res(1, nil, 20)}, 0.02, 0, 1, "no relevance labels"},
+		{"unmeasured settings skipped", []Result{{Setting: Setting{TopK: 1}}, res(4, f(0.9), 20)}, 0.02, 0, 4, ""},
+		{"nothing measured", []Result{{Setting: Setting{TopK: 1}}}, 0.02, 0, 0, "no setting has a successful query"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Recommend(c.results, c.tol, c.budg)
+			got := 0
+			if r.Setting != nil {
+				got = r.Setting.TopK
+			}
+			if got != c.want || !strings.Contains(r.Why, c.why) {
+				t.Errorf("recommended k=%d (%s), want k=%d and %q", got, r.Why, c.want, c.why)
+			}
+		})
+	}
+}
+
+func TestSummarizeAndStacks(t *testing.T) {
+	st := Setting{TopK: 2, RerankTopN: 2}
+	var samples []Sample
+	for i := range 20 {
+		ttft := float64(10 + i)
+		samples = append(samples, Sample{Setting: st, Status: "ok", TTFTMs: ttft, RetrievalMs: 1, LLMPrefillMs: ttft - 2,
+			PromptTokens: 100 + i, Stages: Breakdown{Retrieval: 1, LLMConnect: 0.5, LLMPrefill: ttft - 2, Other: 0.5}})
+	}
+	samples = append(samples, Sample{Setting: st, Status: "error"}, Sample{Setting: Setting{TopK: 9}, Status: "ok", TTFTMs: 1})
+	res := Summarize([]Setting{st, {TopK: 3}}, samples)
+	r := res[0]
+	if r.Queries != 21 || r.OK != 20 || r.Failed != 1 || r.TTFTP50Ms != 19.5 || r.TTFTP95Ms != 28.05 || r.PromptTokensMean != 109.5 {
+		t.Errorf("result %+v", r)
+	}
+	for _, c := range []struct {
+		b Breakdown
+		v float64
+	}{{r.Stack50, r.TTFTP50Ms}, {r.Stack95, r.TTFTP95Ms}} {
+		if math.Abs(c.b.Total()-c.v) > 0.005 || c.b.LLMPrefill <= c.b.Retrieval {
+			t.Errorf("stack %+v does not split %.3f", c.b, c.v)
+		}
+	}
+	if r.Recall != nil {
+		t.Error("recall without labels")
+	}
+	if res[1].Queries != 0 || res[1].OK != 0 {
+		t.Errorf("empty setting %+v", res[1])
+	}
+}
+
+func TestScheduleIsSeededAndComplete(t *testing.T) {
+	cfg := Config{Params: Params{Settings: []Setting{{TopK: 1}, {TopK: 2}, {TopK: 4}}, Runs: 3, Seed: 7},
+		Questions: []Question{{Text: "a"}, {Text: "b"}}}
+	a, b := cfg.schedule(), cfg.schedule()
+	cfg.Seed = 8
+	c := cfg.schedule()
+	if len(a) != 18 {
+		t.Fatalf("%d jobs", len(a))
+	}
+	same, differ := true, false
+	seen := map[job]bool{}
+	for i := range a {
+		same = same && a[i] == b[i]
+		differ = differ || a[i].setting != c[i].setting || a[i].question != c[i].question
+		if a[i].order != i+1 {
+			t.Errorf("job %d has order %d", i, a[i].order)
+		}
+		k := a[i]
+		k.order = 0
+		seen[k] = true
+	}
+	if !same || !differ || len(seen) != 18 {
+		t.Errorf("same seed same order %v, other seed other order %v, distinct jobs %d", same, differ, len(seen))
+	}
+	// Shuffled: the first six jobs are not all one setting, as they would be in order.
+	first := map[Setting]bool{}
+	for _, j := range a[:6] {
+		first[j.setting] = true
+	}
+	if len(first) == 1 {
+		t.Errorf("the first six jobs all ask %v: not shuffled", a[0].setting)
+	}
+}
+
+// fakeAsker answers every question with a fixed record, as a pipeline
+// whose retrieval finds the first k of a fixed ranking would.
+type fakeAsker struct{ ranking []string }
+
+func (a fakeAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	var src []pipeline.Source
+	for i := range min(req.TopK, len(a.ranking)) {
+		src = append(src, pipeline.Source{Rank: i + 1, DocID: a.ranking[i]})
+	}
+	_ = out.Sources(src)
+	ttft := float64(10 * req.TopK)
+	return pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, TTFTMs: &ttft, LLMPrefillMs: ttft - 1, GenTTFTMs: ttft - 1,
+		RetrievalMs: 1, OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: 50 * req.TopK}}
+}
+
+func TestRunWritesTableAndFiles(t *testing.T) {
+	cfg := Config{
+		Params: Params{Settings: []Setting{{TopK: 1, RerankTopN: 1}, {TopK: 2, RerankTopN: 2}, {TopK: 4, RerankTopN: 4}},
+			Runs: 2, Concurrency: 2, Seed: 1, RecallTolerance: 0.02},
+		Mode:      ModeInProcess,
+		Questions: []Question{{Text: "a", Relevant: []string{"y", "z"}}, {Text: "b"}},
+		Asker:     fakeAsker{ranking: []string{"x", "y", "y", "z"}},
+	}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Measured != 12 || rep.Status != StatusDone {
+		t.Fatalf("measured %d, status %s", rep.Measured, rep.Status)
+	}
+	want := []float64{0, 0.5, 1} // y at k=2, y and z at k=4 (the ranking repeats y)
+	for i, s := range rep.Settings {
+		if s.Recall == nil || *s.Recall != want[i] || s.Labelled != 2 {
+			t.Errorf("%s: recall %v over %d, want %v over 2", s.Setting, s.Recall, s.Labelled, want[i])
+		}
+	}
+	if rep.Recommendation.Setting == nil || rep.Recommendation.Setting.TopK != 4 {
+		t.Errorf("recommendation %+v", rep.Recommendation)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "recommended: top_k=4") || strings.Count(buf.String(), "\n") < 5 {
+		t.Errorf("table:\n%s", buf.String())
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	files, err := rep.WriteFiles(dir)
+	if err != nil || len(files) != 5 {
+		t.Fatalf("wrote %v, %v", files, err)
+	}
+	png, _ := os.ReadFile(filepath.Join(dir, ChartPNG))
+	svg, _ := os.ReadFile(filepath.Join(dir, ChartSVG))
+	if !bytes.HasPrefix(png, []byte("\x89PNG")) || !bytes.Contains(svg, []byte("recall@k")) {
+		t.Errorf("chart files: png %d bytes, svg %d bytes", len(png), len(svg))
+	}
+	if err := rep.Chart(&buf, "gif"); err == nil {
+		t.Error("a gif chart was drawn")
+	}
+}
+
+func TestRunFailsOnWarmUpError(t *testing.T) {
+	cfg := Config{Params: Params{Settings: []Setting{{TopK: 1}}, Runs: 1, Concurrency: 1}, Mode: ModeInProcess,
+		Questions: []Question{{Text: "a"}}, Asker: failingAsker{}}
+	_, err := Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "warm-up query at k=1 rerank=0 failed: llm_unreachable") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+type failingAsker struct{}
+
+func (failingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	return pipeline.Record{Status: pipeline.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
+}
