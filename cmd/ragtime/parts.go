@@ -254,6 +254,7 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 	case "ollama":
 		e, err := ollama.New(ollama.Config{
 			BaseURL: c.embedURL, Model: c.embedModel, Dimensions: c.embedDim, BatchSize: c.embedBatch, Timeout: c.embedTime,
+			APIKey: env.getenv(c.embedKey), KeyVar: c.embedKey,
 		})
 		if err != nil {
 			return nil, &usageError{msg: err.Error()}

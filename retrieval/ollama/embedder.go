@@ -29,6 +29,10 @@ type Config struct {
 	BatchSize int
 	// Timeout bounds each request (0: 60 s).
 	Timeout time.Duration
+	// APIKey, when set, is sent as a bearer token (for an Ollama behind an
+	// authenticating proxy); KeyVar names its variable, for error hints.
+	APIKey string
+	KeyVar string
 }
 
 // Embedder calls Ollama's /api/embed. It is safe for concurrent use.
@@ -82,6 +86,7 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 func (e *Embedder) fail(ctx context.Context, status int, body []byte, err error) error {
 	return retrieval.ClassifyEmbedFailure(ctx, retrieval.EmbedFailure{
 		Provider: "ollama", BaseURL: e.cfg.BaseURL, Model: e.cfg.Model, Status: status, Body: body, Err: err,
+		KeyVar: e.cfg.KeyVar, KeySet: e.cfg.APIKey != "", Key: e.cfg.APIKey,
 	})
 }
 
@@ -95,6 +100,9 @@ func (e *Embedder) batch(ctx context.Context, texts []string) ([][]float32, erro
 		return nil, fmt.Errorf("building the embed request: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if e.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
+	}
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return nil, e.fail(ctx, 0, nil, err)
