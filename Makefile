@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= :8080
 
-.PHONY: build run test bench vet fmt clean llmsim
+.PHONY: build run test bench bench-ann bench-pgdocs vet fmt clean llmsim
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ragtime
@@ -29,6 +29,15 @@ test:
 bench:
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
 	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -run '^$$' -bench . -benchmem ./...
+
+# The embedded index's HNSW search at 100k clustered 384-d vectors (the index is
+# built once and cached under $TMPDIR); add ANNSearch/1M for the million.
+bench-ann:
+	$(GO) test -run '^$$' -bench 'ANNSearch/100k' -benchtime 2000x ./retrieval
+
+# Ingests PostgreSQL's HTML documentation (installs postgresql-doc-15 when missing).
+bench-pgdocs:
+	scripts/bench-ingest-pgdocs.sh
 
 # The inference simulator on :8081 (a simulator: no model runs).
 llmsim: build

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"ragtime/api"
 	"ragtime/retrieval"
 )
+
+var errReadOnly = fmt.Errorf("%w: serve runs with --read-only, or another process (an ingest, another serve) held the index's writer lock when it started", api.ErrReadOnly)
 
 // documentStore serves /v1/documents from the configured vector store: the
 // Ingester chunks and embeds, the store keeps, lists and deletes.
@@ -34,7 +37,7 @@ func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *doc
 
 func (d *documentStore) PutDocument(ctx context.Context, in api.DocumentInput) (api.DocumentResult, error) {
 	if d.readOnly {
-		return api.DocumentResult{}, api.ErrReadOnly
+		return api.DocumentResult{}, errReadOnly
 	}
 	res, err := d.in.IngestContent(ctx, retrieval.Content{
 		DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, Metadata: in.Metadata, Source: "api",
@@ -47,7 +50,7 @@ func (d *documentStore) PutDocument(ctx context.Context, in api.DocumentInput) (
 
 func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, error) {
 	if d.readOnly {
-		return false, api.ErrReadOnly
+		return false, errReadOnly
 	}
 	ok, err := d.store.DeleteDocument(ctx, id)
 	if err != nil || !ok {

@@ -153,6 +153,15 @@ func TestDocumentsAPI(t *testing.T) {
 		t.Errorf("after DELETE: %v", out)
 	}
 
+	// A second serve on the same data dir serves it read-only.
+	second := startServe(t, env, "--data-dir", dataDir)
+	if status, out = doJSON(t, "POST", second.url+"/v1/documents", "application/json", []byte(doc)); status != 503 || errCode(out) != "read_only" {
+		t.Errorf("POST to the second serve: %d %v", status, out)
+	}
+	if !strings.Contains(second.stderr.String(), "read-only") {
+		t.Errorf("the second serve did not say it serves read-only: %s", second.stderr.String())
+	}
+
 	// serve holds the writer lock: ingest is refused and says what to do.
 	var stdout, stderr syncBuffer
 	err := run(context.Background(), []string{"ingest", "--data-dir", dataDir, "testdata/corpus"}, envMap(env), &stdout, &stderr)

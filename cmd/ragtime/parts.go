@@ -69,6 +69,10 @@ type partsConfig struct {
 	configFile string
 	llm        llmConfig
 	encoding   string
+
+	// lockedReadOnly opens the embedded index read-only when another
+	// process holds its writer lock, instead of failing (serve).
+	lockedReadOnly bool
 }
 
 // llmConfig is the generator's configuration: flags, RAGTIME_* variables
@@ -209,6 +213,7 @@ type parts struct {
 	searchAttrs  map[string]any
 	reranker     pipeline.Reranker
 	rerankerName string
+	readOnly     bool // the embedded index was opened without the writer lock
 	generator    pipeline.Generator
 	remote       remoteGenerator // nil for the extractive generator
 	provider     string
@@ -290,9 +295,17 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 		if c.indexEf < 1 {
 			return nil, &usageError{msg: fmt.Sprintf("--index-ef must be at least 1, got %d", c.indexEf)}
 		}
-		ix, err := retrieval.OpenIndex(c.dataDir, retrieval.IndexOptions{
+		opts := retrieval.IndexOptions{
 			Dimension: emb.dim, Embedder: emb.name, Writable: writable, Exact: c.storeExact, Ef: c.indexEf,
-		})
+		}
+		ix, err := retrieval.OpenIndex(c.dataDir, opts)
+		if err != nil && errors.Is(err, retrieval.ErrLocked) && c.lockedReadOnly {
+			// Another process writes (an ingest, another serve): search
+			// what it saves, read-only.
+			opts.Writable = false
+			ix, err = retrieval.OpenIndex(c.dataDir, opts)
+			p.readOnly = true
+		}
 		if err != nil {
 			if errors.Is(err, retrieval.ErrLocked) {
 				return nil, fmt.Errorf("opening the index under --data-dir %s: %w\n"+

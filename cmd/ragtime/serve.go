@@ -72,7 +72,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
-	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent `ragtime ingest` may write (picked up every --reload-interval); by default serve holds the writer lock")
+	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent `ragtime ingest` may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent `ragtime ingest` saved (0: never)")
 	fs.Int64Var(&c.maxDocBytes, "max-document-bytes", 10<<20, "largest document or uploaded file POST /v1/documents accepts")
 	fs.IntVar(&c.chunkSize, "chunk-size", retrieval.DefaultChunkSize, "chunk size in characters, for documents posted to /v1/documents")
@@ -105,9 +105,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
+	cfg.parts.lockedReadOnly = true
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
 		return err
+	}
+	readOnly := cfg.readOnly || parts.readOnly
+	if parts.readOnly && !cfg.readOnly {
+		log.Warn("another process holds the index's writer lock: serving it read-only (POST/DELETE /v1/documents answer 503; what the writer saves is picked up every --reload-interval)",
+			"data_dir", cfg.parts.dataDir)
 	}
 	defer parts.Close()
 
@@ -141,7 +147,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			"postgres": store.Ping,
 			"index":    parts.ready,
 		},
-		Documents:        newDocumentStore(parts, cfg.readOnly, cfg.chunkSize, cfg.chunkOverlap),
+		Documents:        newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
 		MaxDocumentBytes: cfg.maxDocBytes,
 		Logger:           log,
 		CORSOrigins:      cfg.corsOrigins,
@@ -167,7 +173,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	reload := cfg.reloadInterval
-	if !cfg.readOnly {
+	if !readOnly {
 		reload = 0 // the writer's index is its own; nothing to pick up
 	}
 	stopReload := parts.watch(ctx, reload, log)
