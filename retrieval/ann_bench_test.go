@@ -86,7 +86,7 @@ func BenchmarkANNSearch(b *testing.B) {
 				exact.Search(ctx, q, 10, pipeline.Filter{})
 			}
 			exactMean := time.Since(t0) / time.Duration(len(sample))
-			for _, ef := range []int{32, 48, 64, DefaultEf, 128} {
+			for _, ef := range []int{32, 48, 64, 96, 128} {
 				b.Run(fmt.Sprintf("ef=%d", ef), func(b *testing.B) {
 					runtime.GC()
 					var before, after runtime.MemStats
