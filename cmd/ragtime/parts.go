@@ -324,7 +324,7 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 			Addr: c.qdrantURL, APIKey: env.getenv(c.qdrantKey), TLS: c.qdrantTLS, Collection: c.qdrantColl,
 			Dimension: emb.dim, Embedder: emb.name,
 			HNSWM: c.qdrantM, HNSWEfConstruct: c.qdrantEfC, HNSWEf: c.qdrantEf, Int8: c.qdrantInt8,
-			ScoreThreshold: c.qdrantScore, Create: writable,
+			ScoreThreshold: c.qdrantScore, // the collection is created by the first write
 		})
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"ragtime/pipeline"
 	"ragtime/retrieval"
+	"ragtime/retrieval/qdrant/qdranttest"
 )
 
 const dim = 4
@@ -78,7 +79,7 @@ func runSuite(t *testing.T, addr, collection string) {
 		t.Fatalf("search hits %v: want a.md#1, b.md#1 first", ids(hits))
 	}
 	h := hits[0]
-	if h.DocID != "a.md" || h.Title != "Alpha" || h.Index != 1 || h.Text != "a.md chunk 1" || h.Metadata["lang"] != "en" || math.Abs(h.Score-float64(cosine(vec(1, 0), vec(1, 0.05)))) > 1e-3 {
+	if h.DocID != "a.md" || h.Title != "Alpha" || h.Index != 1 || h.Text != "a.md chunk 1" || h.Metadata["lang"] != "en" || math.Abs(h.Score-float64(qdranttest.Cosine(vec(1, 0), vec(1, 0.05)))) > 1e-3 {
 		t.Errorf("hit %+v: payload or score not round-tripped", h)
 	}
 	for i := 1; i < len(hits); i++ {
@@ -164,10 +165,10 @@ func runSuite(t *testing.T, addr, collection string) {
 // every request ragtime sent: collection parameters, point ids, payloads,
 // filters and limits.
 func TestQdrantContract(t *testing.T) {
-	f, addr := startFake(t)
+	f, addr := qdranttest.Start(t)
 	runSuite(t, addr, "contract")
 
-	creates := recorded[*qc.CreateCollection](f)
+	creates := qdranttest.Recorded[*qc.CreateCollection](f)
 	if len(creates) != 1 {
 		t.Fatalf("%d CreateCollection requests, want 1 (only the first write creates)", len(creates))
 	}
@@ -185,12 +186,12 @@ func TestQdrantContract(t *testing.T) {
 	if m := cr.GetMetadata(); m[MetaEmbedder].GetStringValue() != "test-embedder" || m[MetaDimension].GetIntegerValue() != dim {
 		t.Errorf("collection metadata %v", m)
 	}
-	idx := recorded[*qc.CreateFieldIndexCollection](f)
+	idx := qdranttest.Recorded[*qc.CreateFieldIndexCollection](f)
 	if len(idx) != 1 || idx[0].GetFieldName() != KeyDocID || idx[0].GetFieldType() != qc.FieldType_FieldTypeKeyword {
 		t.Errorf("payload indexes %v, want one keyword index on doc_id", idx)
 	}
 
-	batches := recorded[*qc.UpdateBatchPoints](f)
+	batches := qdranttest.Recorded[*qc.UpdateBatchPoints](f)
 	if len(batches) != 3 {
 		t.Fatalf("%d UpdateBatch requests, want 3 (a, b, a again)", len(batches))
 	}
@@ -221,7 +222,7 @@ func TestQdrantContract(t *testing.T) {
 		t.Error("point ids are not deterministic per (doc, chunk)")
 	}
 
-	queries := recorded[*qc.QueryPoints](f)
+	queries := qdranttest.Recorded[*qc.QueryPoints](f)
 	if len(queries) < 5 {
 		t.Fatalf("%d Query requests", len(queries))
 	}
@@ -238,7 +239,7 @@ func TestQdrantContract(t *testing.T) {
 }
 
 func TestQdrantScoreThreshold(t *testing.T) {
-	f, addr := startFake(t)
+	f, addr := qdranttest.Start(t)
 	ctx := context.Background()
 	s, err := Open(ctx, Config{Addr: addr, Collection: "c", Dimension: dim, Embedder: "e", Create: true, ScoreThreshold: 0.9})
 	if err != nil {
@@ -252,7 +253,7 @@ func TestQdrantScoreThreshold(t *testing.T) {
 	if err != nil || !slices.Equal(ids(hits), []string{"a.md#0"}) {
 		t.Errorf("hits %v, %v: want only the one above 0.9", ids(hits), err)
 	}
-	if q := recorded[*qc.QueryPoints](f); len(q) != 1 || q[0].GetScoreThreshold() != 0.9 || q[0].Params != nil {
+	if q := qdranttest.Recorded[*qc.QueryPoints](f); len(q) != 1 || q[0].GetScoreThreshold() != 0.9 || q[0].Params != nil {
 		t.Errorf("query %v: want score_threshold 0.9 and no params when ef is unset", q)
 	}
 	if _, err := s.Search(ctx, []float32{1, 2}, 5, pipeline.Filter{}); err == nil {
@@ -265,16 +266,14 @@ func TestQdrantScoreThreshold(t *testing.T) {
 func TestQdrantErrorsAreClassified(t *testing.T) {
 	ctx := context.Background()
 	// Nothing listens on a port we just closed.
-	_, addr := startFake(t)
-	f2, addr2 := startFake(t)
+	_, addr := qdranttest.Start(t)
+	f2, addr2 := qdranttest.Start(t)
 	s, err := Open(ctx, Config{Addr: addr2, Collection: "c", Dimension: dim, Embedder: "e", Create: true, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	f2.mu.Lock()
-	f2.block = true
-	f2.mu.Unlock()
+	f2.Block(true)
 	_, err = s.Search(ctx, vec(0, 0), 3, pipeline.Filter{})
 	wantCode(t, err, CodeTimeout)
 

@@ -1,4 +1,8 @@
-package qdrant
+// Package qdranttest serves an in-process Qdrant for tests: a gRPC server on
+// 127.0.0.1:0 built on go-client's generated server interfaces, which keeps
+// collections in memory, answers searches with exact cosine similarity and
+// records every request. It implements what ragtime's Qdrant store calls.
+package qdranttest
 
 import (
 	"cmp"
@@ -17,11 +21,11 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// fakeQdrant is an in-process Qdrant built on go-client's generated server
-// interfaces: it keeps collections and points in memory, answers searches
-// with exact cosine similarity, applies the filter shapes ragtime sends, and
-// records every request so tests can assert what went over the wire.
-type fakeQdrant struct {
+// Server is an in-process Qdrant: it keeps collections and points in
+// memory, answers searches with exact cosine similarity, applies the filter
+// shapes ragtime sends, and records every request so tests can assert what
+// went over the wire.
+type Server struct {
 	mu          sync.Mutex
 	requests    []proto.Message
 	collections map[string]*fakeCollection
@@ -34,11 +38,11 @@ type fakeQdrant struct {
 type (
 	fakeCollections struct {
 		qc.UnimplementedCollectionsServer
-		*fakeQdrant
+		*Server
 	}
 	fakePoints struct {
 		qc.UnimplementedPointsServer
-		*fakeQdrant
+		*Server
 	}
 )
 
@@ -54,28 +58,36 @@ type fakePoint struct {
 	payload map[string]*qc.Value
 }
 
-// startFake serves a fakeQdrant on 127.0.0.1:0 and returns it and its address.
-func startFake(t *testing.T) (*fakeQdrant, string) {
+// Start serves a Server on 127.0.0.1:0 until the test ends and returns it
+// and its host:port.
+func Start(t testing.TB) (*Server, string) {
 	t.Helper()
-	f := &fakeQdrant{collections: map[string]*fakeCollection{}}
+	f := &Server{collections: map[string]*fakeCollection{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	qc.RegisterCollectionsServer(srv, fakeCollections{fakeQdrant: f})
-	qc.RegisterPointsServer(srv, fakePoints{fakeQdrant: f})
+	qc.RegisterCollectionsServer(srv, fakeCollections{Server: f})
+	qc.RegisterPointsServer(srv, fakePoints{Server: f})
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	return f, ln.Addr().String()
 }
 
-func (f *fakeQdrant) record(m proto.Message) {
+// Block makes searches wait for the caller's deadline (to provoke timeouts).
+func (f *Server) Block(on bool) {
+	f.mu.Lock()
+	f.block = on
+	f.mu.Unlock()
+}
+
+func (f *Server) record(m proto.Message) {
 	f.requests = append(f.requests, proto.Clone(m))
 }
 
-// recorded returns the recorded requests of type T.
-func recorded[T proto.Message](f *fakeQdrant) []T {
+// Recorded returns the requests of type T the server received, in order.
+func Recorded[T proto.Message](f *Server) []T {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []T
@@ -91,7 +103,7 @@ func notFound(name string) error {
 	return status.Errorf(codes.NotFound, "Not found: Collection `%s` doesn't exist!", name)
 }
 
-func (f *fakeQdrant) collection(name string) (*fakeCollection, error) {
+func (f *Server) collection(name string) (*fakeCollection, error) {
 	c, ok := f.collections[name]
 	if !ok {
 		return nil, notFound(name)
@@ -274,7 +286,7 @@ func (f fakePoints) Query(ctx context.Context, r *qc.QueryPoints) (*qc.QueryResp
 	}
 	var out []*qc.ScoredPoint
 	for _, p := range c.sorted(r.GetFilter()) {
-		s := cosine(q, p.vec)
+		s := Cosine(q, p.vec)
 		if r.ScoreThreshold != nil && s < r.GetScoreThreshold() {
 			continue
 		}
@@ -287,7 +299,8 @@ func (f fakePoints) Query(ctx context.Context, r *qc.QueryPoints) (*qc.QueryResp
 	return &qc.QueryResponse{Result: out}, nil
 }
 
-func cosine(a, b []float32) float32 {
+// Cosine is the cosine similarity the server scores with.
+func Cosine(a, b []float32) float32 {
 	var d, na, nb float64
 	for i := range a {
 		d += float64(a[i]) * float64(b[i])
