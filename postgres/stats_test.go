@@ -204,7 +204,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Fatal("ttft_tail is empty")
 	}
 	for _, tt := range st.TTFTTail {
-		if tt.P50Ms != nil && (tt.P99OverP50 == nil || math.Abs(*tt.P99OverP50-*tt.P99Ms / *tt.P50Ms) > 1e-9) {
+		if tt.P50Ms != nil && (tt.P99OverP50 == nil || math.Abs(*tt.P99OverP50 - *tt.P99Ms / *tt.P50Ms) > 1e-9) {
 			t.Errorf("ttft_tail %+v: p99_over_p50 is not p99/p50", tt)
 		}
 	}
