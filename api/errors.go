@@ -36,6 +36,7 @@ var statusTable = []struct {
 	code   string
 }{
 	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
+	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.
