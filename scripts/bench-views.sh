@@ -82,7 +82,7 @@ FROM (
 ) b;
 \echo queries loaded
 
-INSERT INTO query_stages (query_id, seq, name, start_ms, duration_ms, attrs)
+INSERT INTO query_stages (query_id, seq, name, start_ms, duration_ms, attrs, created_at)
 SELECT q.id, s.seq, s.name,
   CASE s.name WHEN 'embed' THEN 0 WHEN 'search' THEN 0.3 * q.retrieval_ms WHEN 'rerank' THEN 0.5 * q.retrieval_ms
     WHEN 'assemble' THEN 0.8 * q.retrieval_ms WHEN 'llm_connect' THEN q.retrieval_ms + 0.1
@@ -91,7 +91,7 @@ SELECT q.id, s.seq, s.name,
     WHEN 'rerank' THEN 0.3 * q.retrieval_ms WHEN 'assemble' THEN 0.2 * q.retrieval_ms
     WHEN 'llm_connect' THEN q.gen_ttft_ms - q.llm_prefill_ms WHEN 'llm_prefill' THEN q.llm_prefill_ms
     ELSE q.e2e_ms - q.ttft_ms END,
-  NULL
+  NULL, q.created_at
 FROM queries q
 CROSS JOIN (VALUES (1, 'embed'), (2, 'search'), (3, 'rerank'), (4, 'assemble'),
                    (5, 'llm_connect'), (6, 'llm_prefill'), (7, 'llm_decode')) AS s(seq, name)
@@ -111,6 +111,9 @@ VACUUM ANALYZE query_stages;
 SQL
 fi
 
+# Migrations added since the data was generated (time it: a backfill may run).
+time ./bin/ragtime migrate --database-url "$URL"
+psql_ "$URL" -c "VACUUM ANALYZE query_stages"
 psql -X -Atc "SELECT 'queries: ' || count(*) || ', stages: ' || (SELECT count(*) FROM query_stages) || ', database: ' || pg_size_pretty(pg_database_size(current_database())) FROM queries" "$URL"
 
 # Each documented example query (docs/sql.md), run twice: the first run reads
