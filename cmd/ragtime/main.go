@@ -50,7 +50,7 @@ type environment struct {
 
 func commands() []command {
 	return []command{
-		{"serve", "serve /ask and the API (migrates first)", runServe},
+		{"serve", "serve /ask, the API, /metrics and the pages (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
 		{"prune", "delete stored queries older than --older-than (e.g. 30d)", runPrune},
