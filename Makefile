@@ -18,9 +18,11 @@ run: build
 	./$(BIN) ingest --data-dir ./data docs
 	./$(BIN) serve --database-url '$(DATABASE_URL)' --data-dir ./data --addr '$(ADDR)'
 
-# Every test, against a real PostgreSQL (started here when installed but down).
+# Every test, against a real PostgreSQL (started here when installed but down)
+# and a headless Chromium for the pages (installed here when missing).
 test:
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
+	@scripts/ensure-chromium.sh
 	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -37,6 +37,7 @@ var statusTable = []struct {
 }{
 	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
 	{ErrReadOnly, http.StatusServiceUnavailable, "read_only"},
+	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.

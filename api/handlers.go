@@ -9,20 +9,6 @@ import (
 	"github.com/labstack/echo/v4"
 )
 
-// handleIndex lists the endpoints, for a person who opens the root URL.
-func (s *server) handleIndex(c echo.Context) error {
-	return c.String(http.StatusOK, `ragtime: RAG with a time-to-first-token breakdown
-
-GET  /ask?q=...&top_k=5&rerank_top_n=3&max_tokens=256   answer as Server-Sent Events
-POST /ask {"question": "...", "top_k": 5}                the same, JSON body
-GET  /v1/queries/:id                                     a stored query with its stages
-GET  /v1/documents                                       stored documents with chunk counts
-POST /v1/documents {"id", "title", "text", "metadata"}   add or replace a document (or multipart files)
-DELETE /v1/documents/:id                                 remove a document
-GET  /healthz  GET /readyz
-`)
-}
-
 // handleHealthz answers while the process is alive.
 func (s *server) handleHealthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})

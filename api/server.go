@@ -30,6 +30,12 @@ type ReadyCheck func(ctx context.Context) error
 type Deps struct {
 	Asker   Asker
 	Queries QueryReader
+	// List serves GET /v1/queries and Stats GET /v1/stats; *postgres.Store
+	// implements both.
+	List  QueryLister
+	Stats StatsReader
+	// Metrics serves GET /metrics (Prometheus); nil answers 404.
+	Metrics http.Handler
 	// Ready maps a check's name to the check; /readyz runs them all.
 	Ready map[string]ReadyCheck
 	// Logger receives one line per request (never the query string).

@@ -37,7 +37,9 @@ const insertQuery = `INSERT INTO queries (
 ) ON CONFLICT (id) DO NOTHING RETURNING true`
 
 // stageColumns are the query_stages columns the writer copies.
-var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms", "attrs"}
+// created_at is the query's, so that per-stage reads over a time window
+// need no join (migration 0005).
+var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms", "attrs", "created_at"}
 
 // row is a record turned into the values the writer sends.
 type row struct {
@@ -112,7 +114,7 @@ func newRow(rec pipeline.Record) (row, error) {
 			}
 			attrs = b
 		}
-		r.stages = append(r.stages, []any{pgID, int32(s.Seq), s.Name, s.StartMs, s.DurationMs, attrs})
+		r.stages = append(r.stages, []any{pgID, int32(s.Seq), s.Name, s.StartMs, s.DurationMs, attrs, rec.CreatedAt})
 	}
 	return r, nil
 }

@@ -50,9 +50,10 @@ type environment struct {
 
 func commands() []command {
 	return []command{
-		{"serve", "serve /ask and the API (migrates first)", runServe},
+		{"serve", "serve /ask, the API, /metrics and the pages (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
+		{"prune", "delete stored queries older than --older-than (e.g. 30d)", runPrune},
 		{"sweep", "measure top-k (and context budget) against TTFT and recall; chart it, recommend a setting", runSweep},
 		{"config", "print the effective configuration and where each value came from", runConfig},
 		{"doctor", "check the LLM provider step by step (key, URL, proxy, DNS, connect, models, first token)", runDoctor},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ragtime/api"
+	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/retrieval"
@@ -127,9 +128,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// Deferred after db.Close, so it runs first: the recorder flushes while
 	// the pool is still open.
 	defer closeRecorder(rec, log)
+	// Metrics observe each finished query on its way to the recorder,
+	// after its stream has ended, so they never touch its timings.
+	mx := metrics.New(rec)
 	pl, err := pipeline.New(pipeline.Config{
 		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
-		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
+		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.searchAttrs,
 		Provider:    parts.provider, Model: parts.model,
@@ -143,6 +147,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	handler := api.NewServer(api.Deps{
 		Asker:   pl,
 		Queries: store,
+		List:    store,
+		Stats:   store,
+		Metrics: mx.Handler(),
 		Ready: map[string]api.ReadyCheck{
 			"postgres": store.Ping,
 			"index":    parts.ready,

@@ -1,0 +1,54 @@
+package api
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// web holds ragtime's own pages: hand-written HTML, CSS, JavaScript and
+// SVG, with no build step and nothing fetched from elsewhere.
+//
+//go:embed web
+var web embed.FS
+
+// webFS is web's "web" folder at the root.
+var webFS, _ = fs.Sub(web, "web")
+
+// page serves one embedded HTML page; the page's script reads what it
+// needs from the JSON API.
+func (s *server) page(name string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		b, err := fs.ReadFile(webFS, name)
+		if err != nil {
+			return err
+		}
+		c.Response().Header().Set("Cache-Control", "no-cache")
+		return c.HTMLBlob(http.StatusOK, b)
+	}
+}
+
+// handleStatic serves the pages' scripts and style sheet under /static/.
+func (s *server) handleStatic(c echo.Context) error {
+	name := c.Param("*")
+	if name == "" || !fs.ValidPath(name) {
+		return echo.ErrNotFound
+	}
+	if _, err := fs.Stat(webFS, name); err != nil {
+		return echo.ErrNotFound
+	}
+	c.Response().Header().Set("Cache-Control", "no-cache")
+	http.ServeFileFS(c.Response(), c.Request(), webFS, name)
+	return nil
+}
+
+// handleMetrics serves Prometheus metrics when they are configured.
+func (s *server) handleMetrics(c echo.Context) error {
+	if s.deps.Metrics == nil {
+		return echo.ErrNotFound
+	}
+	s.deps.Metrics.ServeHTTP(c.Response(), c.Request())
+	return nil
+}

@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
+	"ragtime/postgres"
+)
+
+// QueryLister lists stored queries a page at a time; it returns an error
+// wrapping postgres.ErrInvalidCursor for a cursor it did not make.
+type QueryLister interface {
+	ListQueries(ctx context.Context, f postgres.QueryFilter) (postgres.QueryPage, error)
+}
+
+// StatsReader reads the dashboard views for the queries since a moment.
+type StatsReader interface {
+	Stats(ctx context.Context, since time.Time) (postgres.Stats, error)
+}
+
+// maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
+// the window.
+const maxStatsWindow = 90 * 24 * time.Hour
+
+// parseMoment reads a query parameter naming a moment: an RFC 3339 time
+// (2025-03-01T12:00:00Z) or an age before now ("90m", "1h", "7d").
+func parseMoment(raw, name string, now time.Time) (time.Time, error) {
+	raw = strings.TrimSpace(raw)
+	if t, err := time.Parse(time.RFC3339Nano, raw); err == nil {
+		return t, nil
+	}
+	d, err := parseAge(raw)
+	if err != nil {
+		return time.Time{}, badRequest(name, name+"_invalid",
+			fmt.Sprintf("%s must be an RFC 3339 time (2025-03-01T12:00:00Z) or an age such as 15m, 1h or 7d, got %q", name, raw))
+	}
+	return now.Add(-d), nil
+}
+
+// parseAge reads "7d" or "1.5d" (days, which time.ParseDuration lacks) or a
+// Go duration such as "90m"; it must be positive.
+func parseAge(v string) (time.Duration, error) {
+	var d time.Duration
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.ParseFloat(days, 64)
+		if err != nil {
+			return 0, err
+		}
+		d = time.Duration(n * float64(24*time.Hour))
+	} else {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			return 0, err
+		}
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("age %q is not positive", v)
+	}
+	return d, nil
+}
+
+// handleListQueries serves GET /v1/queries: stored queries newest first,
+// filtered by since, until, status, model and top_k, a page at a time.
+func (s *server) handleListQueries(c echo.Context) error {
+	if s.deps.List == nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
+	}
+	qs := c.QueryParams()
+	for name := range qs {
+		switch name {
+		case "since", "until", "status", "model", "top_k", "limit", "cursor":
+		default:
+			return badRequest(name, "unknown_parameter",
+				fmt.Sprintf("unknown parameter %q; known: since, until, status, model, top_k, limit, cursor", name))
+		}
+	}
+	now := timeNow()
+	var f postgres.QueryFilter
+	var err error
+	if v := qs.Get("since"); v != "" {
+		if f.Since, err = parseMoment(v, "since", now); err != nil {
+			return err
+		}
+	}
+	if v := qs.Get("until"); v != "" {
+		if f.Until, err = parseMoment(v, "until", now); err != nil {
+			return err
+		}
+	}
+	switch f.Status = qs.Get("status"); f.Status {
+	case "", pipeline.StatusOK, pipeline.StatusError, pipeline.StatusCancelled:
+	default:
+		return badRequest("status", "status_invalid", fmt.Sprintf("status must be ok, error or cancelled, got %q", f.Status))
+	}
+	f.Model = qs.Get("model")
+	if v := qs.Get("top_k"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 || k > pipeline.MaxTopK {
+			return badRequest("top_k", "top_k_invalid", fmt.Sprintf("top_k must be a whole number from 1 to %d, got %q", pipeline.MaxTopK, v))
+		}
+		f.TopK = k
+	}
+	if v := qs.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > postgres.MaxListLimit {
+			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", postgres.MaxListLimit, v))
+		}
+		f.Limit = n
+	}
+	f.Cursor = qs.Get("cursor")
+
+	page, err := s.deps.List.ListQueries(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"queries": page.Queries}
+	if page.NextCursor != "" {
+		next := url.Values{}
+		for name, v := range qs {
+			next[name] = v
+		}
+		// A relative "since" would move with the clock; pin it.
+		if !f.Since.IsZero() {
+			next.Set("since", f.Since.UTC().Format(time.RFC3339Nano))
+		}
+		if !f.Until.IsZero() {
+			next.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+		}
+		next.Set("cursor", page.NextCursor)
+		body["next_cursor"] = page.NextCursor
+		body["next"] = "/v1/queries?" + next.Encode()
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+// handleStats serves GET /v1/stats?since=1h: every dashboard view for the
+// queries of the window, as JSON.
+func (s *server) handleStats(c echo.Context) error {
+	if s.deps.Stats == nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
+	}
+	now := timeNow()
+	since := now.Add(-time.Hour)
+	for name, v := range c.QueryParams() {
+		if name != "since" {
+			return badRequest(name, "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since", name))
+		}
+		var err error
+		if since, err = parseMoment(v[0], "since", now); err != nil {
+			return err
+		}
+	}
+	if since.After(now) {
+		return badRequest("since", "since_invalid", "since must be in the past")
+	}
+	if now.Sub(since) > maxStatsWindow {
+		return badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
+	}
+	st, err := s.deps.Stats.Stats(c.Request().Context(), since)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}

@@ -1,0 +1,307 @@
+// ragtime's shared page code: formatting, the JSON API, the waterfall and
+// the small SVG charts. Hand-written on purpose: no build step, no CDN.
+"use strict";
+
+const rt = (() => {
+  const SVG = "http://www.w3.org/2000/svg";
+  const stageOrder = ["queue", "embed", "search", "rerank", "assemble", "llm_connect", "llm_prefill", "llm_decode"];
+  const colors = {
+    queue: "#9aa3b2", embed: "#4e79a7", search: "#59a14f", rerank: "#76b7b2", assemble: "#c9a227",
+    llm_connect: "#b07aa1", llm_prefill: "#e15759", llm_decode: "#f28e2b", overhead: "#8c8c8c",
+    retrieval: "#4e79a7",
+  };
+  const retrievalStages = ["embed", "search", "rerank", "assemble"];
+
+  function fmtMs(ms) {
+    if (ms === null || ms === undefined || Number.isNaN(ms)) return "–";
+    if (ms >= 1000) return (ms / 1000).toFixed(ms >= 10000 ? 1 : 2) + " s";
+    if (ms >= 100) return ms.toFixed(0) + " ms";
+    if (ms >= 10) return ms.toFixed(1) + " ms";
+    if (ms >= 1) return ms.toFixed(2) + " ms";
+    return ms.toFixed(3) + " ms";
+  }
+  function pct(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(x < 0.1 ? 1 : 0) + "%"; }
+  function esc(s) {
+    return String(s ?? "").replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  }
+  function time(t) { return new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" }); }
+  function dateTime(t) { return new Date(t).toLocaleString([], { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" }); }
+
+  // svg makes an SVG element with attributes, appended to parent if given.
+  function svg(tag, attrs, parent) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function text(parent, x, y, s, attrs) {
+    const t = svg("text", Object.assign({ x, y }, attrs || {}), parent);
+    t.textContent = s;
+    return t;
+  }
+
+  // getJSON fetches an API URL; a non-2xx answer throws the API's message.
+  async function getJSON(url) {
+    const resp = await fetch(url, { headers: { Accept: "application/json" } });
+    const body = await resp.json().catch(() => null);
+    if (!resp.ok) throw new Error((body && body.error && body.error.message) || resp.status + " " + resp.statusText);
+    return body;
+  }
+
+  // niceStep returns a 1-2-5 step giving about n ticks up to max.
+  function niceStep(max, n) {
+    const raw = max / Math.max(n, 1);
+    const mag = Math.pow(10, Math.floor(Math.log10(raw || 1)));
+    for (const m of [1, 2, 5, 10]) if (raw <= m * mag) return m * mag;
+    return 10 * mag;
+  }
+
+  function legend(container, items) {
+    const d = document.createElement("div");
+    d.className = "legend";
+    d.innerHTML = items.map(i => `<span><i style="background:${i.color}"></i>${esc(i.label)}</span>`).join("");
+    container.appendChild(d);
+  }
+
+  // Waterfall draws one query's stages as bars on a time axis (milliseconds
+  // since t0), the TTFT as a dashed line, and the retrieval and prefill
+  // shares. Stages can be added one at a time as they arrive.
+  class Waterfall {
+    constructor(container) {
+      this.el = container;
+      this.reset();
+    }
+    reset() {
+      this.spans = [];
+      this.ttft = null;
+      this.ttftApprox = false;
+      this.pending = null; // {from, to}: the model is working, its stages not yet reported
+      this.shares = null;
+      this.render();
+    }
+    add(span) {
+      this.spans.push(span);
+      if (span.name.startsWith("llm_")) this.pending = null;
+      this.render();
+    }
+    markTTFT(ms, approx) { this.ttft = ms; this.ttftApprox = !!approx; this.render(); }
+    setPending(from, to) { this.pending = { from, to }; this.render(); }
+    finish(done) {
+      this.pending = null;
+      if (done.ttft_ms !== null && done.ttft_ms !== undefined) { this.ttft = done.ttft_ms; this.ttftApprox = false; }
+      this.shares = { retrieval: done.retrieval_share, prefill: done.prefill_share };
+      this.render();
+    }
+    render() {
+      const el = this.el;
+      el.innerHTML = "";
+      const W = Math.max(el.clientWidth || 0, 480), left = 96, right = 150, top = 30, rowH = 24, barH = 15;
+      const rows = this.spans.length + (this.pending ? 1 : 0);
+      const H = top + Math.max(rows, 1) * rowH + 30;
+      const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "waterfall", role: "img", "aria-label": "stage waterfall" }, el);
+      const defs = svg("defs", {}, root);
+      const pat = svg("pattern", { id: "pending-stripes", width: 8, height: 8, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" }, defs);
+      svg("rect", { width: 8, height: 8, fill: "#f6c7c8" }, pat);
+      svg("rect", { width: 4, height: 8, fill: "#e15759" }, pat);
+
+      let max = 1;
+      for (const s of this.spans) max = Math.max(max, s.start_ms + s.duration_ms);
+      if (this.ttft) max = Math.max(max, this.ttft);
+      if (this.pending) max = Math.max(max, this.pending.to);
+      max *= 1.04;
+      const plotW = W - left - right;
+      const x = ms => left + (ms / max) * plotW;
+
+      // Axis and grid.
+      const step = niceStep(max, 6);
+      const axisY = top + Math.max(rows, 1) * rowH + 4;
+      const axis = svg("g", { class: "axis" }, root);
+      svg("line", { x1: left, x2: left + plotW, y1: axisY, y2: axisY }, axis);
+      for (let v = 0; v <= max; v += step) {
+        svg("line", { x1: x(v), x2: x(v), y1: top - 6, y2: axisY, class: "grid" }, root);
+        text(axis, x(v), axisY + 14, v === 0 ? "0" : fmtMs(v), { "text-anchor": "middle" });
+      }
+      if (!rows) text(root, left, top + 14, "waiting for the first stage…", { class: "muted", fill: "#6b7280" });
+
+      // Shares.
+      const sh = this.currentShares();
+      const parts = [];
+      if (this.ttft) parts.push(`TTFT ${this.ttftApprox ? "≈ " : ""}${fmtMs(this.ttft)}`);
+      if (sh.retrieval !== null) parts.push(`retrieval ${pct(sh.retrieval)} of TTFT`);
+      if (sh.prefill !== null) parts.push(`prefill ${pct(sh.prefill)} of TTFT`);
+      text(root, left, 14, parts.join("  ·  "), { class: "shares", "font-weight": 600 });
+
+      // Bars, in the order the stages arrived.
+      this.spans.forEach((s, i) => {
+        const y = top + i * rowH;
+        text(root, left - 8, y + barH - 3, s.name, { "text-anchor": "end" });
+        const w = Math.max((s.duration_ms / max) * plotW, 1.5);
+        const r = svg("rect", { x: x(s.start_ms), y, width: w, height: barH, rx: 2, fill: colors[s.name] || "#888", class: "bar", "data-stage": s.name }, root);
+        const t = svg("title", {}, r);
+        t.textContent = `${s.name}: ${fmtMs(s.duration_ms)} from ${fmtMs(s.start_ms)}`;
+        let label = fmtMs(s.duration_ms);
+        if (s.name === "llm_prefill" && sh.prefill !== null) label += ` (${pct(sh.prefill)} of TTFT)`;
+        text(root, x(s.start_ms) + w + 5, y + barH - 3, label);
+      });
+      if (this.pending) {
+        const y = top + this.spans.length * rowH;
+        text(root, left - 8, y + barH - 3, "llm …", { "text-anchor": "end" });
+        svg("rect", { x: x(this.pending.from), y, width: Math.max(x(this.pending.to) - x(this.pending.from), 1.5), height: barH, rx: 2, class: "pending" }, root);
+        text(root, x(this.pending.to) + 5, y + barH - 3, "generating", { fill: "#6b7280" });
+      }
+
+      // Retrieval bracket under its stages.
+      const rs = this.spans.filter(s => retrievalStages.includes(s.name));
+      if (rs.length && sh.retrieval !== null) {
+        const a = Math.min(...rs.map(s => s.start_ms)), b = Math.max(...rs.map(s => s.start_ms + s.duration_ms));
+        const y = top - 8;
+        svg("path", { d: `M${x(a)},${y + 4}V${y}H${x(b)}V${y + 4}`, stroke: colors.retrieval, fill: "none" }, root);
+      }
+
+      // TTFT marker.
+      if (this.ttft) {
+        svg("line", { x1: x(this.ttft), x2: x(this.ttft), y1: top - 4, y2: axisY, class: "ttft-line" }, root);
+        text(root, x(this.ttft) + 4, axisY - 4, (this.ttftApprox ? "first token ≈ " : "TTFT ") + fmtMs(this.ttft), { class: "ttft-label" });
+      }
+    }
+    // currentShares are the done event's, or estimated from what arrived.
+    currentShares() {
+      if (this.shares) return { retrieval: this.shares.retrieval ?? null, prefill: this.shares.prefill ?? null };
+      const out = { retrieval: null, prefill: null };
+      if (!this.ttft) return out;
+      const sum = names => this.spans.filter(s => names.includes(s.name)).reduce((a, s) => a + s.duration_ms, 0);
+      if (this.spans.some(s => retrievalStages.includes(s.name))) out.retrieval = sum(retrievalStages) / this.ttft;
+      if (this.spans.some(s => s.name === "llm_prefill")) out.prefill = sum(["llm_prefill"]) / this.ttft;
+      return out;
+    }
+  }
+
+  // ttftParts splits a listed query's TTFT into its parts, in pipeline order.
+  function ttftParts(q) {
+    const parts = [];
+    for (const name of stageOrder) {
+      if (name === "llm_decode") continue;
+      const v = q.stages && q.stages[name];
+      if (v > 0) parts.push({ name, ms: v });
+    }
+    if (q.overhead_ms > 0) parts.push({ name: "overhead", ms: q.overhead_ms });
+    return parts;
+  }
+
+  // stackedBar draws a query's TTFT parts as one small bar, scaled so that
+  // scaleMax milliseconds fill width.
+  function stackedBar(q, scaleMax, width) {
+    const h = 12;
+    const root = svg("svg", { width, height: h, class: "stacked" });
+    svg("rect", { width, height: h, fill: "#f1f3f6", rx: 2 }, root);
+    let at = 0;
+    for (const p of ttftParts(q)) {
+      const w = (p.ms / scaleMax) * width;
+      const r = svg("rect", { x: at, width: Math.max(w, 0.5), height: h, fill: colors[p.name], "data-stage": p.name }, root);
+      svg("title", {}, r).textContent = `${p.name}: ${fmtMs(p.ms)}`;
+      at += w;
+    }
+    return root;
+  }
+
+  // chartFrame draws axes for a chart and returns its scales.
+  function chartFrame(container, opts) {
+    const W = Math.max(container.clientWidth || 0, 360), H = opts.height || 220, m = { l: 58, r: 14, t: 10, b: 28 };
+    const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "chart" }, container);
+    const pw = W - m.l - m.r, ph = H - m.t - m.b;
+    const yMax = opts.yMax || 1;
+    const y = v => m.t + ph - (v / yMax) * ph;
+    const step = niceStep(yMax, 4);
+    for (let v = 0; v <= yMax + 1e-9; v += step) {
+      svg("line", { x1: m.l, x2: m.l + pw, y1: y(v), y2: y(v), class: "grid" }, root);
+      text(root, m.l - 6, y(v) + 4, v === 0 ? "0" : opts.yFmt(v), { "text-anchor": "end" });
+    }
+    svg("line", { x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph, stroke: "#c9ced6" }, root);
+    return { root, W, H, m, pw, ph, y };
+  }
+
+  function emptyChart(container, msg) {
+    container.innerHTML = `<div class="empty">${esc(msg || "no queries in this window")}</div>`;
+  }
+
+  // lineChart draws series over time; points have .time and the series keys.
+  function lineChart(container, points, series, opts) {
+    container.innerHTML = "";
+    if (!points.length) return emptyChart(container);
+    let yMax = opts.yMax;
+    if (!yMax) {
+      yMax = 0;
+      for (const p of points) for (const s of series) yMax = Math.max(yMax, p[s.key] || 0);
+      yMax = yMax > 0 ? yMax * 1.1 : 1;
+      const st = niceStep(yMax, 4);
+      yMax = Math.ceil(yMax / st) * st;
+    }
+    const f = chartFrame(container, { yMax, yFmt: opts.yFmt });
+    const t0 = new Date(points[0].time).getTime(), t1 = new Date(points[points.length - 1].time).getTime();
+    const x = t => f.m.l + (t1 === t0 ? f.pw / 2 : ((new Date(t).getTime() - t0) / (t1 - t0)) * f.pw);
+    const nLabels = Math.min(points.length, 6);
+    for (let i = 0; i < nLabels; i++) {
+      const p = points[Math.round((i * (points.length - 1)) / Math.max(nLabels - 1, 1))];
+      text(f.root, x(p.time), f.H - 8, new Date(p.time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), { "text-anchor": "middle" });
+    }
+    for (const s of series) {
+      const pts = points.filter(p => p[s.key] !== null && p[s.key] !== undefined);
+      if (!pts.length) continue;
+      svg("polyline", { points: pts.map(p => `${x(p.time)},${f.y(p[s.key])}`).join(" "), fill: "none", stroke: s.color, "stroke-width": 2, class: "series", "data-series": s.key }, f.root);
+      for (const p of pts) {
+        const c = svg("circle", { cx: x(p.time), cy: f.y(p[s.key]), r: 2.5, fill: s.color }, f.root);
+        svg("title", {}, c).textContent = `${s.label} ${opts.yFmt(p[s.key])} at ${time(p.time)}`;
+      }
+    }
+    legend(container, series);
+  }
+
+  // stackedColumns draws, per point, columns stacked from the keys' values
+  // (shares that add up to at most 1).
+  function stackedColumns(container, points, keys) {
+    container.innerHTML = "";
+    if (!points.length) return emptyChart(container);
+    const f = chartFrame(container, { yMax: 1, yFmt: v => (100 * v).toFixed(0) + "%" });
+    const bw = f.pw / points.length;
+    points.forEach((p, i) => {
+      let acc = 0;
+      for (const k of keys) {
+        const v = p[k.key] || 0;
+        if (v <= 0) continue;
+        const r = svg("rect", { x: f.m.l + i * bw + bw * 0.1, y: f.y(acc + v), width: bw * 0.8, height: f.y(acc) - f.y(acc + v), fill: k.color, "data-series": k.key }, f.root);
+        svg("title", {}, r).textContent = `${k.label} ${pct(v)} at ${time(p.time)}`;
+        acc += v;
+      }
+    });
+    const nLabels = Math.min(points.length, 6);
+    for (let j = 0; j < nLabels; j++) {
+      const i = Math.round((j * (points.length - 1)) / Math.max(nLabels - 1, 1));
+      text(f.root, f.m.l + (i + 0.5) * bw, f.H - 8, new Date(points[i].time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), { "text-anchor": "middle" });
+    }
+    legend(container, keys);
+  }
+
+  // groupedBars draws, per category, one bar per series.
+  function groupedBars(container, cats, series, opts) {
+    container.innerHTML = "";
+    if (!cats.length) return emptyChart(container);
+    let yMax = 0;
+    for (const s of series) for (const v of s.values) yMax = Math.max(yMax, v || 0);
+    yMax = yMax > 0 ? yMax * 1.1 : 1;
+    const st = niceStep(yMax, 4);
+    yMax = Math.ceil(yMax / st) * st;
+    const f = chartFrame(container, { yMax, yFmt: opts.yFmt });
+    const gw = f.pw / cats.length, bw = (gw * 0.8) / series.length;
+    cats.forEach((c, i) => {
+      series.forEach((s, j) => {
+        const v = s.values[i] || 0;
+        const r = svg("rect", { x: f.m.l + i * gw + gw * 0.1 + j * bw, y: f.y(v), width: bw * 0.92, height: f.y(0) - f.y(v), fill: s.color, "data-series": s.key }, f.root);
+        svg("title", {}, r).textContent = `${opts.catLabel}${c}: ${s.label} ${opts.yFmt(v)}`;
+      });
+      text(f.root, f.m.l + (i + 0.5) * gw, f.H - 8, opts.catLabel + c, { "text-anchor": "middle" });
+    });
+    legend(container, series);
+  }
+
+  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars };
+})();

@@ -1,0 +1,98 @@
+// The dashboard: GET /v1/stats?since=… drawn as charts and tables.
+"use strict";
+
+(() => {
+  const $ = id => document.getElementById(id);
+  const form = $("window");
+  const preset = new URLSearchParams(location.search).get("since");
+  if (preset) {
+    const sel = form.elements.since;
+    if (![...sel.options].some(o => o.value === preset)) sel.add(new Option(preset));
+    sel.value = preset;
+  }
+
+  function table(el, cols, rows) {
+    if (!rows.length) { el.innerHTML = `<div class="empty">no queries in this window</div>`; return; }
+    el.innerHTML = `<table><thead><tr>${cols.map(c => `<th class="${c.num ? "num" : ""}">${c.label}</th>`).join("")}</tr></thead><tbody>` +
+      rows.map(r => `<tr${r.query_id ? ` class="link" data-id="${rt.esc(r.query_id)}"` : ""}>` +
+        cols.map(c => `<td class="${c.num ? "num" : ""}${c.cls ? " " + c.cls : ""}">${c.fmt(r)}</td>`).join("") + "</tr>").join("") +
+      "</tbody></table>";
+    for (const tr of el.querySelectorAll("tr.link")) tr.addEventListener("click", () => { location.href = "/queries/" + encodeURIComponent(tr.dataset.id); });
+  }
+
+  async function load() {
+    const since = form.elements.since.value;
+    history.replaceState(null, "", "/dashboard?since=" + encodeURIComponent(since));
+    $("error").hidden = true;
+    let st;
+    try {
+      st = await rt.getJSON("/v1/stats?since=" + encodeURIComponent(since));
+    } catch (e) {
+      $("error").textContent = e.message;
+      $("error").hidden = false;
+      return;
+    }
+    $("window-note").textContent = `${rt.dateTime(st.since)} → ${rt.dateTime(st.until)}, ${st.bucket} buckets`;
+    const t = st.totals;
+    const tile = (label, v) => `<div class="tile"><b>${v}</b><span>${rt.esc(label)}</span></div>`;
+    $("totals").innerHTML = tile("queries", t.queries) + tile("ok / error / cancelled", `${t.ok} / ${t.errors} / ${t.cancelled}`) +
+      tile("TTFT p50", rt.fmtMs(t.ttft_p50_ms)) + tile("TTFT p95", rt.fmtMs(t.ttft_p95_ms)) + tile("TTFT p99", rt.fmtMs(t.ttft_p99_ms)) +
+      tile("p99 / p50", t.ttft_p50_ms ? (t.ttft_p99_ms / t.ttft_p50_ms).toFixed(1) + "×" : "–") +
+      tile("cache hit rate", rt.pct(t.cache_hit_rate));
+
+    rt.lineChart($("ttft-chart"), st.series, [
+      { key: "ttft_p50_ms", label: "p50", color: "#4e79a7" },
+      { key: "ttft_p95_ms", label: "p95", color: "#f28e2b" },
+      { key: "ttft_p99_ms", label: "p99", color: "#e15759" },
+    ], { yFmt: rt.fmtMs });
+    rt.stackedColumns($("share-chart"), st.series, [
+      { key: "queue_share", label: "queue", color: rt.colors.queue },
+      { key: "retrieval_share", label: "retrieval", color: rt.colors.retrieval },
+      { key: "llm_connect_share", label: "llm_connect", color: rt.colors.llm_connect },
+      { key: "llm_prefill_share", label: "llm_prefill", color: rt.colors.llm_prefill },
+      { key: "overhead_share", label: "overhead", color: rt.colors.overhead },
+    ]);
+    const tk = st.topk_tradeoff.filter(r => r.ok > 0);
+    rt.groupedBars($("topk-chart"), tk.map(r => r.top_k), [
+      { key: "ttft_p50_ms", label: "TTFT p50", color: "#4e79a7", values: tk.map(r => r.ttft_p50_ms) },
+      { key: "ttft_p95_ms", label: "TTFT p95", color: "#e15759", values: tk.map(r => r.ttft_p95_ms) },
+      { key: "retrieval_p50_ms", label: "retrieval p50", color: "#59a14f", values: tk.map(r => r.retrieval_p50_ms) },
+      { key: "llm_prefill_p50_ms", label: "prefill p50", color: "#f28e2b", values: tk.map(r => r.llm_prefill_p50_ms) },
+    ], { yFmt: rt.fmtMs, catLabel: "k=" });
+    rt.lineChart($("cache-chart"), st.series, [{ key: "cache_hit_rate", label: "hit rate", color: "#59a14f" }],
+      { yFmt: v => (100 * v).toFixed(0) + "%", yMax: 1 });
+
+    table($("stage-table"), [
+      { label: "stage", fmt: r => `<i style="display:inline-block;width:10px;height:10px;border-radius:2px;background:${rt.colors[r.stage] || "#888"}"></i> ${rt.esc(r.stage)}` },
+      { label: "count", num: true, fmt: r => r.n },
+      { label: "p50", num: true, fmt: r => rt.fmtMs(r.p50_ms) }, { label: "p90", num: true, fmt: r => rt.fmtMs(r.p90_ms) },
+      { label: "p95", num: true, fmt: r => rt.fmtMs(r.p95_ms) }, { label: "p99", num: true, fmt: r => rt.fmtMs(r.p99_ms) },
+      { label: "max", num: true, fmt: r => rt.fmtMs(r.max_ms) },
+    ], st.stage_percentiles);
+    table($("tail-table"), [
+      { label: "hour", fmt: r => rt.dateTime(r.hour) }, { label: "model", fmt: r => rt.esc(r.model) },
+      { label: "answered", num: true, fmt: r => r.answered }, { label: "p50", num: true, fmt: r => rt.fmtMs(r.ttft_p50_ms) },
+      { label: "p99", num: true, fmt: r => rt.fmtMs(r.ttft_p99_ms) },
+      { label: "p99/p50", num: true, fmt: r => r.p99_over_p50 == null ? "–" : (r.p99_over_p50 >= 5 ? "<b class=status-error>" : "<b>") + r.p99_over_p50.toFixed(1) + "×</b>" },
+    ], st.ttft_tail);
+    table($("network-table"), [
+      { label: "hour", fmt: r => rt.dateTime(r.hour) }, { label: "provider", fmt: r => rt.esc(r.provider) },
+      { label: "LLM calls", num: true, fmt: r => r.llm_calls }, { label: "reused", num: true, fmt: r => rt.pct(r.reused_share) },
+      { label: "connect p95", num: true, fmt: r => rt.fmtMs(r.llm_connect_p95_ms) },
+      { label: "new conn p95", num: true, fmt: r => rt.fmtMs(r.new_conn_connect_p95_ms) },
+      { label: "upstream errors", num: true, fmt: r => r.upstream_errors },
+    ], st.network_health);
+    table($("slow-table"), [
+      { label: "time", fmt: r => rt.dateTime(r.created_at) }, { label: "question", cls: "q", fmt: r => rt.esc(r.question || "") },
+      { label: "top_k", num: true, fmt: r => r.top_k }, { label: "status", fmt: r => `<span class="status-${r.status}">${r.status}</span>` },
+      { label: "TTFT", num: true, fmt: r => rt.fmtMs(r.ttft_ms) },
+      { label: "dominant stage", fmt: r => r.dominant_stage ? `${rt.esc(r.dominant_stage)} (${rt.fmtMs(r.dominant_ms)})` : "–" },
+      { label: "", fmt: r => `<a href="/queries/${encodeURIComponent(r.query_id)}">waterfall →</a>` },
+    ], st.slow_queries);
+    document.body.dataset.done = "1";
+  }
+
+  form.addEventListener("submit", e => { e.preventDefault(); load(); });
+  form.elements.since.addEventListener("change", load);
+  load();
+})();

@@ -1,0 +1,43 @@
+// One stored query: its full waterfall and every stage's attributes.
+"use strict";
+
+(async () => {
+  const $ = id => document.getElementById(id);
+  const id = decodeURIComponent(location.pathname.split("/").pop());
+  let q;
+  try {
+    q = await rt.getJSON("/v1/queries/" + encodeURIComponent(id));
+  } catch (e) {
+    $("error").textContent = e.message;
+    $("error").hidden = false;
+    return;
+  }
+  document.title = "ragtime · query " + q.query_id;
+  $("title").innerHTML = `Query <small>${rt.esc(q.query_id)} · ${rt.dateTime(q.created_at)} · ${rt.esc(q.model)} via ${rt.esc(q.provider)} ·
+    <span class="status-${q.status}">${q.status}</span></small>`;
+  $("question").textContent = q.question || "(the question was stored as a hash only)";
+  if (q.status !== "ok") {
+    $("error").textContent = `${q.error_code || q.status}: ${q.error_message || ""}`;
+    $("error").hidden = false;
+  }
+  const tile = (label, v) => `<div class="tile"><b>${v}</b><span>${rt.esc(label)}</span></div>`;
+  const u = q.usage || {};
+  $("summary").innerHTML = tile("TTFT", rt.fmtMs(q.ttft_ms)) + tile("first token (any)", rt.fmtMs(q.first_token_ms)) +
+    tile("end to end", rt.fmtMs(q.e2e_ms)) + tile("retrieval", rt.fmtMs(q.retrieval_ms)) +
+    tile("retrieval share", rt.pct(q.retrieval_share)) + tile("LLM connect + prefill", rt.fmtMs(q.gen_ttft_ms)) +
+    tile("prefill share", rt.pct(q.prefill_share)) + tile("overhead", rt.fmtMs(q.overhead_ms)) +
+    tile("top_k / rerank_top_n", `${q.top_k} / ${q.rerank_top_n}`) +
+    tile("prompt / cached / completion tokens", `${u.prompt_tokens} / ${u.cached_tokens} / ${u.completion_tokens}`) +
+    tile("connection", q.conn_reused === undefined ? "–" : q.conn_reused ? "reused" : "new");
+
+  const wf = new rt.Waterfall($("waterfall"));
+  for (const s of q.stages || []) wf.spans.push(s);
+  wf.finish(q);
+  addEventListener("resize", () => wf.render());
+
+  $("stages").innerHTML = (q.stages || []).map(s => `<tr><td>${s.seq}</td>
+    <td><i style="display:inline-block;width:10px;height:10px;border-radius:2px;background:${rt.colors[s.name] || "#888"}"></i> ${rt.esc(s.name)}</td>
+    <td class="num">${rt.fmtMs(s.start_ms)}</td><td class="num">${rt.fmtMs(s.duration_ms)}</td>
+    <td><pre class="attrs">${s.attrs ? rt.esc(Object.entries(s.attrs).map(([k, v]) => `${k}: ${JSON.stringify(v)}`).join("\n")) : ""}</pre></td></tr>`).join("");
+  document.body.dataset.done = "1";
+})();

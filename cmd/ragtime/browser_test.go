@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"ragtime/llm/sim"
+	"ragtime/postgres"
+)
+
+// chromiumPath is where Debian's chromium package puts the browser;
+// scripts/ensure-chromium.sh (run by `make test`) installs it when missing.
+const chromiumPath = "/usr/bin/chromium"
+
+// newBrowser starts a headless Chromium with a fresh profile, for at most a
+// minute; it fails the test, never skips it, when Chromium is missing.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromiumPath
+	if _, err := os.Stat(path); err != nil {
+		p, lookErr := exec.LookPath("chromium")
+		if lookErr != nil {
+			t.Fatalf("headless Chromium is needed for the page test and is not installed: run scripts/ensure-chromium.sh (apt-get install chromium chromium-driver)")
+		}
+		path = p
+	}
+	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(cancelBrowser)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("starting headless Chromium (%s): %v", path, err)
+	}
+	return bctx
+}
+
+// screenshot saves the whole page as a PNG in the test's artifact
+// directory (kept with `go test -artifacts -outputdir DIR`).
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	path := filepath.Join(t.ArtifactDir(), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestPagesInHeadlessChromium asks a question through the page of a real
+// `ragtime serve` (upstream: the simulator) and checks that the answer
+// streams in, that the waterfall draws stage bars while it streams and has
+// every stage's bar at the end, then opens the queries, query and dashboard
+// pages.
+func TestPagesInHeadlessChromium(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test-key-1234"}
+	dataDir := ingestCorpus(t, env)
+	_, simURL := startSim(t, func(c *sim.Config) {
+		// A visible prefill and a decode slow enough (40 × 25 ms) that the
+		// page is seen mid-stream.
+		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 150, 0, 25, 40
+	})
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "sim-7b")
+	// A few queries with other top_k values, for the lists and charts.
+	for _, k := range []string{"2", "8"} {
+		ask(t, srv.url, "q="+url.QueryEscape("what makes the prefix cache hit?")+"&top_k="+k+"&max_tokens=8")
+	}
+
+	ctx := newBrowser(t)
+	const question = "How does prefill time grow with prompt tokens?"
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#question")),
+		chromedp.SendKeys(chromedp.CSS("#question"), question),
+		chromedp.SetValue(chromedp.CSS("#top-k"), "4"),
+		chromedp.Click(chromedp.CSS("#ask-button")),
+	); err != nil {
+		t.Fatalf("asking through the page: %v", err)
+	}
+	// Mid-stream: answer text showing, the first token marked, the
+	// retrieval bars drawn and the generation bars not yet (they arrive
+	// after the last token).
+	midStream, err := chromedp.Run(ctx, chromedp.Poll[bool](`(() => {
+			const a = document.querySelector("#answer.streaming");
+			const bars = [...document.querySelectorAll("#waterfall rect.bar")].map(r => r.dataset.stage);
+			return !!a && a.textContent.length > 0 && !document.body.dataset.done &&
+				!!document.querySelector("#waterfall line.ttft-line") &&
+				["embed", "search", "rerank", "assemble"].every(s => bars.includes(s)) && !bars.includes("llm_decode");
+		})()`, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
+	if err != nil || !midStream {
+		t.Fatalf("never saw the answer streaming with the retrieval bars drawn: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
+		t.Fatalf("waiting for the done event on the page: %v", err)
+	}
+	answer := browse(t, ctx, chromedp.Text(chromedp.CSS("#answer")))
+	bars := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#waterfall rect.bar")].map(r => r.dataset.stage)`))
+	shares := browse(t, ctx, chromedp.TextContent(chromedp.CSS("#waterfall text.shares")))
+	ttftLabel := browse(t, ctx, chromedp.TextContent(chromedp.CSS("#waterfall text.ttft-label")))
+	screenshot(t, ctx, "ask.png")
+
+	// What the page shows is what the server stored.
+	store := newStoreFor(t, dbURL)
+	var stored postgres.QueryPage
+	eventually(t, "the asked query to be stored", func() bool {
+		p, err := store.ListQueries(context.Background(), postgres.QueryFilter{TopK: 4})
+		stored = p
+		return err == nil && len(p.Queries) == 1
+	})
+	q := stored.Queries[0]
+	if len(strings.TrimSpace(answer)) < 20 || !strings.Contains(answer, "[") {
+		t.Errorf("answer %q: want streamed text with citations", answer)
+	}
+	for name := range q.Stages {
+		if !slices.Contains(bars, name) {
+			t.Errorf("no bar for stage %s; bars %v", name, bars)
+		}
+	}
+	if len(bars) != len(q.Stages) {
+		t.Errorf("bars %v, stored stages %v", bars, q.Stages)
+	}
+	if !strings.Contains(shares, "retrieval") || !strings.Contains(shares, "prefill") || !strings.Contains(ttftLabel, "TTFT") {
+		t.Errorf("shares %q, TTFT label %q", shares, ttftLabel)
+	}
+
+	// /queries: a row and a stacked bar per query, newest first.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/queries"), chromedp.WaitVisible(chromedp.CSS("#rows tr.link"))); err != nil {
+		t.Fatalf("queries page: %v", err)
+	}
+	rows := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#rows tr.link svg.stacked").length`))
+	firstID := browse(t, ctx, chromedp.Evaluate[string](`document.querySelector("#rows tr.link").dataset.id`))
+	if rows != 3 || firstID != q.ID {
+		t.Errorf("queries page: %d rows with bars, first %s; want 3, first %s", rows, firstID, q.ID)
+	}
+	screenshot(t, ctx, "queries.png")
+
+	// /queries/:id: the full waterfall and each stage's attributes.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#rows tr.link")), chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
+		t.Fatalf("query page: %v", err)
+	}
+	detailBars := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#waterfall rect.bar").length`))
+	attrRows := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#stages tr").length`))
+	if detailBars != len(q.Stages) || attrRows != len(q.Stages) {
+		t.Errorf("query page: %d bars and %d attribute rows, want %d", detailBars, attrRows, len(q.Stages))
+	}
+	screenshot(t, ctx, "query.png")
+
+	// /dashboard: the views as charts.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/dashboard?since=1h"), chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
+		t.Fatalf("dashboard: %v", err)
+	}
+	charts := browse(t, ctx, chromedp.Evaluate[map[string]int](`({
+			ttft: document.querySelectorAll("#ttft-chart [data-series]").length,
+			share: document.querySelectorAll("#share-chart rect[data-series]").length,
+			topk: document.querySelectorAll("#topk-chart rect[data-series]").length,
+			cache: document.querySelectorAll("#cache-chart [data-series]").length,
+			stages: document.querySelectorAll("#stage-table tbody tr").length,
+			slow: document.querySelectorAll("#slow-table tbody tr").length,
+		})`))
+	if charts["ttft"] != 3 || charts["share"] == 0 || charts["topk"] != 12 || charts["cache"] != 1 || charts["stages"] != 8 || charts["slow"] != 3 {
+		t.Errorf("dashboard elements %v", charts)
+	}
+	screenshot(t, ctx, "dashboard.png")
+
+	// The page's own API answers agree with the browser's view.
+	resp, err := http.Get(srv.url + "/v1/stats?since=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st postgres.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Totals.Queries != 3 {
+		t.Fatalf("stats: %+v, %v", st.Totals, err)
+	}
+}
+
+// browse runs one browser action and returns its value, failing the test on
+// an error.
+func browse[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+// newStoreFor opens a store on the test database.
+func newStoreFor(t *testing.T, dbURL string) *postgres.Store {
+	t.Helper()
+	pool, err := postgres.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return postgres.NewStore(pool)
+}

@@ -1,0 +1,183 @@
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ragtime/pipeline"
+	"ragtime/postgres"
+)
+
+// Buckets, in seconds.
+var (
+	// stageBuckets span a 100µs embed to a minute-long decode.
+	stageBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// ttftBuckets are vLLM's time-to-first-token buckets, so that panels
+	// built for vLLM read ragtime's too.
+	ttftBuckets  = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	shareBuckets = prometheus.LinearBuckets(0.1, 0.1, 10)
+)
+
+// RecorderStats is what reports the recorder's queue; *postgres.Recorder
+// implements it.
+type RecorderStats interface {
+	Stats() postgres.RecorderStats
+}
+
+// Metrics holds ragtime's Prometheus registry and its instruments.
+type Metrics struct {
+	reg        *prometheus.Registry
+	stage      *prometheus.HistogramVec
+	ttft       prometheus.Histogram
+	firstToken prometheus.Histogram
+	e2e        prometheus.Histogram
+	share      prometheus.Histogram
+	queries    *prometheus.CounterVec
+	errors     *prometheus.CounterVec
+	tokens     *prometheus.CounterVec
+}
+
+// New builds the registry: ragtime's instruments, the recorder's counters
+// read from rec at scrape time (none when rec is nil), and the standard Go
+// and process collectors.
+func New(rec RecorderStats) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "ragtime_stage_duration_seconds",
+			Help:    "Duration of each pipeline stage (queue, embed, search, rerank, assemble, llm_connect, llm_prefill, llm_decode).",
+			Buckets: stageBuckets,
+		}, []string{"stage"}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ragtime_ttft_seconds",
+			Help:    "Time from a valid /ask request to its first answer token flushed to the client (reasoning excluded).",
+			Buckets: ttftBuckets,
+		}),
+		firstToken: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ragtime_first_token_seconds",
+			Help:    "Time from a valid /ask request to its first token of any kind (reasoning included) flushed to the client.",
+			Buckets: ttftBuckets,
+		}),
+		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ragtime_request_duration_seconds",
+			Help:    "Time from a valid /ask request to its stream closing.",
+			Buckets: ttftBuckets,
+		}),
+		share: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "ragtime_retrieval_share",
+			Help:    "Fraction of TTFT spent in retrieval (embed + search + rerank + assemble), per answered query.",
+			Buckets: shareBuckets,
+		}),
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ragtime_queries_total",
+			Help: "Finished /ask queries by status (ok, error, cancelled).",
+		}, []string{"status"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ragtime_query_errors_total",
+			Help: "Failed or cancelled /ask queries by error code (llm_auth, llm_unavailable, cancelled, ...).",
+		}, []string{"code"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ragtime_tokens_total",
+			Help: "Tokens by type: prompt, completion, cached (prompt tokens served from the prefix cache), reasoning.",
+		}, []string{"type"}),
+	}
+	m.reg.MustRegister(m.stage, m.ttft, m.firstToken, m.e2e, m.share, m.queries, m.errors, m.tokens,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range []string{pipeline.StatusOK, pipeline.StatusError, pipeline.StatusCancelled} {
+		m.queries.WithLabelValues(s) // present at 0 from the start, so rate() sees the first one
+	}
+	if rec != nil {
+		m.registerRecorder(rec)
+	}
+	return m
+}
+
+// registerRecorder exports the recorder's counters, read at scrape time.
+func (m *Metrics) registerRecorder(rec RecorderStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_recorder_queue_depth",
+			Help: "Finished queries held in memory, waiting for or being written to PostgreSQL.",
+		}, func() float64 { return float64(rec.Stats().Queued) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_recorder_written_total",
+			Help: "Finished queries committed to PostgreSQL.",
+		}, func() float64 { return float64(rec.Stats().Written) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_recorder_retries_total",
+			Help: "Batch writes retried because PostgreSQL was away or failing.",
+		}, func() float64 { return float64(rec.Stats().Retries) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_recorder_dropped_total",
+			Help: "Finished queries lost: the queue was full, or shutdown's deadline passed before they were written.",
+		}, func() float64 { return float64(rec.Stats().Dropped) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_recorder_failed_total",
+			Help: "Finished queries PostgreSQL rejected as invalid (logged and skipped).",
+		}, func() float64 { return float64(rec.Stats().Failed) }),
+	)
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Observe records one finished query's figures.
+func (m *Metrics) Observe(rec pipeline.Record) {
+	for _, s := range rec.Stages {
+		m.stage.WithLabelValues(s.Name).Observe(s.DurationMs / 1000)
+	}
+	if rec.TTFTMs != nil {
+		m.ttft.Observe(*rec.TTFTMs / 1000)
+	}
+	if rec.FirstTokenMs != nil {
+		m.firstToken.Observe(*rec.FirstTokenMs / 1000)
+	}
+	m.e2e.Observe(rec.E2EMs / 1000)
+	if rec.RetrievalShare != nil {
+		m.share.Observe(*rec.RetrievalShare)
+	}
+	m.queries.WithLabelValues(rec.Status).Inc()
+	if rec.Status != pipeline.StatusOK {
+		code := rec.ErrorCode
+		if code == "" {
+			code = rec.Status
+		}
+		m.errors.WithLabelValues(code).Inc()
+	}
+	for _, t := range []struct {
+		name string
+		n    int
+	}{
+		{"prompt", rec.Usage.PromptTokens}, {"completion", rec.Usage.CompletionTokens},
+		{"cached", rec.Usage.CachedTokens}, {"reasoning", rec.Usage.ReasoningTokens},
+	} {
+		if t.n > 0 {
+			m.tokens.WithLabelValues(t.name).Add(float64(t.n))
+		}
+	}
+}
+
+// Recorder returns a pipeline.Recorder that observes each record, then
+// hands it to next. The pipeline calls it after the stream has ended, and
+// observing takes microseconds without locks beyond the instruments' own,
+// so the query's timings are not affected.
+func (m *Metrics) Recorder(next pipeline.Recorder) pipeline.Recorder {
+	return observingRecorder{m: m, next: next}
+}
+
+type observingRecorder struct {
+	m    *Metrics
+	next pipeline.Recorder
+}
+
+func (o observingRecorder) Record(rec pipeline.Record) {
+	o.m.Observe(rec)
+	if o.next != nil {
+		o.next.Record(rec)
+	}
+}

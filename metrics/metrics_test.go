@@ -1,0 +1,116 @@
+package metrics_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"ragtime/metrics"
+	"ragtime/pipeline"
+	"ragtime/postgres"
+	"ragtime/postgres/postgrestest"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func scrape(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape: %d %s", resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+// TestRecorderObservesThenForwards records two queries through the
+// decorator into a real PostgreSQL recorder and reads them back from
+// /metrics: histograms, counters, the recorder's counters and the standard
+// collectors.
+func TestRecorderObservesThenForwards(t *testing.T) {
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
+	m := metrics.New(rec)
+	r := m.Recorder(rec)
+
+	ok := pipeline.Record{
+		QueryID: uuid.NewString(), QuestionSHA256: "x", TopK: 5, Model: "sim", Provider: "llmsim",
+		Status: pipeline.StatusOK, TTFTMs: ptr(250.0), FirstTokenMs: ptr(240.0), E2EMs: 1500,
+		RetrievalMs: 50, RetrievalShare: ptr(0.2),
+		Usage: pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: 300},
+		Stages: []pipeline.Span{
+			{Name: "embed", Seq: 0, DurationMs: 2},
+			{Name: "llm_prefill", Seq: 1, StartMs: 50, DurationMs: 180},
+		},
+	}
+	failed := pipeline.Record{
+		QueryID: uuid.NewString(), QuestionSHA256: "y", TopK: 5, Model: "sim", Provider: "llmsim",
+		Status: pipeline.StatusError, ErrorCode: "llm_unavailable", E2EMs: 30,
+		Stages: []pipeline.Span{{Name: "embed", Seq: 0, DurationMs: 3}},
+	}
+	r.Record(ok)
+	r.Record(failed)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	out := scrape(t, m.Handler())
+	for _, want := range []string{
+		`ragtime_stage_duration_seconds_count{stage="embed"} 2`,
+		`ragtime_stage_duration_seconds_bucket{stage="llm_prefill",le="0.25"} 1`,
+		`ragtime_stage_duration_seconds_bucket{stage="llm_prefill",le="0.1"} 0`,
+		`ragtime_ttft_seconds_sum 0.25`,
+		`ragtime_ttft_seconds_count 1`,
+		`ragtime_first_token_seconds_sum 0.24`,
+		`ragtime_retrieval_share_bucket{le="0.2"} 1`,
+		`ragtime_retrieval_share_bucket{le="0.1"} 0`,
+		`ragtime_request_duration_seconds_count 2`,
+		`ragtime_queries_total{status="ok"} 1`,
+		`ragtime_queries_total{status="error"} 1`,
+		`ragtime_queries_total{status="cancelled"} 0`,
+		`ragtime_query_errors_total{code="llm_unavailable"} 1`,
+		`ragtime_tokens_total{type="prompt"} 900`,
+		`ragtime_tokens_total{type="cached"} 300`,
+		`ragtime_recorder_written_total 2`,
+		`ragtime_recorder_queue_depth 0`,
+		`ragtime_recorder_dropped_total 0`,
+		`ragtime_recorder_retries_total 0`,
+		`go_goroutines `,
+		`process_resident_memory_bytes `,
+	} {
+		exact := strings.Contains(out, want+"\n")
+		if !exact && !(strings.HasSuffix(want, " ") && strings.Contains(out, want)) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// Records after Close are dropped by the recorder, and the drop shows.
+	r.Record(pipeline.Record{QueryID: uuid.NewString(), Status: pipeline.StatusCancelled})
+	out = scrape(t, m.Handler())
+	for _, want := range []string{
+		"ragtime_recorder_dropped_total 1\n",
+		`ragtime_query_errors_total{code="cancelled"} 1` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after a drop, /metrics lacks %q", want)
+		}
+	}
+}

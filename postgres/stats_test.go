@@ -1,0 +1,257 @@
+package postgres_test
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"ragtime/pipeline"
+	"ragtime/postgres"
+	"ragtime/postgres/postgrestest"
+)
+
+// dashboardData records a known set through the real Recorder: ten ok
+// queries of the last ten minutes (TTFT 100, 200, ... 1000 ms; top_k 5 for
+// the first five, 10 for the rest; prefill dominant; every other call on a
+// reused connection; a quarter of the prompt cached), one error and one
+// query three days old.
+func dashboardData(t *testing.T) (*postgres.Store, []pipeline.Record) {
+	t.Helper()
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
+	now := time.Now()
+	var recs []pipeline.Record
+	for i := range 10 {
+		r := record(i)
+		r.CreatedAt = now.Add(-time.Duration(i+1) * time.Minute)
+		ttft := 100 * float64(i+1)
+		r.TTFTMs = ptr(ttft)
+		r.Model = "sim-a"
+		r.TopK = 5
+		if i >= 5 {
+			r.TopK = 10
+		}
+		r.RetrievalMs = 10
+		r.QueueMs = 0
+		r.LLMPrefillMs = ttft - 20
+		r.GenTTFTMs = ttft - 10 // llm_connect 10 ms
+		r.OverheadMs = ptr(0.0)
+		r.RetrievalShare = ptr(10 / ttft)
+		r.PrefillShare = ptr((ttft - 20) / ttft)
+		r.Usage.PromptTokens, r.Usage.CachedTokens = 1000, 250
+		r.ConnReused = ptr(i%2 == 0)
+		r.Stages[6].DurationMs = ttft - 20 // llm_prefill
+		r.Stages[5].DurationMs = 10        // llm_connect
+		r.Stages[7].DurationMs = 5000      // llm_decode: longest, but after the first token
+		recs = append(recs, r)
+	}
+	failed := failedRecord()
+	failed.CreatedAt = now.Add(-30 * time.Second)
+	failed.Model = "sim-a"
+	recs = append(recs, failed)
+	old := record(99)
+	old.CreatedAt = now.Add(-72 * time.Hour)
+	recs = append(recs, old)
+	for _, r := range recs {
+		rec.Record(r)
+	}
+	if err := rec.Close(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Written != int64(len(recs)) {
+		t.Fatalf("recorder stats %+v, want %d written", st, len(recs))
+	}
+	return postgres.NewStore(pool), recs
+}
+
+func near(got *float64, want float64) bool {
+	return got != nil && math.Abs(*got-want) < 1e-6
+}
+
+func TestListQueriesPagesAndFilters(t *testing.T) {
+	store, recs := dashboardData(t)
+	ctx := ctxFor(t)
+
+	// Paging by 4 visits all 12, newest first, each once.
+	var seen []postgres.QuerySummary
+	cursor := ""
+	for range 10 {
+		page, err := store.ListQueries(ctx, postgres.QueryFilter{Limit: 4, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, page.Queries...)
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(seen) != len(recs) {
+		t.Fatalf("paged through %d queries, want %d", len(seen), len(recs))
+	}
+	ids := map[string]bool{}
+	for i, q := range seen {
+		if ids[q.ID] {
+			t.Fatalf("query %s listed twice", q.ID)
+		}
+		ids[q.ID] = true
+		if i > 0 && q.CreatedAt.After(seen[i-1].CreatedAt) {
+			t.Fatalf("not newest first at %d: %v after %v", i, q.CreatedAt, seen[i-1].CreatedAt)
+		}
+	}
+	if seen[0].ID != recs[10].QueryID || seen[0].Status != "error" || seen[0].ErrorCode != "llm_auth" || seen[0].TTFTMs != nil {
+		t.Errorf("newest = %+v, want the failed query", seen[0])
+	}
+	first := seen[1] // recs[0]
+	if first.ID != recs[0].QueryID || !near(first.TTFTMs, 100) || first.Stages["llm_prefill"] != 80 || len(first.Stages) != 8 {
+		t.Errorf("second = %+v, want recs[0] with its 8 stage durations", first)
+	}
+
+	for _, tc := range []struct {
+		name string
+		f    postgres.QueryFilter
+		want int
+	}{
+		{"status", postgres.QueryFilter{Status: "error"}, 1},
+		{"model", postgres.QueryFilter{Model: "sim-a"}, 11},
+		{"top_k", postgres.QueryFilter{TopK: 10}, 5},
+		{"since", postgres.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
+		{"until", postgres.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
+		{"window", postgres.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
+		{"all at once", postgres.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
+		{"nothing", postgres.QueryFilter{Model: "no-such-model"}, 0},
+	} {
+		page, err := store.ListQueries(ctx, tc.f)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if len(page.Queries) != tc.want || page.NextCursor != "" {
+			t.Errorf("%s: %d queries (next %q), want %d", tc.name, len(page.Queries), page.NextCursor, tc.want)
+		}
+	}
+
+	for _, bad := range []string{"x", "!!!", "MTIz", "MTIzLG5vdC1hLXV1aWQ"} {
+		if _, err := store.ListQueries(ctx, postgres.QueryFilter{Cursor: bad}); !errors.Is(err, postgres.ErrInvalidCursor) {
+			t.Errorf("cursor %q: err %v, want ErrInvalidCursor", bad, err)
+		}
+	}
+}
+
+func TestStatsReadsEveryView(t *testing.T) {
+	store, recs := dashboardData(t)
+	st, err := store.Stats(ctxFor(t), time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Totals.Queries != 11 || st.Totals.OK != 10 || st.Totals.Errors != 1 {
+		t.Errorf("totals %+v, want 11 queries, 10 ok, 1 error", st.Totals)
+	}
+	if !near(st.Totals.TTFTP50Ms, 550) || !near(st.Totals.TTFTP99Ms, 991) {
+		t.Errorf("TTFT p50 %v p99 %v, want 550 and 991", deref(st.Totals.TTFTP50Ms), deref(st.Totals.TTFTP99Ms))
+	}
+	if st.Bucket != "1m0s" || len(st.Series) < 2 {
+		t.Errorf("bucket %s with %d points", st.Bucket, len(st.Series))
+	}
+
+	stages := map[string]postgres.StagePercentile{}
+	var order []string
+	for _, sp := range st.StagePercentiles {
+		stages[sp.Stage] = sp
+		order = append(order, sp.Stage)
+	}
+	if got := len(order); got != 8 || order[0] != "queue" || order[7] != "llm_decode" {
+		t.Errorf("stage order %v", order)
+	}
+	if p := stages["llm_prefill"]; p.N != 10 || !near(p.P50Ms, 530) || !near(p.MaxMs, 980) {
+		t.Errorf("llm_prefill percentiles %+v", p)
+	}
+	if p := stages["embed"]; p.N != 11 {
+		t.Errorf("embed n = %d, want 11 (the error has one too)", p.N)
+	}
+
+	if len(st.TopK) != 3 {
+		t.Fatalf("topk_tradeoff %+v, want top_k 3, 5 and 10", st.TopK)
+	}
+	k5, k10 := st.TopK[1], st.TopK[2]
+	if k5.TopK != 5 || k5.OK != 5 || !near(k5.TTFTP50Ms, 300) || !near(k5.LLMPrefillP50Ms, 280) || !near(k5.PromptTokensMean, 1000) {
+		t.Errorf("top_k 5: %+v", k5)
+	}
+	if k10.TopK != 10 || !near(k10.TTFTP50Ms, 800) || !near(k10.RetrievalP50Ms, 10) {
+		t.Errorf("top_k 10: %+v", k10)
+	}
+
+	var prompt, cached int64
+	for _, c := range st.CacheHitRate {
+		prompt += c.PromptTokens
+		cached += c.CachedTokens
+	}
+	if prompt != 10000 || cached != 2500 || !near(st.Totals.CacheHitRate, 0.25) {
+		t.Errorf("cache: %d of %d prompt tokens, totals rate %v", cached, prompt, deref(st.Totals.CacheHitRate))
+	}
+
+	var calls int64
+	for _, n := range st.NetworkHealth {
+		calls += n.LLMCalls
+		if n.Provider == "llmsim" && (n.ConnectP95Ms == nil || math.Abs(*n.ConnectP95Ms-10) > 1e-6) {
+			t.Errorf("network health %+v: llm_connect p95 want 10", n)
+		}
+	}
+	if calls != 10 {
+		t.Errorf("network health counts %d LLM calls, want 10", calls)
+	}
+
+	if len(st.TTFTTail) == 0 {
+		t.Fatal("ttft_tail is empty")
+	}
+	for _, tt := range st.TTFTTail {
+		if tt.P50Ms != nil && (tt.P99OverP50 == nil || math.Abs(*tt.P99OverP50 - *tt.P99Ms / *tt.P50Ms) > 1e-9) {
+			t.Errorf("ttft_tail %+v: p99_over_p50 is not p99/p50", tt)
+		}
+	}
+
+	if len(st.SlowQueries) != 11 {
+		t.Fatalf("%d slow queries, want 11", len(st.SlowQueries))
+	}
+	slowest := st.SlowQueries[0]
+	if slowest.ID != recs[9].QueryID || !near(slowest.TTFTMs, 1000) || slowest.DominantStage == nil || *slowest.DominantStage != "llm_prefill" || !near(slowest.DominantMs, 980) {
+		t.Errorf("slowest %+v, want recs[9] dominated by llm_prefill (980 ms)", slowest)
+	}
+	if last := st.SlowQueries[10]; last.Status != "error" || *last.DominantStage != "embed" {
+		t.Errorf("last slow query %+v, want the error, dominated by embed", last)
+	}
+
+	empty, err := store.Stats(ctxFor(t), time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if empty.Totals.Queries != 0 || empty.StagePercentiles == nil || len(empty.SlowQueries) != 0 || empty.Totals.TTFTP50Ms != nil {
+		t.Errorf("a window without queries: %+v", empty)
+	}
+}
+
+func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
+	store, recs := dashboardData(t)
+	ctx := ctxFor(t)
+	n, err := store.Prune(ctx, time.Now().Add(-48*time.Hour), 1)
+	if err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v; want 1 deleted", n, err)
+	}
+	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, postgres.ErrNotFound) {
+		t.Errorf("the old query is still there: %v", err)
+	}
+	page, err := store.ListQueries(ctx, postgres.QueryFilter{})
+	if err != nil || len(page.Queries) != 11 {
+		t.Fatalf("after prune %d queries, %v", len(page.Queries), err)
+	}
+	// Everything older than a minute ago, two at a time.
+	if n, err = store.Prune(ctx, time.Now().Add(-time.Minute+time.Second), 2); err != nil || n != 10 {
+		t.Fatalf("second prune: %d, %v; want 10", n, err)
+	}
+}
+
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
