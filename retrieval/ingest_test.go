@@ -380,7 +380,7 @@ func TestProgressBar(t *testing.T) {
 	if len(lines) != 11 { // files 1, 2, 4, … 18, then the summary
 		t.Errorf("plain progress printed %d lines, want 11 (every tenth and the end):\n%s", len(lines), plain.String())
 	}
-	if lines[0] != "ingested 1/20 files, 3 chunks" || lines[len(lines)-1] != "ingested 20/20 files: 18 stored, 2 unchanged, 60 chunks" {
+	if lines[0] != "read 1/20 files, 3 chunks stored so far" || lines[len(lines)-1] != "ingested 20/20 files: 18 stored, 2 unchanged, 60 chunks" {
 		t.Errorf("plain progress:\n%s", plain.String())
 	}
 	var term bytes.Buffer

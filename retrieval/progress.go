@@ -27,7 +27,7 @@ func ProgressBar(w io.Writer, isTerminal bool) func(Progress) {
 			return
 		}
 		lastStep = step
-		fmt.Fprintf(w, "ingested %d/%d files, %d chunks\n", p.Files, p.TotalFiles, p.Chunks)
+		fmt.Fprintf(w, "read %d/%d files, %d chunks stored so far\n", p.Files, p.TotalFiles, p.Chunks)
 	}
 }
 
