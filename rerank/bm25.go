@@ -31,6 +31,12 @@ func (r *BM25) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 		docs[i] = lexical.Words(h.Title + "\n" + h.Text)
 	}
 	scores := r.scorer.Score(lexical.ContentWords(question), docs)
+	return rankByScores(hits, scores, topN), nil
+}
+
+// rankByScores sets each hit's RerankScore from scores (same order), sorts
+// best first (ties keep the search order) and keeps at most topN.
+func rankByScores(hits []pipeline.Hit, scores []float64, topN int) []pipeline.Hit {
 	for i := range hits {
 		s := scores[i]
 		hits[i].RerankScore = &s
@@ -39,5 +45,5 @@ func (r *BM25) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	if topN < len(hits) {
 		hits = hits[:max(topN, 0)]
 	}
-	return hits, nil
+	return hits
 }

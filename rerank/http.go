@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -145,15 +144,7 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.endpoint, err),
 			Hint:    "check --rerank-api (tei or cohere) against the server's API"}
 	}
-	for i := range hits {
-		s := scores[i]
-		hits[i].RerankScore = &s
-	}
-	sort.SliceStable(hits, func(i, j int) bool { return *hits[i].RerankScore > *hits[j].RerankScore })
-	if topN < len(hits) {
-		hits = hits[:max(topN, 0)]
-	}
-	return hits, nil
+	return rankByScores(hits, scores, topN), nil
 }
 
 // parse returns one score per candidate, by index; every candidate must be
