@@ -81,16 +81,7 @@ func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
 			w.bytes(buf)
 		}
 	}
-	if w.err == nil {
-		w.err = w.w.Flush()
-	}
-	if w.err != nil {
-		return w.err
-	}
-	var sum [4]byte
-	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
-	_, err := f.Write(sum[:])
-	return err
+	return w.finish(f, crc.Sum32())
 }
 
 // distances returns the distances stored beside s's neighbours on level l.

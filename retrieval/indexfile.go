@@ -253,15 +253,21 @@ func (ix *Index) writeState(f *os.File, gen uint64) error {
 			w.bytes(buf)
 		}
 	}
+	return w.finish(f, crc.Sum32())
+}
+
+// finish flushes what is buffered and appends the checksum, written
+// straight to f so that it is not part of what it sums.
+func (w *fileWriter) finish(f io.Writer, sum uint32) error {
 	if w.err == nil {
 		w.err = w.w.Flush()
 	}
 	if w.err != nil {
 		return w.err
 	}
-	var sum [4]byte
-	binary.LittleEndian.PutUint32(sum[:], crc.Sum32())
-	_, err := f.Write(sum[:])
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], sum)
+	_, err := f.Write(b[:])
 	return err
 }
 
