@@ -81,7 +81,7 @@ func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
 			w.bytes(buf)
 		}
 	}
-	return w.finish(f, crc.Sum32())
+	return w.finish(f, crc)
 }
 
 // distances returns the distances stored beside s's neighbours on level l.

@@ -253,12 +253,12 @@ func (ix *Index) writeState(f *os.File, gen uint64) error {
 			w.bytes(buf)
 		}
 	}
-	return w.finish(f, crc.Sum32())
+	return w.finish(f, crc)
 }
 
-// finish flushes what is buffered and appends the checksum, written
-// straight to f so that it is not part of what it sums.
-func (w *fileWriter) finish(f io.Writer, sum uint32) error {
+// finish flushes what is buffered and appends sum's checksum of it,
+// written straight to f so that it is not part of what it sums.
+func (w *fileWriter) finish(f io.Writer, sum hash.Hash32) error {
 	if w.err == nil {
 		w.err = w.w.Flush()
 	}
@@ -266,7 +266,7 @@ func (w *fileWriter) finish(f io.Writer, sum uint32) error {
 		return w.err
 	}
 	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], sum)
+	binary.LittleEndian.PutUint32(b[:], sum.Sum32())
 	_, err := f.Write(b[:])
 	return err
 }
