@@ -37,8 +37,14 @@ type Config struct {
 	PrefillMs float64
 	// PrefillMsPerToken is the prefill cost per prompt token, in milliseconds.
 	PrefillMsPerToken float64
-	// ITLMs is the inter-token latency of decode, in milliseconds.
+	// ITLMs is the inter-token latency of decode at batch 1, in
+	// milliseconds.
 	ITLMs float64
+	// ITLMsPerSeq lengthens each decode step by this many milliseconds per
+	// decoding sequence beyond the first (continuous batching only): a step
+	// over n sequences lasts ITLMs + ITLMsPerSeq × (n − 1). 0 keeps the
+	// step at ITLMs whatever the batch.
+	ITLMsPerSeq float64
 	// OutputTokens is the answer length in tokens (words) when the request's
 	// max_tokens is not smaller.
 	OutputTokens int
@@ -127,6 +133,7 @@ func DefaultConfig() Config {
 		PrefillMsPerToken:  0.08,
 		PrefillMsQuadratic: 1e-6,
 		ITLMs:              15,
+		ITLMsPerSeq:        0.05,
 		OutputTokens:       128,
 		Routing:            "round-robin",
 		ReasoningField:     "reasoning_content",
@@ -149,7 +156,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Encoding, "encoding", c.Encoding, "tiktoken encoding prompt tokens are counted with (o200k_base, cl100k_base)")
 	fs.Float64Var(&c.PrefillMs, "prefill-ms", c.PrefillMs, "fixed prefill cost per request, in milliseconds")
 	fs.Float64Var(&c.PrefillMsPerToken, "prefill-ms-per-token", c.PrefillMsPerToken, "prefill cost per prompt token, in milliseconds (prefill = prefill-ms + this × prompt tokens)")
-	fs.Float64Var(&c.ITLMs, "itl-ms", c.ITLMs, "inter-token latency of decode, in milliseconds between output tokens")
+	fs.Float64Var(&c.ITLMs, "itl-ms", c.ITLMs, "inter-token latency of decode at batch 1, in milliseconds between output tokens")
+	fs.Float64Var(&c.ITLMsPerSeq, "itl-ms-per-seq", c.ITLMsPerSeq, "decode step time added per decoding sequence beyond the first, in milliseconds (step = itl-ms + this × (batch − 1); needs max-num-seqs; 0.05 ≈ a 7B model's 14 GFLOP per token at an A100's 312 TFLOP/s)")
 	fs.IntVar(&c.OutputTokens, "output-tokens", c.OutputTokens, "output length in tokens (words) when the request's max_tokens is not smaller")
 	fs.Float64Var(&c.PrefillMsQuadratic, "prefill-ms-quadratic", c.PrefillMsQuadratic, "prefill cost per uncached prompt token squared, in milliseconds (attention; 1e-6 adds 67 ms at 8k tokens)")
 	fs.Float64Var(&c.ITLJitter, "itl-jitter", c.ITLJitter, "decode step jitter as a fraction of itl-ms, uniform ± (0 to 1)")
@@ -186,6 +194,7 @@ func (c *Config) validate() error {
 	neg("prefill-ms", c.PrefillMs)
 	neg("prefill-ms-per-token", c.PrefillMsPerToken)
 	neg("itl-ms", c.ITLMs)
+	neg("itl-ms-per-seq", c.ITLMsPerSeq)
 	neg("output-tokens", float64(c.OutputTokens))
 	neg("max-body-bytes", float64(c.MaxBodyBytes))
 	neg("prefill-ms-quadratic", c.PrefillMsQuadratic)

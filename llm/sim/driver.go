@@ -23,12 +23,14 @@ type driver struct {
 	// inflight counts requests routed to this driver and not yet answered;
 	// admission control reads it.
 	inflight atomic.Int64
-	// lag is how late the driver advanced the engine past each due time.
+	// lag is how late the driver advanced the engine past each due time
+	// (the scheduler's lag, apart from the writers'); drivers of one server
+	// share it.
 	lag *histogram
 }
 
-func newDriver(eng engine, a *alarm) *driver {
-	return &driver{eng: eng, in: make(chan *seq, 4096), alarm: a, wake: make(chan struct{}, 1), lag: newHistogram(lagBuckets)}
+func newDriver(eng engine, a *alarm, lag *histogram) *driver {
+	return &driver{eng: eng, in: make(chan *seq, 4096), alarm: a, wake: make(chan struct{}, 1), lag: lag}
 }
 
 // submit hands s to the engine, or reports false if ctx ends first.
