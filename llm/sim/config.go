@@ -52,7 +52,7 @@ type Config struct {
 	// PrefillMsQuadratic is the prefill cost per uncached prompt token
 	// squared, in milliseconds (attention reads every earlier token).
 	PrefillMsQuadratic float64
-	// ITLJitter spreads each decode step uniformly over ±ITLJitter×ITLMs
+	// ITLJitter spreads each decode step uniformly over ±ITLJitter × its length
 	// (0 to 1).
 	ITLJitter float64
 
@@ -160,7 +160,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.ITLMsPerSeq, "itl-ms-per-seq", c.ITLMsPerSeq, "decode step time added per decoding sequence beyond the first, in milliseconds (step = itl-ms + this × (batch − 1); needs max-num-seqs; 0.05 ≈ a 7B model's 14 GFLOP per token at an A100's 312 TFLOP/s)")
 	fs.IntVar(&c.OutputTokens, "output-tokens", c.OutputTokens, "output length in tokens (words) when the request's max_tokens is not smaller")
 	fs.Float64Var(&c.PrefillMsQuadratic, "prefill-ms-quadratic", c.PrefillMsQuadratic, "prefill cost per uncached prompt token squared, in milliseconds (attention; 1e-6 adds 67 ms at 8k tokens)")
-	fs.Float64Var(&c.ITLJitter, "itl-jitter", c.ITLJitter, "decode step jitter as a fraction of itl-ms, uniform ± (0 to 1)")
+	fs.Float64Var(&c.ITLJitter, "itl-jitter", c.ITLJitter, "decode step jitter as a fraction of the step, uniform ± (0 to 1)")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "sequences an engine runs at once with continuous batching, in slots (0: unlimited, each request on its own timeline)")
 	fs.IntVar(&c.MaxQueue, "max-queue", c.MaxQueue, "requests waiting for a slot per engine before 429, in requests (0: unbounded; needs max-num-seqs)")
 	fs.IntVar(&c.ChunkedPrefillTokens, "chunked-prefill-tokens", c.ChunkedPrefillTokens, "prompt tokens a sequence prefills per engine step, interleaved with decode (0: whole prefill in one step that blocks decode)")
