@@ -41,17 +41,35 @@ func (h *histogram) observe(v float64) {
 
 // quantile returns the upper bound of the bucket holding quantile q.
 func (h *histogram) quantile(q float64) float64 {
-	total := h.count.Load()
+	return bucketQuantile(h.bounds, h.snapshot(), q)
+}
+
+// snapshot returns the bucket counts (the last is +Inf).
+func (h *histogram) snapshot() []int64 {
+	counts := make([]int64, len(h.counts))
+	for i := range h.counts {
+		counts[i] = h.counts[i].Load()
+	}
+	return counts
+}
+
+// bucketQuantile returns the upper bound of the bucket holding quantile q
+// of counts over bounds (0 when empty).
+func bucketQuantile(bounds []float64, counts []int64, q float64) float64 {
+	var total int64
+	for _, c := range counts {
+		total += c
+	}
 	if total == 0 {
 		return 0
 	}
 	rank := int64(math.Ceil(q * float64(total)))
 	var seen int64
-	for i := range h.counts {
-		seen += h.counts[i].Load()
+	for i, c := range counts {
+		seen += c
 		if seen >= rank {
-			if i < len(h.bounds) {
-				return h.bounds[i]
+			if i < len(bounds) {
+				return bounds[i]
 			}
 			return math.Inf(1)
 		}
