@@ -357,12 +357,19 @@ func (a *answerer) stream(ctx context.Context) bool {
 				buf = a.enc.delta(buf, "content", i == 0, a.text.word(i))
 			}
 		}
+		// every token released since the last write goes out in this one
+		// write and flush: a writer that fell behind catches up in one
+		// system call instead of one per token
+		oldest := a.sq.releaseTime(before, n)
 		if !send(buf) {
 			return false
 		}
+		lag := time.Since(oldest).Seconds()
 		if before == 0 && sent > 0 {
 			a.s.metrics.firstWriteLag.observe(time.Since(a.sq.firstToken).Seconds())
 		}
+		a.s.metrics.writerLag.observe(lag)
+		a.s.tokenWrites.Add(1)
 		a.s.tokensSent.Add(int64(sent - before))
 		if a.sq.done.Load() && sent >= int(a.sq.produced.Load()) {
 			break
@@ -509,4 +516,8 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	m.prefill.write(w, "vllm:request_prefill_time_seconds", "Time from admission to the first token.", labels)
 	m.itl.write(w, "vllm:inter_token_latency_seconds", "Time between output tokens (mean per request).", labels)
 	m.e2e.write(w, "vllm:e2e_request_latency_seconds", "Time from arrival to the last token.", labels)
+	// the simulator's own health, not vLLM's: how far behind its modelled
+	// clock it runs
+	m.schedulerLag.write(w, "llmsim:scheduler_lag_seconds", "How late the simulator's engine drivers woke past a due step (llmsim's own lag, not a model figure).", labels)
+	m.writerLag.write(w, "llmsim:writer_lag_seconds", "Per write of streamed tokens, how long after the modelled release of its oldest token it was flushed (llmsim's own lag).", labels)
 }

@@ -37,8 +37,14 @@ type Config struct {
 	PrefillMs float64
 	// PrefillMsPerToken is the prefill cost per prompt token, in milliseconds.
 	PrefillMsPerToken float64
-	// ITLMs is the inter-token latency of decode, in milliseconds.
+	// ITLMs is the inter-token latency of decode at batch 1, in
+	// milliseconds.
 	ITLMs float64
+	// ITLMsPerSeq lengthens each decode step by this many milliseconds per
+	// decoding sequence beyond the first (continuous batching only): a step
+	// over n sequences lasts ITLMs + ITLMsPerSeq × (n − 1). 0 keeps the
+	// step at ITLMs whatever the batch.
+	ITLMsPerSeq float64
 	// OutputTokens is the answer length in tokens (words) when the request's
 	// max_tokens is not smaller.
 	OutputTokens int
@@ -46,7 +52,7 @@ type Config struct {
 	// PrefillMsQuadratic is the prefill cost per uncached prompt token
 	// squared, in milliseconds (attention reads every earlier token).
 	PrefillMsQuadratic float64
-	// ITLJitter spreads each decode step uniformly over ±ITLJitter×ITLMs
+	// ITLJitter spreads each decode step uniformly over ±ITLJitter × its length
 	// (0 to 1).
 	ITLJitter float64
 
@@ -94,7 +100,9 @@ type Config struct {
 	ServerTimings bool
 	// CoarseTimers trusts the runtime's timers alone, about 1 ms late on an
 	// idle machine, instead of also arming a kernel timerfd (Linux) that
-	// wakes the scheduler within tens of microseconds. Neither spins.
+	// wakes the scheduler within tens of microseconds. Either way a driver
+	// polls the clock only through the last 200 µs before a step at least
+	// 5 ms away.
 	CoarseTimers bool
 
 	// EmbedMs is the latency of one /v1/embeddings (or Ollama /api/embed)
@@ -127,6 +135,7 @@ func DefaultConfig() Config {
 		PrefillMsPerToken:  0.08,
 		PrefillMsQuadratic: 1e-6,
 		ITLMs:              15,
+		ITLMsPerSeq:        0.05,
 		OutputTokens:       128,
 		Routing:            "round-robin",
 		ReasoningField:     "reasoning_content",
@@ -149,10 +158,11 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Encoding, "encoding", c.Encoding, "tiktoken encoding prompt tokens are counted with (o200k_base, cl100k_base)")
 	fs.Float64Var(&c.PrefillMs, "prefill-ms", c.PrefillMs, "fixed prefill cost per request, in milliseconds")
 	fs.Float64Var(&c.PrefillMsPerToken, "prefill-ms-per-token", c.PrefillMsPerToken, "prefill cost per prompt token, in milliseconds (prefill = prefill-ms + this × prompt tokens)")
-	fs.Float64Var(&c.ITLMs, "itl-ms", c.ITLMs, "inter-token latency of decode, in milliseconds between output tokens")
+	fs.Float64Var(&c.ITLMs, "itl-ms", c.ITLMs, "inter-token latency of decode at batch 1, in milliseconds between output tokens")
+	fs.Float64Var(&c.ITLMsPerSeq, "itl-ms-per-seq", c.ITLMsPerSeq, "decode step time added per decoding sequence beyond the first, in milliseconds (step = itl-ms + this × (batch − 1); needs max-num-seqs; 0.05 ≈ a 7B model's 14 GFLOP per token at an A100's 312 TFLOP/s)")
 	fs.IntVar(&c.OutputTokens, "output-tokens", c.OutputTokens, "output length in tokens (words) when the request's max_tokens is not smaller")
 	fs.Float64Var(&c.PrefillMsQuadratic, "prefill-ms-quadratic", c.PrefillMsQuadratic, "prefill cost per uncached prompt token squared, in milliseconds (attention; 1e-6 adds 67 ms at 8k tokens)")
-	fs.Float64Var(&c.ITLJitter, "itl-jitter", c.ITLJitter, "decode step jitter as a fraction of itl-ms, uniform ± (0 to 1)")
+	fs.Float64Var(&c.ITLJitter, "itl-jitter", c.ITLJitter, "decode step jitter as a fraction of the step, uniform ± (0 to 1)")
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "sequences an engine runs at once with continuous batching, in slots (0: unlimited, each request on its own timeline)")
 	fs.IntVar(&c.MaxQueue, "max-queue", c.MaxQueue, "requests waiting for a slot per engine before 429, in requests (0: unbounded; needs max-num-seqs)")
 	fs.IntVar(&c.ChunkedPrefillTokens, "chunked-prefill-tokens", c.ChunkedPrefillTokens, "prompt tokens a sequence prefills per engine step, interleaved with decode (0: whole prefill in one step that blocks decode)")
@@ -165,7 +175,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.StallMs, "stall-ms", c.StallMs, "how long a stall fault holds the first token back, in milliseconds")
 	fs.IntVar(&c.RetryAfterSeconds, "retry-after", c.RetryAfterSeconds, "Retry-After of 429 answers, in seconds")
 	fs.BoolVar(&c.ServerTimings, "server-timings", c.ServerTimings, "add vLLM-style metrics and llama.cpp-style timings to every answer (else only with the header X-Llmsim-Timings: 1)")
-	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "wake engine steps with the Go runtime's timers alone (about 1 ms late when idle) instead of also arming a kernel timerfd (tens of µs); neither spins")
+	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "wake engine steps with the Go runtime's timers alone (about 1 ms late when idle) instead of also arming a kernel timerfd (tens of µs); either way a driver polls the clock only through the last 200 µs before a step ≥ 5 ms away")
 	fs.Float64Var(&c.EmbedMs, "embed-ms", c.EmbedMs, "latency of one /v1/embeddings or /api/embed request, in milliseconds")
 	fs.Float64Var(&c.EmbedMsPerInput, "embed-ms-per-input", c.EmbedMsPerInput, "embedding latency added per input text, in milliseconds")
 	fs.IntVar(&c.EmbedDimensions, "embed-dimensions", c.EmbedDimensions, "embedding dimension when the request sets no dimensions, in floats (8 to 65536; the hash embedder's vectors, as ragtime's --embedder hash)")
@@ -186,6 +196,7 @@ func (c *Config) validate() error {
 	neg("prefill-ms", c.PrefillMs)
 	neg("prefill-ms-per-token", c.PrefillMsPerToken)
 	neg("itl-ms", c.ITLMs)
+	neg("itl-ms-per-seq", c.ITLMsPerSeq)
 	neg("output-tokens", float64(c.OutputTokens))
 	neg("max-body-bytes", float64(c.MaxBodyBytes))
 	neg("prefill-ms-quadratic", c.PrefillMsQuadratic)

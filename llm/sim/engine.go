@@ -31,6 +31,10 @@ type seq struct {
 
 	// produced is the number of output tokens released to the writer.
 	produced atomic.Int64
+	// releasedAt holds the modelled times (Unix nanoseconds) of the last
+	// releaseRing tokens, token i at i % releaseRing, stored before
+	// produced; the writer reads them to measure its own lag.
+	releasedAt [releaseRing]atomic.Int64
 	// done is set once the engine has released every token (or dropped the
 	// sequence); the writer reads the timing fields after seeing it.
 	done atomic.Bool
@@ -39,6 +43,18 @@ type seq struct {
 	cancelled atomic.Bool
 	// wake is signalled (without blocking) whenever produced or done changes.
 	wake chan struct{}
+}
+
+// releaseRing is how many release times a sequence keeps: a writer further
+// behind than this measures its lag from the oldest time kept, a lower
+// bound.
+const releaseRing = 16
+
+// releaseTime returns the modelled time token i was released at, or that of
+// the oldest token kept when i has left the ring; n is produced as loaded.
+func (s *seq) releaseTime(i, n int) time.Time {
+	i = max(i, n-releaseRing)
+	return time.Unix(0, s.releasedAt[i%releaseRing].Load())
 }
 
 func newSeq(arrival time.Time, promptTokens int, blocks []uint64, reasoning, answer int) *seq {
@@ -60,6 +76,7 @@ func (s *seq) emit(at time.Time) {
 		s.firstToken = at
 	}
 	s.lastToken = at
+	s.releasedAt[s.emitted%releaseRing].Store(at.UnixNano())
 	s.emitted++
 	if s.emitted >= s.total() {
 		s.done.Store(true)
@@ -73,8 +90,9 @@ type costs struct {
 	overhead  float64 // ms per prefill
 	perToken  float64 // ms per uncached prompt token
 	quadratic float64 // ms per uncached prompt token squared
-	itl       float64 // ms per decode step
-	jitter    float64 // fraction of itl, uniform ±
+	itl       float64 // ms per decode step at batch 1
+	perSeq    float64 // ms added to a decode step per decoding sequence beyond the first
+	jitter    float64 // fraction of the step, uniform ±
 	chunk     int     // chunked-prefill tokens per sequence per step, 0 = whole prefill in one step
 }
 
@@ -89,12 +107,16 @@ func (c *costs) prefillMs(p, n int) float64 {
 	return v
 }
 
-// itlMs is one decode step's duration, with bounded jitter.
-func (c *costs) itlMs(r *rand.Rand) float64 {
+// itlMs is the duration of one decode step over batch decoding sequences,
+// with bounded jitter: itl at batch 1, plus perSeq for every further
+// sequence (the step's matrix products grow with the batch once the weights'
+// read no longer dominates; see docs/llmsim.md).
+func (c *costs) itlMs(r *rand.Rand, batch int) float64 {
+	v := c.itl + c.perSeq*float64(max(batch-1, 0))
 	if c.jitter == 0 || r == nil {
-		return c.itl
+		return v
 	}
-	return c.itl * (1 + c.jitter*(2*r.Float64()-1))
+	return v * (1 + c.jitter*(2*r.Float64()-1))
 }
 
 // engine is one simulated inference server: a scheduler over sequences and
@@ -192,7 +214,7 @@ func (e *idealEngine) advance(now time.Time) time.Time {
 		}
 		s.emit(ev.at)
 		if s.emitted < s.total() {
-			heap.Push(&e.h, event{at: ev.at.Add(ms(e.c.itlMs(e.rng))), s: s})
+			heap.Push(&e.h, event{at: ev.at.Add(ms(e.c.itlMs(e.rng, 1))), s: s})
 		}
 	}
 	return time.Time{}
@@ -328,7 +350,7 @@ func (e *batchEngine) plan(start time.Time) {
 	// step that decodes, prefill-ms for a step that only prefills and starts
 	// some prompt. A lone request therefore costs exactly the formula.
 	var dur float64
-	decoding, starting := false, false
+	decoding, starting := 0, false
 	for _, s := range e.running {
 		switch {
 		case !s.prefillDone:
@@ -347,13 +369,13 @@ func (e *batchEngine) plan(start time.Time) {
 			}
 		case s.emitted < s.total() && (e.c.chunk > 0 || !needPrefill):
 			// without chunked prefill a prefill step holds every decode back
-			decoding = true
+			decoding++
 			e.stepEmit = append(e.stepEmit, s)
 		}
 	}
 	switch {
-	case decoding:
-		dur += e.c.itlMs(e.rng)
+	case decoding > 0:
+		dur += e.c.itlMs(e.rng, decoding)
 	case starting:
 		dur += e.c.overhead
 	}

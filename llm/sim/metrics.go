@@ -14,7 +14,7 @@ var (
 	ttftBuckets    = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
 	itlBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
 	requestBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
-	lagBuckets     = []float64{0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1}
+	lagBuckets     = []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.00075, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5}
 )
 
 // histogram is a lock-free Prometheus histogram.
@@ -41,17 +41,35 @@ func (h *histogram) observe(v float64) {
 
 // quantile returns the upper bound of the bucket holding quantile q.
 func (h *histogram) quantile(q float64) float64 {
-	total := h.count.Load()
+	return bucketQuantile(h.bounds, h.snapshot(), q)
+}
+
+// snapshot returns the bucket counts (the last is +Inf).
+func (h *histogram) snapshot() []int64 {
+	counts := make([]int64, len(h.counts))
+	for i := range h.counts {
+		counts[i] = h.counts[i].Load()
+	}
+	return counts
+}
+
+// bucketQuantile returns the upper bound of the bucket holding quantile q
+// of counts over bounds (0 when empty).
+func bucketQuantile(bounds []float64, counts []int64, q float64) float64 {
+	var total int64
+	for _, c := range counts {
+		total += c
+	}
 	if total == 0 {
 		return 0
 	}
 	rank := int64(math.Ceil(q * float64(total)))
 	var seen int64
-	for i := range h.counts {
-		seen += h.counts[i].Load()
+	for i, c := range counts {
+		seen += c
 		if seen >= rank {
-			if i < len(h.bounds) {
-				return h.bounds[i]
+			if i < len(bounds) {
+				return bounds[i]
 			}
 			return math.Inf(1)
 		}
@@ -80,6 +98,11 @@ type serverMetrics struct {
 	// firstWriteLag is how long after its modelled time the first token was
 	// flushed to the client.
 	firstWriteLag *histogram
+	// writerLag is, per write of token chunks, how long after the modelled
+	// release of the oldest token in it the write was flushed.
+	writerLag *histogram
+	// schedulerLag is how late the engines' drivers woke past a due step.
+	schedulerLag *histogram
 }
 
 func newServerMetrics() *serverMetrics {
@@ -91,5 +114,7 @@ func newServerMetrics() *serverMetrics {
 		e2e:     newHistogram(requestBuckets),
 
 		firstWriteLag: newHistogram(lagBuckets),
+		writerLag:     newHistogram(lagBuckets),
+		schedulerLag:  newHistogram(lagBuckets),
 	}
 }

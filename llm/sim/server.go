@@ -43,9 +43,19 @@ type Stats struct {
 	Embeds, Reranks int64
 	// Steps counts engine steps (continuous batching only).
 	Steps int64
-	// LagP99 is the 99th percentile (bucket upper bound) of how late the
-	// engines' drivers woke past a due step, in seconds.
+	// TokenWrites counts the writes (each one write and flush) that carried
+	// streamed tokens; TokensSent / TokenWrites above 1 means writers fell
+	// behind and coalesced.
+	TokenWrites int64
+	// LagP99 is the scheduler's lag: the 99th percentile (bucket upper
+	// bound) of how late the engines' drivers woke past a due step, in
+	// seconds.
 	LagP99 float64
+	// WriterLagP99 is the writers' lag: the 99th percentile (bucket upper
+	// bound) over writes of how long after the modelled release of the
+	// oldest token in a write it was flushed, in seconds. It includes the
+	// scheduler's lag.
+	WriterLagP99 float64
 	// FirstTokenLagP99 is the 99th percentile (bucket upper bound) of how
 	// long after its modelled time a stream's first token was flushed, in
 	// seconds.
@@ -76,7 +86,7 @@ type Server struct {
 	nextID   atomic.Uint64
 
 	requests, completed, cancelled, rejected, faultCount, active, tokensSent atomic.Int64
-	embeds, reranks                                                          atomic.Int64
+	embeds, reranks, tokenWrites                                             atomic.Int64
 }
 
 // New validates cfg, loads the token counter, starts one scheduler
@@ -124,7 +134,7 @@ func New(cfg Config) (*Server, error) {
 		s.alarm.run(ctx)
 	}()
 	for i := range cfg.Replicas {
-		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), s.alarm)
+		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), s.alarm, s.metrics.schedulerLag)
 		s.drivers = append(s.drivers, d)
 		s.wg.Add(1)
 		go func() {
@@ -160,6 +170,7 @@ func costsOf(cfg Config) costs {
 		perToken:  cfg.PrefillMsPerToken,
 		quadratic: cfg.PrefillMsQuadratic,
 		itl:       cfg.ITLMs,
+		perSeq:    cfg.ITLMsPerSeq,
 		jitter:    cfg.ITLJitter,
 		chunk:     cfg.ChunkedPrefillTokens,
 	}
@@ -190,7 +201,9 @@ func (s *Server) Stats() Stats {
 		Embeds:           s.embeds.Load(),
 		Reranks:          s.reranks.Load(),
 		Steps:            s.steps(),
-		LagP99:           s.lagP99(),
+		TokenWrites:      s.tokenWrites.Load(),
+		LagP99:           s.metrics.schedulerLag.quantile(0.99),
+		WriterLagP99:     s.metrics.writerLag.quantile(0.99),
 		FirstTokenLagP99: s.metrics.firstWriteLag.quantile(0.99),
 	}
 }
@@ -201,14 +214,6 @@ func (s *Server) steps() int64 {
 		n += d.steps.Load()
 	}
 	return n
-}
-
-func (s *Server) lagP99() float64 {
-	var worst float64
-	for _, d := range s.drivers {
-		worst = max(worst, d.lag.quantile(0.99))
-	}
-	return worst
 }
 
 // Config returns the configuration the Server runs with.
