@@ -164,8 +164,7 @@ func (q *query) run(ctx context.Context, out Stream) Record {
 	}
 	meta := Meta{QueryID: q.id, Model: model, Provider: cfg.Provider, TopK: q.req.TopK,
 		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
-		Embedder: cfg.EmbedderName,
-		Store:    cfg.StoreName, Reranker: cfg.RerankerName}
+		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
 	if err := out.Meta(meta); err != nil {
 		return q.finish(out, model, clientGone(err))
 	}
