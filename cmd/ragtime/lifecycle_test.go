@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"net/http"
 	"strings"
 	"sync"
@@ -111,5 +113,45 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ragtime %v: error %v, want it to mention %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// A mistyped flag or a bad value gets one line saying what to fix (the nearest
+// flag name, the shape the value wants), not the whole flag list; -h still
+// prints the list.
+func TestFlagMistakesNameTheFix(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"serve", "--adr", ":1"}, nil, "unknown flag --adr (did you mean --addr?)"},
+		{[]string{"serve", "--llm-timout", "5s"}, nil, "did you mean --llm-timeout?"},
+		{[]string{"serve", "--zzzzzz"}, nil, "unknown flag --zzzzzz; `ragtime serve -h` lists the flags"},
+		{[]string{"serve", "--llm-timeout", "5"}, nil, `invalid value "5" for flag --llm-timeout: want a duration`},
+		{[]string{"serve", "--max-concurrent", "abc"}, nil, "--max-concurrent: want a whole number"},
+		{[]string{"serve"}, map[string]string{"RAGTIME_LLM_TIMEOUT": "5"}, `RAGTIME_LLM_TIMEOUT="5" (--llm-timeout): want a duration`},
+		{[]string{"serve"}, map[string]string{"RAGTIME_STORE_QUESTION": "maybe"}, "(--store-question): want true or false"},
+		{[]string{"serve"}, map[string]string{"RAGTIME_MAX_CONCURRENT": "many"}, "(--max-concurrent): want a whole number"},
+	}
+	for _, tt := range tests {
+		var out, errOut syncBuffer
+		err := run(context.Background(), tt.args, envMap(tt.env), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ragtime %v %v: error %v, want it to contain %q", tt.args, tt.env, err, tt.want)
+		}
+		if exitCode(err) != 2 {
+			t.Errorf("ragtime %v: exit code %d, want 2", tt.args, exitCode(err))
+		}
+		if strings.Contains(errOut.String(), "Usage:") {
+			t.Errorf("ragtime %v printed the flag list on a mistake:\n%s", tt.args, errOut.String())
+		}
+	}
+	var out, errOut syncBuffer
+	if err := run(context.Background(), []string{"serve", "-h"}, envMap(nil), &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("serve -h: %v", err)
+	}
+	if !strings.Contains(errOut.String(), "Usage: ragtime serve") || !strings.Contains(errOut.String(), "-llm-timeout duration") {
+		t.Errorf("serve -h does not print the flags:\n%s", errOut.String())
 	}
 }
