@@ -206,7 +206,7 @@ func (ix *Index) takeLock() error {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("locking %s: another process (a running `ragtime ingest`?) is writing to this index: %w", name, ErrLocked)
+			return fmt.Errorf("%w (%s is held by another process)", ErrLocked, name)
 		}
 		return fmt.Errorf("locking %s: %w", name, err)
 	}

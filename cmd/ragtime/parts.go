@@ -309,8 +309,8 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 		if err != nil {
 			if errors.Is(err, retrieval.ErrLocked) {
 				return nil, fmt.Errorf("opening the index under --data-dir %s: %w\n"+
-					"a running `ragtime serve` holds the index: add files through its API (POST /v1/documents, see docs/api.md), "+
-					"or stop it, or start it with --read-only so `ragtime ingest` can write", c.dataDir, err)
+					"another ragtime writes to it: if a `ragtime serve`, add files through its API (POST /v1/documents, see docs/api.md) "+
+					"or restart it with --read-only so `ragtime ingest` can write; if a `ragtime ingest`, wait for it to finish", c.dataDir, err)
 			}
 			return nil, fmt.Errorf("opening the index under --data-dir %s: %w", c.dataDir, err)
 		}
