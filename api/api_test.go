@@ -115,6 +115,8 @@ func TestStatusTable(t *testing.T) {
 		{"/readyz", 503, ""},
 		{"/healthz", 200, ""},
 		{"/v1/queries/known", 200, ""},
+		{"/ask?q=hi&topk=3", 400, "unknown_parameter"}, // a typo is not silently the default
+		{"/ask?q=hi&top_k=3&doc_id=a.md&doc_id=b.md&max_tokens=9&rerank_top_n=1&model=m", 200, ""},
 	}
 	for _, tt := range tests {
 		status, body, _ := get(t, ts.URL+tt.path)

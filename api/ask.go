@@ -28,6 +28,16 @@ type askBody struct {
 // for EventSource clients.
 func (s *server) handleAskGet(c echo.Context) error {
 	qs := c.QueryParams()
+	// A misspelt parameter (topk=3) would otherwise be ignored silently and
+	// the query run with the default, as POST /ask refuses unknown fields.
+	for name := range qs {
+		switch name {
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id":
+		default:
+			return badRequest(name, "unknown_parameter",
+				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id", name))
+		}
+	}
 	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}}
 	if req.Question == "" {
 		req.Question = qs.Get("question")
