@@ -155,3 +155,26 @@ func TestFlagMistakesNameTheFix(t *testing.T) {
 		t.Errorf("serve -h does not print the flags:\n%s", errOut.String())
 	}
 }
+
+// The flag package takes the first `quoted` word of a usage text as the
+// value's name, so a backquoted phrase shows up as "-read-only ragtime
+// ingest" in -h. Every flag line of every command's -h has at most one word
+// after the flag's name.
+func TestHelpFlagLinesNameOneValue(t *testing.T) {
+	for _, c := range commands() {
+		var out, errOut syncBuffer
+		_ = run(context.Background(), []string{c.name, "-h"}, envMap(nil), &out, &errOut)
+		help := errOut.String() + out.String()
+		if !strings.Contains(help, "Usage: ragtime "+c.name) {
+			t.Errorf("%s -h printed no usage:\n%s", c.name, help)
+		}
+		for _, line := range strings.Split(help, "\n") {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			if f := strings.Fields(line); len(f) > 2 {
+				t.Errorf("%s -h: flag line %q names more than one value word (a backquoted phrase in its usage?)", c.name, line)
+			}
+		}
+	}
+}
