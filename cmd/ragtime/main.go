@@ -15,6 +15,13 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first Ctrl-C asks for a graceful stop (serve lets open streams
+	// finish for --shutdown-timeout); restoring the default handling then
+	// makes a second Ctrl-C stop the process at once, as people expect.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {

@@ -191,7 +191,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down: no new connections; open streams may finish", "deadline", cfg.shutdownTimeout)
+	log.Info("shutting down: no new connections; open streams may finish (a second Ctrl-C stops at once)", "deadline", cfg.shutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
