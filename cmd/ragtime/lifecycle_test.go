@@ -133,12 +133,17 @@ func TestFlagMistakesNameTheFix(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"RAGTIME_LLM_TIMEOUT": "5"}, `RAGTIME_LLM_TIMEOUT="5" (--llm-timeout): want a duration`},
 		{[]string{"serve"}, map[string]string{"RAGTIME_STORE_QUESTION": "maybe"}, "(--store-question): want true or false"},
 		{[]string{"serve"}, map[string]string{"RAGTIME_MAX_CONCURRENT": "many"}, "(--max-concurrent): want a whole number"},
+		{[]string{"migrate", "--database-url", "not a url"}, nil, "--database-url (or DATABASE_URL) must be a PostgreSQL URL"},
+		{[]string{"prune", "--older-than", "1d"}, map[string]string{"DATABASE_URL": "postgres://u:secret@h:notaport/x"}, "--database-url (or DATABASE_URL)"},
 	}
 	for _, tt := range tests {
 		var out, errOut syncBuffer
 		err := run(context.Background(), tt.args, envMap(tt.env), &out, &errOut)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ragtime %v %v: error %v, want it to contain %q", tt.args, tt.env, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "secret") {
+			t.Errorf("ragtime %v: the error shows the password: %v", tt.args, err)
 		}
 		if exitCode(err) != 2 {
 			t.Errorf("ragtime %v: exit code %d, want 2", tt.args, exitCode(err))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/llm"
@@ -456,6 +457,10 @@ func (c *dbConfig) register(fs *flag.FlagSet) {
 
 // open creates the database when missing, connects, and migrates when asked.
 func (c *dbConfig) open(ctx context.Context, migrate bool) (*pgxpool.Pool, error) {
+	if _, err := pgx.ParseConfig(c.url); err != nil {
+		// pgx's message names neither the flag nor the variable to fix.
+		return nil, &usageError{msg: fmt.Sprintf("--database-url (or DATABASE_URL) must be a PostgreSQL URL such as %s: %v", DefaultDatabaseURL, err)}
+	}
 	if err := postgres.EnsureDatabase(ctx, c.url); err != nil {
 		return nil, err
 	}
