@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -114,9 +115,18 @@ func kindOf(d Delta) string {
 	return "token"
 }
 
-type memRecorder struct{ recs []Record }
+// memRecorder keeps records in memory; Run calls Record from every
+// goroutine that runs a query, so appends are guarded.
+type memRecorder struct {
+	mu   sync.Mutex
+	recs []Record
+}
 
-func (m *memRecorder) Record(r Record) { m.recs = append(m.recs, r) }
+func (m *memRecorder) Record(r Record) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs = append(m.recs, r)
+}
 
 func hits(n int) []Hit {
 	out := make([]Hit, n)
