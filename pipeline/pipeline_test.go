@@ -350,6 +350,12 @@ func TestNormalize(t *testing.T) {
 		{"top_n < 0", Request{Question: "q", TopK: 2, RerankTopN: -1, MaxTokens: Unset}, "rerank_top_n_out_of_range"},
 		{"max_tokens 0", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: 0}, "max_tokens_out_of_range"},
 		{"max_tokens 4097", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: 4097}, "max_tokens_out_of_range"},
+		// PostgreSQL text cannot hold NUL: such a question would make the
+		// recorder reject the whole query record, losing its timings.
+		{"NUL in question", Request{Question: "what\x00is ttft", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "question_invalid"},
+		{"tabs and newlines are fine", Request{Question: "what\tis\nttft\r\n?", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, ""},
+		{"control character in model", Request{Question: "q", Model: "gpt\x00x", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "model_invalid"},
+		{"newline in model", Request{Question: "q", Model: "gpt\nx", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "model_invalid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -66,6 +67,11 @@ func (r *Request) Normalize(maxQuestion int) error {
 	if !utf8.ValidString(r.Question) {
 		return &ValidationError{Field: "question", Code: "question_invalid", Message: "question must be valid UTF-8"}
 	}
+	// PostgreSQL text cannot hold NUL; letting one through would lose the
+	// query's whole record at the recorder.
+	if strings.ContainsRune(r.Question, 0) {
+		return &ValidationError{Field: "question", Code: "question_invalid", Message: "question must not contain NUL characters"}
+	}
 	if n := utf8.RuneCountInString(r.Question); maxQuestion > 0 && n > maxQuestion {
 		return &ValidationError{Field: "question", Code: "question_too_long",
 			Message: fmt.Sprintf("question has %d characters; at most %d are allowed (--max-question-chars)", n, maxQuestion)}
@@ -93,6 +99,9 @@ func (r *Request) Normalize(maxQuestion int) error {
 	}
 	if len(r.Model) > 200 {
 		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name is longer than 200 bytes"}
+	}
+	if !utf8.ValidString(r.Model) || strings.ContainsFunc(r.Model, unicode.IsControl) {
+		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name must be UTF-8 without control characters"}
 	}
 	if r.MaxContextTokens < 0 {
 		return &ValidationError{Field: "max_context_tokens", Code: "max_context_tokens_out_of_range",
