@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -61,13 +62,16 @@ type HTTPConfig struct {
 type HTTP struct {
 	cfg      HTTPConfig
 	endpoint string
-	client   *http.Client
+	// shown is endpoint with any password masked, for messages (they reach
+	// the stream, the query row and the logs).
+	shown  string
+	client *http.Client
 }
 
 // NewHTTP returns an HTTP reranker; it makes no request.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
-		return nil, fmt.Errorf("--rerank-url %q must be an http:// or https:// URL", cfg.URL)
+		return nil, fmt.Errorf("--rerank-url %q must be an http:// or https:// URL", redactURL(cfg.URL))
 	}
 	base := strings.TrimRight(cfg.URL, "/")
 	endpoint := base
@@ -93,7 +97,19 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	return &HTTP{cfg: cfg, endpoint: endpoint, client: &http.Client{Timeout: cfg.Timeout}}, nil
+	return &HTTP{cfg: cfg, endpoint: endpoint, shown: redactURL(endpoint), client: &http.Client{Timeout: cfg.Timeout}}, nil
+}
+
+// redactURL masks the password of a URL with credentials in it.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			return "…" + raw[i:] // unparseable: keep only what follows the credentials
+		}
+		return raw
+	}
+	return u.Redacted()
 }
 
 // Name is the reranker's name in stage attrs.
@@ -141,7 +157,7 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	scores, err := r.parse(data, len(hits))
 	if err != nil {
 		return nil, &pipeline.Error{Code: CodeRerankBadResponse, Err: err,
-			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.endpoint, err),
+			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.shown, err),
 			Hint:    "check --rerank-api (tei or cohere) against the server's API"}
 	}
 	return rankByScores(hits, scores, topN), nil
@@ -200,11 +216,11 @@ func (r *HTTP) transportError(ctx context.Context, err error) error {
 		return fmt.Errorf("reranking: %w", ctx.Err())
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return &pipeline.Error{Code: CodeRerankTimeout, Err: err,
-			Message: fmt.Sprintf("the reranker at %s did not answer within %s", r.endpoint, r.cfg.Timeout),
+			Message: fmt.Sprintf("the reranker at %s did not answer within %s", r.shown, r.cfg.Timeout),
 			Hint:    "lower top_k (fewer candidates) or check the reranker's load"}
 	}
 	return &pipeline.Error{Code: CodeRerankUnavailable, Err: err,
-		Message: fmt.Sprintf("the reranker at %s is unreachable: %v", r.endpoint, err),
+		Message: fmt.Sprintf("the reranker at %s is unreachable: %v", r.shown, err),
 		Hint:    "check --rerank-url and that the reranker is running"}
 }
 
@@ -220,19 +236,19 @@ func (r *HTTP) statusError(status int, body []byte) error {
 	switch {
 	case status == 401 || status == 403:
 		e.Code = CodeRerankAuth
-		e.Message = fmt.Sprintf("the reranker at %s rejected the API key (HTTP %d)", r.endpoint, status)
+		e.Message = fmt.Sprintf("the reranker at %s rejected the API key (HTTP %d)", r.shown, status)
 		e.Hint = "check " + r.cfg.KeyVar
 	case status == 408 || status == 504:
 		e.Code = CodeRerankTimeout
-		e.Message = fmt.Sprintf("the reranker at %s timed out (HTTP %d): %s", r.endpoint, status, detail)
+		e.Message = fmt.Sprintf("the reranker at %s timed out (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "lower top_k (fewer candidates)"
 	case status >= 500 || status == 429:
 		e.Code = CodeRerankUnavailable
-		e.Message = fmt.Sprintf("the reranker at %s failed (HTTP %d): %s", r.endpoint, status, detail)
+		e.Message = fmt.Sprintf("the reranker at %s failed (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "retry later; the reranker is failing or overloaded"
 	default:
 		e.Code = CodeRerankRejected
-		e.Message = fmt.Sprintf("the reranker at %s rejected the request (HTTP %d): %s", r.endpoint, status, detail)
+		e.Message = fmt.Sprintf("the reranker at %s rejected the request (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "check --rerank-url, --rerank-api and --rerank-model"
 	}
 	return e

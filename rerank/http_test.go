@@ -146,3 +146,31 @@ func TestHTTPRerankFailures(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRerankErrorsHideURLCredentials: error messages reach the SSE
+// stream, the query row and the logs, so a password in --rerank-url must
+// not appear in them.
+func TestHTTPRerankErrorsHideURLCredentials(t *testing.T) {
+	srv := &rerankServer{}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	withCreds := strings.Replace(ts.URL, "http://", "http://user:s3cret-pass@", 1)
+	r, err := NewHTTP(HTTPConfig{URL: withCreds, Shape: ShapeTEI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, status := range []int{401, 503, 422} {
+		srv.status, srv.response = status, ""
+		_, err := r.Rerank(context.Background(), "q", candidates(), 2)
+		if err == nil || strings.Contains(err.Error(), "s3cret-pass") {
+			t.Errorf("status %d: %v", status, err)
+		}
+	}
+	down, _ := NewHTTP(HTTPConfig{URL: "http://user:s3cret-pass@127.0.0.1:1", Shape: ShapeTEI})
+	if _, err := down.Rerank(context.Background(), "q", candidates(), 2); err == nil || strings.Contains(err.Error(), "s3cret-pass") {
+		t.Errorf("down: %v", err)
+	}
+	if _, err := NewHTTP(HTTPConfig{URL: "ftp://user:s3cret-pass@x", Shape: ShapeTEI}); err == nil || strings.Contains(err.Error(), "s3cret-pass") {
+		t.Errorf("bad scheme: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 
@@ -49,7 +50,7 @@ type EmbedFailure struct {
 // flag or variable to check. The caller's own cancellation is returned as a
 // plain error wrapping it.
 func ClassifyEmbedFailure(ctx context.Context, f EmbedFailure) error {
-	where := fmt.Sprintf("the %s embedder at %s", f.Provider, f.BaseURL)
+	where := fmt.Sprintf("the %s embedder at %s", f.Provider, RedactURL(f.BaseURL))
 	if f.Status == 0 {
 		var ne net.Error
 		switch {
@@ -143,4 +144,17 @@ func embedErrorText(body []byte) string {
 		text = "(no error message)"
 	}
 	return text
+}
+
+// RedactURL masks the password of a URL with credentials in it: the
+// message it goes into reaches the stream, the query row and the logs.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			return "…" + raw[i:] // unparseable: keep only what follows the credentials
+		}
+		return raw
+	}
+	return u.Redacted()
 }

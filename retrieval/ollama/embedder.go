@@ -51,7 +51,7 @@ func New(cfg Config) (*Embedder, error) {
 		cfg.BaseURL = "http://127.0.0.1:11434"
 	}
 	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
-		return nil, fmt.Errorf("--embed-base-url %q must start with http:// or https://", cfg.BaseURL)
+		return nil, fmt.Errorf("--embed-base-url %q must start with http:// or https://", retrieval.RedactURL(cfg.BaseURL))
 	}
 	if cfg.Model == "" {
 		return nil, errors.New("--embed-model is required for --embedder ollama (e.g. nomic-embed-text)")
@@ -120,16 +120,16 @@ func (e *Embedder) batch(ctx context.Context, texts []string) ([][]float32, erro
 			return nil, e.fail(ctx, 0, nil, err)
 		}
 		return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse, Err: err,
-			Message: fmt.Sprintf("the ollama embedder at %s sent a response that is not /api/embed JSON: %v", e.cfg.BaseURL, err)}
+			Message: fmt.Sprintf("the ollama embedder at %s sent a response that is not /api/embed JSON: %v", retrieval.RedactURL(e.cfg.BaseURL), err)}
 	}
 	if len(res.Embeddings) != len(texts) {
 		return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse,
-			Message: fmt.Sprintf("the ollama embedder at %s returned %d vectors for %d texts", e.cfg.BaseURL, len(res.Embeddings), len(texts))}
+			Message: fmt.Sprintf("the ollama embedder at %s returned %d vectors for %d texts", retrieval.RedactURL(e.cfg.BaseURL), len(res.Embeddings), len(texts))}
 	}
 	for i, v := range res.Embeddings {
 		if len(v) == 0 || (e.cfg.Dimensions > 0 && len(v) != e.cfg.Dimensions) {
 			return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse,
-				Message: fmt.Sprintf("the ollama embedder at %s returned %d dimensions for text %d, want %d (--embed-dimensions)", e.cfg.BaseURL, len(v), i, e.cfg.Dimensions),
+				Message: fmt.Sprintf("the ollama embedder at %s returned %d dimensions for text %d, want %d (--embed-dimensions)", retrieval.RedactURL(e.cfg.BaseURL), len(v), i, e.cfg.Dimensions),
 				Hint:    "set --embed-dimensions to the model's dimension, or 0 to accept it"}
 		}
 	}

@@ -52,7 +52,7 @@ func New(cfg Config) (*Embedder, error) {
 		return nil, errors.New("--embed-base-url is required for --embedder openai (e.g. https://api.openai.com/v1)")
 	}
 	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
-		return nil, fmt.Errorf("--embed-base-url %q must start with http:// or https://", cfg.BaseURL)
+		return nil, fmt.Errorf("--embed-base-url %q must start with http:// or https://", retrieval.RedactURL(cfg.BaseURL))
 	}
 	if cfg.Model == "" {
 		return nil, errors.New("--embed-model is required for --embedder openai (e.g. text-embedding-3-small)")
@@ -113,12 +113,12 @@ func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, erro
 	}
 	if len(vecs) != len(texts) {
 		return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse,
-			Message: fmt.Sprintf("the openai embedder at %s returned %d vectors for %d texts", e.cfg.BaseURL, len(vecs), len(texts))}
+			Message: fmt.Sprintf("the openai embedder at %s returned %d vectors for %d texts", retrieval.RedactURL(e.cfg.BaseURL), len(vecs), len(texts))}
 	}
 	for i, v := range vecs {
 		if len(v) == 0 || (e.cfg.Dimensions > 0 && len(v) != e.cfg.Dimensions) {
 			return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse,
-				Message: fmt.Sprintf("the openai embedder at %s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", e.cfg.BaseURL, len(v), i, e.cfg.Dimensions),
+				Message: fmt.Sprintf("the openai embedder at %s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", retrieval.RedactURL(e.cfg.BaseURL), len(v), i, e.cfg.Dimensions),
 				Hint:    "set --embed-dimensions to the model's dimension, or to 0 to accept it"}
 		}
 	}
