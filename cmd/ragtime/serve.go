@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"ragtime/api"
@@ -143,9 +144,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	asks := &trackedAsker{next: pl}
 	store := postgres.NewStore(db)
 	handler := api.NewServer(api.Deps{
-		Asker:   pl,
+		Asker:   asks,
 		Queries: store,
 		List:    store,
 		Stats:   store,
@@ -204,8 +206,76 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Warn("server stopped with an error", "err", err)
 	}
+	// Close does not wait for handlers: the queries of the streams it cut
+	// are still finishing (their contexts are cancelled, so briefly). Wait
+	// for them, so their records reach the recorder before it closes and
+	// no search runs on a closed index.
+	wctx, wcancel := context.WithTimeout(context.Background(), cutStreamsWait)
+	if !asks.wait(wctx) {
+		log.Warn("queries still running after shutdown; their records may be lost", "running", asks.running())
+	}
+	wcancel()
 	log.Info("server stopped; flushing recorded queries")
 	return nil
+}
+
+// cutStreamsWait bounds how long serve waits, after cutting the open
+// streams, for their queries to finish and be recorded.
+const cutStreamsWait = 5 * time.Second
+
+// trackedAsker counts the queries running, so that shutdown can wait for
+// them. Hand-written rather than a sync.WaitGroup because handlers the
+// server accepted before it closed may still start a query while shutdown
+// waits, which a WaitGroup forbids.
+type trackedAsker struct {
+	next api.Asker
+
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0; nil when nobody waits
+}
+
+// Run runs the query through next, counted.
+func (a *trackedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	a.mu.Lock()
+	a.n++
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.n--
+		if a.n == 0 && a.idle != nil {
+			close(a.idle)
+			a.idle = nil
+		}
+		a.mu.Unlock()
+	}()
+	return a.next.Run(ctx, req, out)
+}
+
+// wait blocks until no query runs or ctx ends; it reports whether none runs.
+func (a *trackedAsker) wait(ctx context.Context) bool {
+	a.mu.Lock()
+	if a.n == 0 {
+		a.mu.Unlock()
+		return true
+	}
+	if a.idle == nil {
+		a.idle = make(chan struct{})
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (a *trackedAsker) running() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
 }
 
 // closeRecorder flushes what the recorder still holds, for up to 10 s.
