@@ -342,7 +342,10 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 		r.progress.Skipped++
 		return nil, nil
 	}
-	ex, err := extract(s.kind, s.path, content)
+	// The title falls back to the base of the id, not of the path: for a
+	// file they agree, and content sent through the API has Source "api"
+	// as its path.
+	ex, err := extract(s.kind, s.docID, content)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", s.path, err)
 	}

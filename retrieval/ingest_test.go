@@ -495,3 +495,26 @@ func TestIngestConcurrencyStoresTheSame(t *testing.T) {
 		t.Errorf("negative concurrency: %v", err)
 	}
 }
+
+// TestIngestContentTitleFallsBackToTheID: content without a title of its
+// own (no title given, no heading) is titled after its id, as a file is
+// after its name, not after its Source ("api").
+func TestIngestContentTitleFallsBackToTheID(t *testing.T) {
+	in, _ := newIngester(t, t.TempDir())
+	for _, c := range []struct {
+		id, kind, body, want string
+	}{
+		{"notes.txt", KindText, "Batching raises throughput.", "notes.txt"},
+		{"guides/setup.md", KindMarkdown, "No heading here.", "setup.md"},
+		{"page.html", KindHTML, "<html><body><p>No title element.</p></body></html>", "page.html"},
+		{"kv.md", KindMarkdown, "# KV cache\n\nKeys and values.", "KV cache"},
+	} {
+		res, err := in.IngestContent(context.Background(), Content{DocID: c.id, Kind: c.kind, Body: []byte(c.body), Source: "api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Title != c.want {
+			t.Errorf("%s: title %q, want %q", c.id, res.Title, c.want)
+		}
+	}
+}
