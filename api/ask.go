@@ -79,7 +79,8 @@ func (s *server) handleAskPost(c echo.Context) error {
 	if err := dec.Decode(&body); err != nil {
 		return bodyError(err, s.deps.MaxBodyBytes)
 	}
-	if dec.More() {
+	// dec.More is not enough: it reports false for a stray ']' or '}'.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
 	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset}

@@ -262,6 +262,9 @@ func TestAskRejectsBadInputBeforeStreaming(t *testing.T) {
 		{"post top_k zero", "POST", "", `{"question": "x", "top_k": 0}`, "application/json", 400, "top_k_out_of_range"},
 		{"post body too large", "POST", "", `{"question": "` + strings.Repeat("a", 1<<20) + `"}`, "application/json", 413, "body_too_large"},
 		{"post not json", "POST", "", "question=x", "application/x-www-form-urlencoded", 415, "unsupported_media_type"},
+		{"post trailing bracket", "POST", "", `{"question": "x"}]`, "application/json", 400, "body_invalid"},
+		{"post two objects", "POST", "", `{"question": "x"} {"question": "y"}`, "application/json", 400, "body_invalid"},
+		{"post NUL in question", "POST", "", `{"question": "a\u0000b"}`, "application/json", 400, "question_invalid"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
