@@ -28,6 +28,14 @@ type embeddingsServer struct {
 	delay    time.Duration
 }
 
+// set changes how the server answers; the handler of a request the client
+// gave up on may still be reading these, hence the lock.
+func (s *embeddingsServer) set(status int, body string, delay time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.body, s.delay = status, body, delay
+}
+
 func (s *embeddingsServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/embeddings" || r.Method != http.MethodPost {
 		http.NotFound(w, r)
@@ -137,7 +145,7 @@ func TestEmbedErrorsAreClassified(t *testing.T) {
 	}
 	for _, c := range cases {
 		srv, url := start(t)
-		srv.status, srv.body = c.status, c.body
+		srv.set(c.status, c.body, 0)
 		e, err := New(Config{BaseURL: url, Model: "nope", KeyVar: "RAGTIME_EMBED_API_KEY", APIKey: "sk-test-key-123456"})
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +170,7 @@ func hintOf(pe *pipeline.Error) string {
 
 func TestEmbedTransportErrors(t *testing.T) {
 	srv, url := start(t)
-	srv.delay = 300 * time.Millisecond
+	srv.set(0, "", 300*time.Millisecond)
 	e, _ := New(Config{BaseURL: url, Model: "m", Timeout: 50 * time.Millisecond})
 	_, err := e.Embed(context.Background(), []string{"x"})
 	var pe *pipeline.Error
@@ -179,7 +187,7 @@ func TestEmbedTransportErrors(t *testing.T) {
 	if _, err := e.Embed(ctx, []string{"x"}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
-	srv.delay, srv.status, srv.body = 0, 0, ""
+	srv.set(0, "", 0)
 	e8, _ := New(Config{BaseURL: url, Model: "m", Dimensions: 0})
 	if v, err := e8.Embed(context.Background(), []string{"x"}); err != nil || len(v[0]) != 3 {
 		t.Errorf("model's own dimension: %v %v", v, err)
