@@ -86,6 +86,7 @@ func doneEvent(rec pipeline.Record) map[string]any {
 		"gen_ttft_ms":     rec.GenTTFTMs,
 		"llm_prefill_ms":  rec.LLMPrefillMs,
 		"overhead_ms":     rec.OverheadMs,
+		"reasoning_ms":    rec.ReasoningMs,
 		"retrieval_share": rec.RetrievalShare,
 		"prefill_share":   rec.PrefillShare,
 		"usage":           rec.Usage,

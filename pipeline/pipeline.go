@@ -440,9 +440,14 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		rec.FirstTokenMs = &v
 	}
 	if !q.answerAt.IsZero() {
+		// llm_prefill ends at the first token of any kind, so the glue is
+		// what the stages leave of first_token_ms; a reasoning model's
+		// thinking before its first answer token is reasoning_ms, not glue.
 		ttft := q.ms(q.answerAt)
-		overhead := round3(ttft - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
-		rec.TTFTMs, rec.OverheadMs = &ttft, &overhead
+		first := *rec.FirstTokenMs // set: an answer token is a first token
+		overhead := round3(first - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
+		reasoning := round3(ttft - first)
+		rec.TTFTMs, rec.OverheadMs, rec.ReasoningMs = &ttft, &overhead, &reasoning
 		if ttft > 0 {
 			rs, ps := rec.RetrievalMs/ttft, rec.LLMPrefillMs/ttft
 			rec.RetrievalShare, rec.PrefillShare = &rs, &ps

@@ -189,9 +189,12 @@ func TestRunEventsAndDerivedNumbers(t *testing.T) {
 	if *rec.FirstTokenMs > *rec.TTFTMs {
 		t.Errorf("first token %v after first answer token %v", *rec.FirstTokenMs, *rec.TTFTMs)
 	}
-	sum := rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs
+	if rec.ReasoningMs == nil || math.Abs(*rec.ReasoningMs-(*rec.TTFTMs-*rec.FirstTokenMs)) > 0.002 {
+		t.Errorf("reasoning_ms %v, want ttft %v − first token %v", rec.ReasoningMs, *rec.TTFTMs, *rec.FirstTokenMs)
+	}
+	sum := rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs + *rec.ReasoningMs
 	if math.Abs(sum-*rec.TTFTMs) > 0.01 {
-		t.Errorf("queue+retrieval+gen_ttft+overhead = %v, ttft = %v", sum, *rec.TTFTMs)
+		t.Errorf("queue+retrieval+gen_ttft+overhead+reasoning = %v, ttft = %v", sum, *rec.TTFTMs)
 	}
 	if rec.LLMPrefillMs < 20 {
 		t.Errorf("llm_prefill %v ms, generator paused 20 ms", rec.LLMPrefillMs)
@@ -401,5 +404,36 @@ func TestRequestBudgetAndSweepID(t *testing.T) {
 		if err := bad.Normalize(DefaultMaxQuestion); !errors.As(err, &ve) {
 			t.Errorf("Normalize(%+v) = %v, want a ValidationError", bad, err)
 		}
+	}
+}
+
+// slowThinker reasons for a while before answering.
+type slowThinker struct{ think time.Duration }
+
+func (g slowThinker) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	gen := Generation{RequestStart: time.Now()}
+	gen.GotConn, gen.WroteRequest = gen.RequestStart, gen.RequestStart
+	gen.FirstToken = time.Now()
+	if err := emit(Delta{Text: "hmm", Reasoning: true, At: gen.FirstToken}); err != nil {
+		return gen, err
+	}
+	time.Sleep(g.think)
+	gen.LastToken = time.Now()
+	gen.Chunks = 2
+	return gen, emit(Delta{Text: "answer", At: gen.LastToken})
+}
+
+func TestReasoningIsNotOverhead(t *testing.T) {
+	p, _ := newTestPipeline(t, slowThinker{think: 30 * time.Millisecond}, nil)
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
+	if rec.ReasoningMs == nil || *rec.ReasoningMs < 30 {
+		t.Fatalf("reasoning_ms %v, the model thought 30 ms", rec.ReasoningMs)
+	}
+	if *rec.OverheadMs >= 30 {
+		t.Errorf("overhead_ms %v holds the thinking time", *rec.OverheadMs)
+	}
+	sum := rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs + *rec.ReasoningMs
+	if math.Abs(sum-*rec.TTFTMs) > 0.01 {
+		t.Errorf("parts add up to %v, ttft %v", sum, *rec.TTFTMs)
 	}
 }

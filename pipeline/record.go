@@ -63,14 +63,17 @@ type Record struct {
 	ErrorCode    string `json:"error_code,omitempty"`
 	ErrorMessage string `json:"error_message,omitempty"`
 
-	TTFTMs         *float64 `json:"ttft_ms"`
-	FirstTokenMs   *float64 `json:"first_token_ms"`
-	E2EMs          float64  `json:"e2e_ms"`
-	QueueMs        float64  `json:"queue_ms"`
-	RetrievalMs    float64  `json:"retrieval_ms"`
-	GenTTFTMs      float64  `json:"gen_ttft_ms"`
-	LLMPrefillMs   float64  `json:"llm_prefill_ms"`
-	OverheadMs     *float64 `json:"overhead_ms"`
+	TTFTMs       *float64 `json:"ttft_ms"`
+	FirstTokenMs *float64 `json:"first_token_ms"`
+	E2EMs        float64  `json:"e2e_ms"`
+	QueueMs      float64  `json:"queue_ms"`
+	RetrievalMs  float64  `json:"retrieval_ms"`
+	GenTTFTMs    float64  `json:"gen_ttft_ms"`
+	LLMPrefillMs float64  `json:"llm_prefill_ms"`
+	OverheadMs   *float64 `json:"overhead_ms"`
+	// ReasoningMs is first_token_ms → ttft_ms: how long the model thought
+	// before its first answer token (0 for a model that does not reason).
+	ReasoningMs    *float64 `json:"reasoning_ms"`
 	RetrievalShare *float64 `json:"retrieval_share"`
 	PrefillShare   *float64 `json:"prefill_share"`
 

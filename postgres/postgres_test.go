@@ -60,6 +60,7 @@ func record(i int) pipeline.Record {
 		GenTTFTMs:        377.201,
 		LLMPrefillMs:     365.9,
 		OverheadMs:       ptr(0.401),
+		ReasoningMs:      ptr(0.25),
 		RetrievalShare:   ptr(35.125 / 412.731),
 		PrefillShare:     ptr(365.9 / 412.731),
 		Usage:            pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12, CacheCreationTokens: 512},

@@ -44,7 +44,7 @@ const selectQuery = `SELECT
 	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
 	conn_reused, coalesce(upstream_status, 0), coalesce(request_id, ''),
 	coalesce(sweep_id::text, ''), coalesce(max_context_tokens, 0),
-	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens
+	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens, reasoning_ms
 FROM queries WHERE id = $1`
 
 const selectStages = `SELECT seq, name, start_ms, duration_ms, attrs
@@ -75,6 +75,7 @@ func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error
 		&rec.ConnReused, &rec.UpstreamStatus, &rec.RequestID,
 		&rec.SweepID, &rec.MaxContextTokens,
 		&rec.ServerQueueMs, &rec.ServerPrefillMs, &rec.ServerLoadMs, &rec.Usage.CacheCreationTokens,
+		&rec.ReasoningMs,
 	)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return pipeline.Record{}, ErrNotFound

@@ -25,7 +25,7 @@ const insertQuery = `INSERT INTO queries (
 	overhead_ms, retrieval_share, prefill_share,
 	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
 	conn_reused, upstream_status, request_id, sweep_id, max_context_tokens,
-	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens
+	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens, reasoning_ms
 ) VALUES (
 	$1, $2, $3, $4, $5, $6, $7,
 	$8, $9, $10, $11, $12,
@@ -33,7 +33,7 @@ const insertQuery = `INSERT INTO queries (
 	$20, $21, $22,
 	$23, $24, $25, $26,
 	$27, $28, $29, $30, $31,
-	$32, $33, $34, $35
+	$32, $33, $34, $35, $36
 ) ON CONFLICT (id) DO NOTHING RETURNING true`
 
 // stageColumns are the query_stages columns the writer copies.
@@ -99,6 +99,7 @@ func newRow(rec pipeline.Record) (row, error) {
 			int32(rec.Usage.CachedTokens), int32(rec.Usage.ReasoningTokens),
 			rec.ConnReused, upstream, nullString(rec.RequestID), sweepID, budget,
 			rec.ServerQueueMs, rec.ServerPrefillMs, rec.ServerLoadMs, int32(rec.Usage.CacheCreationTokens),
+			rec.ReasoningMs,
 		},
 		stages: make([][]any, 0, len(rec.Stages)),
 	}

@@ -30,6 +30,7 @@ type doneEvent struct {
 	GenTTFTMs      float64         `json:"gen_ttft_ms"`
 	LLMPrefillMs   float64         `json:"llm_prefill_ms"`
 	OverheadMs     float64         `json:"overhead_ms"`
+	ReasoningMs    float64         `json:"reasoning_ms"`
 	RetrievalShare float64         `json:"retrieval_share"`
 	PrefillShare   float64         `json:"prefill_share"`
 	Usage          pipeline.Usage  `json:"usage"`
@@ -104,6 +105,9 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 		}
 		if d.OverheadMs < 0 {
 			t.Errorf("overhead %.3f ms is negative: stages overlap", d.OverheadMs)
+		}
+		if d.ReasoningMs != 0 {
+			t.Errorf("reasoning_ms %v from a model that does not reason", d.ReasoningMs)
 		}
 		sum := d.QueueMs + d.RetrievalMs + d.GenTTFTMs + d.OverheadMs
 		if math.Abs(sum-d.TTFTMs) > 0.01 {
