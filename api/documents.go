@@ -166,10 +166,26 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"documents": results})
 }
 
+// multipartFilesPerRequest bounds a multipart body to this many
+// --max-document-bytes.
+const multipartFilesPerRequest = 8
+
 // readMultipart reads every file part of a multipart body, refusing an
 // unsupported extension (415) or a file over limit (400) before anything
 // is stored.
 func (s *server) readMultipart(c echo.Context, limit int64) ([]DocumentInput, error) {
+	// Each file is bounded by limit; the whole body too, since every file is
+	// held in memory until all are read.
+	total := multipartFilesPerRequest * limit
+	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, total)
+	tooBig := func(err error) error {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
+				Message: fmt.Sprintf("the multipart body is larger than %d bytes (%d × --max-document-bytes); send fewer files per request", total, multipartFilesPerRequest)}
+		}
+		return nil
+	}
 	mr, err := c.Request().MultipartReader()
 	if err != nil {
 		return nil, badRequest("", "bad_multipart", "reading the multipart body: "+err.Error())
@@ -182,6 +198,9 @@ func (s *server) readMultipart(c echo.Context, limit int64) ([]DocumentInput, er
 			break
 		}
 		if err != nil {
+			if e := tooBig(err); e != nil {
+				return nil, e
+			}
 			return nil, badRequest("", "bad_multipart", "reading the multipart body: "+err.Error())
 		}
 		name := part.FileName()
@@ -205,6 +224,9 @@ func (s *server) readMultipart(c echo.Context, limit int64) ([]DocumentInput, er
 		}
 		body, err := io.ReadAll(io.LimitReader(part, limit+1))
 		if err != nil {
+			if e := tooBig(err); e != nil {
+				return nil, e
+			}
 			return nil, badRequest(name, "bad_multipart", fmt.Sprintf("reading %s: %v", name, err))
 		}
 		if int64(len(body)) > limit {

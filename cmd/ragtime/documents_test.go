@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -97,6 +98,7 @@ func TestDocumentsAPI(t *testing.T) {
 	}{
 		{"unsupported file", "", nil, 415, "unsupported_file_type"},
 		{"oversized file", "", nil, 400, "document_too_large"},
+		{"too many files at once", "", nil, 413, "body_too_large"},
 		{"oversized text", "application/json", []byte(`{"id":"big.txt","text":"` + strings.Repeat("x", 2100) + `"}`), 400, "document_too_large"},
 		{"no id", "application/json", []byte(`{"text":"x"}`), 400, "id_required"},
 		{"no text", "application/json", []byte(`{"id":"a.md"}`), 400, "text_required"},
@@ -110,6 +112,12 @@ func TestDocumentsAPI(t *testing.T) {
 			b, ctype = multipartBody(t, map[string]string{"slides.pdf": "%PDF"})
 		case "oversized file":
 			b, ctype = multipartBody(t, map[string]string{"huge.md": strings.Repeat("y", 2100)})
+		case "too many files at once": // each under the limit, together over 8 × it
+			files := map[string]string{}
+			for i := range 10 {
+				files[fmt.Sprintf("part%d.md", i)] = strings.Repeat("z", 1900)
+			}
+			b, ctype = multipartBody(t, files)
 		}
 		status, out := doJSON(t, "POST", base, ctype, b)
 		if status != c.status || errCode(out) != c.code {
