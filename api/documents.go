@@ -116,6 +116,9 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 		if err := dec.Decode(&body); err != nil {
 			return documentBodyError(err, limit)
 		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
+		}
 		if err := validID(body.ID, "id"); err != nil {
 			return err
 		}

@@ -101,6 +101,7 @@ func TestDocumentsAPI(t *testing.T) {
 		{"too many files at once", "", nil, 413, "body_too_large"},
 		{"oversized text", "application/json", []byte(`{"id":"big.txt","text":"` + strings.Repeat("x", 2100) + `"}`), 400, "document_too_large"},
 		{"no id", "application/json", []byte(`{"text":"x"}`), 400, "id_required"},
+		{"trailing data", "application/json", []byte(`{"id":"t.md","text":"x"}]`), 400, "body_invalid"},
 		{"no text", "application/json", []byte(`{"id":"a.md"}`), 400, "text_required"},
 		{"unknown field", "application/json", []byte(`{"id":"a.md","text":"x","body":"y"}`), 400, "unknown_field"},
 		{"bad kind", "application/json", []byte(`{"id":"a","text":"x","kind":"pdf"}`), 415, "unsupported_kind"},
