@@ -383,11 +383,18 @@ func (q *query) failedLLMStage() string {
 	}
 }
 
-// stageErr classifies err as the failure of stage, turning a cancelled
-// context into a cancellation.
+// stageErr classifies err as the failure of stage: a cancelled context is
+// a cancellation (the client went away), a passed deadline a timeout.
 func stageErr(ctx context.Context, stage string, err error) error {
-	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
 		return &Error{Stage: stage, Code: CodeCancelled, Message: "the client went away", Err: err}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		var e *Error
+		if errors.As(err, &e) {
+			return AsError(stage, err) // the part's own timeout code (llm_timeout, ...)
+		}
+		return &Error{Stage: stage, Code: stage + "_timeout", Message: "the query's deadline passed during " + stage, Err: err}
 	}
 	return AsError(stage, err)
 }

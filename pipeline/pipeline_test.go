@@ -437,3 +437,28 @@ func TestReasoningIsNotOverhead(t *testing.T) {
 		t.Errorf("parts add up to %v, ttft %v", sum, *rec.TTFTMs)
 	}
 }
+
+// blockingEmbedder waits for its context to end.
+type blockingEmbedder struct{}
+
+func (blockingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func TestDeadlineIsATimeoutNotACancellation(t *testing.T) {
+	p, _ := newTestPipeline(t, &scriptGenerator{}, func(c *Config) { c.Embedder = blockingEmbedder{} })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	out := &recStream{}
+	rec := p.Run(ctx, request(t, "q", 3, 1), out)
+	if rec.Status != StatusError || rec.ErrorCode != "embed_timeout" || out.fail == nil {
+		t.Fatalf("status %s code %s fail %+v, want an embed_timeout error", rec.Status, rec.ErrorCode, out.fail)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	cancel()
+	rec = p.Run(ctx, request(t, "q", 3, 1), &recStream{})
+	if rec.Status != StatusCancelled {
+		t.Fatalf("a cancelled context gave status %s", rec.Status)
+	}
+}
