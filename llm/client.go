@@ -243,7 +243,7 @@ func (c *client) Generate(ctx context.Context, req pipeline.GenerateRequest, emi
 	}
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		gen, retryAfter, err := c.attempt(ctx, callCtx, model, body, counted)
+		gen, retryAfter, err := c.attempt(ctx, callCtx, start, model, body, counted)
 		gen.RequestStart, gen.Retries = start, attempt
 		if err == nil || emitted || attempt >= c.maxRetries || !retryable(err) {
 			return gen, err
@@ -290,7 +290,7 @@ func backoff(attempt int, retryAfter time.Duration) time.Duration {
 
 // attempt makes one upstream call. parent is the caller's context, call
 // the generation's (carrying the overall timeout).
-func (c *client) attempt(parent, call context.Context, model string, body []byte, emit func(pipeline.Delta) error) (gen pipeline.Generation, retryAfter time.Duration, err error) {
+func (c *client) attempt(parent, call context.Context, start time.Time, model string, body []byte, emit func(pipeline.Delta) error) (gen pipeline.Generation, retryAfter time.Duration, err error) {
 	gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
 	actx, cancel := context.WithCancelCause(call)
 	defer cancel(nil)
@@ -319,7 +319,9 @@ func (c *client) attempt(parent, call context.Context, model string, body []byte
 	httpReq.Header.Set("Content-Type", "application/json")
 	c.d.authorize(httpReq.Header, c.key)
 
-	gen.RequestStart = time.Now()
+	// The generation's start, so that llm_connect holds earlier attempts and
+	// their backoff (the retries attr says how many) from the first delta on.
+	gen.RequestStart = start
 	resp, err := c.http.Do(httpReq)
 	tr.fill(&gen)
 	if err != nil {

@@ -109,6 +109,8 @@ func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest,
 		d := pipeline.Delta{Text: text, At: time.Now()}
 		if gen.FirstToken.IsZero() {
 			gen.FirstToken = d.At
+			timing := gen
+			d.Timing = &timing
 		}
 		gen.LastToken = d.At
 		gen.Chunks++

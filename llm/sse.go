@@ -34,6 +34,8 @@ type deliverer struct {
 func (d deliverer) deliver(delta pipeline.Delta) error {
 	if d.gen.FirstToken.IsZero() {
 		d.gen.FirstToken = delta.At
+		timing := *d.gen // the connection and request times, known by now
+		delta.Timing = &timing
 	}
 	d.gen.LastToken = delta.At
 	d.gen.Chunks++

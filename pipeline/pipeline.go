@@ -118,6 +118,8 @@ type query struct {
 	answerAt time.Time // first answer delta flushed
 	deltaAt  []time.Time
 	gen      Generation
+	// earlySpans: llm_connect and llm_prefill went out with the first token.
+	earlySpans bool
 }
 
 func (p *Pipeline) start(req Request) *query {
@@ -300,7 +302,7 @@ func (q *query) emit(out Stream, d Delta) error {
 		if q.firstAt.IsZero() {
 			q.firstAt = time.Now()
 		}
-		return nil
+		return q.firstTokenSpans(out, d)
 	}
 	if err := out.Delta(d); err != nil {
 		return clientGone(err)
@@ -314,48 +316,97 @@ func (q *query) emit(out Stream, d Delta) error {
 			q.answerAt = now
 		}
 	}
+	return q.firstTokenSpans(out, d)
+}
+
+// firstTokenSpans sends llm_connect and llm_prefill as soon as the first
+// delta is out, when the generator gave its timings with it (after the
+// flush, so that TTFT does not wait for them). generationSpans completes
+// their attrs with what only the end of the stream tells.
+func (q *query) firstTokenSpans(out Stream, d Delta) error {
+	if d.Timing == nil || q.earlySpans || d.Timing.GotConn.IsZero() {
+		return nil
+	}
+	q.earlySpans = true
+	g := *d.Timing
+	g.FirstToken = d.At
+	if err := q.connectAndPrefill(out, g); err != nil {
+		return clientGone(err)
+	}
 	return nil
 }
 
-// generationSpans turns the generator's observations into the llm_connect,
-// llm_prefill and llm_decode stages, as far as they happened.
-func (q *query) generationSpans(out Stream) error {
-	g := q.gen
-	if g.RequestStart.IsZero() {
-		return nil
-	}
-	if g.GotConn.IsZero() {
-		return q.span(out, StageLLMConnect, g.RequestStart, time.Now(), nil)
-	}
-	connAttrs := map[string]any{
-		"reused":     g.Conn.Reused,
-		"dns_ms":     roundMs(g.Conn.DNS),
-		"connect_ms": roundMs(g.Conn.Connect),
-		"tls_ms":     roundMs(g.Conn.TLS),
-	}
-	if g.Retries > 0 {
-		connAttrs["retries"] = g.Retries
-	}
-	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs); err != nil {
+// connectAndPrefill adds the llm_connect and llm_prefill spans of a
+// generation whose connection was obtained and first token received.
+func (q *query) connectAndPrefill(out Stream, g Generation) error {
+	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs(g)); err != nil {
 		return err
 	}
 	written := g.WroteRequest
 	if written.IsZero() {
 		written = g.GotConn
 	}
-	prefillAttrs := map[string]any{}
+	end := g.FirstToken
+	if end.IsZero() {
+		end = time.Now()
+	}
+	return q.span(out, StageLLMPrefill, written, end, prefillAttrs(g))
+}
+
+func connAttrs(g Generation) map[string]any {
+	attrs := map[string]any{
+		"reused":     g.Conn.Reused,
+		"dns_ms":     roundMs(g.Conn.DNS),
+		"connect_ms": roundMs(g.Conn.Connect),
+		"tls_ms":     roundMs(g.Conn.TLS),
+	}
+	if g.Retries > 0 {
+		attrs["retries"] = g.Retries
+	}
+	return attrs
+}
+
+func prefillAttrs(g Generation) map[string]any {
+	attrs := make(map[string]any, len(g.ServerTimings)+1)
 	for k, v := range g.ServerTimings {
-		prefillAttrs[k] = v
+		attrs[k] = v
 	}
 	if g.UpstreamStatus != 0 {
-		prefillAttrs["status"] = g.UpstreamStatus
+		attrs["status"] = g.UpstreamStatus
+	}
+	return attrs
+}
+
+// generationSpans turns the generator's observations into the llm_connect,
+// llm_prefill and llm_decode stages, as far as they happened. When the
+// first two were sent at the first token, it only completes their attrs
+// (retries, server timings from the final chunk) for the record and the
+// done event.
+func (q *query) generationSpans(out Stream) error {
+	g := q.gen
+	if g.RequestStart.IsZero() {
+		return nil
+	}
+	if q.earlySpans {
+		for i := range q.spans {
+			switch q.spans[i].Name {
+			case StageLLMConnect:
+				q.spans[i].Attrs = connAttrs(g)
+			case StageLLMPrefill:
+				q.spans[i].Attrs = prefillAttrs(g)
+			}
+		}
+	} else {
+		if g.GotConn.IsZero() {
+			return q.span(out, StageLLMConnect, g.RequestStart, time.Now(), nil)
+		}
+		if err := q.connectAndPrefill(out, g); err != nil || g.FirstToken.IsZero() {
+			return err
+		}
 	}
 	first := g.FirstToken
 	if first.IsZero() {
-		return q.span(out, StageLLMPrefill, written, time.Now(), prefillAttrs)
-	}
-	if err := q.span(out, StageLLMPrefill, written, first, prefillAttrs); err != nil {
-		return err
+		return nil
 	}
 	p50, p95, pmax := itlStats(q.deltaAt)
 	last := g.LastToken

@@ -52,6 +52,7 @@ type scriptGenerator struct {
 	deltas  []Delta
 	err     error
 	got     GenerateRequest
+	timing  bool // hand the timings over with the first delta
 }
 
 func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
@@ -67,6 +68,10 @@ func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emi
 		d.At = time.Now()
 		if gen.FirstToken.IsZero() {
 			gen.FirstToken = d.At
+			if g.timing {
+				timing := gen
+				d.Timing = &timing
+			}
 		}
 		gen.LastToken = d.At
 		gen.Chunks++
@@ -460,5 +465,31 @@ func TestDeadlineIsATimeoutNotACancellation(t *testing.T) {
 	rec = p.Run(ctx, request(t, "q", 3, 1), &recStream{})
 	if rec.Status != StatusCancelled {
 		t.Fatalf("a cancelled context gave status %s", rec.Status)
+	}
+}
+
+func TestGenerationStagesGoOutWithTheFirstToken(t *testing.T) {
+	gen := &scriptGenerator{timing: true, deltas: []Delta{{Text: "hmm", Reasoning: true}, {Text: "a"}, {Text: "b"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	out := &recStream{}
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	var kinds []string
+	for _, e := range out.events[6:] { // after meta and the five retrieval stages
+		k := e.kind
+		if e.kind == "stage" {
+			k += ":" + e.name
+		}
+		kinds = append(kinds, k)
+	}
+	want := "sources reasoning stage:llm_connect stage:llm_prefill token token stage:llm_decode done"
+	if got := strings.Join(kinds, " "); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	if n := len(rec.Stages); n != 8 || rec.Stages[6].Name != StageLLMPrefill || rec.Stages[7].Name != StageLLMDecode {
+		t.Fatalf("stages %+v", rec.Stages)
+	}
+	sum := rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs + *rec.ReasoningMs
+	if math.Abs(sum-*rec.TTFTMs) > 0.01 {
+		t.Errorf("parts add up to %v, ttft %v", sum, *rec.TTFTMs)
 	}
 }

@@ -37,7 +37,7 @@ type Reranker interface {
 //
 // Contract: it calls emit once per non-empty delta, in order, from the calling
 // goroutine, with Delta.At set to the moment the delta was received from the
-// model; if emit returns an error it stops, cancels the upstream call and
+// model (and, on the first, Delta.Timing set to the timings so far); if emit returns an error it stops, cancels the upstream call and
 // returns that error. It returns the timings it observed even on failure
 // (zero times for what did not happen). A cancelled ctx yields an error that
 // wraps ctx.Err(), never a nil error with a partial answer. Failures it can
@@ -132,6 +132,12 @@ type Delta struct {
 	Reasoning bool `json:"-"`
 	// At is when the generator received the delta from the model.
 	At time.Time `json:"-"`
+	// Timing, on a generation's first delta only, is what the generator has
+	// observed so far (RequestStart, GotConn, WroteRequest, Conn,
+	// UpstreamStatus), so the pipeline can send llm_connect and llm_prefill
+	// as soon as the first token is out instead of after the last. Nil on
+	// later deltas and from generators that do not set it.
+	Timing *Generation `json:"-"`
 }
 
 // Generation is what a Generator observed of one call. Times are wall-clock
