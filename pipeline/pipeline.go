@@ -63,6 +63,9 @@ const DefaultMaxContextTokens = 6000
 type Pipeline struct {
 	cfg Config
 	sem chan struct{}
+	// systemTokens counts the system prompt once: it is the same for every
+	// query, and tokenizing it on each /ask is work on the hot path.
+	systemTokens int
 }
 
 // New checks cfg and returns a Pipeline.
@@ -88,7 +91,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.RerankerName == "" {
 		cfg.RerankerName = "none"
 	}
-	p := &Pipeline{cfg: cfg}
+	p := &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt)}
 	if cfg.MaxConcurrent > 0 {
 		p.sem = make(chan struct{}, cfg.MaxConcurrent)
 	}
@@ -623,10 +626,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 		{Role: "system", Content: cfg.SystemPrompt},
 		{Role: "user", Content: user.String()},
 	}
-	parts.promptTokens = tokensReplyPrime
-	for _, m := range parts.messages {
-		parts.promptTokens += tokensPerMessage + cfg.Counter.Count(m.Content)
-	}
+	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + cfg.Counter.Count(parts.messages[1].Content)
 	return parts
 }
 

@@ -65,6 +65,5 @@ func percentile(xs []float64, p float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	i := int(p*float64(len(s))+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
+	return nearestRank(s, p)
 }
