@@ -480,7 +480,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
-		Usage: q.gen.Usage, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
+		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
 	}
 	if q.gen.Model != "" {
 		rec.Model = q.gen.Model
