@@ -14,7 +14,6 @@ import (
 
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
-	"ragtime/postgres"
 )
 
 // scriptedAsker writes a fixed sequence of events, as the pipeline would.
@@ -38,7 +37,7 @@ type mapReader map[string]pipeline.Record
 func (m mapReader) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
 	rec, ok := m[id]
 	if !ok {
-		return rec, fmt.Errorf("reading query %s: %w", id, postgres.ErrNotFound)
+		return rec, fmt.Errorf("reading query %s: %w", id, pipeline.ErrNotFound)
 	}
 	return rec, nil
 }

@@ -314,7 +314,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if err := rec.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if st := rec.Stats(); st != (postgres.RecorderStats{Written: int64(len(want))}) {
+	if st := rec.Stats(); st != (pipeline.RecorderStats{Written: int64(len(want))}) {
 		t.Errorf("Stats = %+v, want only Written %d", st, len(want))
 	}
 
@@ -664,7 +664,7 @@ func TestGetQueryNotFound(t *testing.T) {
 	ctx := ctxFor(t)
 	store := postgres.NewStore(postgrestest.NewPool(t))
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "", "'; DROP TABLE queries; --", strings.Repeat("a", 10000)} {
-		if _, err := store.GetQuery(ctx, id); !errors.Is(err, postgres.ErrNotFound) {
+		if _, err := store.GetQuery(ctx, id); !errors.Is(err, pipeline.ErrNotFound) {
 			t.Errorf("GetQuery(%.40q) = %v, want ErrNotFound", id, err)
 		}
 	}

@@ -14,10 +14,6 @@ import (
 	"ragtime/pipeline"
 )
 
-// ErrNotFound is returned for a query id that is not stored, including one
-// that is not a UUID at all.
-var ErrNotFound = errors.New("query not found")
-
 // Store reads stored queries for the API and dashboards.
 type Store struct {
 	pool *pgxpool.Pool
@@ -50,7 +46,7 @@ FROM query_stages WHERE query_id = $1 ORDER BY seq`
 func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
 	parsed, err := uuid.Parse(id)
 	if err != nil {
-		return pipeline.Record{}, ErrNotFound
+		return pipeline.Record{}, pipeline.ErrNotFound
 	}
 	pgID := pgtype.UUID{Bytes: parsed, Valid: true}
 
@@ -59,7 +55,7 @@ func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error
 	err = s.pool.QueryRow(ctx, selectQuery, pgID).Scan(targets...)
 	scanned()
 	if errors.Is(err, pgx.ErrNoRows) {
-		return pipeline.Record{}, ErrNotFound
+		return pipeline.Record{}, pipeline.ErrNotFound
 	}
 	if err != nil {
 		return pipeline.Record{}, fmt.Errorf("read query %s: %w", parsed, err)
