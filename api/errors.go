@@ -3,6 +3,8 @@ package api
 import (
 	"errors"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +22,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// RetryAfter, in seconds, is sent as the Retry-After header when > 0.
+	RetryAfter int `json:"-"`
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -34,10 +38,15 @@ var statusTable = []struct {
 	err    error
 	status int
 	code   string
+	// message replaces the error's own text when set.
+	message string
 }{
-	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
-	{ErrReadOnly, http.StatusServiceUnavailable, "read_only"},
-	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
+	{postgres.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{ErrReadOnly, http.StatusServiceUnavailable, "read_only", ""},
+	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
+	// A request body slower than --body-timeout (its read deadline).
+	{os.ErrDeadlineExceeded, http.StatusRequestTimeout, "body_timeout",
+		"the request body did not arrive within --body-timeout"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.
@@ -62,6 +71,9 @@ func (s *server) handleError(err error, c echo.Context) {
 		for _, row := range statusTable {
 			if errors.Is(err, row.err) {
 				ae = &apiError{Status: row.status, Code: row.code, Message: err.Error()}
+				if row.message != "" {
+					ae.Message = row.message
+				}
 				break
 			}
 		}
@@ -69,6 +81,9 @@ func (s *server) handleError(err error, c echo.Context) {
 			s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
 			ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
 		}
+	}
+	if ae.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"ragtime/admission"
 	"ragtime/pipeline"
 )
 
@@ -51,16 +53,42 @@ type Deps struct {
 	Documents Documents
 	// MaxDocumentBytes bounds one document or uploaded file (0: 10 MiB).
 	MaxDocumentBytes int64
+	// Admission admits asks (bounds on streams, a queue, rates); nil lets
+	// every ask start at once.
+	Admission Admitter
+	// Caller says who is asking and with which limits; nil: CallerByIP
+	// with no per-caller limits.
+	Caller func(*http.Request) admission.Caller
+	// BodyTimeout bounds how long a request body may take to arrive (a
+	// read deadline from the end of its headers); 0 means none.
+	BodyTimeout time.Duration
+	// Stream shapes the /ask streams (write timeout, heartbeat, resume).
+	Stream StreamOptions
+}
+
+// Server is ragtime's HTTP handler.
+type Server struct {
+	http.Handler
+	s *server
+}
+
+// EndStreams cancels every open /ask stream, sending each client an error
+// event with code server_shutdown, and waits until they have ended or ctx
+// is done. It returns how many are still open. Serve calls it when its
+// shutdown deadline passes, before closing the connections.
+func (s *Server) EndStreams(ctx context.Context) int {
+	return s.s.streams.endAll(ctx, pipeline.ErrServerShutdown)
 }
 
 // server holds the dependencies the handlers use.
 type server struct {
-	deps Deps
-	log  *slog.Logger
+	deps    Deps
+	log     *slog.Logger
+	streams *streamHub
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
-func NewServer(deps Deps) http.Handler {
+func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -73,12 +101,16 @@ func NewServer(deps Deps) http.Handler {
 	if deps.MaxDocumentBytes <= 0 {
 		deps.MaxDocumentBytes = 10 << 20
 	}
-	s := &server{deps: deps, log: deps.Logger}
+	if deps.Caller == nil {
+		deps.Caller = CallerByIP(admission.Limits{})
+	}
+	s := &server{deps: deps, log: deps.Logger, streams: newStreamHub(deps.Stream)}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
+	e.Use(s.bodyDeadline)
 	if len(deps.CORSOrigins) > 0 {
 		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
 			AllowOrigins: deps.CORSOrigins,
@@ -87,7 +119,20 @@ func NewServer(deps Deps) http.Handler {
 		}))
 	}
 	s.routes(e)
-	return e
+	return &Server{Handler: e, s: s}
+}
+
+// bodyDeadline gives a request's body --body-timeout to arrive: a client
+// sending it a byte at a time cannot hold a handler. The read deadline is
+// the connection's; net/http clears it once the body has been read, so it
+// never cuts a stream.
+func (s *server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); s.deps.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.deps.BodyTimeout))
+		}
+		return next(c)
+	}
 }
 
 // logRequests logs one line per request: method, path (without the query

@@ -8,10 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
+	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/metrics"
 	"ragtime/pipeline"
@@ -28,6 +30,14 @@ type serveConfig struct {
 	storeQuestion    bool
 	maxQuestionChars int
 	maxConcurrent    int
+	callerConcurrent int
+	queueTimeout     time.Duration
+	rate             admission.Rate
+	bodyTimeout      time.Duration
+	idleTimeout      time.Duration
+	writeTimeout     time.Duration
+	heartbeat        time.Duration
+	sseRetry         time.Duration
 	maxContextTokens int
 	shutdownTimeout  time.Duration
 	reloadInterval   time.Duration
@@ -71,7 +81,16 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins allowed to call the API from a browser, e.g. https://app.example.com (default: none, no CORS headers)")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
 	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
-	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", defaultMaxConcurrent(), "streams answered at once by this process (default: 16 per core); more wait up to --queue-timeout in the queue stage, then get 503 server_busy (0: no limit)")
+	fs.IntVar(&c.callerConcurrent, "max-concurrent-per-caller", 4, "streams one caller (a client IP) may have open at once; more wait up to --queue-timeout, then get 429 too_many_streams (0: no limit)")
+	fs.DurationVar(&c.queueTimeout, "queue-timeout", 2*time.Second, "longest wait for a free stream (the queue stage) before an ask is refused with 429 or 503 and Retry-After")
+	c.rate = 60
+	fs.Var(&c.rate, "rate", "asks per minute per caller (a client IP), as 60/min, 2/s or 0 (off); bursts of ten seconds' worth pass, beyond that 429 rate_limited with Retry-After")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 30*time.Second, "a request body must arrive within this (from the end of its headers), else 408 body_timeout (0: no limit)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection is kept open")
+	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
+	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
+	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
@@ -138,9 +157,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.searchAttrs,
 		Provider:    parts.provider, Model: parts.model,
-		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
-		StoreQuestion: cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
+		MaxContextTokens: cfg.maxContextTokens,
+		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
 	})
+	if err != nil {
+		return err
+	}
+	admit, err := cfg.admission()
 	if err != nil {
 		return err
 	}
@@ -161,6 +184,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Logger:           log,
 		CORSOrigins:      cfg.corsOrigins,
 		MaxQuestionChars: cfg.maxQuestionChars,
+		Admission:        admit,
+		Caller:           api.CallerByIP(admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate}),
+		BodyTimeout:      cfg.bodyTimeout,
+		Stream:           api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
 	})
 
 	if cfg.warmup != "off" && parts.remote != nil {
@@ -175,7 +202,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		}
 	}
 
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would cut long streams. Bodies
+	// get --body-timeout and stream events --stream-write-timeout, per
+	// request, in the handler.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: cfg.idleTimeout}
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
 		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.chunks())
 	if parts.chunks() == 0 {
@@ -200,7 +230,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("open streams did not finish in time; cutting them", "err", err)
+		log.Warn("open streams did not finish in time; ending them with a server_shutdown error event", "err", err)
+		ectx, ecancel := context.WithTimeout(context.Background(), cutStreamsWait)
+		if n := handler.EndStreams(ectx); n > 0 {
+			log.Warn("streams still open after their server_shutdown event; closing their connections", "open", n)
+		}
+		ecancel()
 		_ = srv.Close()
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -217,6 +252,29 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	wcancel()
 	log.Info("server stopped; flushing recorded queries")
 	return nil
+}
+
+// defaultMaxConcurrent is --max-concurrent's default: 16 streams per core.
+// A stream mostly waits on the model, so a core carries several; the bound
+// is there so that a flood of asks queues (and is refused) instead of
+// sharing the CPU until every answer is late.
+func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
+
+// admission builds admission control from the flags.
+func (c *serveConfig) admission() (*admission.Controller, error) {
+	switch {
+	case c.maxConcurrent < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)}
+	case c.callerConcurrent < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)}
+	case c.queueTimeout < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--queue-timeout must not be negative, got %s", c.queueTimeout)}
+	case c.bodyTimeout < 0 || c.idleTimeout < 0 || c.writeTimeout < 0 || c.heartbeat < 0 || c.sseRetry < 0:
+		return nil, &usageError{msg: "--body-timeout, --idle-timeout, --stream-write-timeout, --sse-heartbeat and --sse-retry must not be negative"}
+	case c.writeTimeout == 0:
+		return nil, &usageError{msg: "--stream-write-timeout must be positive: a client that stops reading must not hold a stream forever"}
+	}
+	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 
 // cutStreamsWait bounds how long serve waits, after cutting the open
