@@ -62,6 +62,7 @@
       ticker = setInterval(() => { if (wf.pending || !firstToken) wf.setPending(from, Math.max(serverNow(), from)); }, 100);
     });
     es.addEventListener("token", e => {
+      err.hidden = true;
       text += JSON.parse(e.data).text;
       renderAnswer(answer, text);
       if (!firstToken) {
@@ -87,9 +88,16 @@
       if (e.data) {
         const x = JSON.parse(e.data);
         err.textContent = `${x.code}: ${x.message}${x.hint ? " — " + x.hint : ""}`;
+      } else if (es.readyState === EventSource.CONNECTING) {
+        // The connection dropped: the EventSource reconnects with
+        // Last-Event-ID and the stream resumes where it stopped (or ends
+        // with 204 if the query is over).
+        err.textContent = "the connection was lost; resuming…";
+        err.hidden = false;
+        return;
       } else {
         err.textContent = text ? "the connection was lost mid-answer"
-          : "the request failed: check the question and top_k, and that the server is up";
+          : "the request was refused (invalid, too many asks: 429, server busy: 503) or the server is down";
       }
       err.hidden = false;
       finish();
