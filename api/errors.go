@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 var timeNow = time.Now
@@ -41,9 +40,9 @@ var statusTable = []struct {
 	// message replaces the error's own text when set.
 	message string
 }{
-	{postgres.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{pipeline.ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{ErrReadOnly, http.StatusServiceUnavailable, "read_only", ""},
-	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
+	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
 	// A request body slower than --body-timeout (its read deadline).
 	{os.ErrDeadlineExceeded, http.StatusRequestTimeout, "body_timeout",
 		"the request body did not arrive within --body-timeout"},

@@ -50,16 +50,21 @@ func (o *StreamOptions) defaults() {
 	}
 }
 
-// SSE event names, as the docs list them.
+// Names of the /ask stream's events, shared by the writer and the Client.
 const (
-	eventMeta      = "meta"
-	eventStage     = "stage"
-	eventSources   = "sources"
-	eventReasoning = "reasoning"
-	eventToken     = "token"
-	eventDone      = "done"
-	eventError     = "error"
+	EventMeta      = "meta"
+	EventStage     = "stage"
+	EventSources   = "sources"
+	EventToken     = "token"
+	EventReasoning = "reasoning"
+	EventDone      = "done"
+	EventError     = "error"
 )
+
+// sourcesEvent is the sources event's body.
+type sourcesEvent struct {
+	Sources []pipeline.Source `json:"sources"`
+}
 
 // keepAlive is the heartbeat: an SSE comment, which clients ignore.
 var keepAlive = []byte(": keep-alive\n\n")
@@ -265,7 +270,7 @@ func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
 		// so rather than hand over an answer with a hole in it.
 		data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
 			Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", seq+1, l.buf[0].seq-1)})
-		msg := fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", l.id, l.buf[0].seq-1, eventError, data)
+		msg := fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", l.id, l.buf[0].seq-1, EventError, data)
 		if err := l.writeLocked(msg); err == nil {
 			l.sink = nil
 			close(sk.done)
@@ -438,47 +443,25 @@ func (l *eventLog) Meta(m pipeline.Meta) error {
 	l.hub.mu.Lock()
 	l.hub.byID[m.QueryID] = l
 	l.hub.mu.Unlock()
-	return l.send(eventMeta, m)
+	return l.send(EventMeta, m)
 }
 
-func (l *eventLog) Stage(sp pipeline.Span) error { return l.send(eventStage, sp) }
+func (l *eventLog) Stage(sp pipeline.Span) error { return l.send(EventStage, sp) }
 
 func (l *eventLog) Sources(src []pipeline.Source) error {
 	if src == nil {
 		src = []pipeline.Source{}
 	}
-	return l.send(eventSources, map[string]any{"sources": src})
+	return l.send(EventSources, sourcesEvent{Sources: src})
 }
 
 func (l *eventLog) Delta(d pipeline.Delta) error {
 	if d.Reasoning {
-		return l.send(eventReasoning, d)
+		return l.send(EventReasoning, d)
 	}
-	return l.send(eventToken, d)
+	return l.send(EventToken, d)
 }
 
-func (l *eventLog) Done(rec pipeline.Record) error { return l.send(eventDone, doneEvent(rec)) }
+func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
 
-func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(eventError, e) }
-
-// doneEvent is the done event's body: the record without what the client
-// sent itself or what only storage needs.
-func doneEvent(rec pipeline.Record) map[string]any {
-	return map[string]any{
-		"query_id":        rec.QueryID,
-		"model":           rec.Model,
-		"ttft_ms":         rec.TTFTMs,
-		"first_token_ms":  rec.FirstTokenMs,
-		"e2e_ms":          rec.E2EMs,
-		"queue_ms":        rec.QueueMs,
-		"retrieval_ms":    rec.RetrievalMs,
-		"gen_ttft_ms":     rec.GenTTFTMs,
-		"llm_prefill_ms":  rec.LLMPrefillMs,
-		"overhead_ms":     rec.OverheadMs,
-		"reasoning_ms":    rec.ReasoningMs,
-		"retrieval_share": rec.RetrievalShare,
-		"prefill_share":   rec.PrefillShare,
-		"usage":           rec.Usage,
-		"stages":          rec.Stages,
-	}
-}
+func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
