@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 )
@@ -110,13 +112,20 @@ func openStream(t *testing.T, c *http.Client, url string) (*http.Response, *wire
 	}
 }
 
-func TestAdmissionRefusesWith429And503AndRetryAfter(t *testing.T) {
+// simServe starts llmsim (shaped by mod) and a serve on a fresh database
+// and ingested corpus that asks it, with extra serve flags.
+func simServe(t *testing.T, mod func(*sim.Config), flags ...string) (*server, *sim.Server, *pgxpool.Pool) {
+	t.Helper()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)
-	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 50, 400 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "m", "--max-concurrent", "1", "--max-concurrent-per-caller", "1", "--queue-timeout", "100ms")
+	s, simURL := startSim(t, mod)
+	args := append([]string{"--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m"}, flags...)
+	return startServe(t, env, args...), s, pool
+}
+
+func TestAdmissionRefusesWith429And503AndRetryAfter(t *testing.T) {
+	srv, _, pool := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 50, 400 }, "--max-concurrent", "1", "--max-concurrent-per-caller", "1", "--queue-timeout", "100ms")
 	url := srv.url + "/ask?q=prefill&max_tokens=400"
 
 	a := clientFrom("127.0.0.1")
@@ -163,12 +172,7 @@ func TestRateLimitPerCaller(t *testing.T) {
 }
 
 func TestQueuedAskWaitsInTheQueueStage(t *testing.T) {
-	dbURL, _ := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
-	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 15 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "m", "--max-concurrent-per-caller", "1", "--queue-timeout", "20s")
+	srv, _, _ := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 15 }, "--max-concurrent-per-caller", "1", "--queue-timeout", "20s")
 	done := make(chan doneEvent, 2)
 	for range 2 {
 		go func() {
@@ -197,11 +201,7 @@ func TestQueuedAskWaitsInTheQueueStage(t *testing.T) {
 }
 
 func TestReconnectAfterDoneIs204AndOneRow(t *testing.T) {
-	dbURL, pool := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
-	s, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 1, 10 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m")
+	srv, s, pool := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 1, 10 })
 	url := srv.url + "/ask?q=prefill"
 	resp, err := http.Get(url)
 	if err != nil {
@@ -247,12 +247,7 @@ func TestReconnectAfterDoneIs204AndOneRow(t *testing.T) {
 }
 
 func TestResumeMidStreamFromTheNextEvent(t *testing.T) {
-	dbURL, pool := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
-	s, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 60 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "m", "--sse-retry", "2s")
+	srv, s, pool := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 60 }, "--sse-retry", "2s")
 	url := srv.url + "/ask?q=prefill&max_tokens=60"
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -359,12 +354,7 @@ func dialSmallWindow(t *testing.T, addr string) net.Conn {
 }
 
 func TestStalledReaderIsCutAndUpstreamCancelled(t *testing.T) {
-	dbURL, pool := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
-	s, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 1, 4096 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "m", "--stream-write-timeout", "300ms", "--max-question-chars", "20000")
+	srv, s, pool := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 1, 4096 }, "--stream-write-timeout", "300ms", "--max-question-chars", "20000")
 	conn := dialSmallWindow(t, strings.TrimPrefix(srv.url, "http://"))
 	// llmsim streams the words of the prompt's user message: with no
 	// sources (no such document) and a question that is one 19,000-letter
@@ -429,13 +419,12 @@ func TestSlowBodyIsCut(t *testing.T) {
 	}
 }
 
+// TestShutdownSendsServerShutdown: a stream still open when
+// --shutdown-timeout passes is ended with an error event server_shutdown,
+// and its query is stored as cancelled with that code before serve returns
+// (the recorder must not close under it).
 func TestShutdownSendsServerShutdown(t *testing.T) {
-	dbURL, pool := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
-	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 50, 400 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "m", "--shutdown-timeout", "100ms")
+	srv, _, pool := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 50, 400 }, "--shutdown-timeout", "100ms")
 	_, r, qid := openStream(t, http.DefaultClient, srv.url+"/ask?q=prefill&max_tokens=400")
 	if err := srv.stop(); err != nil {
 		t.Fatalf("serve returned %v", err)
@@ -461,12 +450,7 @@ func TestShutdownSendsServerShutdown(t *testing.T) {
 }
 
 func TestHeartbeatDuringLongPrefill(t *testing.T) {
-	dbURL, _ := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
-	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 1000, 1, 8 })
-	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "m", "--sse-heartbeat", "100ms")
+	srv, _, _ := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 1000, 1, 8 }, "--sse-heartbeat", "100ms")
 	resp, err := http.Get(srv.url + "/ask?q=prefill")
 	if err != nil {
 		t.Fatal(err)

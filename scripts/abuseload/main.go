@@ -19,6 +19,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -147,47 +148,33 @@ func run(c config) error {
 	var healthFail atomic.Int64
 	var steadyWG sync.WaitGroup
 	steadyWG.Go(func() {
-		t := time.NewTicker(c.steadyEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		every(ctx, c.steadyEvery, func() {
 			steadyWG.Go(func() {
 				s := askOnce(c.base, steady)
 				mu.Lock()
 				samples = append(samples, s)
 				mu.Unlock()
 			})
-		}
+		})
 	})
 	steadyWG.Go(func() {
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
+		every(ctx, 50*time.Millisecond, func() {
 			start := time.Now()
 			resp, err := probe.Get(c.base + "/healthz")
 			if err != nil {
 				healthFail.Add(1)
-				continue
+				return
 			}
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != 200 {
 				healthFail.Add(1)
-				continue
+				return
 			}
 			mu.Lock()
 			health = append(health, time.Since(start))
 			mu.Unlock()
-		}
+		})
 	})
 	<-ctx.Done()
 	steadyWG.Wait()
@@ -207,7 +194,7 @@ func run(c config) error {
 	fmt.Printf("%s: steady asks %d ok, failed by status %v\n", c.label, len(client), failed)
 	fmt.Printf("%s: steady TTFT (client) p50 %.1f ms p99 %.1f ms max %.1f ms\n", c.label,
 		ms(pct(client, 0.50)), ms(pct(client, 0.99)), ms(pct(client, 1)))
-	fmt.Printf("%s: steady TTFT (server ttft_ms) p50 %.1f ms p99 %.1f ms\n", c.label, pctF(server, 0.50), pctF(server, 0.99))
+	fmt.Printf("%s: steady TTFT (server ttft_ms) p50 %.1f ms p99 %.1f ms\n", c.label, pct(server, 0.50), pct(server, 0.99))
 	fmt.Printf("%s: /healthz n %d p50 %.1f ms p99 %.1f ms max %.1f ms failed %d\n", c.label, len(health),
 		ms(pct(health, 0.50)), ms(pct(health, 0.99)), ms(pct(health, 1)), healthFail.Load())
 	if c.nonreaders+c.slowbodies+c.slowloris > 0 {
@@ -302,6 +289,20 @@ func (c *config) dial(ctx context.Context, host string, i int, a *counters) (net
 	return conn, nil
 }
 
+// every calls fn each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
 // sleep waits d or until ctx ends; it reports whether ctx is still live.
 func sleep(ctx context.Context, d time.Duration) bool {
 	select {
@@ -330,29 +331,20 @@ func (c *config) nonreader(ctx context.Context, host string, i int, a *counters)
 // slowBody POSTs a 1,000-byte /ask body one byte every 5 s.
 func (c *config) slowBody(ctx context.Context, host string, i int, a *counters) {
 	sleep(ctx, time.Duration(i)*5*time.Millisecond)
-	for ctx.Err() == nil {
-		conn, err := c.dial(ctx, host, i, a)
-		if err != nil {
-			sleep(ctx, 100*time.Millisecond)
-			continue
-		}
-		go readStatus(conn, a)
-		fmt.Fprintf(conn, "POST /ask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", host)
-		for ctx.Err() == nil {
-			if !sleep(ctx, 5*time.Second) {
-				break
-			}
-			if _, err := conn.Write([]byte(" ")); err != nil {
-				break // cut by the server: open another
-			}
-		}
-		conn.Close()
-	}
+	head := fmt.Sprintf("POST /ask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", host)
+	c.trickle(ctx, host, i, a, head, func(int) string { return " " })
 }
 
 // slowLoris sends one header line every 5 s and never ends the headers.
 func (c *config) slowLoris(ctx context.Context, host string, i int, a *counters) {
 	sleep(ctx, time.Duration(i)*time.Millisecond)
+	head := fmt.Sprintf("GET /healthz HTTP/1.1\r\nHost: %s\r\n", host)
+	c.trickle(ctx, host, i, a, head, func(n int) string { return fmt.Sprintf("X-Slow-%d: 1\r\n", n) })
+}
+
+// trickle sends head, then piece(n) every 5 s, on a connection it opens
+// again whenever the server cuts it, until ctx ends.
+func (c *config) trickle(ctx context.Context, host string, i int, a *counters, head string, piece func(n int) string) {
 	for ctx.Err() == nil {
 		conn, err := c.dial(ctx, host, i, a)
 		if err != nil {
@@ -360,14 +352,9 @@ func (c *config) slowLoris(ctx context.Context, host string, i int, a *counters)
 			continue
 		}
 		go readStatus(conn, a)
-		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n", host)
-		for n := 0; ctx.Err() == nil; n++ {
-			if !sleep(ctx, 5*time.Second) {
-				break
-			}
-			if _, err := fmt.Fprintf(conn, "X-Slow-%d: 1\r\n", n); err != nil {
-				break
-			}
+		_, err = io.WriteString(conn, head)
+		for n := 0; err == nil && sleep(ctx, 5*time.Second); n++ {
+			_, err = io.WriteString(conn, piece(n))
 		}
 		conn.Close()
 	}
@@ -387,19 +374,11 @@ func readStatus(conn net.Conn, a *counters) {
 	}
 }
 
-func pct(v []time.Duration, p float64) time.Duration {
+// pct is the nearest-rank p-th percentile of v (p = 1: the maximum).
+func pct[T cmp.Ordered](v []T, p float64) T {
+	var zero T
 	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	i := int(p*float64(len(s))+0.999999) - 1
-	return s[max(0, min(i, len(s)-1))]
-}
-
-func pctF(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return 0
+		return zero
 	}
 	s := slices.Clone(v)
 	slices.Sort(s)
