@@ -480,7 +480,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
-		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
+		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
 	}
 	if q.gen.Model != "" {
 		rec.Model = q.gen.Model
@@ -549,8 +549,8 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		if perr.Status != 0 && rec.UpstreamStatus == 0 {
 			rec.UpstreamStatus = perr.Status
 		}
-		if perr.RequestID != "" && rec.RequestID == "" {
-			rec.RequestID = perr.RequestID
+		if rec.RequestID == "" {
+			rec.RequestID = SafeRequestID(perr.RequestID)
 		}
 	}
 	rec.E2EMs = q.ms(q.now())

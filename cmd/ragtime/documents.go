@@ -29,17 +29,23 @@ func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *doc
 	return d
 }
 
-func (d *documentStore) PutDocument(ctx context.Context, in api.DocumentInput) (api.DocumentResult, error) {
+func (d *documentStore) PutDocuments(ctx context.Context, ins []api.DocumentInput) ([]api.DocumentResult, error) {
 	if d.readOnly {
-		return api.DocumentResult{}, errReadOnly
+		return nil, errReadOnly
 	}
-	res, err := d.in.IngestContent(ctx, retrieval.Content{
-		DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, Metadata: in.Metadata, Source: "api",
-	})
+	cs := make([]retrieval.Content, len(ins))
+	for i, in := range ins {
+		cs[i] = retrieval.Content{DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, File: in.File, Metadata: in.Metadata, Source: "api"}
+	}
+	res, err := d.in.IngestContents(ctx, cs)
 	if err != nil {
-		return api.DocumentResult{}, err
+		return nil, err
 	}
-	return api.DocumentResult{DocID: res.DocID, Title: res.Title, Chunks: res.Chunks, Unchanged: res.Unchanged}, nil
+	out := make([]api.DocumentResult, len(res))
+	for i, r := range res {
+		out[i] = api.DocumentResult{DocID: r.DocID, Title: r.Title, Chunks: r.Chunks, Unchanged: r.Unchanged}
+	}
+	return out, nil
 }
 
 func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, error) {
