@@ -66,7 +66,7 @@ func (s *server) admit(c echo.Context, req *pipeline.Request) (*admission.Ticket
 				status = http.StatusServiceUnavailable
 			}
 			return nil, &apiError{Status: status, Code: rej.Reason, Message: rej.Message,
-				RetryAfter: int(math.Ceil(rej.Retry.Seconds()))}
+				retryAfter: int(math.Ceil(rej.Retry.Seconds()))}
 		}
 		return nil, err // the client went away while queued
 	}

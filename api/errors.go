@@ -21,8 +21,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
-	// RetryAfter, in seconds, is sent as the Retry-After header when > 0.
-	RetryAfter int `json:"-"`
+	// retryAfter, in seconds, is sent as Retry-After when positive.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -81,8 +81,8 @@ func (s *server) handleError(err error, c echo.Context) {
 			ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
 		}
 	}
-	if ae.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	if ae.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }

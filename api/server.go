@@ -64,6 +64,14 @@ type Deps struct {
 	BodyTimeout time.Duration
 	// Stream shapes the /ask streams (write timeout, heartbeat, resume).
 	Stream StreamOptions
+	// MaxConcurrentIngests bounds the POST /v1/documents requests processed
+	// at once (0: DefaultMaxConcurrentIngests); IngestWait is how long one
+	// waits for a slot before 503 ingest_busy (0: DefaultIngestWait).
+	MaxConcurrentIngests int
+	IngestWait           time.Duration
+	// UploadDir is where multipart uploads are spooled while they arrive
+	// ("": os.TempDir()).
+	UploadDir string
 }
 
 // Server is ragtime's HTTP handler.
@@ -84,6 +92,7 @@ func (s *Server) EndStreams(ctx context.Context) int {
 type server struct {
 	deps    Deps
 	log     *slog.Logger
+	ingest  ingestSlots
 	streams *streamHub
 }
 
@@ -101,10 +110,17 @@ func NewServer(deps Deps) *Server {
 	if deps.MaxDocumentBytes <= 0 {
 		deps.MaxDocumentBytes = 10 << 20
 	}
+	if deps.MaxConcurrentIngests <= 0 {
+		deps.MaxConcurrentIngests = DefaultMaxConcurrentIngests
+	}
+	if deps.IngestWait <= 0 {
+		deps.IngestWait = DefaultIngestWait
+	}
 	if deps.Caller == nil {
 		deps.Caller = CallerByIP(admission.Limits{})
 	}
-	s := &server{deps: deps, log: deps.Logger, streams: newStreamHub(deps.Stream)}
+	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
+		streams: newStreamHub(deps.Stream)}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
