@@ -195,6 +195,9 @@ func TestCrashSafety(t *testing.T) {
 		if err := ix.Close(); err != nil {
 			t.Fatal(err)
 		}
+		if tmps, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp")); len(tmps) > 0 {
+			t.Errorf("round %d: temporary files left after close: %v", round, tmps)
+		}
 	}
 	if acked < kills {
 		t.Errorf("only %d writes acknowledged over %d runs: the kills came too early to test much", acked, kills)

@@ -39,8 +39,9 @@ const (
 )
 
 // writeGraph writes st's graph for the file layout given by order (the live
-// slots in file order); the caller holds mu for reading.
-func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
+// slots in file order); the caller keeps st from changing. Deleted nodes
+// are left out, their links repaired (see liveLinks).
+func writeGraph(f *os.File, st *state, dim int, order []int32, gen uint64) error {
 	g := st.graph
 	newID := make(map[int32]uint32, len(order))
 	for i, s := range order {
@@ -68,21 +69,71 @@ func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
 		lv := g.level(s)
 		w.bytes([]byte{byte(lv)})
 		for l := 0; l <= lv; l++ {
-			ids, ds := g.neighbours(s, l), g.distances(s, l)
 			buf = buf[:1]
-			n := 0
-			for i, t := range ids {
-				if id, ok := newID[t]; ok {
-					buf = binary.LittleEndian.AppendUint32(buf, id)
-					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(ds[i]))
-					n++
-				}
+			links := st.liveLinks(dim, s, l)
+			for _, c := range links {
+				buf = binary.LittleEndian.AppendUint32(buf, newID[c.s])
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(c.d))
 			}
-			buf[0] = byte(n)
+			buf[0] = byte(len(links))
 			w.bytes(buf)
 		}
 	}
 	return w.finish(f, crc)
+}
+
+// liveLinks returns s's neighbours on level l with the deleted ones
+// replaced by live nodes found through them (up to two deleted hops), then
+// pruned back to M (M0 on layer 0) with the selection heuristic: the
+// repair hnswlib makes when it drops a node. In memory deleted nodes keep
+// routing searches; the file leaves them out, and without the repair a
+// node whose neighbours were mostly replaced documents would be cut off.
+func (st *state) liveLinks(dim int, s int32, l int) []cand {
+	g := st.graph
+	ids, ds := g.neighbours(s, l), g.distances(s, l)
+	out := make([]cand, 0, len(ids))
+	var frontier []int32
+	for i, t := range ids {
+		if st.alive[t] {
+			out = append(out, cand{ds[i], t})
+		} else {
+			frontier = append(frontier, t)
+		}
+	}
+	if len(frontier) == 0 {
+		return out
+	}
+	seen := map[int32]bool{s: true}
+	for _, t := range ids {
+		seen[t] = true
+	}
+	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
+	for hop := 0; hop < 2 && len(frontier) > 0; hop++ {
+		var next []int32
+		for _, d := range frontier {
+			if g.level(d) < l {
+				continue
+			}
+			for _, t := range g.neighbours(d, l) {
+				if seen[t] {
+					continue
+				}
+				seen[t] = true
+				if st.alive[t] {
+					out = append(out, cand{1 - simdDot(q, st.vecs[int(t)*dim:(int(t)+1)*dim]), t})
+				} else {
+					next = append(next, t)
+				}
+			}
+		}
+		frontier = next
+	}
+	m := hnswM
+	if l == 0 {
+		m = hnswM0
+	}
+	sortCands(out)
+	return st.selectNeighbours(dim, out, m)
 }
 
 // distances returns the distances stored beside s's neighbours on level l.

@@ -13,9 +13,11 @@ package retrieval
 // replaced on open).
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -194,7 +196,7 @@ func (ix *Index) open() error {
 		}
 		ix.log = l
 	}
-	if ld.rebuilt {
+	if ld.rebuilt && ix.compactAfter >= 0 {
 		// Write the rebuilt graph out so the next open need not rebuild it.
 		ix.startCompaction()
 	}
@@ -469,7 +471,7 @@ func (ix *Index) compact() (CompactStats, error) {
 		tmps = append(tmps, idxTmp)
 		if st.graph != nil {
 			graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
-				return writeGraph(f, st, st.fileOrder(), gen)
+				return writeGraph(f, st, ix.dim, st.fileOrder(), gen)
 			})
 			tmps = append(tmps, graphTmp)
 		}
@@ -651,4 +653,47 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// StoredEmbedder returns the embedder name and vector dimension the index
+// under dataDir was built with (from its snapshot, else its log), so a
+// command that only maintains the index (`ragtime compact`) need not be
+// told them. An empty data dir is an error wrapping fs.ErrNotExist.
+func StoredEmbedder(dataDir string) (string, int, error) {
+	dir := filepath.Join(dataDir, indexDirName)
+	for _, f := range []struct{ name, magic string }{{indexFileName, fileMagic}, {logFileName, logMagic}} {
+		path := filepath.Join(dir, f.name)
+		b, err := readPrefix(path, 8+4+8+4+1<<16)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", 0, fmt.Errorf("reading %s: %w", path, err)
+		}
+		r := &fileReader{r: bytes.NewReader(b), left: int64(len(b))}
+		magic := string(r.bytes(len(f.magic))) // before the next read reuses the buffer
+		dim := int(r.u32())
+		r.u64() // generation
+		name := r.str()
+		if r.err != nil || magic != f.magic {
+			return "", 0, fmt.Errorf("reading %s: not a ragtime index file: %w", path, ErrCorrupt)
+		}
+		return name, dim, nil
+	}
+	return "", 0, fmt.Errorf("no index under --data-dir %s: %w", dataDir, fs.ErrNotExist)
+}
+
+// readPrefix reads up to n bytes from the start of the file at path.
+func readPrefix(path string, n int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	m, err := io.ReadFull(f, b)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return b[:m], err
 }

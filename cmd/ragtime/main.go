@@ -59,6 +59,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve /ask, the API, /metrics and the pages (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
+		{"compact", "fold the embedded index's log into a new snapshot and reclaim deleted chunks", runCompact},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
 		{"prune", "delete stored queries older than --older-than (e.g. 30d)", runPrune},
 		{"sweep", "measure top-k (and context budget) against TTFT and recall; chart it, recommend a setting", runSweep},

@@ -108,6 +108,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
 	cfg.parts.lockedReadOnly = true
+	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
 		return err
