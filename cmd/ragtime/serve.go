@@ -33,6 +33,8 @@ type serveConfig struct {
 	reloadInterval   time.Duration
 	readOnly         bool
 	maxDocBytes      int64
+	maxIngests       int
+	ingestWait       time.Duration
 	chunkSize        int
 	chunkOverlap     int
 	recorderQueue    int
@@ -76,7 +78,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent ragtime ingest saved (0: never)")
-	fs.Int64Var(&c.maxDocBytes, "max-document-bytes", 10<<20, "largest document or uploaded file POST /v1/documents accepts")
+	fs.Int64Var(&c.maxDocBytes, "max-document-bytes", 10<<20, "largest document or uploaded file POST /v1/documents accepts; a multipart request may hold 8 times this")
+	fs.IntVar(&c.maxIngests, "max-concurrent-ingests", api.DefaultMaxConcurrentIngests, "POST /v1/documents requests processed at once; each holds its documents' chunks and vectors in memory until it commits")
+	fs.DurationVar(&c.ingestWait, "ingest-wait", api.DefaultIngestWait, "how long a POST /v1/documents waits for one of --max-concurrent-ingests before 503 ingest_busy")
 	fs.IntVar(&c.chunkSize, "chunk-size", retrieval.DefaultChunkSize, "chunk size in characters, for documents posted to /v1/documents")
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks, for documents posted to /v1/documents")
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
@@ -106,6 +110,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
+	}
+	if cfg.maxIngests < 1 || cfg.ingestWait <= 0 {
+		return &usageError{msg: fmt.Sprintf("--max-concurrent-ingests must be at least 1 (got %d) and --ingest-wait positive (got %s)", cfg.maxIngests, cfg.ingestWait)}
 	}
 	cfg.parts.lockedReadOnly = true
 	cfg.parts.logger = log
@@ -157,11 +164,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 			"postgres": store.Ping,
 			"index":    parts.ready,
 		},
-		Documents:        newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
-		MaxDocumentBytes: cfg.maxDocBytes,
-		Logger:           log,
-		CORSOrigins:      cfg.corsOrigins,
-		MaxQuestionChars: cfg.maxQuestionChars,
+		Documents:            newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
+		MaxDocumentBytes:     cfg.maxDocBytes,
+		MaxConcurrentIngests: cfg.maxIngests,
+		IngestWait:           cfg.ingestWait,
+		Logger:               log,
+		CORSOrigins:          cfg.corsOrigins,
+		MaxQuestionChars:     cfg.maxQuestionChars,
 	})
 
 	if cfg.warmup != "off" && parts.remote != nil {
