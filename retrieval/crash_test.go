@@ -118,14 +118,51 @@ func TestCrashSafety(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		// Kill anywhere from during start-up (open, replay, the
-		// compaction a rebuilt graph starts) to well into the writes.
-		time.Sleep(time.Duration(5+r.IntN(150)) * time.Millisecond)
-		cmd.Process.Signal(syscall.SIGKILL)
+		// Kill at a point chosen by what the child has done, not by the
+		// clock, so a loaded machine does not move every kill into
+		// start-up: one round in eight during start-up (open, replay, the
+		// compaction a rebuilt graph starts), the others after a random
+		// number of acknowledged writes, a random moment into the next.
+		linec := make(chan string)
+		go func() {
+			defer close(linec)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				linec <- sc.Text()
+			}
+		}()
 		var lines []string
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines = append(lines, sc.Text())
+		killAfter := -1 // acknowledgements; -1: during start-up
+		if r.IntN(8) != 0 {
+			killAfter = r.IntN(25)
+		}
+		deadline := time.After(5 * time.Second) // a stuck child is killed (and fails below)
+		if killAfter < 0 {
+			deadline = time.After(time.Duration(r.IntN(40)) * time.Millisecond)
+		}
+		acks := 0
+	collect:
+		for {
+			select {
+			case l, ok := <-linec:
+				if !ok {
+					break collect
+				}
+				lines = append(lines, l)
+				if l == "A" {
+					acks++
+				}
+				if killAfter >= 0 && acks >= killAfter && strings.HasPrefix(l, "B ") {
+					time.Sleep(time.Duration(r.IntN(8000)) * time.Microsecond)
+					break collect
+				}
+			case <-deadline:
+				break collect
+			}
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		for l := range linec {
+			lines = append(lines, l)
 		}
 		cmd.Wait()
 
@@ -199,7 +236,7 @@ func TestCrashSafety(t *testing.T) {
 			t.Errorf("round %d: temporary files left after close: %v", round, tmps)
 		}
 	}
-	if acked < kills {
+	if acked < kills*5 {
 		t.Errorf("only %d writes acknowledged over %d runs: the kills came too early to test much", acked, kills)
 	}
 	t.Logf("%d kills, %d acknowledged writes (%d explicit compactions); opens after a kill found: %v", kills, acked, compactions, seen)
