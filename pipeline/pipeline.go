@@ -220,7 +220,10 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 
 	// search
 	start = time.Now()
-	hits, err := cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, q.req.Filter)
+	var hits []Hit
+	if filter, ok := q.req.Filter.Within(q.req.Scope); ok {
+		hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, filter)
+	}
 	end = time.Now()
 	searchAttrs := make(map[string]any, len(cfg.SearchAttrs)+3)
 	maps.Copy(searchAttrs, cfg.SearchAttrs)
