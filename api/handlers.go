@@ -37,6 +37,12 @@ func (s *server) handleReadyz(c echo.Context) error {
 	if status != http.StatusOK {
 		word = "unavailable"
 	}
+	s.logReadiness(word, checks)
+	// Which check fails, and why, can name hosts and paths: only admin
+	// keys (or anyone, when the server runs without keys) see it.
+	if !s.optionalCaller(c).Admin() {
+		return c.JSON(status, map[string]any{"status": word})
+	}
 	return c.JSON(status, map[string]any{"status": word, "checks": checks})
 }
 
@@ -50,4 +56,17 @@ func (s *server) handleGetQuery(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, rec)
+}
+
+// logReadiness logs the checks when readiness changes, so the details
+// unauthenticated callers do not see are in the log.
+func (s *server) logReadiness(word string, checks map[string]string) {
+	if s.lastReady.Swap(word) == word {
+		return
+	}
+	if word == "ok" {
+		s.log.Info("ready", "checks", checks)
+	} else {
+		s.log.Warn("not ready", "checks", checks)
+	}
 }
