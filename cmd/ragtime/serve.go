@@ -138,12 +138,22 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer parts.Close()
 
+	// Refuse before binding when the address alone says it is not loopback
+	// (":8080", "0.0.0.0:8080"); a host name is judged once it is bound.
+	if host, _, err := net.SplitHostPort(cfg.addr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) {
+			if _, err := authMode(keys, cfg.addr, false, cfg.insecureNoAuth); err != nil {
+				return err
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
 	}
 	defer ln.Close()
-	authLine, err := authMode(keys, ln.Addr(), cfg.insecureNoAuth)
+	tcp, _ := ln.Addr().(*net.TCPAddr)
+	authLine, err := authMode(keys, ln.Addr().String(), tcp != nil && tcp.IP.IsLoopback(), cfg.insecureNoAuth)
 	if err != nil {
 		return err
 	}
@@ -346,11 +356,7 @@ func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)
 // how: with API keys, every request needs one; without, serve runs open on
 // a loopback address, and elsewhere only with --insecure-no-auth (as Redis'
 // protected mode does). Keys created later turn auth on while serve runs.
-func authMode(keys *auth.Keyring, addr net.Addr, insecure bool) (string, error) {
-	loopback := false
-	if tcp, ok := addr.(*net.TCPAddr); ok {
-		loopback = tcp.IP.IsLoopback()
-	}
+func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string, error) {
 	switch {
 	case keys.Enabled():
 		return "API keys required: requests without a valid key get 401 (ragtime keys list shows them)", nil
