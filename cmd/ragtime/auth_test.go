@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ragtime/auth"
+	"ragtime/retrieval/qdrant/qdranttest"
 )
 
 var (
@@ -359,4 +360,90 @@ func TestPagesSendSecurityHeaders(t *testing.T) {
 	if h.Get("X-Content-Type-Options") != "nosniff" || !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") {
 		t.Errorf("API responses: %v", h)
 	}
+}
+
+// TestTenantKeyNeverSeesAnotherTenantsChunks: a key created with --filter
+// metadata.tenant=a (or doc_id=...) searches only tenant a's documents in
+// both stores, whatever filters the request sends.
+func TestTenantKeyNeverSeesAnotherTenantsChunks(t *testing.T) {
+	t.Parallel()
+	for _, store := range []string{"embedded", "qdrant"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			dbURL, _ := testDB(t)
+			env := map[string]string{"DATABASE_URL": dbURL}
+			args := []string{"--data-dir", t.TempDir()}
+			if store == "qdrant" {
+				_, addr := qdranttest.Start(t)
+				args = append(args, "--store", "qdrant", "--qdrant-url", addr, "--qdrant-collection", "tenants")
+			}
+			admin := createKey(t, env, "--name", "admin", "--scopes", "admin")
+			byMeta := createKey(t, env, "--name", "tenant a", "--scopes", "ask,read", "--filter", "metadata.tenant=a")
+			byDoc := createKey(t, env, "--name", "a's docs", "--scopes", "ask", "--filter", "doc_id=a-prefill.md,a-decode.md")
+			srv := startServe(t, env, args...)
+
+			docs := []struct{ id, tenant, text string }{
+				{"a-prefill.md", "a", "# Prefill at A\n\nPrefill reads the whole prompt before the first token; tenant A measures prefill time."},
+				{"a-decode.md", "a", "# Decode at A\n\nDecode writes one token at a time after prefill."},
+				{"b-prefill.md", "b", "# Prefill at B\n\nPrefill prefill prefill: tenant B's secret notes on prefill time and prompt tokens."},
+				{"b-budget.md", "b", "# Budget at B\n\nTenant B's confidential budget for prefill hardware."},
+			}
+			for _, d := range docs {
+				body, _ := json.Marshal(map[string]any{"id": d.id, "title": d.id, "text": d.text, "metadata": map[string]string{"tenant": d.tenant}})
+				if status, _, b := call(t, "POST", srv.url+"/v1/documents", admin.token, bytes.NewReader(body), map[string]string{"Content-Type": "application/json"}); status != 200 {
+					t.Fatalf("adding %s: %d %s", d.id, status, b)
+				}
+			}
+			// The admin key sees both tenants: the question does match B.
+			if got := sourcesOf(t, postAskWith(t, srv.url, admin.token, `{"question": "tenant B prefill secret notes", "top_k": 4, "rerank_top_n": 0}`)); !containsPrefix(got, "b-") {
+				t.Fatalf("the admin key's sources %v hold no tenant B document: the test would prove nothing", got)
+			}
+			for _, k := range []createdKey{byMeta, byDoc} {
+				for _, body := range []string{
+					`{"question": "tenant B prefill secret notes", "top_k": 4, "rerank_top_n": 0}`,
+					`{"question": "tenant B prefill secret notes", "top_k": 4, "rerank_top_n": 0, "filters": {"metadata": {"tenant": "b"}}}`,
+					`{"question": "tenant B prefill secret notes", "top_k": 4, "rerank_top_n": 0, "filters": {"doc_id": ["b-prefill.md", "b-budget.md"]}}`,
+					`{"question": "tenant B prefill secret notes", "top_k": 4, "rerank_top_n": 0, "filters": {"doc_id": ["b-prefill.md", "a-decode.md"]}}`,
+				} {
+					events := postAskWith(t, srv.url, k.token, body)
+					if lastName(events) != "done" {
+						t.Errorf("%s %s: ended with %s", k.prefix, body, lastName(events))
+					}
+					for _, id := range sourcesOf(t, events) {
+						if !strings.HasPrefix(id, "a-") {
+							t.Errorf("key %q asking %s saw %s", k.prefix, body, id)
+						}
+					}
+					for _, e := range events {
+						if e.Name == "token" && bytes.Contains(e.Data, []byte("B's")) {
+							t.Errorf("key %q asking %s got tenant B's text in the answer", k.prefix, body)
+						}
+					}
+				}
+			}
+			// The key's own filter still finds its documents.
+			if got := sourcesOf(t, postAskWith(t, srv.url, byMeta.token, `{"question": "prefill time", "top_k": 4, "rerank_top_n": 0}`)); len(got) == 0 {
+				t.Error("the tenant key finds nothing of its own")
+			}
+		})
+	}
+}
+
+func containsPrefix(ids []string, prefix string) bool {
+	for _, id := range ids {
+		if strings.HasPrefix(id, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// postAskWith sends POST /ask with a bearer token; a non-200 answer fails.
+func postAskWith(t *testing.T, base, token, body string) []sseEvent {
+	t.Helper()
+	status, _, b := call(t, "POST", base+"/ask", token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"})
+	if status != 200 {
+		t.Fatalf("POST /ask %s: %d %s", body, status, b)
+	}
+	return readEvents(t, bytes.NewReader(b), nil)
 }
