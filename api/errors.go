@@ -9,7 +9,6 @@ import (
 
 	"ragtime/auth"
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 var timeNow = time.Now
@@ -39,9 +38,9 @@ var statusTable = []struct {
 	code   string
 	hint   string
 }{
-	{postgres.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{pipeline.ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{ErrReadOnly, http.StatusServiceUnavailable, "read_only", ""},
-	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
+	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
 	{auth.ErrMissing, http.StatusUnauthorized, "auth_missing",
 		"send an API key as Authorization: Bearer <key> (a publishable key may come as ?key=); `ragtime keys create` makes one"},
 	{auth.ErrInvalid, http.StatusUnauthorized, "auth_invalid",
