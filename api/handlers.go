@@ -2,11 +2,14 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
 )
 
 // handleHealthz answers while the process is alive.
@@ -54,6 +57,10 @@ func (s *server) handleGetQuery(c echo.Context) error {
 	rec, err := s.deps.Queries.GetQuery(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
+	}
+	// Another key's query is answered as if it did not exist.
+	if own := ownQueries(c); own != "" && rec.KeyID != own {
+		return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
 	}
 	return c.JSON(http.StatusOK, rec)
 }

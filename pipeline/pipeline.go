@@ -482,7 +482,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
-		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
+		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID, KeyID: q.req.KeyID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
 		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
 	}

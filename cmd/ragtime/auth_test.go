@@ -447,3 +447,79 @@ func postAskWith(t *testing.T, base, token, body string) []sseEvent {
 	}
 	return readEvents(t, bytes.NewReader(b), nil)
 }
+
+// TestKeysReadTheirOwnQueries: a query row carries its key; a read key sees
+// only its own queries in /v1/queries, /v1/queries/:id and /v1/stats, an
+// admin key every one.
+func TestKeysReadTheirOwnQueries(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dir := ingestCorpus(t, env)
+	admin := createKey(t, env, "--name", "admin", "--scopes", "admin")
+	a := createKey(t, env, "--name", "a", "--scopes", "ask,read")
+	b := createKey(t, env, "--name", "b", "--scopes", "ask,read")
+	srv := startServe(t, env, "--data-dir", dir)
+
+	queryID := func(events []sseEvent) string {
+		var m struct {
+			QueryID string `json:"query_id"`
+		}
+		events[0].decode(t, &m)
+		return m.QueryID
+	}
+	idA := queryID(askWith(t, srv.url, "/ask?q=what+is+prefill", a.token, nil))
+	idB := queryID(askWith(t, srv.url, "/ask?q=what+is+decode", b.token, nil))
+	askWith(t, srv.url, "/ask?q=what+is+decode+again", b.token, nil)
+	eventually(t, "the three queries to be stored", func() bool { return countRows(t, pool, "queries") == 3 })
+	var stored string
+	if err := pool.QueryRow(context.Background(), `SELECT key_id::text FROM queries WHERE id = $1`, idA).Scan(&stored); err != nil || stored != a.id {
+		t.Fatalf("query %s stored with key %q (%v), want %s", idA, stored, err, a.id)
+	}
+
+	list := func(token string) []string {
+		status, _, body := call(t, "GET", srv.url+"/v1/queries", token, nil, nil)
+		var page struct {
+			Queries []struct {
+				ID string `json:"query_id"`
+			}
+		}
+		if err := json.Unmarshal(body, &page); err != nil || status != 200 {
+			t.Fatalf("GET /v1/queries: %d %s", status, body)
+		}
+		var ids []string
+		for _, q := range page.Queries {
+			ids = append(ids, q.ID)
+		}
+		return ids
+	}
+	if got := list(a.token); len(got) != 1 || got[0] != idA {
+		t.Errorf("key a lists %v, want only %s", got, idA)
+	}
+	if got := list(b.token); len(got) != 2 {
+		t.Errorf("key b lists %v, want its 2", got)
+	}
+	if got := list(admin.token); len(got) != 3 {
+		t.Errorf("the admin key lists %v, want all 3", got)
+	}
+	if status, _, body := call(t, "GET", srv.url+"/v1/queries/"+idB, a.token, nil, nil); status != 404 {
+		t.Errorf("key a reading b's query: %d %s, want 404", status, body)
+	}
+	if status, _, body := call(t, "GET", srv.url+"/v1/queries/"+idA, a.token, nil, nil); status != 200 || !bytes.Contains(body, []byte(`"key_id":"`+a.id+`"`)) {
+		t.Errorf("key a reading its own query: %d %s", status, body)
+	}
+	if status, _, _ := call(t, "GET", srv.url+"/v1/queries/"+idB, admin.token, nil, nil); status != 200 {
+		t.Errorf("the admin key reading b's query: %d", status)
+	}
+	stats := func(token string) int {
+		status, _, body := call(t, "GET", srv.url+"/v1/stats?since=1h", token, nil, nil)
+		var st struct{ Totals struct{ Queries int } }
+		if err := json.Unmarshal(body, &st); err != nil || status != 200 {
+			t.Fatalf("GET /v1/stats: %d %s", status, body)
+		}
+		return st.Totals.Queries
+	}
+	if na, nb, nall := stats(a.token), stats(b.token), stats(admin.token); na != 1 || nb != 2 || nall != 3 {
+		t.Errorf("stats totals: a %d, b %d, admin %d; want 1, 2, 3", na, nb, nall)
+	}
+}
