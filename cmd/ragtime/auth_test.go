@@ -239,23 +239,11 @@ func TestAuthErrorsOverHTTP(t *testing.T) {
 // events; a non-200 answer fails the test.
 func askWith(t *testing.T, base, path, token string, headers map[string]string) []sseEvent {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(context.Background(), "GET", base+path, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	status, _, body := call(t, "GET", base+path, token, nil, headers)
+	if status != 200 {
+		t.Fatalf("GET %s: %d %s", path, status, body)
 	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != 200 {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
-	}
-	return readEvents(t, resp.Body, nil)
+	return readEvents(t, bytes.NewReader(body), nil)
 }
 
 func lastName(events []sseEvent) string {
