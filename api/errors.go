@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +23,8 @@ type apiError struct {
 	Field   string `json:"field,omitempty"`
 	// Hint says what to do about it.
 	Hint string `json:"hint,omitempty"`
+	// retryAfter, in seconds, is sent as Retry-After when positive.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -91,6 +94,9 @@ func (s *server) handleError(err error, c echo.Context) {
 	}
 	if ae.Status == http.StatusUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="ragtime"`)
+	}
+	if ae.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }
