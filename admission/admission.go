@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"ragtime/auth"
 )
 
 // Limits bound one caller.
@@ -18,9 +18,9 @@ type Limits struct {
 	// Concurrent bounds the caller's streams running at once; 0 means no
 	// per-caller bound (the process bound still applies).
 	Concurrent int
-	// Rate is the caller's asks per minute, refilled continuously, with a
-	// burst of ten seconds' worth (at least one); 0 means no rate limit.
-	Rate Rate
+	// Rate bounds the caller's asks (refilled continuously, bursts of ten
+	// seconds' worth); the zero Rate means no rate limit.
+	Rate auth.Rate
 }
 
 // Caller is who is asking, as admission control sees it.
@@ -31,50 +31,15 @@ type Caller struct {
 	Limits Limits
 }
 
-// Rate is a number of asks per minute. It parses from "60/min", "2/s",
-// "3600/h" or a bare number (per minute); "0" turns the limit off.
-type Rate float64
-
-// PerMinute is the rate in asks per minute.
-func (r Rate) PerMinute() float64 { return float64(r) }
-
-func (r Rate) String() string {
-	return strconv.FormatFloat(float64(r), 'f', -1, 64) + "/min"
-}
-
-// ParseRate reads "N/min", "N/s", "N/h" or "N" (per minute).
-func ParseRate(s string) (Rate, error) {
-	num, unit, _ := strings.Cut(strings.TrimSpace(s), "/")
-	n, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || n < 0 || math.IsInf(n, 0) || math.IsNaN(n) {
-		return 0, fmt.Errorf("want a rate such as 60/min, 2/s or 0 (off), got %q", s)
+// limiter is the token bucket of r: r.N per r.Per, refilled continuously,
+// with a burst of ten seconds' worth (at least one); nil for no limit.
+func limiter(r auth.Rate) *rate.Limiter {
+	if r.N <= 0 || r.Per <= 0 {
+		return nil
 	}
-	switch strings.TrimSpace(unit) {
-	case "", "m", "min", "minute":
-		return Rate(n), nil
-	case "s", "sec", "second":
-		return Rate(n * 60), nil
-	case "h", "hour":
-		return Rate(n / 60), nil
-	}
-	return 0, fmt.Errorf("want a rate per s, min or h (60/min), got %q", s)
+	perSecond := float64(r.N) / r.Per.Seconds()
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(math.Ceil(perSecond*10))))
 }
-
-// Set and Get make *Rate a flag.Value.
-func (r *Rate) Set(s string) error {
-	v, err := ParseRate(s)
-	if err != nil {
-		return err
-	}
-	*r = v
-	return nil
-}
-
-// Get returns the rate (flag.Getter).
-func (r *Rate) Get() any { return *r }
-
-// burst is the token bucket's depth: ten seconds' worth, at least one.
-func (r Rate) burst() int { return max(1, int(math.Ceil(float64(r)/6))) }
 
 // Why an ask was refused. Each is a *Rejection; its Retry says when to try
 // again.
@@ -303,9 +268,7 @@ func (c *Controller) callerLocked(who Caller) *caller {
 	// streams' tickets hold slots of the old bound.
 	if cl == nil || (cl.limits != who.Limits && cl.active == 0 && cl.waiting == 0) {
 		cl = &caller{limits: who.Limits}
-		if who.Limits.Rate > 0 {
-			cl.bucket = rate.NewLimiter(rate.Limit(who.Limits.Rate.PerMinute()/60), who.Limits.Rate.burst())
-		}
+		cl.bucket = limiter(who.Limits.Rate)
 		if who.Limits.Concurrent > 0 {
 			cl.slots = make(chan struct{}, who.Limits.Concurrent)
 		}

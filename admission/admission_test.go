@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"ragtime/auth"
 )
 
 func mustNew(t *testing.T, cfg Config) *Controller {
@@ -33,7 +35,7 @@ func TestRateLimitRefusesBeyondTheBurst(t *testing.T) {
 	c := mustNew(t, Config{})
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
-	who := Caller{ID: "ip:a", Limits: Limits{Rate: 60}} // 1/s, burst 10
+	who := Caller{ID: "ip:a", Limits: Limits{Rate: auth.Rate{N: 60, Per: time.Minute}}} // 1/s, burst 10
 	for i := range 10 {
 		tk, err := c.Admit(context.Background(), who)
 		if err != nil {
@@ -140,7 +142,7 @@ func TestIdleCallersAreForgotten(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	c.now = func() time.Time { return now }
 	for _, id := range []string{"a", "b", "c"} {
-		tk, err := c.Admit(context.Background(), Caller{ID: id, Limits: Limits{Rate: 60, Concurrent: 1}})
+		tk, err := c.Admit(context.Background(), Caller{ID: id, Limits: Limits{Rate: auth.Rate{N: 60, Per: time.Minute}, Concurrent: 1}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,20 +154,5 @@ func TestIdleCallersAreForgotten(t *testing.T) {
 	}
 	if n := c.Stats().Callers; n != 1 {
 		t.Errorf("%d callers remembered, want 1", n)
-	}
-}
-
-func TestParseRate(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]Rate{"60/min": 60, "2/s": 120, "3600/h": 60, "30": 30, "0": 0} {
-		got, err := ParseRate(in)
-		if err != nil || got != want {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"", "x", "-1/min", "5/week", "NaN"} {
-		if _, err := ParseRate(bad); err == nil {
-			t.Errorf("ParseRate(%q) accepted", bad)
-		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/admission"
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -21,14 +22,31 @@ type Admitter interface {
 	MaxStreams() int
 }
 
-// CallerByIP identifies an unauthenticated caller by its client address (an
-// IPv6 client by its /64, which one host usually holds whole), each with
-// the same limits. The address is the connection's peer: behind a reverse
-// proxy every caller is the proxy, so give that proxy its own limits.
-func CallerByIP(limits admission.Limits) func(*http.Request) admission.Caller {
-	return func(r *http.Request) admission.Caller {
+// admissionCaller is who caller is to admission control: its key (a
+// publishable key per key and client address, as it sits in many browsers)
+// with the key's own --rate and --concurrency, each defaulting to
+// Deps.CallerLimits; or, without a key, its client IP (an IPv6 client by
+// its /64, which one host usually holds whole) with Deps.CallerLimits. The
+// address is the connection's peer: behind a reverse proxy every keyless
+// caller is the proxy.
+func (s *server) admissionCaller(r *http.Request, caller auth.Caller) admission.Caller {
+	limits := s.deps.CallerLimits
+	if caller.Key == nil {
 		return admission.Caller{ID: "ip:" + clientIP(r), Limits: limits}
 	}
+	id := caller.ID()
+	if caller.Key.Kind == auth.Publishable {
+		id += "@" + clientIP(r)
+	}
+	if rt, n := caller.Limits(); rt.N > 0 || n > 0 {
+		if rt.N > 0 {
+			limits.Rate = rt
+		}
+		if n > 0 {
+			limits.Concurrent = n
+		}
+	}
+	return admission.Caller{ID: id, Limits: limits}
 }
 
 func clientIP(r *http.Request) string {
@@ -48,9 +66,9 @@ func clientIP(r *http.Request) string {
 // admit runs admission control for an ask: on success the query's queue
 // stage is the time it waited, and the ticket must be released when the
 // stream ends.
-func (s *server) admit(c echo.Context, req *pipeline.Request) (*admission.Ticket, error) {
+func (s *server) admit(c echo.Context, caller auth.Caller, req *pipeline.Request) (*admission.Ticket, error) {
 	arrived := time.Now()
-	who := s.deps.Caller(c.Request())
+	who := s.admissionCaller(c.Request(), caller)
 	attrs := map[string]any{"limit": 0, "caller_limit": who.Limits.Concurrent}
 	if s.deps.Admission == nil {
 		req.Queue = &pipeline.QueueWait{Start: arrived, End: arrived, Attrs: attrs}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -36,7 +36,7 @@ func (s *server) handleAskGet(c echo.Context) error {
 	// the query run with the default, as POST /ask refuses unknown fields.
 	for name := range qs {
 		switch name {
-		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id":
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", keyParam:
 		default:
 			return badRequest(name, "unknown_parameter",
 				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id", name))
@@ -119,7 +119,7 @@ func bodyError(err error, limit int64) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, errBodyTimeout):
 		return err // answered 408 body_timeout
 	case errors.As(err, &tooBig):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
@@ -139,12 +139,21 @@ func bodyError(err error, limit int64) error {
 	}
 }
 
-// ask validates req and, only when it is valid, starts the stream.
+// ask validates req and, only when it is valid and the caller may ask for
+// its model, starts the stream. The caller's tenant filter and key id go
+// with the request.
 func (s *server) ask(c echo.Context, req pipeline.Request) error {
 	if err := req.Normalize(s.deps.MaxQuestionChars); err != nil {
 		return err
 	}
-	ticket, err := s.admit(c, &req)
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	if err := caller.AllowModel(req.Model, s.deps.AllowedModels); err != nil {
+		return err
+	}
+	if caller.Key != nil {
+		req.Scope, req.KeyID = caller.Key.Filter, caller.Key.ID
+	}
+	ticket, err := s.admit(c, caller, &req)
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,12 @@ package api
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -42,9 +46,17 @@ type Deps struct {
 	Ready map[string]ReadyCheck
 	// Logger receives one line per request (never the query string).
 	Logger *slog.Logger
-	// CORSOrigins lists the origins allowed to call the API from a browser;
-	// empty means no CORS headers at all.
+	// CORSOrigins lists the origins allowed to call the API from a browser
+	// (each scheme://host[:port]; see ValidateOrigins); with Keys off they
+	// are also the only foreign origins whose state-changing requests are
+	// let through. Origins of live publishable keys get CORS headers too.
 	CORSOrigins []string
+	// Keys checks API keys; nil runs the server open (every caller may do
+	// everything), as does a keyring without keys.
+	Keys Authenticator
+	// AllowedModels, when not empty, are the only models a request may ask
+	// for (--allowed-models); a key may narrow them further.
+	AllowedModels []string
 	// MaxQuestionChars bounds the question (0: pipeline.DefaultMaxQuestion).
 	MaxQuestionChars int
 	// MaxBodyBytes bounds a request body (0: 1 MiB).
@@ -56,9 +68,10 @@ type Deps struct {
 	// Admission admits asks (bounds on streams, a queue, rates); nil lets
 	// every ask start at once.
 	Admission Admitter
-	// Caller says who is asking and with which limits; nil: CallerByIP
-	// with no per-caller limits.
-	Caller func(*http.Request) admission.Caller
+	// CallerLimits are the limits of a caller without a key of its own
+	// (one per client IP, an IPv6 client per /64); a key's --rate and
+	// --concurrency replace them for its caller.
+	CallerLimits admission.Limits
 	// BodyTimeout bounds how long a request body may take to arrive (a
 	// read deadline from the end of its headers); 0 means none.
 	BodyTimeout time.Duration
@@ -94,6 +107,9 @@ type server struct {
 	log     *slog.Logger
 	ingest  ingestSlots
 	streams *streamHub
+	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
+	// change is logged once.
+	lastReady atomic.Value
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
@@ -116,24 +132,18 @@ func NewServer(deps Deps) *Server {
 	if deps.IngestWait <= 0 {
 		deps.IngestWait = DefaultIngestWait
 	}
-	if deps.Caller == nil {
-		deps.Caller = CallerByIP(admission.Limits{})
-	}
 	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
 		streams: newStreamHub(deps.Stream)}
+	s.lastReady.Store("")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
 	e.Use(s.bodyDeadline)
-	if len(deps.CORSOrigins) > 0 {
-		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
-			AllowOrigins: deps.CORSOrigins,
-			AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
-			AllowHeaders: []string{echo.HeaderContentType, "Last-Event-ID"},
-		}))
-	}
+	e.Use(securityHeaders)
+	e.Use(s.cors())
+	e.Use(s.crossSiteGuard())
 	s.routes(e)
 	return &Server{Handler: e, s: s}
 }
@@ -141,14 +151,30 @@ func NewServer(deps Deps) *Server {
 // bodyDeadline gives a request's body --body-timeout to arrive: a client
 // sending it a byte at a time cannot hold a handler. The read deadline is
 // the connection's; net/http clears it once the body has been read, so it
-// never cuts a stream.
+// never cuts a stream. A read past it fails with errBodyTimeout (408).
 func (s *server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if r := c.Request(); s.deps.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
 			_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.deps.BodyTimeout))
+			r.Body = deadlineBody{r.Body}
 		}
 		return next(c)
 	}
+}
+
+// errBodyTimeout is a request body that did not arrive within
+// --body-timeout.
+var errBodyTimeout = errors.New("the request body did not arrive within --body-timeout")
+
+// deadlineBody names a read deadline's error as errBodyTimeout.
+type deadlineBody struct{ io.ReadCloser }
+
+func (b deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errBodyTimeout
+	}
+	return n, err
 }
 
 // logRequests logs one line per request: method, path (without the query

@@ -15,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -91,7 +92,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
-	l := &eventLog{hub: h, cancel: cancel, stop: make(chan struct{})}
+	l := &eventLog{hub: h, cancel: cancel, stop: make(chan struct{}), keyID: req.KeyID}
 	h.mu.Lock()
 	h.open[l] = struct{}{}
 	h.mu.Unlock()
@@ -112,7 +113,7 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 // query still running here, then the rest of the stream as it comes. A
 // query that is not running (finished, cancelled, or never here) is
 // answered 204 No Content, which stops an EventSource for good; the model
-// is never asked again.
+// is never asked again. Only the key that asked may resume a query.
 func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 	qid, seq, ok := parseEventID(lastEventID)
 	if !ok {
@@ -122,7 +123,8 @@ func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 	h.mu.Lock()
 	l := h.byID[qid]
 	h.mu.Unlock()
-	if l == nil {
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	if l == nil || l.keyID != caller.KeyID() {
 		return c.NoContent(http.StatusNoContent)
 	}
 	l.mu.Lock()
@@ -201,6 +203,7 @@ type eventLog struct {
 	hub    *streamHub
 	cancel context.CancelCauseFunc
 	stop   chan struct{} // closed at the end: stops the heartbeat
+	keyID  string        // the API key that asked ("" without one)
 
 	mu        sync.Mutex
 	id        string

@@ -1,4 +1,5 @@
-// The ask page: streams /ask over EventSource, renders the answer with its
+// The ask page: streams /ask (rt.openStream: fetch, so the API key can go
+// in a header, which EventSource cannot send), renders the answer with its
 // citations, and draws the waterfall as stage events arrive.
 "use strict";
 
@@ -34,7 +35,7 @@
     const serverNow = () => performance.now() - sent - (offset ?? 0);
 
     const url = "/ask?" + new URLSearchParams({ q: question, top_k: String(topK) });
-    es = new EventSource(url);
+    es = rt.openStream(url);
     const finish = () => {
       es.close();
       es = null;
@@ -62,7 +63,6 @@
       ticker = setInterval(() => { if (wf.pending || !firstToken) wf.setPending(from, Math.max(serverNow(), from)); }, 100);
     });
     es.addEventListener("token", e => {
-      err.hidden = true;
       text += JSON.parse(e.data).text;
       renderAnswer(answer, text);
       if (!firstToken) {
@@ -88,16 +88,9 @@
       if (e.data) {
         const x = JSON.parse(e.data);
         err.textContent = `${x.code}: ${x.message}${x.hint ? " — " + x.hint : ""}`;
-      } else if (es.readyState === EventSource.CONNECTING) {
-        // The connection dropped: the EventSource reconnects with
-        // Last-Event-ID and the stream resumes where it stopped (or ends
-        // with 204 if the query is over).
-        err.textContent = "the connection was lost; resuming…";
-        err.hidden = false;
-        return;
       } else {
         err.textContent = text ? "the connection was lost mid-answer"
-          : "the request was refused (invalid, too many asks: 429, server busy: 503) or the server is down";
+          : "the request failed: check the question and top_k, and that the server is up";
       }
       err.hidden = false;
       finish();

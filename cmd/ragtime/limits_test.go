@@ -490,3 +490,54 @@ func TestHeartbeatDuringLongPrefill(t *testing.T) {
 		t.Errorf("ttft_ms %v, llm_prefill_ms %v: TTFT is the first token's, after the 1 s prefill", done.TTFTMs, done.LLMPrefillMs)
 	}
 }
+
+// TestLimitsFollowTheKey: with API keys, a caller is its key, limited by the
+// key's own --rate and --concurrency (or, when it has none, serve's) whatever
+// address it comes from; another key from the same address is another
+// caller.
+func TestLimitsFollowTheKey(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dataDir := ingestCorpus(t, env)
+	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 50, 400 })
+	slow := createKey(t, env, "--name", "slow", "--scopes", "ask", "--rate", "6/min") // a burst of 1
+	narrow := createKey(t, env, "--name", "narrow", "--scopes", "ask", "--concurrency", "1", "--rate", "100/min")
+	free := createKey(t, env, "--name", "free", "--scopes", "ask", "--rate", "100/min")
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
+		"--llm-model", "m", "--queue-timeout", "100ms", "--rate", "1/hour")
+	short := srv.url + "/ask?q=prefill&max_tokens=2"
+
+	if status, _, body := call(t, "GET", short, slow.token, nil, nil); status != http.StatusOK {
+		t.Fatalf("slow key's first ask: %d %s", status, body)
+	}
+	status, h, body := call(t, "GET", short, slow.token, nil, nil)
+	var e hintedErr
+	_ = json.Unmarshal(body, &e)
+	if status != http.StatusTooManyRequests || e.Error.Code != "rate_limited" || h.Get("Retry-After") == "" {
+		t.Errorf("slow key's second ask: %d %s Retry-After %q; want 429 rate_limited", status, body, h.Get("Retry-After"))
+	}
+
+	// The narrow key holds its one stream; its second waits 100 ms, then 429.
+	req, _ := http.NewRequest("GET", srv.url+"/ask?q=prefill&max_tokens=400", nil)
+	req.Header.Set("Authorization", "Bearer "+narrow.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	newWireReader(resp.Body).next()
+	status, _, body = call(t, "GET", short, narrow.token, nil, nil)
+	_ = json.Unmarshal(body, &e)
+	if status != http.StatusTooManyRequests || e.Error.Code != "too_many_streams" {
+		t.Errorf("narrow key's second stream: %d %s; want 429 too_many_streams", status, body)
+	}
+
+	// Same address, another key with a rate of its own: the server's --rate
+	// (1/hour) is only the default of keys without one, and of keyless
+	// callers.
+	for i := range 3 {
+		if status, _, body := call(t, "GET", short, free.token, nil, nil); status != http.StatusOK {
+			t.Fatalf("free key's ask %d: %d %s", i, status, body)
+		}
+	}
+}
