@@ -54,19 +54,36 @@ type scriptGenerator struct {
 	err     error
 	got     GenerateRequest
 	timing  bool // hand the timings over with the first delta
+	// started, when set, is sent to (without blocking) as a generation
+	// starts; release, when set, is waited for before the first delta.
+	started chan struct{}
+	release chan struct{}
+	// now is the generator's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	now := g.now
+	if now == nil {
+		now = time.Now
+	}
 	g.got = req
-	gen := Generation{Provider: "script", RequestStart: time.Now()}
-	gen.GotConn = time.Now()
-	gen.WroteRequest = time.Now()
+	gen := Generation{Provider: "script", RequestStart: now()}
+	gen.GotConn = now()
+	gen.WroteRequest = now()
+	select {
+	case g.started <- struct{}{}:
+	default:
+	}
+	if g.release != nil {
+		<-g.release
+	}
 	time.Sleep(g.prefill)
 	if g.err != nil {
 		return gen, g.err
 	}
 	for _, d := range g.deltas {
-		d.At = time.Now()
+		d.At = now()
 		if gen.FirstToken.IsZero() {
 			gen.FirstToken = d.At
 			if g.timing {
