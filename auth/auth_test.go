@@ -128,6 +128,25 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+func TestCallerID(t *testing.T) {
+	t.Parallel()
+	sec, _ := newKey(t, Secret, ScopeAsk)
+	pub, _ := newKey(t, Publishable, ScopeAsk)
+	for _, tt := range []struct {
+		c    Caller
+		want string
+	}{
+		{Caller{IP: "192.0.2.1"}, "ip:192.0.2.1"},
+		{Caller{IP: "192.0.2.1", Open: true}, "ip:192.0.2.1"},
+		{Caller{IP: "192.0.2.1", Key: &sec}, "key:" + sec.ID},
+		{Caller{IP: "192.0.2.1", Key: &pub}, "key:" + pub.ID + "@ip:192.0.2.1"},
+	} {
+		if got := tt.c.ID(); got != tt.want {
+			t.Errorf("ID() = %q, want %q", got, tt.want)
+		}
+	}
+}
+
 func TestAllowModel(t *testing.T) {
 	t.Parallel()
 	k, _ := newKey(t, Secret, ScopeAsk)
@@ -233,4 +252,37 @@ func BenchmarkAuthenticateFailure(b *testing.B) {
 	}
 	b.ReportMetric(float64(tKnown.Nanoseconds())/float64(n), "known-ns/op")
 	b.ReportMetric(float64(tUnknown.Nanoseconds())/float64(n), "unknown-ns/op")
+}
+
+func TestSnapshotKeepsRevocationsAndVersionTracksChanges(t *testing.T) {
+	t.Parallel()
+	k, tok := newKey(t, Secret, ScopeAsk)
+	r := NewKeyring()
+	r.Set([]Key{k})
+	v1 := r.version()
+	used := k
+	used.LastUsedAt = time.Now()
+	r.Set([]Key{used})
+	if r.version() != v1 {
+		t.Error("a new last use changed the version (the snapshot would be rewritten on every use)")
+	}
+	k.RevokedAt = time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	r.Set([]Key{k})
+	if r.version() == v1 {
+		t.Error("revoking a key did not change the version")
+	}
+	path := t.TempDir() + "/keys.json"
+	if err := r.SaveSnapshot(path); err != nil {
+		t.Fatal(err)
+	}
+	back := NewKeyring()
+	if _, err := back.LoadSnapshot(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := back.Authenticate(tok, time.Now()); !errors.Is(err, ErrRevoked) {
+		t.Errorf("a key revoked before the snapshot: %v, want ErrRevoked", err)
+	}
+	if back.version() != r.version() {
+		t.Error("the snapshot does not round-trip")
+	}
 }
