@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -140,9 +141,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	keys := auth.NewKeyring()
 	keyStore := postgres.NewKeys(db)
-	if err := keys.Load(ctx, keyStore); err != nil {
-		return err
-	}
+	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
+	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
@@ -177,7 +177,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer ln.Close()
 	tcp, _ := ln.Addr().(*net.TCPAddr)
-	authLine, err := authMode(keys, ln.Addr().String(), tcp != nil && tcp.IP.IsLoopback(), cfg.insecureNoAuth)
+	loopback := tcp != nil && tcp.IP.IsLoopback()
+	if !keys.Loaded() && loopback {
+		// Neither Postgres nor a snapshot says whether keys exist: on
+		// loopback run open, as without keys, until the keys load.
+		keys.Set(nil)
+	}
+	authLine, err := authMode(keys, ln.Addr().String(), loopback, cfg.insecureNoAuth)
 	if err != nil {
 		return err
 	}
@@ -185,7 +191,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	synced := make(chan struct{})
 	go func() {
 		defer close(synced)
-		keys.Sync(syncCtx, keyStore, cfg.keysReload, log)
+		keys.Sync(syncCtx, keyStore, cfg.keysReload, keysSnapshot, log)
 	}()
 	// Deferred after db.Close, so it runs first: the last use of the keys
 	// is written while the pool is still open.
@@ -326,6 +332,35 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// keysSnapshotFile, under --data-dir, keeps the API keys as last loaded
+// (prefixes and hashes, never tokens), for a serve started while Postgres
+// is away.
+const keysSnapshotFile = "api-keys.snapshot.json"
+
+// loadKeys fills the keyring from Postgres and keeps a snapshot of what it
+// read; when Postgres cannot be read, from the snapshot. With neither the
+// keyring stays unloaded: requests needing a key fail closed (503
+// auth_unavailable) until Keyring.Sync loads them.
+func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot string, log *slog.Logger) {
+	err := keys.Load(ctx, st)
+	if err == nil {
+		if keys.Enabled() {
+			if serr := keys.SaveSnapshot(snapshot); serr != nil {
+				log.Warn("cannot save the API keys' snapshot", "err", serr)
+			}
+		}
+		return
+	}
+	saved, serr := keys.LoadSnapshot(snapshot)
+	if serr != nil {
+		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, requests that need a key get 503 auth_unavailable (on a loopback address serve runs open)",
+			"err", err)
+		return
+	}
+	log.Warn("cannot read the API keys from Postgres: checking keys against the snapshot saved earlier until it answers",
+		"saved_at", saved, "err", err)
+}
 
 // authMode decides whether serve may run and returns the one line that says
 // how: with API keys, every request needs one; without, serve runs open on
