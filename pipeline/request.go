@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -39,6 +40,24 @@ type Request struct {
 	// queries.sweep_id). Only in-process callers (the sweep) set it: outside
 	// callers cannot write into a sweep's results.
 	SweepID string `json:"-"`
+	// Scope is the caller's tenant filter (an API key's --filter): every
+	// search is restricted to it, whatever Filter asks (see Filter.Within).
+	// Only the API sets it, from the key; it is not part of the request body.
+	Scope Filter `json:"-"`
+	// KeyID is the id of the API key the query was asked with ("" without
+	// one); it is stored with the query.
+	KeyID string `json:"-"`
+	// Queue, when set, is the wait the caller made before Run (admission
+	// control in the API): the query's clock starts at Queue.Start and its
+	// queue stage lasts until Queue.End.
+	Queue *QueueWait `json:"-"`
+}
+
+// QueueWait is a query's wait for admission, on the monotonic clock.
+type QueueWait struct {
+	Start, End time.Time
+	// Attrs are the queue stage's attrs (the limits that applied).
+	Attrs map[string]any
 }
 
 // ValidationError names the request field that is wrong. The API answers

@@ -16,7 +16,6 @@ var errReadOnly = fmt.Errorf("%w: serve runs with --read-only, or another proces
 type documentStore struct {
 	in       *retrieval.Ingester
 	store    store
-	list     func(ctx context.Context) ([]pipeline.DocumentInfo, error)
 	readOnly bool
 }
 
@@ -26,12 +25,6 @@ func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *doc
 			BatchSize: retrieval.DefaultBatchSize, Concurrency: 2},
 		store:    p.store,
 		readOnly: readOnly,
-	}
-	switch {
-	case p.index != nil:
-		d.list = func(context.Context) ([]pipeline.DocumentInfo, error) { return p.index.Documents(), nil }
-	case p.qdrant != nil:
-		d.list = p.qdrant.Documents
 	}
 	return d
 }
@@ -67,5 +60,5 @@ func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, er
 }
 
 func (d *documentStore) ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error) {
-	return d.list(ctx)
+	return d.store.ListDocuments(ctx)
 }

@@ -2,17 +2,19 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
-	"sync"
 	"time"
 
+	"ragtime/admission"
 	"ragtime/api"
+	"ragtime/auth"
 	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -28,6 +30,14 @@ type serveConfig struct {
 	storeQuestion    bool
 	maxQuestionChars int
 	maxConcurrent    int
+	callerConcurrent int
+	queueTimeout     time.Duration
+	rate             auth.Rate
+	bodyTimeout      time.Duration
+	idleTimeout      time.Duration
+	writeTimeout     time.Duration
+	heartbeat        time.Duration
+	sseRetry         time.Duration
 	maxContextTokens int
 	shutdownTimeout  time.Duration
 	reloadInterval   time.Duration
@@ -41,6 +51,9 @@ type serveConfig struct {
 	logFormat        string
 	hideReasoning    bool
 	warmup           warmupFlag
+	insecureNoAuth   bool
+	allowedModels    listFlag
+	keysReload       time.Duration
 }
 
 // warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
@@ -67,13 +80,25 @@ func (w *warmupFlag) Set(v string) error {
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one); without API keys serve runs open only on a loopback address (see --insecure-no-auth)")
 	c.parts.register(fs)
 	c.db.register(fs)
-	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins allowed to call the API from a browser, e.g. https://app.example.com (default: none, no CORS headers)")
+	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins (scheme://host[:port]) allowed to call the API from a browser, e.g. https://app.example.com; without API keys, the only other sites whose pages may write (POST/DELETE) here (default: none)")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve without API keys on a non-loopback --addr: anyone who reaches the port may ask on your bill, read every question and change documents (without keys serve otherwise refuses any address but loopback)")
+	fs.Var(&c.allowedModels, "allowed-models", "comma-separated models a request may ask for with \"model\" (default: any; a key's --models narrow it further); the configured --llm-model is always allowed")
+	fs.DurationVar(&c.keysReload, "keys-reload", 2*time.Second, "how often serve rereads the API keys (so keys created or revoked take effect) and writes their last use")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
 	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
-	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", defaultMaxConcurrent(), "streams answered at once by this process (default: 16 per core); more wait up to --queue-timeout in the queue stage, then get 503 server_busy (0: no limit)")
+	fs.IntVar(&c.callerConcurrent, "max-concurrent-per-caller", 4, "streams one caller (an API key without a --concurrency of its own, or a client IP when serve runs without keys) may have open at once; more wait up to --queue-timeout, then get 429 too_many_streams (0: no limit)")
+	fs.DurationVar(&c.queueTimeout, "queue-timeout", 2*time.Second, "longest wait for a free stream (the queue stage) before an ask is refused with 429 or 503 and Retry-After")
+	c.rate = auth.Rate{N: 60, Per: time.Minute}
+	fs.Var(&c.rate, "rate", "asks per caller (an API key without a --rate of its own, or a client IP when serve runs without keys), as 60/min, 5/s, 1000/hour or 0 (off); bursts of ten seconds' worth pass, beyond that 429 rate_limited with Retry-After")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 30*time.Second, "a request body must arrive within this (from the end of its headers), else 408 body_timeout (0: no limit)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection is kept open")
+	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
+	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
+	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
@@ -108,6 +133,16 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
+	if err := api.ValidateOrigins(cfg.corsOrigins); err != nil {
+		return &usageError{msg: "--cors-origins: " + err.Error()}
+	}
+	if cfg.keysReload <= 0 {
+		return &usageError{msg: fmt.Sprintf("--keys-reload must be positive, got %s", cfg.keysReload)}
+	}
+	keys := auth.NewKeyring()
+	keyStore := postgres.NewKeys(db)
+	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
+	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
@@ -115,6 +150,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return &usageError{msg: fmt.Sprintf("--max-concurrent-ingests must be at least 1 (got %d) and --ingest-wait positive (got %s)", cfg.maxIngests, cfg.ingestWait)}
 	}
 	cfg.parts.lockedReadOnly = true
+	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
 		return err
@@ -126,11 +162,40 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer parts.Close()
 
+	// Refuse before binding when the address alone says it is not loopback
+	// (":8080", "0.0.0.0:8080"); a host name is judged once it is bound.
+	if host, _, err := net.SplitHostPort(cfg.addr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) {
+			if _, err := authMode(keys, cfg.addr, false, cfg.insecureNoAuth); err != nil {
+				return err
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
 	}
 	defer ln.Close()
+	tcp, _ := ln.Addr().(*net.TCPAddr)
+	loopback := tcp != nil && tcp.IP.IsLoopback()
+	if !keys.Loaded() && loopback {
+		// Neither Postgres nor a snapshot says whether keys exist: on
+		// loopback run open, as without keys, until the keys load.
+		keys.Set(nil)
+	}
+	authLine, err := authMode(keys, ln.Addr().String(), loopback, cfg.insecureNoAuth)
+	if err != nil {
+		return err
+	}
+	syncCtx, stopSync := context.WithCancel(context.WithoutCancel(ctx))
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		keys.Sync(syncCtx, keyStore, cfg.keysReload, keysSnapshot, log)
+	}()
+	// Deferred after db.Close, so it runs first: the last use of the keys
+	// is written while the pool is still open.
+	defer func() { stopSync(); <-synced }()
 
 	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log})
 	// Deferred after db.Close, so it runs first: the recorder flushes while
@@ -143,15 +208,19 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
-		SearchAttrs: parts.searchAttrs,
+		SearchAttrs: parts.store.SearchAttrs(),
 		Provider:    parts.provider, Model: parts.model,
-		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
-		StoreQuestion: cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
+		MaxContextTokens: cfg.maxContextTokens,
+		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
 	})
 	if err != nil {
 		return err
 	}
-	asks := &trackedAsker{next: pl}
+	admit, err := cfg.admission()
+	if err != nil {
+		return err
+	}
+	asks := api.Track(pl)
 	store := postgres.NewStore(db)
 	handler := api.NewServer(api.Deps{
 		Asker:   asks,
@@ -161,7 +230,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Metrics: mx.Handler(),
 		Ready: map[string]api.ReadyCheck{
 			"postgres": store.Ping,
-			"index":    parts.ready,
+			"index":    parts.store.Ready,
 		},
 		Documents:            newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
 		MaxDocumentBytes:     cfg.maxDocBytes,
@@ -169,7 +238,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		IngestWait:           cfg.ingestWait,
 		Logger:               log,
 		CORSOrigins:          cfg.corsOrigins,
+		Keys:                 keys,
+		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
+		Admission:            admit,
+		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
+		BodyTimeout:          cfg.bodyTimeout,
+		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
 	})
 
 	if cfg.warmup != "off" && parts.remote != nil {
@@ -184,107 +259,53 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		}
 	}
 
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
-		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.chunks())
-	if parts.chunks() == 0 {
+		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.store.Len())
+	if keys.Enabled() {
+		log.Info(authLine)
+	} else {
+		log.Warn(authLine)
+	}
+	if parts.store.Len() == 0 {
 		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
 	}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
 	reload := cfg.reloadInterval
 	if !readOnly {
 		reload = 0 // the writer's index is its own; nothing to pick up
 	}
-	stopReload := parts.watch(ctx, reload, log)
+	stopReload := parts.store.Watch(ctx, reload, log)
 	defer stopReload()
 
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+	if err := api.Serve(ctx, ln, handler, api.ServeOptions{ShutdownTimeout: cfg.shutdownTimeout, IdleTimeout: cfg.idleTimeout,
+		Queries: asks, Logger: log}); err != nil {
+		return err
 	}
-	log.Info("shutting down: no new connections; open streams may finish (a second Ctrl-C stops at once)", "deadline", cfg.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("open streams did not finish in time; cutting them", "err", err)
-		_ = srv.Close()
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("server stopped with an error", "err", err)
-	}
-	// Close does not wait for handlers: the queries of the streams it cut
-	// are still finishing (their contexts are cancelled, so briefly). Wait
-	// for them, so their records reach the recorder before it closes and
-	// no search runs on a closed index.
-	wctx, wcancel := context.WithTimeout(context.Background(), cutStreamsWait)
-	if !asks.wait(wctx) {
-		log.Warn("queries still running after shutdown; their records may be lost", "running", asks.running())
-	}
-	wcancel()
 	log.Info("server stopped; flushing recorded queries")
 	return nil
 }
 
-// cutStreamsWait bounds how long serve waits, after cutting the open
-// streams, for their queries to finish and be recorded.
-const cutStreamsWait = 5 * time.Second
+// defaultMaxConcurrent is --max-concurrent's default: 16 streams per core.
+// A stream mostly waits on the model, so a core carries several; the bound
+// is there so that a flood of asks queues (and is refused) instead of
+// sharing the CPU until every answer is late.
+func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
 
-// trackedAsker counts the queries running, so that shutdown can wait for
-// them. Hand-written rather than a sync.WaitGroup because handlers the
-// server accepted before it closed may still start a query while shutdown
-// waits, which a WaitGroup forbids.
-type trackedAsker struct {
-	next api.Asker
-
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil when nobody waits
-}
-
-// Run runs the query through next, counted.
-func (a *trackedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
-	a.mu.Lock()
-	a.n++
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.n--
-		if a.n == 0 && a.idle != nil {
-			close(a.idle)
-			a.idle = nil
-		}
-		a.mu.Unlock()
-	}()
-	return a.next.Run(ctx, req, out)
-}
-
-// wait blocks until no query runs or ctx ends; it reports whether none runs.
-func (a *trackedAsker) wait(ctx context.Context) bool {
-	a.mu.Lock()
-	if a.n == 0 {
-		a.mu.Unlock()
-		return true
+// admission builds admission control from the flags.
+func (c *serveConfig) admission() (*admission.Controller, error) {
+	switch {
+	case c.maxConcurrent < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)}
+	case c.callerConcurrent < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)}
+	case c.queueTimeout < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--queue-timeout must not be negative, got %s", c.queueTimeout)}
+	case c.bodyTimeout < 0 || c.idleTimeout < 0 || c.writeTimeout < 0 || c.heartbeat < 0 || c.sseRetry < 0:
+		return nil, &usageError{msg: "--body-timeout, --idle-timeout, --stream-write-timeout, --sse-heartbeat and --sse-retry must not be negative"}
+	case c.writeTimeout == 0:
+		return nil, &usageError{msg: "--stream-write-timeout must be positive: a client that stops reading must not hold a stream forever"}
 	}
-	if a.idle == nil {
-		a.idle = make(chan struct{})
-	}
-	idle := a.idle
-	a.mu.Unlock()
-	select {
-	case <-idle:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (a *trackedAsker) running() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n
+	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 
 // closeRecorder flushes what the recorder still holds, for up to 10 s.
@@ -311,3 +332,63 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// keysSnapshotFile, under --data-dir, keeps the API keys as last loaded
+// (prefixes and hashes, never tokens), for a serve started while Postgres
+// is away.
+const keysSnapshotFile = "api-keys.snapshot.json"
+
+// loadKeys fills the keyring from Postgres and keeps a snapshot of what it
+// read; when Postgres cannot be read, from the snapshot. With neither the
+// keyring stays unloaded: requests needing a key fail closed (503
+// auth_unavailable) until Keyring.Sync loads them.
+func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot string, log *slog.Logger) {
+	err := keys.Load(ctx, st)
+	if err == nil {
+		if keys.Enabled() {
+			if serr := keys.SaveSnapshot(snapshot); serr != nil {
+				log.Warn("cannot save the API keys' snapshot", "err", serr)
+			}
+		}
+		return
+	}
+	saved, serr := keys.LoadSnapshot(snapshot)
+	if serr != nil {
+		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, requests that need a key get 503 auth_unavailable (on a loopback address serve runs open)",
+			"err", err)
+		return
+	}
+	log.Warn("cannot read the API keys from Postgres: checking keys against the snapshot saved earlier until it answers",
+		"saved_at", saved, "err", err)
+}
+
+// authMode decides whether serve may run and returns the one line that says
+// how: with API keys, every request needs one; without, serve runs open on
+// a loopback address, and elsewhere only with --insecure-no-auth (as Redis'
+// protected mode does). Keys created later turn auth on while serve runs.
+func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string, error) {
+	switch {
+	case keys.Enabled():
+		return "API keys required: requests without a valid key get 401 (ragtime keys list shows them)", nil
+	case loopback:
+		return fmt.Sprintf("no API keys: running open on loopback %s, so anyone on this machine may ask, read and change documents; `ragtime keys create` turns keys on", addr), nil
+	case insecure:
+		return fmt.Sprintf("no API keys and --insecure-no-auth: running OPEN on %s: anyone who reaches it may ask on your bill, read every question and change documents", addr), nil
+	}
+	return "", &usageError{msg: fmt.Sprintf("refusing to serve on %s without API keys: anyone who reaches it could ask on your bill, read every question and change documents. "+
+		"Create a key (ragtime keys create --name admin --scopes admin), listen on a loopback address (--addr 127.0.0.1:8080), "+
+		"or pass --insecure-no-auth to run open anyway", addr)}
+}
+
+// allowedModels is --allowed-models with the configured model added, so the
+// default stays askable by name; nil when the flag is not set.
+func allowedModels(flag []string, configured string) []string {
+	if len(flag) == 0 {
+		return nil
+	}
+	out := slices.Clone(flag)
+	if configured != "" && !slices.Contains(out, configured) {
+		out = append(out, configured)
+	}
+	return out
+}
