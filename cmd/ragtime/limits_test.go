@@ -143,6 +143,19 @@ func TestAdmissionRefusesWith429And503AndRetryAfter(t *testing.T) {
 	if n := countRows(t, pool, "queries"); n != 0 {
 		t.Errorf("%d rows while only the open stream was admitted", n)
 	}
+	// Both refusals are counted by reason, and the open stream is running.
+	resp, err := http.Get(srv.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`ragtime_admission_rejected_total{reason="too_many_streams"} 1`,
+		`ragtime_admission_rejected_total{reason="server_busy"} 1`, `ragtime_streams_running 1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 func TestRateLimitPerCaller(t *testing.T) {
