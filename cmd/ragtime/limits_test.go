@@ -554,3 +554,31 @@ func TestLimitsFollowTheKey(t *testing.T) {
 		}
 	}
 }
+
+func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	srv := startServe(t, env, "--data-dir", ingestCorpus(t, env), "--idle-timeout", "200ms")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// The connection is kept alive, then closed by the server once idle.
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("reading an idle keep-alive connection: %v, want EOF (closed by the server)", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("closed after %v, want about --idle-timeout 200ms", d)
+	}
+}
