@@ -61,6 +61,7 @@ func get(t *testing.T, url string) (int, string, http.Header) {
 }
 
 func TestSSEFraming(t *testing.T) {
+	t.Parallel()
 	asker := &scriptedAsker{}
 	ts := newTestServer(t, Deps{Asker: asker})
 	status, body, h := get(t, ts.URL+"/ask?q=hi&top_k=7")
@@ -84,6 +85,7 @@ func TestSSEFraming(t *testing.T) {
 }
 
 func TestPostAskFilters(t *testing.T) {
+	t.Parallel()
 	asker := &scriptedAsker{}
 	ts := newTestServer(t, Deps{Asker: asker})
 	resp, err := http.Post(ts.URL+"/ask", "application/json; charset=utf-8",
@@ -98,6 +100,7 @@ func TestPostAskFilters(t *testing.T) {
 }
 
 func TestStatusTable(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Deps{
 		Asker:   &scriptedAsker{},
 		Queries: mapReader{"known": {QueryID: "known", Status: "ok"}},

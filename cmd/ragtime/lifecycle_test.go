@@ -15,6 +15,7 @@ import (
 )
 
 func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)
@@ -57,6 +58,7 @@ func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
 }
 
 func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	tests := []struct {
@@ -89,6 +91,7 @@ func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
 }
 
 func TestHelpAndUsageErrors(t *testing.T) {
+	t.Parallel()
 	var out, errOut syncBuffer
 	if err := run(context.Background(), []string{"help"}, envMap(nil), &out, &errOut); err != nil {
 		t.Fatal(err)
@@ -121,6 +124,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 // flag name, the shape the value wants), not the whole flag list; -h still
 // prints the list.
 func TestFlagMistakesNameTheFix(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  map[string]string
@@ -167,6 +171,7 @@ func TestFlagMistakesNameTheFix(t *testing.T) {
 // ingest" in -h. Every flag line of every command's -h has at most one word
 // after the flag's name.
 func TestHelpFlagLinesNameOneValue(t *testing.T) {
+	t.Parallel()
 	for _, c := range commands() {
 		var out, errOut syncBuffer
 		_ = run(context.Background(), []string{c.name, "-h"}, envMap(nil), &out, &errOut)
@@ -189,6 +194,7 @@ func TestHelpFlagLinesNameOneValue(t *testing.T) {
 // --shutdown-timeout passes is cut, and its query is stored as cancelled
 // before serve returns (the recorder must not close under it).
 func TestShutdownRecordsStreamsItCuts(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)

@@ -45,6 +45,7 @@ func configRow(t *testing.T, out, setting string) []string {
 }
 
 func TestConfigFileAndPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	toml := filepath.Join(dir, "ragtime.toml")
 	if err := os.WriteFile(toml, []byte(`
@@ -147,6 +148,7 @@ func closedAddr(t *testing.T) string {
 }
 
 func TestDoctorAgainstLLMSim(t *testing.T) {
+	t.Parallel()
 	const key = "sk-doctor-0123456789abcd"
 	_, simURL := startSim(t, func(c *sim.Config) { c.APIKey, c.Model, c.PrefillMs, c.ITLMs = key, "sim-7b", 1, 1 })
 	_, faultyURL := startSim(t, func(c *sim.Config) { c.Faults, c.Model = "500=1", "sim-7b" })
@@ -229,6 +231,7 @@ func TestDoctorAgainstLLMSim(t *testing.T) {
 }
 
 func TestTTFTCommand(t *testing.T) {
+	t.Parallel()
 	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.ReasoningTokens = 2, 1, 2 })
 	args := []string{"ttft", "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m"}
 
@@ -300,6 +303,7 @@ func TestTTFTCommand(t *testing.T) {
 // key (the failing upstream echoes it back, as OpenAI's 401 does) and
 // checks the key is in no log line, no stored row and no SSE byte.
 func TestKeyHygieneEndToEnd(t *testing.T) {
+	t.Parallel()
 	const key = "sk-hygiene-7Q2mV9xLk3Rt8Zp4"
 	secrets := []string{key, "7Q2mV9xLk3Rt8Zp4", "sk-hygie", "k3Rt8Zp4"}
 	dbURL, pool := testDB(t)
