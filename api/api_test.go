@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime/golden"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )
@@ -68,17 +69,8 @@ func TestSSEFraming(t *testing.T) {
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || h.Get("Cache-Control") != "no-cache" {
 		t.Fatalf("status %d headers %v", status, h)
 	}
-	want := "event: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"max_context_tokens\":0,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
-		"event: stage\ndata: {\"name\":\"embed\",\"seq\":0,\"start_ms\":0,\"duration_ms\":0.5}\n\n" +
-		"event: sources\ndata: {\"sources\":[]}\n\n" +
-		"event: reasoning\ndata: {\"text\":\"line one\\nline two <b>\"}\n\n" +
-		"event: token\ndata: {\"text\":\"answer\"}\n\n"
-	if !strings.HasPrefix(body, want) {
-		t.Fatalf("stream:\n%s\nwant prefix:\n%s", body, want)
-	}
-	if !strings.Contains(body, "event: done\ndata: {") || !strings.HasSuffix(body, "}\n\n") {
-		t.Fatalf("done event missing: %s", body)
-	}
+	// The whole stream, byte for byte: testdata/sse_framing.golden.
+	golden.Check(t, "sse_framing.golden", []byte(body))
 	if asker.got.TopK != 7 || asker.got.RerankTopN != 3 || asker.got.MaxTokens != pipeline.DefaultMaxTokens {
 		t.Errorf("request %+v", asker.got)
 	}

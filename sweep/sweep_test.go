@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime/golden"
 	"ragtime/pipeline"
 )
 
@@ -270,6 +271,7 @@ func TestRunWritesTableAndFiles(t *testing.T) {
 	if !strings.Contains(buf.String(), "recommended: top_k=4") || strings.Count(buf.String(), "\n") < 5 {
 		t.Errorf("table:\n%s", buf.String())
 	}
+	golden.Check(t, "report_table.golden", buf.Bytes())
 	dir := filepath.Join(t.TempDir(), "out")
 	files, err := rep.WriteFiles(dir)
 	if err != nil || len(files) != 5 {

@@ -10,10 +10,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"ragtime/golden"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 )
@@ -93,6 +95,18 @@ anything = true
 	if strings.Contains(out, key) || strings.Contains(out, "0123456789") {
 		t.Errorf("config printed the key:\n%s", out)
 	}
+	// The llm rows as a whole, file path masked and columns joined by " | "
+	// (their widths follow the longest value of any row): testdata/
+	// config_llm.golden. Only these rows, so that a new flag elsewhere does
+	// not rewrite it.
+	var llmRows strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "SETTING") || strings.HasPrefix(line, "llm-") || strings.HasPrefix(line, "api key") {
+			cols := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(strings.ReplaceAll(line, dir, "$DIR")), -1)
+			llmRows.WriteString(strings.Join(cols, " | ") + "\n")
+		}
+	}
+	golden.Check(t, "config_llm.golden", []byte(llmRows.String()))
 
 	// JSON, and the anthropic fallback variable.
 	out, _, err = runOut(t, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-abcdefghijkl"}, "config", "--config", jsonFile)
