@@ -228,3 +228,20 @@ func TestShutdownRecordsStreamsItCuts(t *testing.T) {
 		t.Errorf("status %q, want cancelled", status)
 	}
 }
+
+// TestServeReportsEveryFlagProblemAtOnce gives serve three bad settings and
+// expects one usage error naming all three, before it opens anything.
+func TestServeReportsEveryFlagProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	var out, errOut syncBuffer
+	err := run(context.Background(), []string{"serve", "--log-format", "xml", "--max-document-bytes", "0", "--ingest-wait", "0s",
+		"--database-url", "postgres://postgres@127.0.0.1:1/never_opened"}, envMap(nil), &out, &errOut)
+	if exitCode(err) != 2 {
+		t.Fatalf("exit code %d (%v), want 2", exitCode(err), err)
+	}
+	for _, want := range []string{"--ingest-wait must be positive", "--log-format must be text or json", "--max-document-bytes must be positive"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
+		}
+	}
+}
