@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -115,12 +116,50 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
 
+// Valid reports every problem of serve's own settings at once, by flag
+// name, before anything is opened; the parts' settings are checked when they
+// are built.
+func (c *serveConfig) Valid(ctx context.Context) map[string]string {
+	problems := map[string]string{}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		problems["log-format"] = fmt.Sprintf("--log-format must be text or json, got %q", c.logFormat)
+	}
+	if err := api.ValidateOrigins(c.corsOrigins); err != nil {
+		problems["cors-origins"] = "--cors-origins: " + err.Error()
+	}
+	if c.keysReload <= 0 {
+		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
+	}
+	if c.maxDocBytes < 1 {
+		problems["max-document-bytes"] = fmt.Sprintf("--max-document-bytes must be positive, got %d", c.maxDocBytes)
+	}
+	if c.maxIngests < 1 {
+		problems["max-concurrent-ingests"] = fmt.Sprintf("--max-concurrent-ingests must be at least 1, got %d", c.maxIngests)
+	}
+	if c.ingestWait <= 0 {
+		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
+	}
+	return problems
+}
+
+// problemsError is a usage error listing every problem, ordered by flag.
+func problemsError(problems map[string]string) error {
+	msgs := make([]string, 0, len(problems))
+	for _, flag := range slices.Sorted(maps.Keys(problems)) {
+		msgs = append(msgs, problems[flag])
+	}
+	return &usageError{msg: strings.Join(msgs, "; ")}
+}
+
 func runServe(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "serve", "serve [flags]")
 	var cfg serveConfig
 	cfg.register(fs)
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
+	}
+	if problems := cfg.Valid(ctx); len(problems) > 0 {
+		return problemsError(problems)
 	}
 	log, err := newLogger(env, cfg.logFormat)
 	if err != nil {
@@ -133,22 +172,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
-	if err := api.ValidateOrigins(cfg.corsOrigins); err != nil {
-		return &usageError{msg: "--cors-origins: " + err.Error()}
-	}
-	if cfg.keysReload <= 0 {
-		return &usageError{msg: fmt.Sprintf("--keys-reload must be positive, got %s", cfg.keysReload)}
-	}
 	keys := auth.NewKeyring()
 	keyStore := postgres.NewKeys(db)
 	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
 	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
-	if cfg.maxDocBytes < 1 {
-		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
-	}
-	if cfg.maxIngests < 1 || cfg.ingestWait <= 0 {
-		return &usageError{msg: fmt.Sprintf("--max-concurrent-ingests must be at least 1 (got %d) and --ingest-wait positive (got %s)", cfg.maxIngests, cfg.ingestWait)}
-	}
 	cfg.parts.lockedReadOnly = true
 	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
