@@ -139,6 +139,21 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if c.ingestWait <= 0 {
 		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
 	}
+	if c.maxConcurrent < 0 {
+		problems["max-concurrent"] = fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)
+	}
+	if c.callerConcurrent < 0 {
+		problems["max-concurrent-per-caller"] = fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)
+	}
+	if c.writeTimeout <= 0 {
+		problems["stream-write-timeout"] = fmt.Sprintf("--stream-write-timeout must be positive (a client that stops reading must not hold a stream forever), got %s", c.writeTimeout)
+	}
+	for name, d := range map[string]time.Duration{"queue-timeout": c.queueTimeout, "body-timeout": c.bodyTimeout,
+		"idle-timeout": c.idleTimeout, "sse-heartbeat": c.heartbeat, "sse-retry": c.sseRetry} {
+		if d < 0 {
+			problems[name] = fmt.Sprintf("--%s must not be negative, got %s", name, d)
+		}
+	}
 	return problems
 }
 
@@ -319,20 +334,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // sharing the CPU until every answer is late.
 func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
 
-// admission builds admission control from the flags.
+// admission builds admission control from the flags (checked by Valid).
 func (c *serveConfig) admission() (*admission.Controller, error) {
-	switch {
-	case c.maxConcurrent < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)}
-	case c.callerConcurrent < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)}
-	case c.queueTimeout < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--queue-timeout must not be negative, got %s", c.queueTimeout)}
-	case c.bodyTimeout < 0 || c.idleTimeout < 0 || c.writeTimeout < 0 || c.heartbeat < 0 || c.sseRetry < 0:
-		return nil, &usageError{msg: "--body-timeout, --idle-timeout, --stream-write-timeout, --sse-heartbeat and --sse-retry must not be negative"}
-	case c.writeTimeout == 0:
-		return nil, &usageError{msg: "--stream-write-timeout must be positive: a client that stops reading must not hold a stream forever"}
-	}
 	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 
