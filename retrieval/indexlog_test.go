@@ -398,3 +398,20 @@ func TestCompactionCutBetweenRenames(t *testing.T) {
 		}
 	}
 }
+
+func TestCompactIfLogOver(t *testing.T) {
+	t.Parallel()
+	w := openIndexOpts(t, t.TempDir(), IndexOptions{Dimension: 8, Embedder: "test", Writable: true, CompactAfter: -1})
+	fillFixed(t, w, rand.New(rand.NewPCG(2, 3)), 10, 8)
+	logged := w.log.size - w.log.base
+	if _, did, err := w.CompactIfLogOver(context.Background(), logged); did || err != nil {
+		t.Errorf("compacted a log of %d bytes with a threshold of as many (%v)", logged, err)
+	}
+	if st, did, err := w.CompactIfLogOver(context.Background(), logged-1); !did || err != nil || st.Generation != 1 || st.LogBytes != logged {
+		t.Errorf("below the log's size: compacted %v, %+v, %v", did, st, err)
+	}
+	rd := openIndex(t, t.TempDir(), 8, false)
+	if _, _, err := rd.CompactIfLogOver(context.Background(), 0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only: %v", err)
+	}
+}
