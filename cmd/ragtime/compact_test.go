@@ -30,7 +30,7 @@ func TestCompactCommand(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, dir, want string
-		hold           bool
+		hold            bool
 	}{
 		{"empty data dir", t.TempDir(), "no index under --data-dir", false},
 		{"held lock", dataDir, "compacts it in the background on its own", true},
