@@ -369,7 +369,7 @@ func TestCompactionCutBetweenRenames(t *testing.T) {
 		logged string
 	}{
 		{"cut after the graph's rename", map[string][]byte{indexFileName: old[indexFileName], graphFileName: cur[graphFileName], logFileName: old[logFileName]},
-			"rebuilt the index's HNSW graph"},
+			"rebuilding the index's HNSW graph"},
 		{"cut after the snapshot's rename", map[string][]byte{indexFileName: cur[indexFileName], graphFileName: cur[graphFileName], logFileName: old[logFileName]},
 			"replacing an index log the last compaction had folded"},
 	} {
