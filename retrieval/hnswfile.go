@@ -18,7 +18,6 @@ package retrieval
 // decode is an error naming it.
 
 import (
-	"time"
 	"bufio"
 	"bytes"
 	"encoding/binary"
@@ -32,6 +31,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 const (
