@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -53,19 +54,36 @@ type scriptGenerator struct {
 	err     error
 	got     GenerateRequest
 	timing  bool // hand the timings over with the first delta
+	// started, when set, is sent to (without blocking) as a generation
+	// starts; release, when set, is waited for before the first delta.
+	started chan struct{}
+	release chan struct{}
+	// now is the generator's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	now := g.now
+	if now == nil {
+		now = time.Now
+	}
 	g.got = req
-	gen := Generation{Provider: "script", RequestStart: time.Now()}
-	gen.GotConn = time.Now()
-	gen.WroteRequest = time.Now()
+	gen := Generation{Provider: "script", RequestStart: now()}
+	gen.GotConn = now()
+	gen.WroteRequest = now()
+	select {
+	case g.started <- struct{}{}:
+	default:
+	}
+	if g.release != nil {
+		<-g.release
+	}
 	time.Sleep(g.prefill)
 	if g.err != nil {
 		return gen, g.err
 	}
 	for _, d := range g.deltas {
-		d.At = time.Now()
+		d.At = now()
 		if gen.FirstToken.IsZero() {
 			gen.FirstToken = d.At
 			if g.timing {
@@ -330,17 +348,81 @@ func TestStoreQuestionFalseKeepsOnlyHash(t *testing.T) {
 	}
 }
 
-func TestQueueStageWaitsForASlot(t *testing.T) {
-	gen := &scriptGenerator{prefill: 30 * time.Millisecond, deltas: []Delta{{Text: "x"}}}
-	p, _ := newTestPipeline(t, gen, func(c *Config) { c.MaxConcurrent = 1 })
-	first := make(chan Record)
-	go func() { first <- p.Run(context.Background(), request(t, "q", 3, 1), &recStream{}) }()
-	time.Sleep(5 * time.Millisecond)
-	second := p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
-	<-first
-	if second.QueueMs <= 0 || second.Stages[0].Name != StageQueue {
-		t.Fatalf("second query queue_ms %v", second.QueueMs)
+func TestQueueStageIsTheCallersWait(t *testing.T) {
+	t.Parallel()
+	p, _ := newTestPipeline(t, &scriptGenerator{deltas: []Delta{{Text: "x"}}}, nil)
+	req := request(t, "q", 3, 1)
+	end := time.Now()
+	req.Queue = &QueueWait{Start: end.Add(-40 * time.Millisecond), End: end, Attrs: map[string]any{"limit": 8}}
+	rec := p.Run(context.Background(), req, &recStream{})
+	q := rec.Stages[0]
+	if q.Name != StageQueue || q.StartMs != 0 || q.DurationMs != 40 || rec.QueueMs != 40 || q.Attrs["limit"] != 8 {
+		t.Fatalf("queue stage %+v, queue_ms %v", q, rec.QueueMs)
 	}
+	// The clock started at the arrival: the waited time is inside TTFT.
+	if rec.TTFTMs == nil || *rec.TTFTMs < 40 {
+		t.Fatalf("ttft_ms %v does not include the 40 ms queue", rec.TTFTMs)
+	}
+}
+
+// blockingGenerator waits for its context to end, as a real upstream call
+// does during a long prefill.
+type blockingGenerator struct{ started chan struct{} }
+
+func (g blockingGenerator) Generate(ctx context.Context, _ GenerateRequest, _ func(Delta) error) (Generation, error) {
+	close(g.started)
+	<-ctx.Done()
+	return Generation{RequestStart: time.Now(), GotConn: time.Now()}, &Error{Code: "llm_cancelled", Message: "cancelled", Err: ctx.Err()}
+}
+
+func TestCancelCauseIsStoredAndToldWhenAsked(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cause *Cancel
+		told  bool
+	}{
+		{ErrClientStalled, false},
+		{ErrServerShutdown, true},
+	} {
+		t.Run(tt.cause.Code, func(t *testing.T) {
+			t.Parallel()
+			gen := blockingGenerator{started: make(chan struct{})}
+			p, _ := newTestPipeline(t, gen, nil)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() { <-gen.started; cancel(tt.cause) }()
+			out := &recStream{}
+			rec := p.Run(ctx, request(t, "q", 3, 1), out)
+			if rec.Status != StatusCancelled || rec.ErrorCode != tt.cause.Code {
+				t.Fatalf("status %s code %s, want cancelled %s", rec.Status, rec.ErrorCode, tt.cause.Code)
+			}
+			if told := out.fail != nil && out.fail.Code == tt.cause.Code; told != tt.told {
+				t.Fatalf("error event sent: %v (%+v), want %v", told, out.fail, tt.told)
+			}
+			if tt.told && out.fail.Stage != StageLLMPrefill {
+				t.Errorf("error event stage %q, want the stage that was cut", out.fail.Stage)
+			}
+		})
+	}
+}
+
+func TestStalledWriteIsStoredAsClientStalled(t *testing.T) {
+	t.Parallel()
+	p, _ := newTestPipeline(t, &scriptGenerator{deltas: []Delta{{Text: "x"}, {Text: "y"}}}, nil)
+	out := &stallStream{recStream: recStream{failAt: 3}}
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	if rec.Status != StatusCancelled || rec.ErrorCode != CodeClientStalled {
+		t.Fatalf("status %s code %s", rec.Status, rec.ErrorCode)
+	}
+}
+
+// stallStream fails like the SSE writer does when a write times out.
+type stallStream struct{ recStream }
+
+func (s *stallStream) Stage(sp Span) error {
+	if err := s.recStream.Stage(sp); err != nil {
+		return fmt.Errorf("writing stage event: %w", ErrClientStalled)
+	}
+	return nil
 }
 
 func TestNormalize(t *testing.T) {
