@@ -250,6 +250,10 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 // read lock) and then linked (under the write lock) in one step.
 const linkWave = 256
 
+// linkStep is how many planned chunks are linked per hold of the write
+// lock.
+const linkStep = 16
+
 // liveFrom lists st's live slots from first on, in slot order (documents
 // in the order they were stored, chunks in order).
 func liveFrom(st *state, first int) []int32 {
@@ -298,27 +302,34 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 		ix.writeMu.Lock()
 		defer ix.writeMu.Unlock()
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.st != st {
-		return false
-	}
-	st.graph.grow(len(st.alive))
-	for i, s := range part {
-		if !st.alive[s] { // replaced or deleted since
-			continue
+	// Linked a few at a time, so no search waits behind a whole wave.
+	for lo := 0; lo < n; lo += linkStep {
+		ix.mu.Lock()
+		if ix.st != st {
+			ix.mu.Unlock()
+			return false
 		}
-		c := &st.chunks[s]
-		p := plans[i]
-		if p.links == nil && st.graph.entry >= 0 {
-			p = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], p.level)
+		st.graph.grow(len(st.alive))
+		hi := min(lo+linkStep, n)
+		for i, s := range part[lo:hi] {
+			if !st.alive[s] { // replaced or deleted since
+				continue
+			}
+			c := &st.chunks[s]
+			p := plans[lo+i]
+			if p.links == nil && st.graph.entry >= 0 {
+				p = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], p.level)
+			}
+			// The document's earlier chunks, linked already: chunks of a
+			// wave were planned without seeing each other.
+			st.link(dim, s, p, st.docs[c.DocID].slots[:c.Index])
 		}
-		// The document's earlier chunks, linked already: chunks of a wave
-		// were planned without seeing each other.
-		st.link(dim, s, p, st.docs[c.DocID].slots[:c.Index])
+		st.unlinked = st.unlinked[hi-lo:]
+		ix.mu.Unlock()
 	}
-	st.unlinked = st.unlinked[n:]
-	return len(st.unlinked) > 0
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.st == st && len(st.unlinked) > 0
 }
 
 // linkInBackground links st's unlinked chunks in a goroutine (Close waits
