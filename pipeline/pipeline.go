@@ -204,17 +204,20 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	}
 
 	// embed
+	var call Call
 	start := time.Now()
-	vecs, err := cfg.Embedder.Embed(ctx, []string{q.req.Question})
+	vecs, err := cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
 	end := time.Now()
 	if err == nil && len(vecs) != 1 {
 		err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
 	}
+	embedAttrs := callAttrs(call, map[string]any{"embedder": cfg.EmbedderName})
 	if err != nil {
-		_ = q.span(out, StageEmbed, start, end, map[string]any{"embedder": cfg.EmbedderName})
+		_ = q.span(out, StageEmbed, start, end, embedAttrs)
 		return stageErr(ctx, StageEmbed, err)
 	}
-	if err := q.span(out, StageEmbed, start, end, map[string]any{"embedder": cfg.EmbedderName, "dim": len(vecs[0])}); err != nil {
+	embedAttrs["dim"] = len(vecs[0])
+	if err := q.span(out, StageEmbed, start, end, embedAttrs); err != nil {
 		return clientGone(err)
 	}
 
@@ -244,7 +247,9 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	case cfg.Reranker == nil:
 		hits = hits[:min(topN, len(hits))]
 	case len(hits) > 0:
-		hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, hits, topN)
+		call = Call{}
+		hits, err = cfg.Reranker.Rerank(WithCall(ctx, &call), q.req.Question, hits, topN)
+		rerankAttrs = callAttrs(call, rerankAttrs)
 	}
 	end = time.Now()
 	if err != nil {
@@ -357,14 +362,28 @@ func (q *query) connectAndPrefill(out Stream, g Generation) error {
 }
 
 func connAttrs(g Generation) map[string]any {
-	attrs := map[string]any{
-		"reused":     g.Conn.Reused,
-		"dns_ms":     roundMs(g.Conn.DNS),
-		"connect_ms": roundMs(g.Conn.Connect),
-		"tls_ms":     roundMs(g.Conn.TLS),
+	return addConnAttrs(make(map[string]any, 6), g.Conn, g.Retries)
+}
+
+// callAttrs adds the connection attrs of an embed or rerank call to attrs,
+// when a call was made.
+func callAttrs(c Call, attrs map[string]any) map[string]any {
+	if !c.Made {
+		return attrs
 	}
-	if g.Retries > 0 {
-		attrs["retries"] = g.Retries
+	return addConnAttrs(attrs, c.Conn, c.Retries)
+}
+
+func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any {
+	attrs["reused"] = c.Reused
+	attrs["dns_ms"] = roundMs(c.DNS)
+	attrs["connect_ms"] = roundMs(c.Connect)
+	attrs["tls_ms"] = roundMs(c.TLS)
+	if c.FreshRetry {
+		attrs["fresh_retry"] = true
+	}
+	if retries > 0 {
+		attrs["retries"] = retries
 	}
 	return attrs
 }

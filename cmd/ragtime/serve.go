@@ -17,6 +17,7 @@ import (
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/retrieval"
+	"ragtime/upstream"
 )
 
 // serveConfig holds serve's flags.
@@ -108,6 +109,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
 	cfg.parts.lockedReadOnly = true
+	// Every concurrent ask may hold one connection per upstream host.
+	cfg.parts.pool = upstream.NewPool(upstream.Options{IdlePerHost: cfg.maxConcurrent})
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
 		return err
