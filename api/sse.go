@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"unicode/utf8"
 
 	"ragtime/pipeline"
 )
@@ -42,6 +43,11 @@ func (s *sseWriter) event(name string, v any) error {
 		return fmt.Errorf("encoding %s event: %w", name, err)
 	}
 	s.buf.WriteByte('\n')
+	return s.write(name)
+}
+
+// write sends the buffered event and flushes it.
+func (s *sseWriter) write(name string) error {
 	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
 		return fmt.Errorf("writing %s event: %w", name, err)
 	}
@@ -61,11 +67,21 @@ func (s *sseWriter) Sources(src []pipeline.Source) error {
 	return s.event("sources", map[string]any{"sources": src})
 }
 
+// Delta writes a token (or reasoning) event. It is the one event per
+// token, so it is framed by hand: no reflection, no encoder, no allocation
+// once the buffer has grown.
 func (s *sseWriter) Delta(d pipeline.Delta) error {
+	name := "token"
 	if d.Reasoning {
-		return s.event("reasoning", d)
+		name = "reasoning"
 	}
-	return s.event("token", d)
+	s.buf.Reset()
+	s.buf.WriteString("event: ")
+	s.buf.WriteString(name)
+	s.buf.WriteString("\ndata: {\"text\":")
+	s.buf.Write(appendJSONString(s.buf.AvailableBuffer(), d.Text))
+	s.buf.WriteString("}\n\n")
+	return s.write(name)
 }
 
 func (s *sseWriter) Done(rec pipeline.Record) error { return s.event("done", doneEvent(rec)) }
@@ -92,4 +108,60 @@ func doneEvent(rec pipeline.Record) map[string]any {
 		"usage":           rec.Usage,
 		"stages":          rec.Stages,
 	}
+}
+
+// appendJSONString appends s as a JSON string, exactly as encoding/json
+// writes it with HTML escaping off: invalid UTF-8 becomes U+FFFD, and
+// U+2028 and U+2029 are escaped for JavaScript.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[b>>4], hex[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

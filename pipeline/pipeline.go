@@ -66,6 +66,10 @@ type Pipeline struct {
 	// systemTokens counts the system prompt once: it is the same for every
 	// query, and tokenizing it on each /ask is work on the hot path.
 	systemTokens int
+	// memo holds the token counts of retrieved texts; frameTokens and
+	// sepTokens count the fixed parts of the user message.
+	memo                   *tokenMemo
+	frameTokens, sepTokens int
 }
 
 // New checks cfg and returns a Pipeline.
@@ -91,7 +95,8 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.RerankerName == "" {
 		cfg.RerankerName = "none"
 	}
-	p := &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt)}
+	p := &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt), memo: newTokenMemo(cfg.Counter),
+		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n")}
 	if cfg.MaxConcurrent > 0 {
 		p.sem = make(chan struct{}, cfg.MaxConcurrent)
 	}
@@ -613,7 +618,10 @@ func (q *query) assemble(hits []Hit) promptParts {
 	budget := q.budget()
 	for i, h := range hits {
 		block := sourceBlock(len(blocks)+1, h.Title, h.Text)
-		n := cfg.Counter.Count(block)
+		// The header and the chunk text are counted apart, each looked up
+		// in the memo: the same chunks come back ask after ask. Both end at
+		// a newline, where the tokenizer splits anyway.
+		n := q.p.memo.Count(block[:len(block)-len(h.Text)]) + q.p.memo.Count(h.Text)
 		if parts.contextTokens+n > budget {
 			if len(blocks) > 0 {
 				parts.dropped = len(hits) - i
@@ -637,7 +645,8 @@ func (q *query) assemble(hits []Hit) promptParts {
 		user.WriteString("\n\n")
 	}
 	if len(blocks) == 0 {
-		user.WriteString("(no sources were found)\n\n")
+		user.WriteString(noSources)
+		parts.contextTokens = q.p.memo.Count(noSources)
 	}
 	user.WriteString("Question: ")
 	user.WriteString(q.req.Question)
@@ -645,9 +654,15 @@ func (q *query) assemble(hits []Hit) promptParts {
 		{Role: "system", Content: cfg.SystemPrompt},
 		{Role: "user", Content: user.String()},
 	}
-	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + cfg.Counter.Count(parts.messages[1].Content)
+	// The user message is counted from its parts, so the context is not
+	// tokenized a second time.
+	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + q.p.frameTokens +
+		parts.contextTokens + len(blocks)*q.p.sepTokens + cfg.Counter.Count("Question: "+q.req.Question)
 	return parts
 }
+
+// noSources stands in the user message for an empty context.
+const noSources = "(no sources were found)\n\n"
 
 func sourceBlock(n int, title, text string) string {
 	return fmt.Sprintf("[%d] %s\n%s", n, title, text)

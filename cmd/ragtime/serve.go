@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +41,7 @@ type serveConfig struct {
 	logFormat        string
 	hideReasoning    bool
 	warmup           warmupFlag
+	pprofAddr        string
 }
 
 // warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
@@ -83,6 +85,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's profiler (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060, apart from the API (empty: off)")
 	c.warmup = "off"
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
@@ -96,6 +99,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	log, err := newLogger(env, cfg.logFormat)
 	if err != nil {
+		return err
+	}
+	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return err
 	}
 
@@ -184,6 +190,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if parts.chunks() == 0 {
 		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
 	}
+
+	stopPprof, err := servePprof(cfg.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -305,3 +317,41 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// servePprof serves net/http/pprof on addr, which must be a loopback
+// address: profiles show code paths and timings, not for the public port.
+// Empty addr serves nothing.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	if err := checkPprofAddr(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("profiler serving", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = srv.Close() }, nil
+}
+
+// checkPprofAddr refuses a --pprof-addr that is not loopback host:port.
+func checkPprofAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return &usageError{msg: fmt.Sprintf("--pprof-addr must be a loopback host:port such as 127.0.0.1:6060, got %q", addr)}
+	}
+	return nil
+}

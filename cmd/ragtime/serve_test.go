@@ -421,3 +421,33 @@ func TestPostgresDownWhileAsking(t *testing.T) {
 		}
 	}
 }
+
+// TestPprofOnlyBehindTheFlag: the profiler is served on its own loopback
+// address when --pprof-addr is given, never on the API's.
+func TestPprofOnlyBehindTheFlag(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dir := ingestCorpus(t, env)
+	srv := startServe(t, env, "--data-dir", dir, "--pprof-addr", "127.0.0.1:0")
+	if resp, err := http.Get(srv.url + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the API address serves the profiler: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	var u string
+	eventually(t, "the profiler's address in the log", func() bool {
+		m := regexp.MustCompile(`url=(http://127\.0\.0\.1:[0-9]+/debug/pprof/)`).FindStringSubmatch(srv.stderr.String())
+		if m != nil {
+			u = m[1]
+		}
+		return m != nil
+	})
+	resp, err := http.Get(u + "cmdline")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("profiler: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if _, _, err := runOut(t, env, "serve", "--addr", "127.0.0.1:0", "--data-dir", dir, "--pprof-addr", "0.0.0.0:6060"); err == nil || !strings.Contains(err.Error(), "--pprof-addr") {
+		t.Errorf("a public --pprof-addr was accepted: %v", err)
+	}
+}
