@@ -5,7 +5,7 @@
 # concurrency, the TTFT each service adds, asks/s, CPU ms per ask and RSS, with
 # ratios (bench/peerload). Everything listens on 127.0.0.1; every load loop is
 # bounded. Knobs (environment):
-#   CONCURRENCY=1,10,100  ROUNDS=3  ASKS=300 (per trial)  ITL_MS=5  PREFILL_MS=15
+#   CONCURRENCY=1,10,100  ROUNDS=3  PER_STREAM=3 (asks per stream per trial)  MIN_ASKS=30  ITL_MS=5  PREFILL_MS=15
 #   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  MAX_CONCURRENT=0 (ragtime's --max-concurrent)
 # Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
 # bench/peer/node_modules) and PostgreSQL (ragtime records every ask).
@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
 CONCURRENCY=${CONCURRENCY:-1,10,100}
 ROUNDS=${ROUNDS:-3}
-ASKS=${ASKS:-300}
+PER_STREAM=${PER_STREAM:-3}
+MIN_ASKS=${MIN_ASKS:-30}
 ITL_MS=${ITL_MS:-5}
 PREFILL_MS=${PREFILL_MS:-15}
 EMBED_MS=${EMBED_MS:-5}
@@ -45,7 +46,9 @@ waitfor() {
 go build -o bin/ragtime ./cmd/ragtime
 go build -o bin/peerload ./bench/peerload
 scripts/ensure-postgres.sh "$DB_URL"
-(cd bench/peer && npm ci --no-audit --no-fund --loglevel=error)
+# npm ci only when the installed packages are not those of the lock file.
+(cd bench/peer && if ! cmp -s package-lock.json node_modules/.ragtime-lock 2>/dev/null; then
+  npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.ragtime-lock; fi)
 
 ./bin/ragtime llmsim --addr 127.0.0.1:0 --prefill-ms "$PREFILL_MS" --prefill-ms-per-token 0 --prefill-ms-quadratic 0 \
   --itl-ms "$ITL_MS" --output-tokens "$MAX_TOKENS" --embed-ms "$EMBED_MS" --embed-ms-per-input 0.5 >"$work/sim.log" 2>&1 &
@@ -68,7 +71,7 @@ peer=$(waitfor "$work/peer.log" 'http://127\.0\.0\.1:[0-9]+')
 
 echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer $peer (pid $peer_pid, node $(node --version))" >&2
 ./bin/peerload -sim "$sim" -ragtime "$ragtime" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$ragtime_pid" -peer-pid "$peer_pid" \
-  -concurrency "$CONCURRENCY" -rounds "$ROUNDS" -asks "$ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
+  -concurrency "$CONCURRENCY" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
   -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
 if grep -qiE 'panic|fatal' "$work/ragtime.log"; then
   echo "ragtime's log:" >&2; tail -20 "$work/ragtime.log" >&2

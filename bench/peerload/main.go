@@ -33,7 +33,7 @@ type config struct {
 	simPID, ragtimePID, peerPID int
 	concurrency                 []int
 	rounds                      int
-	asks                        int // total asks per trial (at least one per stream)
+	perStream, minAsks          int // asks per trial: max(minAsks, perStream × streams)
 	trialTimeout                time.Duration
 	maxTokens, topK             int
 	embedModelMs                float64
@@ -51,7 +51,8 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.peerPID, "peer-pid", 0, "the peer's process id")
 	fs.StringVar(&conc, "concurrency", "1,10,100", "concurrent streams per trial, comma-separated")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every target at every concurrency, targets alternating")
-	fs.IntVar(&c.asks, "asks", 300, "asks per trial (at least 20 and one per stream)")
+	fs.IntVar(&c.perStream, "asks-per-stream", 3, "asks each stream makes in a trial, one after another")
+	fs.IntVar(&c.minAsks, "min-asks", 30, "fewest asks in a trial (low concurrency: the streams ask more times)")
 	fs.DurationVar(&c.trialTimeout, "trial-timeout", 90*time.Second, "longest a trial may run before its streams are cancelled")
 	fs.IntVar(&c.maxTokens, "max-tokens", 64, "answer length in tokens")
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
@@ -75,8 +76,8 @@ func parseFlags(args []string) (*config, error) {
 	if c.rounds < 1 || c.rounds > 20 {
 		return nil, fmt.Errorf("-rounds must be 1 to 20, got %d", c.rounds)
 	}
-	if c.asks < 20 || c.asks > 100000 {
-		return nil, fmt.Errorf("-asks must be 20 to 100000, got %d", c.asks)
+	if c.perStream < 1 || c.perStream > 1000 || c.minAsks < 1 || c.minAsks > 100000 {
+		return nil, fmt.Errorf("-asks-per-stream must be 1 to 1000 and -min-asks 1 to 100000, got %d and %d", c.perStream, c.minAsks)
 	}
 	return c, nil
 }
@@ -160,7 +161,7 @@ func run(args []string, out io.Writer) error {
 			// Alternate the order per round so no target always runs first.
 			for i := range targets {
 				t := targets[(i+r)%len(targets)]
-				tr := runTrial(cfg, hc, t, c, max(cfg.asks, c), simPort)
+				tr := runTrial(cfg, hc, t, c, max(cfg.minAsks, cfg.perStream*c), simPort)
 				results[t.name][c] = append(results[t.name][c], tr)
 				fmt.Fprintf(os.Stderr, "round %d c=%d %-7s %4d asks %3d errors in %6.2fs\n", r+1, c, t.name, tr.asks, tr.errs, tr.wall.Seconds())
 			}
