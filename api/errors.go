@@ -3,12 +3,12 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 var timeNow = time.Now
@@ -20,6 +20,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// retryAfter, in seconds, is sent as Retry-After when positive.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -35,9 +37,9 @@ var statusTable = []struct {
 	status int
 	code   string
 }{
-	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
+	{pipeline.ErrNotFound, http.StatusNotFound, "not_found"},
 	{ErrReadOnly, http.StatusServiceUnavailable, "read_only"},
-	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
+	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.
@@ -69,6 +71,9 @@ func (s *server) handleError(err error, c echo.Context) {
 			s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
 			ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
 		}
+	}
+	if ae.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }

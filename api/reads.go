@@ -12,18 +12,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 // QueryLister lists stored queries a page at a time; it returns an error
-// wrapping postgres.ErrInvalidCursor for a cursor it did not make.
+// wrapping pipeline.ErrInvalidCursor for a cursor it did not make.
 type QueryLister interface {
-	ListQueries(ctx context.Context, f postgres.QueryFilter) (postgres.QueryPage, error)
+	ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error)
 }
 
 // StatsReader reads the dashboard views for the queries since a moment.
 type StatsReader interface {
-	Stats(ctx context.Context, since time.Time) (postgres.Stats, error)
+	Stats(ctx context.Context, since time.Time) (pipeline.Stats, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -83,7 +82,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		}
 	}
 	now := timeNow()
-	var f postgres.QueryFilter
+	var f pipeline.QueryFilter
 	var err error
 	if v := qs.Get("since"); v != "" {
 		if f.Since, err = parseMoment(v, "since", now); err != nil {
@@ -101,6 +100,9 @@ func (s *server) handleListQueries(c echo.Context) error {
 		return badRequest("status", "status_invalid", fmt.Sprintf("status must be ok, error or cancelled, got %q", f.Status))
 	}
 	f.Model = qs.Get("model")
+	if err := pipeline.CheckModel(f.Model); err != nil {
+		return err // PostgreSQL refuses NUL and invalid UTF-8: a 400, not a 500
+	}
 	if v := qs.Get("top_k"); v != "" {
 		k, err := strconv.Atoi(v)
 		if err != nil || k < 1 || k > pipeline.MaxTopK {
@@ -110,8 +112,8 @@ func (s *server) handleListQueries(c echo.Context) error {
 	}
 	if v := qs.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > postgres.MaxListLimit {
-			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", postgres.MaxListLimit, v))
+		if err != nil || n < 1 || n > pipeline.MaxListLimit {
+			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", pipeline.MaxListLimit, v))
 		}
 		f.Limit = n
 	}

@@ -1,4 +1,4 @@
-package api
+package jsontext
 
 import (
 	"bytes"
@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// TestAppendJSONStringMatchesEncodingJSON: the hand-framed token event must
+// TestAppendStringMatchesEncodingJSON: the hand-framed token event must
 // carry exactly what encoding/json (HTML escaping off) would have written.
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	cases := []string{"", "plain", `quote " and \ backslash`, "new\nline\r\ttab\b\f", "\x00\x01\x1f\x7f",
 		"<html> & 'apos'", "héllo wörld ✓ 日本語 🚀", "bad \xff utf8 \xc3", "js \u2028 \u2029 separators",
@@ -24,16 +24,16 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 		if err := enc.Encode(c); err != nil {
 			t.Fatal(err)
 		}
-		got := appendJSONString(nil, c)
+		got := AppendString(nil, c)
 		if string(got) != strings.TrimSuffix(want.String(), "\n") {
-			t.Errorf("appendJSONString(%q) = %s, want %s", c, got, want.String())
+			t.Errorf("AppendString(%q) = %s, want %s", c, got, want.String())
 		}
 	}
 }
 
-func BenchmarkTokenEvent(b *testing.B) {
+func BenchmarkAppendString(b *testing.B) {
 	var buf []byte
 	for b.Loop() {
-		buf = appendJSONString(buf[:0], "prefill ")
+		buf = AppendString(buf[:0], "prefill ")
 	}
 }
