@@ -39,9 +39,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts ServeOptio
 	if log == nil {
 		log = slog.Default()
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// Each request's arrival (its first byte read) reaches the pipeline
+	// through the context: see arrival.go.
+	srv := &http.Server{Handler: withArrival(h), ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(arrivalListener{ln}) }()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serving: %w", err)

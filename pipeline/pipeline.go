@@ -118,7 +118,7 @@ func New(cfg Config) (*Pipeline, error) {
 // Run answers req (already normalised) into out and returns the finished
 // record, which it has also handed to the Recorder. t0 is taken on entry.
 func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
-	q := p.start(req)
+	q := p.start(ctx, req)
 	rec := q.run(ctx, out)
 	if p.cfg.Recorder != nil {
 		p.cfg.Recorder.Record(rec)
@@ -128,11 +128,15 @@ func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
 
 // query is one run's state: its clock and what it has observed so far.
 type query struct {
-	p     *Pipeline
-	req   Request
-	id    string
-	t0    time.Time
-	spans []Span
+	p   *Pipeline
+	req Request
+	id  string
+	t0  time.Time
+	// started is when Run was called; t0 is the request's arrival when
+	// the caller knows it (WithArrival), else started.
+	started time.Time
+	arrived bool
+	spans   []Span
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
@@ -142,8 +146,13 @@ type query struct {
 	earlySpans bool
 }
 
-func (p *Pipeline) start(req Request) *query {
-	return &query{p: p, req: req, id: p.cfg.NewID(), t0: p.cfg.Now(), spans: make([]Span, 0, 8)}
+func (p *Pipeline) start(ctx context.Context, req Request) *query {
+	now := p.cfg.Now()
+	q := &query{p: p, req: req, id: p.cfg.NewID(), t0: now, started: now, spans: make([]Span, 0, 9)}
+	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(now) {
+		q.t0, q.arrived = at, true
+	}
+	return q
 }
 
 // now reads the query's clock.
@@ -209,7 +218,12 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	cfg := q.p.cfg
 
 	// queue
-	admitted := q.t0
+	if q.arrived {
+		if err := q.span(out, StageAccept, q.t0, q.started, nil); err != nil {
+			return clientGone(err)
+		}
+	}
+	admitted := q.started
 	if q.p.sem != nil {
 		select {
 		case q.p.sem <- struct{}{}:
@@ -219,7 +233,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		}
 		admitted = q.now()
 	}
-	if err := q.span(out, StageQueue, q.t0, admitted, map[string]any{"limit": cfg.MaxConcurrent}); err != nil {
+	if err := q.span(out, StageQueue, q.started, admitted, map[string]any{"limit": cfg.MaxConcurrent}); err != nil {
 		return clientGone(err)
 	}
 
@@ -529,6 +543,8 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	}
 	for _, s := range q.spans {
 		switch s.Name {
+		case StageAccept:
+			rec.AcceptMs += s.DurationMs
 		case StageQueue:
 			rec.QueueMs += s.DurationMs
 		case StageEmbed, StageSearch, StageRerank, StageAssemble:
@@ -552,7 +568,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		// thinking before its first answer token is reasoning_ms, not glue.
 		ttft := q.ms(q.answerAt)
 		first := *rec.FirstTokenMs // set: an answer token is a first token
-		overhead := round3(first - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
+		overhead := round3(first - rec.AcceptMs - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
 		reasoning := round3(ttft - first)
 		rec.TTFTMs, rec.OverheadMs, rec.ReasoningMs = &ttft, &overhead, &reasoning
 		if ttft > 0 {

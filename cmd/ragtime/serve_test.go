@@ -25,6 +25,7 @@ type doneEvent struct {
 	TTFTMs         float64         `json:"ttft_ms"`
 	FirstTokenMs   float64         `json:"first_token_ms"`
 	E2EMs          float64         `json:"e2e_ms"`
+	AcceptMs       float64         `json:"accept_ms"`
 	QueueMs        float64         `json:"queue_ms"`
 	RetrievalMs    float64         `json:"retrieval_ms"`
 	GenTTFTMs      float64         `json:"gen_ttft_ms"`
@@ -77,7 +78,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 	for range 3 {
 		events := ask(t, srv.url, "q="+url.QueryEscape("How does prefill time grow with prompt tokens?")+"&top_k=4&rerank_top_n=2&max_tokens=20")
 		// llm_connect and llm_prefill go out right after the first token.
-		want := "meta stage stage stage stage stage sources token stage stage token stage done"
+		want := "meta stage stage stage stage stage stage sources token stage stage token stage done"
 		if got := eventNames(events); got != want {
 			t.Fatalf("event order:\n got %s\nwant %s", got, want)
 		}
@@ -89,11 +90,11 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 				stageNames = append(stageNames, s.Name)
 			}
 		}
-		if got := strings.Join(stageNames, ","); got != "queue,embed,search,rerank,assemble,llm_connect,llm_prefill,llm_decode" {
+		if got := strings.Join(stageNames, ","); got != "accept,queue,embed,search,rerank,assemble,llm_connect,llm_prefill,llm_decode" {
 			t.Fatalf("stages %s", got)
 		}
 		var sources struct{ Sources []pipeline.Source }
-		events[6].decode(t, &sources)
+		events[7].decode(t, &sources)
 		if len(sources.Sources) != 2 || sources.Sources[0].DocID != "prefill.md" {
 			t.Fatalf("sources %+v", sources.Sources)
 		}
@@ -110,9 +111,14 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 		if d.ReasoningMs != 0 {
 			t.Errorf("reasoning_ms %v from a model that does not reason", d.ReasoningMs)
 		}
-		sum := d.QueueMs + d.RetrievalMs + d.GenTTFTMs + d.OverheadMs
+		sum := d.AcceptMs + d.QueueMs + d.RetrievalMs + d.GenTTFTMs + d.OverheadMs
 		if math.Abs(sum-d.TTFTMs) > 0.01 {
-			t.Errorf("queue+retrieval+gen_ttft+overhead = %.3f, ttft = %.3f", sum, d.TTFTMs)
+			t.Errorf("accept+queue+retrieval+gen_ttft+overhead = %.3f, ttft = %.3f", sum, d.TTFTMs)
+		}
+		// The clock starts when the request's first byte was read: the
+		// accept stage comes first and covers the time before the pipeline.
+		if first := d.Stages[0]; first.Name != pipeline.StageAccept || first.StartMs != 0 || d.AcceptMs != first.DurationMs || d.AcceptMs < 0 {
+			t.Errorf("first stage %+v, accept_ms %v: want the accept stage from 0", first, d.AcceptMs)
 		}
 		var stageSum float64
 		for _, s := range d.Stages {
