@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/valyala/fastjson"
 	"io"
 	"time"
 
@@ -159,6 +160,7 @@ type streamReader struct {
 	scrubber upstream.Scrubber
 
 	dec      chunkDecoder
+	fast     fastjson.Parser // fastChunk's, reused per stream
 	framer   sseFramer
 	done     bool // data: [DONE] was seen
 	finished bool // a finish_reason was seen
@@ -273,12 +275,20 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 	if event == "error" {
 		return false, s.badStream("the model provider sent an error event mid-stream: "+s.errorText(data), nil)
 	}
+	if handled, err := s.fastChunk(data, at); handled {
+		return false, err
+	}
+	return false, s.fullChunk(data, at)
+}
+
+// fullChunk decodes any chunk into streamChunk and acts on it.
+func (s *streamReader) fullChunk(data []byte, at time.Time) error {
 	var c streamChunk
 	if err := s.dec.decode(data, &c); err != nil {
-		return false, s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), err)
+		return s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), err)
 	}
 	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		return false, s.badStream("the model provider reported an error mid-stream: "+s.errorText(data), nil)
+		return s.badStream("the model provider reported an error mid-stream: "+s.errorText(data), nil)
 	}
 	if c.Usage != nil {
 		s.usage(c.Usage)
@@ -293,7 +303,7 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 		s.serverTimings(c.Timings)
 	}
 	if c.Choices == nil && c.Usage == nil && c.Timings == nil && c.Metrics == nil && c.XGroq == nil {
-		return false, s.badStream(fmt.Sprintf("a stream chunk has no choices; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), nil)
+		return s.badStream(fmt.Sprintf("a stream chunk has no choices; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), nil)
 	}
 	d := deliverer{s.gen, s.emit}
 	for i := range c.Choices {
@@ -307,16 +317,16 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 		}
 		if r != "" {
 			if err := d.deliver(pipeline.Delta{Text: string(r), Reasoning: true, At: at}); err != nil {
-				return false, err
+				return err
 			}
 		}
 		if ch.Delta.Content != "" {
 			if err := d.deliver(pipeline.Delta{Text: string(ch.Delta.Content), At: at}); err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // usage reads a usage object, keeping a cached-token count llama.cpp's
