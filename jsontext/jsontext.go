@@ -4,7 +4,11 @@
 // encoder and reflect on every token.
 package jsontext
 
-import "unicode/utf8"
+import (
+	"math"
+	"strconv"
+	"unicode/utf8"
+)
 
 // AppendString appends s as a JSON string, quotes included, exactly as
 // encoding/json writes it with HTML escaping off.
@@ -65,4 +69,47 @@ func AppendStringBody(dst []byte, s string) []byte {
 		start = i
 	}
 	return append(dst, s[start:]...)
+}
+
+// AppendFloat appends f as encoding/json writes a float64: the shortest
+// representation, in exponent form below 1e-6 and from 1e21 on. ok is
+// false for NaN and infinities, which JSON cannot hold.
+func AppendFloat(dst []byte, f float64) (out []byte, ok bool) {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return dst, false
+	}
+	abs := math.Abs(f)
+	format := byte('f')
+	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	n := len(dst)
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9, as encoding/json does
+		if m := len(dst) - n; m >= 4 && dst[len(dst)-4] == 'e' && dst[len(dst)-3] == '-' && dst[len(dst)-2] == '0' {
+			dst[len(dst)-2] = dst[len(dst)-1]
+			dst = dst[:len(dst)-1]
+		}
+	}
+	return dst, true
+}
+
+// AppendScalar appends v as encoding/json would when it is a string, a
+// bool, an int or a float64 (the types of stage attributes); ok is false
+// for any other type, which the caller encodes with encoding/json.
+func AppendScalar(dst []byte, v any) (out []byte, ok bool) {
+	switch x := v.(type) {
+	case string:
+		return AppendString(dst, x), true
+	case bool:
+		return strconv.AppendBool(dst, x), true
+	case int:
+		return strconv.AppendInt(dst, int64(x), 10), true
+	case int64:
+		return strconv.AppendInt(dst, x, 10), true
+	case float64:
+		return AppendFloat(dst, x)
+	}
+	return dst, false
 }
