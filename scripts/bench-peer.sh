@@ -6,7 +6,8 @@
 # ratios (bench/peerload). Everything listens on 127.0.0.1; every load loop is
 # bounded. Knobs (environment):
 #   CONCURRENCY=1,10,100  ROUNDS=3  PER_STREAM=3 (asks per stream per trial)  MIN_ASKS=30  ITL_MS=5  PREFILL_MS=15
-#   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  MAX_CONCURRENT=0 (ragtime's --max-concurrent)
+#   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
+#   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
 # Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
 # bench/peer/node_modules) and PostgreSQL (ragtime records every ask).
 set -euo pipefail
@@ -59,7 +60,7 @@ embed=(--embedder openai --embed-base-url "$sim" --embed-model sim-embed)
 ./bin/ragtime migrate --database-url "$DB_URL" >/dev/null
 ./bin/ragtime ingest --data-dir "$work/data" "${embed[@]}" docs >/dev/null
 ./bin/ragtime serve --addr 127.0.0.1:0 --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
-  --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" \
+  --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 \
   >"$work/ragtime.log" 2>&1 &
 pids+=($!); ragtime_pid=$!
 ragtime=$(waitfor "$work/ragtime.log" 'http://127\.0\.0\.1:[0-9]+')
