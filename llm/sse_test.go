@@ -12,6 +12,7 @@ import (
 // compatible servers, read directly (the HTTP path is covered by the
 // replay tests).
 func TestStreamReaderFraming(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		stream   string
