@@ -102,11 +102,7 @@ func New(cfg Config) (*Pipeline, error) {
 // record, which it has also handed to the Recorder. t0 is taken on entry.
 func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
 	q := p.start(req)
-	rec := q.run(ctx, out)
-	if p.cfg.Recorder != nil {
-		p.cfg.Recorder.Record(rec)
-	}
-	return rec
+	return q.run(ctx, out)
 }
 
 // query is one run's state: its clock and what it has observed so far.
@@ -453,7 +449,8 @@ func stageErr(ctx context.Context, stage string, err error) error {
 	return AsError(stage, err)
 }
 
-// finish derives the numbers, writes done or error, and builds the record.
+// finish derives the numbers, builds the record, hands it to the Recorder
+// and then writes done or error.
 func (q *query) finish(out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
@@ -539,6 +536,12 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		}
 	}
 	rec.E2EMs = q.ms(time.Now())
+	// Record before done or error goes out: a client that saw done can
+	// count on the record being at least queued (or spooled), even if the
+	// process dies right after.
+	if cfg.Recorder != nil {
+		cfg.Recorder.Record(rec)
+	}
 	switch rec.Status {
 	case StatusOK:
 		_ = out.Done(rec)
