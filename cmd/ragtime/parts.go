@@ -455,16 +455,24 @@ func (c *dbConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.url, "database-url", DefaultDatabaseURL, "PostgreSQL URL (also DATABASE_URL)")
 }
 
+// connectTimeout bounds connecting to PostgreSQL at start.
+const connectTimeout = 15 * time.Second
+
 // open creates the database when missing, connects, and migrates when asked.
 func (c *dbConfig) open(ctx context.Context, migrate bool) (*pgxpool.Pool, error) {
 	if _, err := pgx.ParseConfig(c.url); err != nil {
 		// pgx's message names neither the flag nor the variable to fix.
 		return nil, &usageError{msg: fmt.Sprintf("--database-url (or DATABASE_URL) must be a PostgreSQL URL such as %s: %v", DefaultDatabaseURL, err)}
 	}
-	if err := postgres.EnsureDatabase(ctx, c.url); err != nil {
+	// Bound the connection attempts (not the migrations, which may take
+	// long on a big table): a server that drops packets counts as
+	// unreachable rather than hanging the command.
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := postgres.EnsureDatabase(cctx, c.url); err != nil {
 		return nil, err
 	}
-	pool, err := postgres.Open(ctx, c.url)
+	pool, err := postgres.Open(cctx, c.url)
 	if err != nil {
 		return nil, err
 	}
