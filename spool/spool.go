@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"ragtime/pipeline"
 )
 
 // Defaults for Options.
@@ -64,21 +66,6 @@ type Options struct {
 	// Logger receives corrupt records and sync failures. Default
 	// slog.Default().
 	Logger *slog.Logger
-}
-
-// Stats describe what a spool holds now.
-type Stats struct {
-	// Bytes is the size of the segment files on disk.
-	Bytes int64 `json:"bytes"`
-	// Records is the records appended and not yet acknowledged.
-	Records int64 `json:"records"`
-	// Oldest is when the oldest record held was appended (its time
-	// argument); zero when the spool is empty.
-	Oldest time.Time `json:"-"`
-	// OldestAgeSeconds is the age of the oldest record held; 0 when empty.
-	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
-	// Corrupt is the corrupt frames (or runs of garbage) skipped since Open.
-	Corrupt int64 `json:"corrupt"`
 }
 
 // Entry is one record read from the spool.
@@ -550,10 +537,10 @@ func (s *Spool) peekTime() time.Time {
 }
 
 // Stats returns what the spool holds now.
-func (s *Spool) Stats() Stats {
+func (s *Spool) Stats() pipeline.SpoolStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Bytes: s.bytes, Records: s.records, Oldest: s.oldest, Corrupt: s.corrupt}
+	st := pipeline.SpoolStats{Bytes: s.bytes, Records: s.records, Oldest: s.oldest, Corrupt: s.corrupt}
 	if !s.oldest.IsZero() {
 		st.OldestAgeSeconds = max(0, time.Since(s.oldest).Seconds())
 	}
