@@ -83,4 +83,3 @@ func BenchmarkSpoolReplay(b *testing.B) {
 	_ = sp.Close()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
 }
-

@@ -85,7 +85,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks, for documents posted to /v1/documents")
 	fs.IntVar(&c.recorderQueue, "recorder-queue", postgres.DefaultQueueSize, "finished queries held in memory while Postgres is slow; when Postgres is away or this is full they go to the disk spool (--spool-dir)")
 	fs.StringVar(&c.spoolDir, "spool-dir", "", "directory of the disk spool that keeps finished queries while Postgres is away, replayed into it when it is back (default: DATA-DIR/spool; off: no spool, records past --recorder-queue are dropped)")
-	fs.Int64Var(&c.spoolMaxBytes, "spool-max-bytes", spool.DefaultMaxBytes, "largest the disk spool may grow, in bytes (about 2.5 KB per query: the 1 GiB default holds ~400,000); past it records are dropped, counted and logged")
+	fs.Int64Var(&c.spoolMaxBytes, "spool-max-bytes", spool.DefaultMaxBytes, "largest the disk spool may grow, in bytes (about 1.9 KB per query: the 1 GiB default holds ~550,000); past it records are dropped, counted and logged")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
 	c.warmup = "off"
@@ -356,6 +356,10 @@ func databaseReady(boot *postgres.Bootstrap, store *postgres.Store, rec *postgre
 		}
 		if err == nil || !spooled {
 			return err
+		}
+		var newer *postgres.SchemaNewerError
+		if errors.As(err, &newer) {
+			return err // someone must act; waiting will not cure it
 		}
 		st := rec.Stats().Spool
 		if spoolMax-st.Bytes < spoolHeadroom {
