@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 	"ragtime/postgres/postgrestest"
 	"ragtime/spool"
 )
-
-// logBuffer collects a logger's lines for assertions.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func openSpool(t *testing.T, dir string) *spool.Spool {
 	t.Helper()
@@ -53,15 +34,9 @@ func openSpool(t *testing.T, dir string) *spool.Spool {
 func TestRecorderSpoolsBeyondTheQueue(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)
-	u := postgrestest.NewDatabase(t)
-	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
-	pool, err := postgres.Open(ctx, proxy.URL(u))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	u, proxy, pool := proxiedPool(t)
 	sp := openSpool(t, t.TempDir())
-	var logs logBuffer
+	var logs bytes.Buffer
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
 		QueueSize: 50, BatchSize: 16, FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Spool: sp,
@@ -183,7 +158,7 @@ func TestRecorderReplaysSpoolLeftByCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var logs logBuffer
+	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	sp2, err := spool.Open(dir, spool.Options{Logger: log})
 	if err != nil {
@@ -221,13 +196,7 @@ func TestRecorderReplaysSpoolLeftByCrash(t *testing.T) {
 // a spool nothing is dropped; the next recorder writes it all.
 func TestRecorderCloseSpoolsWhatIsLeft(t *testing.T) {
 	t.Parallel()
-	u := postgrestest.NewDatabase(t)
-	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
-	pool, err := postgres.Open(ctxFor(t), proxy.URL(u))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, proxy, pool := proxiedPool(t)
 	dir := t.TempDir()
 	sp, err := spool.Open(dir, spool.Options{Logger: quietLogger()})
 	if err != nil {

@@ -170,7 +170,7 @@ func TestCorruptRecordSkipped(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var logBuf syncBuffer
+			var logBuf bytes.Buffer // written by Peek, in this goroutine
 			s2 := open(t, dir, Options{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 			got := drain(t, s2, 7)
 			if len(got) != 49 {
@@ -191,23 +191,6 @@ func TestCorruptRecordSkipped(t *testing.T) {
 			}
 		})
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestFull refuses an append past MaxBytes and takes appends again once

@@ -59,10 +59,10 @@ func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// readyz returns /readyz's status code and body.
-func readyz(t testing.TB, base string) (int, string) {
+// getBody GETs url and returns the status code and body.
+func getBody(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(base + "/readyz")
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +70,9 @@ func readyz(t testing.TB, base string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// readyz returns /readyz's status code and body.
+func readyz(t testing.TB, base string) (int, string) { return getBody(t, base+"/readyz") }
 
 // storedCount counts how many of ids are in the queries table.
 func storedCount(t testing.TB, pool *pgxpool.Pool, ids []string) int {
@@ -146,14 +149,8 @@ func TestServeRefusesNewerSchema(t *testing.T) {
 }
 
 func scrapeMetrics(t testing.TB, base string) string {
-	t.Helper()
-	resp, err := http.Get(base + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	_, body := getBody(t, base+"/metrics")
+	return body
 }
 
 var (
