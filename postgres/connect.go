@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +19,41 @@ import (
 
 // DefaultDatabaseURL is the database ragtime uses when DATABASE_URL is unset.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable"
+
+// ErrInvalidURL is what Setup's error matches when the URL is not one
+// PostgreSQL (pgx) understands.
+var ErrInvalidURL = errors.New("not a PostgreSQL URL")
+
+// Setup readies the database dbURL names for ragtime: it creates it when
+// missing (EnsureDatabase), connects (Open) and, when migrate is set,
+// applies the migrations (Migrate). The caller closes the pool.
+func Setup(ctx context.Context, dbURL string, migrate bool) (*pgxpool.Pool, error) {
+	if _, err := pgx.ParseConfig(dbURL); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	// Bound the connection attempts (not the migrations, which may take
+	// long on a big table): a server that drops packets counts as
+	// unreachable rather than hanging the command.
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := EnsureDatabase(cctx, dbURL); err != nil {
+		return nil, err
+	}
+	pool, err := Open(cctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return pool, nil
+}
+
+// connectTimeout bounds Setup's connection attempts.
+const connectTimeout = 15 * time.Second
 
 // maintenanceDatabase is the database every PostgreSQL server has, used to
 // create the target database.
