@@ -4,7 +4,7 @@ BIN           := bin/ragtime
 DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 # Tests make one throw-away database per test on this server.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
-ADDR          ?= :8080
+ADDR          ?= 127.0.0.1:8080
 
 .PHONY: build run test bench bench-ann bench-pgdocs vet fmt clean llmsim
 
@@ -41,9 +41,11 @@ bench-ann:
 bench-pgdocs:
 	scripts/bench-ingest-pgdocs.sh
 
-# The inference simulator on :8081 (a simulator: no model runs).
-llmsim: build
-	./$(BIN) llmsim --addr :8081
+# The inference simulator on :8081 (a simulator: no model runs), built on its
+# own from cmd/llmsim (the same command as `ragtime llmsim`).
+llmsim:
+	$(GO) build -o bin/llmsim ./cmd/llmsim
+	./bin/llmsim --addr :8081
 
 vet:
 	$(GO) vet ./...

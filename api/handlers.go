@@ -3,11 +3,14 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
 )
 
 // handleHealthz answers while the process is alive.
@@ -42,6 +45,13 @@ func (s *server) handleReadyz(c echo.Context) error {
 			status, word = http.StatusServiceUnavailable, "unavailable"
 		}
 	}
+	s.logReadiness(word, checks)
+	// Which check fails, and why, can name hosts and paths: only admin
+	// keys (or anyone, when the server runs without keys) see it, and
+	// the recorder's figures with it.
+	if !s.optionalCaller(c).Admin() {
+		return c.JSON(status, map[string]any{"status": word})
+	}
 	body := map[string]any{}
 	if s.deps.ReadyDetails != nil {
 		for k, v := range s.deps.ReadyDetails() {
@@ -61,5 +71,22 @@ func (s *server) handleGetQuery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Another key's query is answered as if it did not exist.
+	if own := ownQueries(c); own != "" && rec.KeyID != own {
+		return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
+	}
 	return c.JSON(http.StatusOK, rec)
+}
+
+// logReadiness logs the checks when readiness changes, so the details
+// unauthenticated callers do not see are in the log.
+func (s *server) logReadiness(word string, checks map[string]string) {
+	if s.lastReady.Swap(word) == word {
+		return
+	}
+	if word == "ok" {
+		s.log.Info("ready", "checks", checks)
+	} else {
+		s.log.Warn("not ready", "checks", checks)
+	}
 }
