@@ -61,6 +61,10 @@ type RecorderOptions struct {
 	// PostgreSQL, and a spool left by a previous process is replayed from
 	// the start. The caller opens and closes it (after Close).
 	Spool *spool.Spool
+	// StartSpooling starts the recorder spooling, for a caller that knows
+	// PostgreSQL is away (so that no record waits in memory for the first
+	// failed write to notice). Only with Spool.
+	StartSpooling bool
 }
 
 // Recorder stores finished queries in PostgreSQL without making the caller
@@ -138,8 +142,15 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 	}
 	go r.run()
 	if opts.Spool != nil {
+		if opts.StartSpooling {
+			r.mu.Lock()
+			r.startSpooling("PostgreSQL was unavailable at start")
+			r.mu.Unlock()
+		}
 		if st := opts.Spool.Stats(); st.Records > 0 {
-			r.spooling, r.spoolAt = true, time.Now()
+			if !r.spooling {
+				r.spooling, r.spoolAt = true, time.Now()
+			}
 			r.log.Warn("postgres recorder: the spool holds finished queries from a previous run; replaying them into PostgreSQL, oldest first",
 				"dir", opts.Spool.Dir(), "records", st.Records, "bytes", st.Bytes, "oldest_age_s", st.OldestAgeSeconds)
 			r.wakeReplayer()

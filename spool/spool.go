@@ -35,6 +35,7 @@ const (
 	lockFileName  = "LOCK"
 	fileHeader    = "RTSPOOL1"
 	frameHeader   = 20 // magic 4 + length 4 + time 8 + crc 4
+	peekWindow    = 1 << 20
 )
 
 var (
@@ -399,28 +400,41 @@ func (s *Spool) Peek(max int) ([]Entry, error) {
 		last := len(s.segs) == 1
 		s.mu.Unlock()
 
-		data, err := readSegment(seg)
+		// Read a window from the head, not the whole segment: a drain
+		// peeks a batch at a time.
+		end := min(seg.size, headOff+peekWindow)
+		data, err := readRange(seg, headOff, end)
 		if err != nil {
 			return nil, err
 		}
-		off := headOff
-		for off < seg.size && len(out) < max {
+		off := int64(0) // in data, which starts at headOff
+		for headOff+off < seg.size && len(out) < max {
 			f, ok := parseFrame(data, off)
 			if !ok {
 				break
 			}
-			out = append(out, Entry{Data: f.data, Time: f.t, next: position{seq: seg.seq, off: f.next}})
+			out = append(out, Entry{Data: f.data, Time: f.t, next: position{seq: seg.seq, off: headOff + f.next}})
 			off = f.next
 		}
 		if len(out) > 0 {
 			return out, nil
 		}
-		if off < seg.size {
+		if headOff < seg.size {
+			if end < seg.size {
+				// A frame larger than the window, or corruption: look
+				// at the rest of the segment.
+				if data, err = readRange(seg, headOff, seg.size); err != nil {
+					return nil, err
+				}
+				if f, ok := parseFrame(data, 0); ok {
+					return []Entry{{Data: f.data, Time: f.t, next: position{seq: seg.seq, off: headOff + f.next}}}, nil
+				}
+			}
 			// Corrupt at the head: skip it for good.
-			to := resync(data, off+1)
+			to := resync(data, 1)
 			s.log.Error("spool: corrupt record skipped",
-				"file", seg.path, "offset", off, "skipped_bytes", to-off, "reason", corruptReason(data, off))
-			s.advance(position{seq: seg.seq, off: to}, 0, true) // false: it changed under us; look again
+				"file", seg.path, "offset", headOff, "skipped_bytes", to, "reason", corruptReason(data, 0))
+			s.advance(position{seq: seg.seq, off: headOff + to}, 0, true) // false: it changed under us; look again
 			continue
 		}
 		if last {
@@ -450,14 +464,15 @@ func corruptReason(data []byte, off int64) string {
 	return "checksum mismatch"
 }
 
-func readSegment(seg segment) ([]byte, error) {
+// readRange reads bytes [from, to) of seg.
+func readRange(seg segment, from, to int64) ([]byte, error) {
 	f, err := os.Open(seg.path)
 	if err != nil {
 		return nil, fmt.Errorf("open spool segment: %w", err)
 	}
 	defer f.Close()
-	data := make([]byte, seg.size)
-	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+	data := make([]byte, to-from)
+	if _, err := f.ReadAt(data, from); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("read spool segment %s: %w", seg.path, err)
 	}
 	return data, nil

@@ -312,3 +312,44 @@ func drainBench(b *testing.B, s *Spool) {
 		}
 	}
 }
+
+// TestRecordsLargerThanTheReadWindow reads records larger than Peek's read
+// window, and skips a corrupt one among them.
+func TestRecordsLargerThanTheReadWindow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := open(t, dir, Options{SegmentBytes: 16 << 20})
+	sizes := []int{700 << 10, 3 << 20, 10, 900 << 10, 2 << 20, 5}
+	for i, n := range sizes {
+		b := bytes.Repeat([]byte{byte('a' + i)}, n)
+		if err := s.Append(b, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs := segments(t, dir)
+	b, err := os.ReadFile(segs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flip a byte deep inside the fifth record (2 MiB of 'e').
+	at := bytes.Index(b, bytes.Repeat([]byte{'e'}, 1024)) + 1<<20
+	b[at] = 'x'
+	if err := os.WriteFile(segs[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open(t, dir, Options{})
+	got := drain(t, s2, 3)
+	var lens []int
+	for _, g := range got {
+		lens = append(lens, len(g))
+	}
+	if want := []int{700 << 10, 3 << 20, 10, 900 << 10, 5}; fmt.Sprint(lens) != fmt.Sprint(want) {
+		t.Errorf("record sizes read %v, want %v", lens, want)
+	}
+	if st := s2.Stats(); st.Corrupt != 1 {
+		t.Errorf("Stats = %+v, want 1 corrupt", st)
+	}
+}

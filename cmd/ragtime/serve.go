@@ -213,7 +213,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if sp != nil {
 		defer sp.Close() // after the recorder's Close, which may spool
 	}
-	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log, Spool: sp})
+	rec := postgres.NewRecorder(db, postgres.RecorderOptions{
+		QueueSize: cfg.recorderQueue, Logger: log, Spool: sp, StartSpooling: sp != nil && boot != nil,
+	})
 	// Deferred after db.Close, so it runs first: the recorder flushes while
 	// the pool is still open.
 	defer closeRecorder(rec, log)

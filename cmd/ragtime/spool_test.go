@@ -167,7 +167,7 @@ var (
 
 // ragtimeBinary builds cmd/ragtime once per test run, for tests that need
 // a real process to kill.
-func ragtimeBinary(t *testing.T) string {
+func ragtimeBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "ragtime-bin-")
@@ -198,7 +198,7 @@ type child struct {
 
 // startChild runs `ragtime serve` as a child process and waits until it
 // listens.
-func startChild(t *testing.T, databaseURL string, args ...string) *child {
+func startChild(t testing.TB, databaseURL string, args ...string) *child {
 	t.Helper()
 	full := append([]string{"serve", "--addr", "127.0.0.1:0", "--reload-interval", "0"}, args...)
 	cmd := exec.Command(ragtimeBinary(t), full...)
