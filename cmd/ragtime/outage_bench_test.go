@@ -45,7 +45,8 @@ func BenchmarkOutage(b *testing.B) {
 	u, pool := testDB(b)
 	dataDir := ingestCorpus(b, map[string]string{})
 	proxy := postgrestest.NewProxy(b, postgrestest.HostPort(b, u))
-	srv := startChild(b, proxy.URL(u), "--data-dir", dataDir)
+	// Load from one client IP: lift the per-caller limits.
+	srv := startChild(b, proxy.URL(u), "--data-dir", dataDir, "--rate", "0", "--max-concurrent-per-caller", "64")
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 	var mu sync.Mutex
