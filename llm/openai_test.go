@@ -119,6 +119,7 @@ type wantDelta struct {
 }
 
 func TestOpenAIStreams(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		fixture string
 		want    []wantDelta
@@ -206,6 +207,7 @@ func TestOpenAIStreams(t *testing.T) {
 }
 
 func TestOpenAIRequest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		base     string // appended to the server URL
@@ -268,6 +270,7 @@ func TestOpenAIRequest(t *testing.T) {
 }
 
 func TestOpenAIConnectionReuse(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, replay(t, "basic.sse"))
 	g := newOpenAIClient(t, srv.URL+"/v1")
 	for i, wantReused := range []bool{false, true, true} {
@@ -294,6 +297,7 @@ var errorBody = map[int]string{
 }
 
 func TestOpenAIErrorStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		status    int
@@ -378,6 +382,7 @@ func checkError(t *testing.T, err error, code, stage string) *pipeline.Error {
 }
 
 func TestOpenAIBadStream(t *testing.T) {
+	t.Parallel()
 	long := "data: " + strings.Repeat("x", maxLine+10) + "\n\n"
 	tests := []struct {
 		name      string
@@ -510,6 +515,7 @@ func TestOpenAIEmitErrorStops(t *testing.T) {
 }
 
 func TestOpenAITTFTTimeout(t *testing.T) {
+	t.Parallel()
 	srv, gone := stallingServer(t, 1) // headers and the role chunk, then silence
 	g := newOpenAIClient(t, srv.URL+"/v1", func(c *OpenAIConfig) { c.TTFTTimeout = 50 * time.Millisecond })
 	got, gen, err := collect(t, g, context.Background(), testRequest)
@@ -524,6 +530,7 @@ func TestOpenAITTFTTimeout(t *testing.T) {
 }
 
 func TestOpenAICallerDeadline(t *testing.T) {
+	t.Parallel()
 	srv, gone := stallingServer(t, 2)
 	g := newOpenAIClient(t, srv.URL+"/v1")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -577,6 +584,7 @@ func TestOpenAIConnectError(t *testing.T) {
 }
 
 func TestNewOpenAIValidates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     OpenAIConfig

@@ -166,6 +166,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	u := postgrestest.NewEmptyDatabase(t)
 	pool, err := postgres.Open(ctx, u)
@@ -213,6 +214,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 }
 
 func TestEnsureDatabase(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	// A database name that needs quoting.
 	base := postgrestest.NewEmptyDatabase(t)
@@ -256,6 +258,7 @@ func TestEnsureDatabase(t *testing.T) {
 }
 
 func TestUnreachableServer(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	// Nothing listens on a port we just closed.
 	proxy := postgrestest.NewProxy(t, "127.0.0.1:1")
@@ -297,6 +300,7 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://u:secret@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
 		"postgres://u@h/db":                             "postgres://u@h/db",
@@ -310,6 +314,7 @@ func TestRedactURL(t *testing.T) {
 }
 
 func TestRecorderRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 4, FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
@@ -378,6 +383,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 }
 
 func TestRecorderZeroCreatedAtIsSet(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
@@ -398,6 +404,7 @@ func TestRecorderZeroCreatedAtIsSet(t *testing.T) {
 }
 
 func TestRecorderDuplicateIDs(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, Logger: quietLogger()})
@@ -430,6 +437,7 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 }
 
 func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 50, FlushInterval: time.Millisecond, Logger: quietLogger()})
@@ -488,6 +496,7 @@ func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 // TestRecorderSurvivesOutage cuts PostgreSQL away while records arrive:
 // nothing within the bound is lost, and all of it appears after Restore.
 func TestRecorderSurvivesOutage(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	_, proxy, pool := proxiedPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
@@ -544,6 +553,7 @@ func TestRecorderSurvivesOutage(t *testing.T) {
 // TestRecorderBoundExceeded fills the queue while PostgreSQL is away: what
 // does not fit is counted dropped, the rest is written after Restore.
 func TestRecorderBoundExceeded(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	_, proxy, pool := proxiedPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
@@ -569,6 +579,7 @@ func TestRecorderBoundExceeded(t *testing.T) {
 }
 
 func TestRecorderCloseFlushes(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 1000, FlushInterval: time.Hour, Logger: quietLogger()})
@@ -594,6 +605,7 @@ func TestRecorderCloseFlushes(t *testing.T) {
 // TestRecorderCloseDeadline closes while PostgreSQL is away: Close returns
 // when its context ends, and counts what it could not write.
 func TestRecorderCloseDeadline(t *testing.T) {
+	t.Parallel()
 	_, proxy, pool := proxiedPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger()})
 	proxy.Cut()
@@ -615,6 +627,7 @@ func TestRecorderCloseDeadline(t *testing.T) {
 // TestRecorderWaitsForSchema keeps records while the tables are missing
 // (a retryable condition, not invalid data) and writes them once migrated.
 func TestRecorderWaitsForSchema(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool, err := postgres.Open(ctx, postgrestest.NewEmptyDatabase(t))
 	if err != nil {
@@ -636,6 +649,7 @@ func TestRecorderWaitsForSchema(t *testing.T) {
 }
 
 func TestRecordDoesNotBlockConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{QueueSize: 100000, BatchSize: 64, FlushInterval: time.Millisecond, Logger: quietLogger()})
@@ -657,6 +671,7 @@ func TestRecordDoesNotBlockConcurrently(t *testing.T) {
 }
 
 func TestGetQueryNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	store := postgres.NewStore(postgrestest.NewPool(t))
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "", "'; DROP TABLE queries; --", strings.Repeat("a", 10000)} {
