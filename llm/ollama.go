@@ -142,8 +142,7 @@ func (s *ollamaStream) bad(msg string, cause error) *pipeline.Error {
 }
 
 func (s *ollamaStream) run(body io.Reader) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 16<<10), maxLine)
+	sc := newLineScanner(body)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
