@@ -612,6 +612,12 @@ func (q *query) assemble(hits []Hit) promptParts {
 		})
 	}
 	var user strings.Builder
+	if q.req.PromptNonce != "" {
+		// first, so nothing after the system prompt matches an earlier prompt
+		user.WriteString("Request ")
+		user.WriteString(q.req.PromptNonce)
+		user.WriteString("\n\n")
+	}
 	user.WriteString("Sources:\n\n")
 	for _, b := range blocks {
 		user.WriteString(b)
