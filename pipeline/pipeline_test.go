@@ -493,3 +493,37 @@ func TestGenerationStagesGoOutWithTheFirstToken(t *testing.T) {
 		t.Errorf("parts add up to %v, ttft %v", sum, *rec.TTFTMs)
 	}
 }
+
+// TestPromptNonceFollowsTheSystemPrompt: the nonce is the first thing after
+// the system prompt, so two requests share the system prompt and nothing
+// more; a bad nonce is refused naming the field.
+func TestPromptNonceFollowsTheSystemPrompt(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	var users []string
+	for _, nonce := range []string{"sweep 1 query 1", "sweep 1 query 2"} {
+		req := request(t, "same question", 3, 0)
+		req.PromptNonce = nonce
+		if err := req.Normalize(DefaultMaxQuestion); err != nil {
+			t.Fatal(err)
+		}
+		p.Run(context.Background(), req, &recStream{})
+		if gen.got.Messages[0].Role != "system" || gen.got.Messages[0].Content != DefaultSystemPrompt {
+			t.Fatalf("first message %+v, want the system prompt", gen.got.Messages[0])
+		}
+		users = append(users, gen.got.Messages[1].Content)
+		if !strings.HasPrefix(gen.got.Messages[1].Content, "Request "+nonce+"\n\n") {
+			t.Errorf("user message starts %.40q, want the nonce first", gen.got.Messages[1].Content)
+		}
+	}
+	if strings.TrimPrefix(users[0], "Request sweep 1 query 1") != strings.TrimPrefix(users[1], "Request sweep 1 query 2") {
+		t.Errorf("the nonce changed more than itself:\n%q\n%q", users[0], users[1])
+	}
+	for _, bad := range []string{strings.Repeat("n", MaxPromptNonce+1), "line\nbreak", "naïve"} {
+		r := Request{Question: "q", TopK: 1, MaxTokens: 1, PromptNonce: bad}
+		var ve *ValidationError
+		if err := r.Normalize(DefaultMaxQuestion); !errors.As(err, &ve) || ve.Field != "prompt_nonce" {
+			t.Errorf("nonce %q: %v, want a ValidationError naming prompt_nonce", bad, err)
+		}
+	}
+}
