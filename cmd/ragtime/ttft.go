@@ -362,3 +362,6 @@ func padPrompt(c pipeline.TokenCounter, prompt string, n int) string {
 	}
 	return strings.Join(words[:lo], " ") + "\n\n" + prompt
 }
+
+// ms is a duration in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
