@@ -250,8 +250,9 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-// nonceLine is the line a unique prompt starts with.
-func nonceLine(n uint64) string { return fmt.Sprintf("Run %016x.", n) }
+// nonceLine is the line a unique prompt starts with: 18 decimal digits,
+// which tokenizers split into a fixed number of tokens (hex would vary).
+func nonceLine(n uint64) string { return fmt.Sprintf("Run %018d.", n%1e18) }
 
 // measureRun sends one streaming request and times it.
 func measureRun(ctx context.Context, g remoteGenerator, req pipeline.GenerateRequest) (ttftRun, error) {
