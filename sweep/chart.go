@@ -65,11 +65,11 @@ func (r *Report) Chart(w io.Writer, format string) error {
 
 func (r *Report) plot() (*plot.Plot, error) {
 	p := plot.New()
-	prompts := "a nonce after the system prompt (cold prefill)"
+	prompts := "each prompt unique after the system prompt (cold prefill)"
 	if r.Params.WarmCache {
-		prompts = "no nonce (--warm-cache)"
+		prompts = "prompts repeated (--warm-cache: prefix-cache hits)"
 	}
-	p.Title.Text = fmt.Sprintf("TTFT by stage against top-k: left bar p50, right bar p95 (lighter)\n%d questions x %d runs, %s, sweep %s, %s; x labels: share of prompt tokens cached",
+	p.Title.Text = fmt.Sprintf("TTFT by stage against top-k: left bar p50, right bar p95 (lighter)\n%d questions x %d runs, %s, sweep %s\n%s; under each k: prompt tokens cached",
 		r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID), prompts)
 	p.X.Label.Text = "top_k"
 	p.Y.Label.Text = "TTFT (ms)"
