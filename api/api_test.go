@@ -8,11 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
+	"ragtime/pipeline/pipelinetest"
 )
 
 // scriptedAsker writes a fixed sequence of events, as the pipeline would.
@@ -26,7 +27,7 @@ func (a *scriptedAsker) Run(ctx context.Context, req pipeline.Request, out pipel
 	_ = out.Delta(pipeline.Delta{Text: "line one\nline two <b>", Reasoning: true})
 	_ = out.Delta(pipeline.Delta{Text: "answer"})
 	ttft := 1.5
-	rec := pipeline.Record{QueryID: "q1", TTFTMs: &ttft}
+	rec := pipeline.Record{QueryID: "q1", Figures: pipeline.Figures{TTFTMs: &ttft}}
 	_ = out.Done(rec)
 	return rec
 }
@@ -36,7 +37,7 @@ type mapReader map[string]pipeline.Record
 func (m mapReader) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
 	rec, ok := m[id]
 	if !ok {
-		return rec, fmt.Errorf("reading query %s: %w", id, postgres.ErrNotFound)
+		return rec, fmt.Errorf("reading query %s: %w", id, pipeline.ErrNotFound)
 	}
 	return rec, nil
 }
@@ -134,5 +135,62 @@ func TestStatusTable(t *testing.T) {
 	_, body, _ := get(t, ts.URL+"/readyz")
 	if !strings.Contains(body, `"postgres":"connection refused"`) || !strings.Contains(body, `"index":"ok"`) {
 		t.Errorf("readyz body %s", body)
+	}
+}
+
+// askerFunc runs a query by calling itself.
+type askerFunc func(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record
+
+func (f askerFunc) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	return f(ctx, req, out)
+}
+
+// nopStream discards a replayed stream.
+type nopStream struct{}
+
+func (nopStream) Meta(pipeline.Meta) error        { return nil }
+func (nopStream) Stage(pipeline.Span) error       { return nil }
+func (nopStream) Sources([]pipeline.Source) error { return nil }
+func (nopStream) Delta(pipeline.Delta) error      { return nil }
+func (nopStream) Done(pipeline.Record) error      { return nil }
+func (nopStream) Fail(*pipeline.Error) error      { return nil }
+
+// TestDoneEventCarriesEveryFigure sends a record with every field set
+// through the done event, replays it with the Client and reads it back from
+// GET /v1/queries/{id}: a field added to pipeline.Figures that the stream or
+// the client drops, or a Record field the API does not answer, fails it.
+func TestDoneEventCarriesEveryFigure(t *testing.T) {
+	t.Parallel()
+	full := pipelinetest.FullRecord("sweep-1")
+	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+		_ = out.Meta(pipeline.Meta{QueryID: full.QueryID, Model: full.Model})
+		_ = out.Done(full)
+		return full
+	})
+	ts := newTestServer(t, Deps{Asker: asker, Queries: mapReader{full.QueryID: full}})
+
+	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
+	got := (&Client{BaseURL: ts.URL}).Run(context.Background(), req, nopStream{})
+	if got.Status != pipeline.StatusOK {
+		t.Fatalf("replayed status %s: %s", got.Status, got.ErrorMessage)
+	}
+	if !reflect.DeepEqual(got.DoneEvent(), full.DoneEvent()) {
+		t.Errorf("done event replayed as\n%+v\nwant\n%+v", got.DoneEvent(), full.DoneEvent())
+	}
+
+	status, body, _ := get(t, ts.URL+"/v1/queries/"+full.QueryID)
+	if status != http.StatusOK {
+		t.Fatalf("GET /v1/queries/{id}: %d %s", status, body)
+	}
+	var stored pipeline.Record
+	if err := json.Unmarshal([]byte(body), &stored); err != nil {
+		t.Fatal(err)
+	}
+	if !stored.CreatedAt.Equal(full.CreatedAt) {
+		t.Errorf("created_at %v, want %v", stored.CreatedAt, full.CreatedAt)
+	}
+	stored.CreatedAt = full.CreatedAt
+	if !reflect.DeepEqual(stored, full) {
+		t.Errorf("GET /v1/queries/{id} answered\n%+v\nwant\n%+v", stored, full)
 	}
 }

@@ -113,43 +113,43 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 			ev, d := name, data
 			name, data = "", nil
 			switch ev {
-			case "meta":
+			case EventMeta:
 				var m pipeline.Meta
 				if err := json.Unmarshal(d, &m); err != nil {
 					return broken("decoding the meta event: "+err.Error(), err)
 				}
 				rec.QueryID, rec.Model, rec.Provider, rec.MaxContextTokens = m.QueryID, m.Model, m.Provider, m.MaxContextTokens
 				_ = out.Meta(m)
-			case "stage":
+			case EventStage:
 				var s pipeline.Span
 				if err := json.Unmarshal(d, &s); err != nil {
 					return broken("decoding a stage event: "+err.Error(), err)
 				}
 				_ = out.Stage(s)
-			case "sources":
-				var s struct {
-					Sources []pipeline.Source `json:"sources"`
-				}
+			case EventSources:
+				var s sourcesEvent
 				if err := json.Unmarshal(d, &s); err != nil {
 					return broken("decoding the sources event: "+err.Error(), err)
 				}
 				_ = out.Sources(s.Sources)
-			case "token", "reasoning":
+			case EventToken, EventReasoning:
 				var dl pipeline.Delta
 				if err := json.Unmarshal(d, &dl); err != nil {
 					return broken("decoding a "+ev+" event: "+err.Error(), err)
 				}
-				dl.Reasoning, dl.At = ev == "reasoning", time.Now()
+				dl.Reasoning, dl.At = ev == EventReasoning, time.Now()
 				_ = out.Delta(dl)
-			case "done":
-				done := rec
-				if err := json.Unmarshal(d, &done); err != nil {
+			case EventDone:
+				var ev pipeline.DoneEvent
+				if err := json.Unmarshal(d, &ev); err != nil {
 					return broken("decoding the done event: "+err.Error(), err)
 				}
+				done := rec
+				done.QueryID, done.Model, done.Figures, done.Stages = ev.QueryID, ev.Model, ev.Figures, ev.Stages
 				done.Status = pipeline.StatusOK
 				_ = out.Done(done)
 				return done
-			case "error":
+			case EventError:
 				var e pipeline.Error
 				if err := json.Unmarshal(d, &e); err != nil {
 					return broken("decoding the error event: "+err.Error(), err)

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
 )
 
 // Document kinds accepted by /v1/documents.
@@ -39,20 +41,13 @@ type DocumentResult struct {
 	Unchanged bool   `json:"unchanged"`
 }
 
-// DocumentInfo describes a stored document.
-type DocumentInfo struct {
-	DocID  string `json:"doc_id"`
-	Title  string `json:"title"`
-	Chunks int    `json:"chunks"`
-}
-
 // Documents is the document store behind /v1/documents: it chunks, embeds
 // and stores (replacing a document of the same id in one step), deletes
 // and lists. A nil Documents answers 503.
 type Documents interface {
 	PutDocument(ctx context.Context, in DocumentInput) (DocumentResult, error)
 	DeleteDocument(ctx context.Context, id string) (bool, error)
-	ListDocuments(ctx context.Context) ([]DocumentInfo, error)
+	ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error)
 }
 
 // ErrReadOnly is what a Documents returns when the store cannot be written
@@ -277,7 +272,7 @@ func (s *server) handleListDocuments(c echo.Context) error {
 		return fmt.Errorf("listing documents: %w", err)
 	}
 	if list == nil {
-		list = []DocumentInfo{}
+		list = []pipeline.DocumentInfo{}
 	}
 	chunks := 0
 	for _, d := range list {

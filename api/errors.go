@@ -8,7 +8,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 var timeNow = time.Now
@@ -35,9 +34,9 @@ var statusTable = []struct {
 	status int
 	code   string
 }{
-	{postgres.ErrNotFound, http.StatusNotFound, "not_found"},
+	{pipeline.ErrNotFound, http.StatusNotFound, "not_found"},
 	{ErrReadOnly, http.StatusServiceUnavailable, "read_only"},
-	{postgres.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
+	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.

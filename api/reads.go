@@ -12,18 +12,17 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 // QueryLister lists stored queries a page at a time; it returns an error
-// wrapping postgres.ErrInvalidCursor for a cursor it did not make.
+// wrapping pipeline.ErrInvalidCursor for a cursor it did not make.
 type QueryLister interface {
-	ListQueries(ctx context.Context, f postgres.QueryFilter) (postgres.QueryPage, error)
+	ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error)
 }
 
 // StatsReader reads the dashboard views for the queries since a moment.
 type StatsReader interface {
-	Stats(ctx context.Context, since time.Time) (postgres.Stats, error)
+	Stats(ctx context.Context, since time.Time) (pipeline.Stats, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -83,7 +82,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		}
 	}
 	now := timeNow()
-	var f postgres.QueryFilter
+	var f pipeline.QueryFilter
 	var err error
 	if v := qs.Get("since"); v != "" {
 		if f.Since, err = parseMoment(v, "since", now); err != nil {
@@ -110,8 +109,8 @@ func (s *server) handleListQueries(c echo.Context) error {
 	}
 	if v := qs.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > postgres.MaxListLimit {
-			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", postgres.MaxListLimit, v))
+		if err != nil || n < 1 || n > pipeline.MaxListLimit {
+			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", pipeline.MaxListLimit, v))
 		}
 		f.Limit = n
 	}

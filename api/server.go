@@ -18,7 +18,7 @@ type Asker interface {
 }
 
 // QueryReader reads stored queries. It returns an error wrapping
-// postgres.ErrNotFound for an unknown id.
+// pipeline.ErrNotFound for an unknown id.
 type QueryReader interface {
 	GetQuery(ctx context.Context, id string) (pipeline.Record, error)
 }

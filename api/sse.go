@@ -9,6 +9,22 @@ import (
 	"ragtime/pipeline"
 )
 
+// Names of the /ask stream's events, shared by the writer and the Client.
+const (
+	EventMeta      = "meta"
+	EventStage     = "stage"
+	EventSources   = "sources"
+	EventToken     = "token"
+	EventReasoning = "reasoning"
+	EventDone      = "done"
+	EventError     = "error"
+)
+
+// sourcesEvent is the sources event's body.
+type sourcesEvent struct {
+	Sources []pipeline.Source `json:"sources"`
+}
+
 // sseWriter writes one query's events as Server-Sent Events, flushing each
 // as soon as it is written. It implements pipeline.Stream; the pipeline
 // calls it from one goroutine.
@@ -51,45 +67,23 @@ func (s *sseWriter) event(name string, v any) error {
 	return nil
 }
 
-func (s *sseWriter) Meta(m pipeline.Meta) error   { return s.event("meta", m) }
-func (s *sseWriter) Stage(sp pipeline.Span) error { return s.event("stage", sp) }
+func (s *sseWriter) Meta(m pipeline.Meta) error   { return s.event(EventMeta, m) }
+func (s *sseWriter) Stage(sp pipeline.Span) error { return s.event(EventStage, sp) }
 
 func (s *sseWriter) Sources(src []pipeline.Source) error {
 	if src == nil {
 		src = []pipeline.Source{}
 	}
-	return s.event("sources", map[string]any{"sources": src})
+	return s.event(EventSources, sourcesEvent{Sources: src})
 }
 
 func (s *sseWriter) Delta(d pipeline.Delta) error {
 	if d.Reasoning {
-		return s.event("reasoning", d)
+		return s.event(EventReasoning, d)
 	}
-	return s.event("token", d)
+	return s.event(EventToken, d)
 }
 
-func (s *sseWriter) Done(rec pipeline.Record) error { return s.event("done", doneEvent(rec)) }
+func (s *sseWriter) Done(rec pipeline.Record) error { return s.event(EventDone, rec.DoneEvent()) }
 
-func (s *sseWriter) Fail(e *pipeline.Error) error { return s.event("error", e) }
-
-// doneEvent is the done event's body: the record without what the client
-// sent itself or what only storage needs.
-func doneEvent(rec pipeline.Record) map[string]any {
-	return map[string]any{
-		"query_id":        rec.QueryID,
-		"model":           rec.Model,
-		"ttft_ms":         rec.TTFTMs,
-		"first_token_ms":  rec.FirstTokenMs,
-		"e2e_ms":          rec.E2EMs,
-		"queue_ms":        rec.QueueMs,
-		"retrieval_ms":    rec.RetrievalMs,
-		"gen_ttft_ms":     rec.GenTTFTMs,
-		"llm_prefill_ms":  rec.LLMPrefillMs,
-		"overhead_ms":     rec.OverheadMs,
-		"reasoning_ms":    rec.ReasoningMs,
-		"retrieval_share": rec.RetrievalShare,
-		"prefill_share":   rec.PrefillShare,
-		"usage":           rec.Usage,
-		"stages":          rec.Stages,
-	}
-}
+func (s *sseWriter) Fail(e *pipeline.Error) error { return s.event(EventError, e) }

@@ -47,18 +47,6 @@ const (
 // maxErrorBody bounds how much of an upstream error body is read.
 const maxErrorBody = 4 << 10
 
-// stageOf names the stage a failure belongs to, from what had happened.
-func stageOf(gen *pipeline.Generation) string {
-	switch {
-	case gen.GotConn.IsZero():
-		return pipeline.StageLLMConnect
-	case gen.FirstToken.IsZero():
-		return pipeline.StageLLMPrefill
-	default:
-		return pipeline.StageLLMDecode
-	}
-}
-
 // secretScrubber removes anything looking like the API key from text that
 // came from the network or from errors.
 type secretScrubber struct {
@@ -272,7 +260,7 @@ func (c *client) transportError(parent, call context.Context, gen *pipeline.Gene
 	if e := contextError(parent, call, gen); e != nil {
 		return e
 	}
-	stage := stageOf(gen)
+	stage := gen.FailedStage()
 	e := &pipeline.Error{Stage: stage, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: c.scrubber.wrap(err)}
 	var te interface{ Timeout() bool }
 	var dnsErr *net.DNSError
@@ -329,7 +317,7 @@ func keyProvider(key string) string {
 // contextError returns the error for a call ended by the caller's context or
 // by the idle timeout, or nil when neither ended it.
 func contextError(parent, call context.Context, gen *pipeline.Generation) *pipeline.Error {
-	stage := stageOf(gen)
+	stage := gen.FailedStage()
 	if err := parent.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the deadline for the answer passed before the model finished", Hint: "the request's deadline is shorter than the answer takes; raise it or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}

@@ -413,7 +413,7 @@ func (s *streamReader) badStream(msg string, cause error) *pipeline.Error {
 
 func badStream(gen *pipeline.Generation, sc secretScrubber, format, msg string, cause error) *pipeline.Error {
 	return &pipeline.Error{
-		Stage:     stageOf(gen),
+		Stage:     gen.FailedStage(),
 		Code:      CodeBadStream,
 		Message:   msg,
 		Hint:      "the server at --llm-base-url did not send a valid " + format + "; check --llm-provider matches the server and look at its logs",

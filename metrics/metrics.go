@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"ragtime/pipeline"
-	"ragtime/postgres"
 )
 
 // Buckets, in seconds.
@@ -24,7 +23,7 @@ var (
 // RecorderStats is what reports the recorder's queue; *postgres.Recorder
 // implements it.
 type RecorderStats interface {
-	Stats() postgres.RecorderStats
+	Stats() pipeline.RecorderStats
 }
 
 // Metrics holds ragtime's Prometheus registry and its instruments.

@@ -50,19 +50,37 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 	r := m.Recorder(rec)
 
 	ok := pipeline.Record{
-		QueryID: uuid.NewString(), QuestionSHA256: "x", TopK: 5, Model: "sim", Provider: "llmsim",
-		Status: pipeline.StatusOK, TTFTMs: ptr(250.0), FirstTokenMs: ptr(240.0), E2EMs: 1500,
-		RetrievalMs: 50, RetrievalShare: ptr(0.2),
-		Usage: pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: 300},
+		QueryID:        uuid.NewString(),
+		QuestionSHA256: "x",
+		TopK:           5,
+		Model:          "sim",
+		Provider:       "llmsim",
+		Status:         pipeline.StatusOK,
 		Stages: []pipeline.Span{
 			{Name: "embed", Seq: 0, DurationMs: 2},
 			{Name: "llm_prefill", Seq: 1, StartMs: 50, DurationMs: 180},
 		},
+		Figures: pipeline.Figures{
+			TTFTMs:         ptr(250.0),
+			FirstTokenMs:   ptr(240.0),
+			E2EMs:          1500,
+			RetrievalMs:    50,
+			RetrievalShare: ptr(0.2),
+			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: 300},
+		},
 	}
 	failed := pipeline.Record{
-		QueryID: uuid.NewString(), QuestionSHA256: "y", TopK: 5, Model: "sim", Provider: "llmsim",
-		Status: pipeline.StatusError, ErrorCode: "llm_unavailable", E2EMs: 30,
-		Stages: []pipeline.Span{{Name: "embed", Seq: 0, DurationMs: 3}},
+		QueryID:        uuid.NewString(),
+		QuestionSHA256: "y",
+		TopK:           5,
+		Model:          "sim",
+		Provider:       "llmsim",
+		Status:         pipeline.StatusError,
+		ErrorCode:      "llm_unavailable",
+		Stages:         []pipeline.Span{{Name: "embed", Seq: 0, DurationMs: 3}},
+		Figures: pipeline.Figures{
+			E2EMs: 30,
+		},
 	}
 	r.Record(ok)
 	r.Record(failed)

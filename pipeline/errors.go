@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -33,9 +34,37 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Codes the pipeline itself produces; parts define their own (llm_auth, ...).
 const (
+	// CodeCancelled: the client went away, or the query's context was
+	// cancelled; the query is stored with status cancelled.
 	CodeCancelled = "cancelled"
 	CodeInternal  = "internal"
 )
+
+// IsCancelled reports whether err ends a query as cancelled rather than
+// failed: it is an *Error with CodeCancelled, or it wraps context.Canceled
+// (a part's own cancellation code, such as llm_cancelled, wraps it by
+// contract).
+func IsCancelled(err error) bool {
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeCancelled {
+		return true
+	}
+	return errors.Is(err, context.Canceled)
+}
+
+// FailedStage names the generation stage a failure at this point of the
+// call belongs to: llm_connect before a connection, llm_prefill before the
+// first token, llm_decode after it.
+func (g *Generation) FailedStage() string {
+	switch {
+	case g.GotConn.IsZero():
+		return StageLLMConnect
+	case g.FirstToken.IsZero():
+		return StageLLMPrefill
+	default:
+		return StageLLMDecode
+	}
+}
 
 // AsError returns err as an *Error, classifying what is not one as
 // stage_failed for the given stage.

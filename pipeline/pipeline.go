@@ -48,6 +48,12 @@ type Config struct {
 	StoreQuestion bool
 	// HideReasoning times reasoning deltas but does not forward them.
 	HideReasoning bool
+
+	// Now reads the query's clock; nil means time.Now. Readings must carry
+	// a monotonic part (or be a test's fake clock that only moves forward).
+	Now func() time.Time
+	// NewID makes a query id; nil means a random UUID.
+	NewID func() string
 }
 
 // DefaultSystemPrompt asks the model to answer from the numbered sources.
@@ -91,6 +97,12 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.RerankerName == "" {
 		cfg.RerankerName = "none"
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = uuid.NewString
+	}
 	p := &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt)}
 	if cfg.MaxConcurrent > 0 {
 		p.sem = make(chan struct{}, cfg.MaxConcurrent)
@@ -126,8 +138,11 @@ type query struct {
 }
 
 func (p *Pipeline) start(req Request) *query {
-	return &query{p: p, req: req, id: uuid.NewString(), t0: time.Now(), spans: make([]Span, 0, 8)}
+	return &query{p: p, req: req, id: p.cfg.NewID(), t0: p.cfg.Now(), spans: make([]Span, 0, 8)}
 }
+
+// now reads the query's clock.
+func (q *query) now() time.Time { return q.p.cfg.Now() }
 
 // budget is the context budget of this query: the request's override, or
 // the configured one.
@@ -179,11 +194,11 @@ func (q *query) run(ctx context.Context, out Stream) Record {
 	return q.finish(out, model, nil)
 }
 
-// errClientGone marks a failed write to the client: the query is cancelled,
-// and nothing more is written.
-var errClientGone = errors.New("client went away")
-
-func clientGone(err error) error { return fmt.Errorf("%w: %v", errClientGone, err) }
+// clientGone is the error of a failed write to the client: the query is
+// cancelled, and nothing more is written.
+func clientGone(err error) error {
+	return &Error{Code: CodeCancelled, Message: "the client went away", Err: err}
+}
 
 func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model string) error {
 	cfg := q.p.cfg
@@ -197,73 +212,70 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		case <-ctx.Done():
 			return &Error{Stage: StageQueue, Code: CodeCancelled, Message: "cancelled while queued", Err: ctx.Err()}
 		}
-		admitted = time.Now()
+		admitted = q.now()
 	}
 	if err := q.span(out, StageQueue, q.t0, admitted, map[string]any{"limit": cfg.MaxConcurrent}); err != nil {
 		return clientGone(err)
 	}
 
-	// embed
-	start := time.Now()
-	vecs, err := cfg.Embedder.Embed(ctx, []string{q.req.Question})
-	end := time.Now()
-	if err == nil && len(vecs) != 1 {
-		err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
-	}
+	var vecs [][]float32
+	err := q.stage(ctx, out, StageEmbed, func() (map[string]any, error) {
+		var err error
+		vecs, err = cfg.Embedder.Embed(ctx, []string{q.req.Question})
+		attrs := map[string]any{"embedder": cfg.EmbedderName}
+		if err == nil && len(vecs) != 1 {
+			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
+		}
+		if err == nil {
+			attrs["dim"] = len(vecs[0])
+		}
+		return attrs, err
+	})
 	if err != nil {
-		_ = q.span(out, StageEmbed, start, end, map[string]any{"embedder": cfg.EmbedderName})
-		return stageErr(ctx, StageEmbed, err)
-	}
-	if err := q.span(out, StageEmbed, start, end, map[string]any{"embedder": cfg.EmbedderName, "dim": len(vecs[0])}); err != nil {
-		return clientGone(err)
+		return err
 	}
 
-	// search
-	start = time.Now()
-	hits, err := cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, q.req.Filter)
-	end = time.Now()
-	searchAttrs := make(map[string]any, len(cfg.SearchAttrs)+3)
-	maps.Copy(searchAttrs, cfg.SearchAttrs)
-	searchAttrs["k"], searchAttrs["hits"], searchAttrs["store"] = q.req.TopK, len(hits), cfg.StoreName
+	var hits []Hit
+	err = q.stage(ctx, out, StageSearch, func() (map[string]any, error) {
+		var err error
+		hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, q.req.Filter)
+		attrs := make(map[string]any, len(cfg.SearchAttrs)+3)
+		maps.Copy(attrs, cfg.SearchAttrs)
+		attrs["k"], attrs["hits"], attrs["store"] = q.req.TopK, len(hits), cfg.StoreName
+		return attrs, err
+	})
 	if err != nil {
-		_ = q.span(out, StageSearch, start, end, searchAttrs)
-		return stageErr(ctx, StageSearch, err)
-	}
-	if err := q.span(out, StageSearch, start, end, searchAttrs); err != nil {
-		return clientGone(err)
+		return err
 	}
 
-	// rerank
-	start = time.Now()
-	candidates := len(hits)
-	topN := q.req.RerankTopN
-	rerankAttrs := map[string]any{"candidates": candidates, "top_n": topN, "reranker": cfg.RerankerName}
-	switch {
-	case topN == 0:
-		rerankAttrs["reranker"] = "off"
-	case cfg.Reranker == nil:
-		hits = hits[:min(topN, len(hits))]
-	case len(hits) > 0:
-		hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, hits, topN)
-	}
-	end = time.Now()
+	err = q.stage(ctx, out, StageRerank, func() (map[string]any, error) {
+		topN := q.req.RerankTopN
+		attrs := map[string]any{"candidates": len(hits), "top_n": topN, "reranker": cfg.RerankerName}
+		var err error
+		switch {
+		case topN == 0:
+			attrs["reranker"] = "off"
+		case cfg.Reranker == nil:
+			hits = hits[:min(topN, len(hits))]
+		case len(hits) > 0:
+			hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, hits, topN)
+		}
+		return attrs, err
+	})
 	if err != nil {
-		_ = q.span(out, StageRerank, start, end, rerankAttrs)
-		return stageErr(ctx, StageRerank, err)
-	}
-	if err := q.span(out, StageRerank, start, end, rerankAttrs); err != nil {
-		return clientGone(err)
+		return err
 	}
 
-	// assemble
-	start = time.Now()
-	prompt := q.assemble(hits)
-	end = time.Now()
-	if err := q.span(out, StageAssemble, start, end, map[string]any{
-		"chunks": len(prompt.sources), "dropped": prompt.dropped,
-		"context_tokens": prompt.contextTokens, "prompt_tokens": prompt.promptTokens,
-	}); err != nil {
-		return clientGone(err)
+	var prompt promptParts
+	err = q.stage(ctx, out, StageAssemble, func() (map[string]any, error) {
+		prompt = q.assemble(hits)
+		return map[string]any{
+			"chunks": len(prompt.sources), "dropped": prompt.dropped,
+			"context_tokens": prompt.contextTokens, "prompt_tokens": prompt.promptTokens,
+		}, nil
+	})
+	if err != nil {
+		return err
 	}
 	if err := out.Sources(prompt.sources); err != nil {
 		return clientGone(err)
@@ -284,10 +296,25 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		err = clientGone(serr)
 	}
 	if err != nil {
-		if errors.Is(err, errClientGone) {
-			return err
-		}
-		return stageErr(ctx, q.failedLLMStage(), err)
+		return stageErr(ctx, q.gen.FailedStage(), err)
+	}
+	return nil
+}
+
+// stage runs fn as the stage name on the query's clock: it records the
+// stage's span with the attrs fn returns (also when fn fails) and sends it
+// to out, and returns fn's error classified as the stage's failure, or the
+// client's departure if the span could not be written.
+func (q *query) stage(ctx context.Context, out Stream, name string, fn func() (map[string]any, error)) error {
+	start := q.now()
+	attrs, err := fn()
+	end := q.now()
+	if err != nil {
+		_ = q.span(out, name, start, end, attrs)
+		return stageErr(ctx, name, err)
+	}
+	if err := q.span(out, name, start, end, attrs); err != nil {
+		return clientGone(err)
 	}
 	return nil
 }
@@ -296,14 +323,14 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 // after it has been written and flushed.
 func (q *query) emit(out Stream, d Delta) error {
 	if d.At.IsZero() {
-		d.At = time.Now()
+		d.At = q.now()
 	}
 	q.deltaAt = append(q.deltaAt, d.At)
 	if d.Reasoning && q.p.cfg.HideReasoning {
 		// Not forwarded, still timed: first_token_ms is when the hidden
 		// reasoning would have been flushed.
 		if q.firstAt.IsZero() {
-			q.firstAt = time.Now()
+			q.firstAt = q.now()
 		}
 		return q.firstTokenSpans(out, d)
 	}
@@ -311,7 +338,7 @@ func (q *query) emit(out Stream, d Delta) error {
 		return clientGone(err)
 	}
 	if q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero()) {
-		now := time.Now()
+		now := q.now()
 		if q.firstAt.IsZero() {
 			q.firstAt = now
 		}
@@ -351,7 +378,7 @@ func (q *query) connectAndPrefill(out Stream, g Generation) error {
 	}
 	end := g.FirstToken
 	if end.IsZero() {
-		end = time.Now()
+		end = q.now()
 	}
 	return q.span(out, StageLLMPrefill, written, end, prefillAttrs(g))
 }
@@ -401,7 +428,7 @@ func (q *query) generationSpans(out Stream) error {
 		}
 	} else {
 		if g.GotConn.IsZero() {
-			return q.span(out, StageLLMConnect, g.RequestStart, time.Now(), nil)
+			return q.span(out, StageLLMConnect, g.RequestStart, q.now(), nil)
 		}
 		if err := q.connectAndPrefill(out, g); err != nil || g.FirstToken.IsZero() {
 			return err
@@ -425,21 +452,14 @@ func (q *query) generationSpans(out Stream) error {
 	})
 }
 
-// failedLLMStage names the generation stage a failure belongs to.
-func (q *query) failedLLMStage() string {
-	switch {
-	case q.gen.GotConn.IsZero():
-		return StageLLMConnect
-	case q.gen.FirstToken.IsZero():
-		return StageLLMPrefill
-	default:
-		return StageLLMDecode
-	}
-}
-
 // stageErr classifies err as the failure of stage: a cancelled context is
-// a cancellation (the client went away), a passed deadline a timeout.
+// a cancellation (the client went away), a passed deadline a timeout. An
+// error that already is a cancellation (the client went away while the
+// stage wrote to it) is kept as it is.
 func stageErr(ctx context.Context, stage string, err error) error {
+	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeCancelled {
+		return AsError(stage, err)
+	}
 	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
 		return &Error{Stage: stage, Code: CodeCancelled, Message: "the client went away", Err: err}
 	}
@@ -460,7 +480,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
-		Usage: q.gen.Usage, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
+		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
 	}
 	if q.gen.Model != "" {
 		rec.Model = q.gen.Model
@@ -519,17 +539,12 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	var perr *Error
 	switch {
 	case runErr == nil:
-	case errors.Is(runErr, errClientGone):
-		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, CodeCancelled, "the client went away"
-	case errors.As(runErr, &perr) && perr.Code == CodeCancelled:
+	case IsCancelled(runErr):
+		perr = AsError("", runErr)
 		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, CodeCancelled, perr.Message
 	default:
 		perr = AsError("", runErr)
-		if perr.Code == "llm_cancelled" {
-			rec.Status = StatusCancelled
-		} else {
-			rec.Status = StatusError
-		}
+		rec.Status = StatusError
 		rec.ErrorCode, rec.ErrorMessage = perr.Code, perr.Message
 		if perr.Status != 0 && rec.UpstreamStatus == 0 {
 			rec.UpstreamStatus = perr.Status
@@ -538,7 +553,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 			rec.RequestID = perr.RequestID
 		}
 	}
-	rec.E2EMs = q.ms(time.Now())
+	rec.E2EMs = q.ms(q.now())
 	switch rec.Status {
 	case StatusOK:
 		_ = out.Done(rec)

@@ -182,13 +182,13 @@ type ConnInfo struct {
 
 // Usage counts tokens.
 type Usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	CachedTokens     int `json:"cached_tokens"`
-	ReasoningTokens  int `json:"reasoning_tokens"`
+	PromptTokens     int `json:"prompt_tokens" db:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens" db:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens" db:"cached_tokens"`
+	ReasoningTokens  int `json:"reasoning_tokens" db:"reasoning_tokens"`
 	// CacheCreationTokens are prompt tokens written to the provider's
 	// prefix cache (Anthropic's cache_creation_input_tokens).
-	CacheCreationTokens int `json:"cache_creation_tokens,omitempty"`
+	CacheCreationTokens int `json:"cache_creation_tokens,omitempty" db:"cache_creation_tokens"`
 }
 
 // Source is a chunk as it is shown to the client, with its rank in the

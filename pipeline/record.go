@@ -40,53 +40,84 @@ type Span struct {
 	Attrs      map[string]any `json:"attrs,omitempty"`
 }
 
-// Record is one finished query: what the done event carries and what is
-// stored. Fields that depend on a first token (TTFTMs and what derives from
-// it) are nil when no answer token was flushed.
+// Record is one finished query: what is stored, and what GET
+// /v1/queries/{id} answers. Fields that depend on a first token (TTFTMs and
+// what derives from it) are nil when no answer token was flushed.
+//
+// The record's shape is declared here once: the JSON tags name its fields
+// for the API, the db tags its columns in the queries table (postgres derives
+// its insert and select from them; options: "null" stores a zero value as
+// NULL and reads NULL as zero, "uuid" is a uuid column), and Figures is what
+// the done event carries too. A new field needs this type and a migration
+// adding its column, nothing else; TestEveryRecordFieldIsStored (postgres)
+// and TestDoneEventCarriesEveryFigure (api) fail if it does not reach the
+// row, the API or the stream.
 type Record struct {
-	QueryID   string    `json:"query_id"`
-	CreatedAt time.Time `json:"created_at"`
+	QueryID   string    `json:"query_id" db:"id,uuid"`
+	CreatedAt time.Time `json:"created_at" db:"created_at"`
 	// Question is empty when questions are stored as hashes only.
-	Question       string `json:"question,omitempty"`
-	QuestionSHA256 string `json:"question_sha256"`
-	TopK           int    `json:"top_k"`
-	RerankTopN     int    `json:"rerank_top_n"`
-	MaxTokens      int    `json:"max_tokens"`
+	Question       string `json:"question,omitempty" db:"question,null"`
+	QuestionSHA256 string `json:"question_sha256" db:"question_sha256"`
+	TopK           int    `json:"top_k" db:"top_k"`
+	RerankTopN     int    `json:"rerank_top_n" db:"rerank_top_n"`
+	MaxTokens      int    `json:"max_tokens" db:"max_tokens"`
 	// MaxContextTokens is the context budget the prompt was assembled
 	// under; 0 when unknown.
-	MaxContextTokens int `json:"max_context_tokens,omitempty"`
+	MaxContextTokens int `json:"max_context_tokens,omitempty" db:"max_context_tokens,null"`
 	// SweepID is the sweep that made the query; empty for ordinary queries.
-	SweepID      string `json:"sweep_id,omitempty"`
-	Model        string `json:"model"`
-	Provider     string `json:"provider"`
-	Status       string `json:"status"`
-	ErrorCode    string `json:"error_code,omitempty"`
-	ErrorMessage string `json:"error_message,omitempty"`
+	SweepID      string `json:"sweep_id,omitempty" db:"sweep_id,uuid,null"`
+	Model        string `json:"model" db:"model"`
+	Provider     string `json:"provider" db:"provider"`
+	Status       string `json:"status" db:"status"`
+	ErrorCode    string `json:"error_code,omitempty" db:"error_code,null"`
+	ErrorMessage string `json:"error_message,omitempty" db:"error_message,null"`
 
-	TTFTMs       *float64 `json:"ttft_ms"`
-	FirstTokenMs *float64 `json:"first_token_ms"`
-	E2EMs        float64  `json:"e2e_ms"`
-	QueueMs      float64  `json:"queue_ms"`
-	RetrievalMs  float64  `json:"retrieval_ms"`
-	GenTTFTMs    float64  `json:"gen_ttft_ms"`
-	LLMPrefillMs float64  `json:"llm_prefill_ms"`
-	OverheadMs   *float64 `json:"overhead_ms"`
-	// ReasoningMs is first_token_ms → ttft_ms: how long the model thought
-	// before its first answer token (0 for a model that does not reason).
-	ReasoningMs    *float64 `json:"reasoning_ms"`
-	RetrievalShare *float64 `json:"retrieval_share"`
-	PrefillShare   *float64 `json:"prefill_share"`
+	Figures
 
-	Usage          Usage  `json:"usage"`
-	ConnReused     *bool  `json:"conn_reused,omitempty"`
-	UpstreamStatus int    `json:"upstream_status,omitempty"`
-	RequestID      string `json:"request_id,omitempty"`
+	ConnReused     *bool  `json:"conn_reused,omitempty" db:"conn_reused"`
+	UpstreamStatus int    `json:"upstream_status,omitempty" db:"upstream_status,null"`
+	RequestID      string `json:"request_id,omitempty" db:"request_id,null"`
 
 	// Server-side timings, in milliseconds, when the model server reported
 	// them (Ollama, llama.cpp, vLLM, Groq); nil otherwise.
-	ServerQueueMs   *float64 `json:"server_queue_ms,omitempty"`
-	ServerPrefillMs *float64 `json:"server_prefill_ms,omitempty"`
-	ServerLoadMs    *float64 `json:"server_load_ms,omitempty"`
+	ServerQueueMs   *float64 `json:"server_queue_ms,omitempty" db:"server_queue_ms"`
+	ServerPrefillMs *float64 `json:"server_prefill_ms,omitempty" db:"server_prefill_ms"`
+	ServerLoadMs    *float64 `json:"server_load_ms,omitempty" db:"server_load_ms"`
 
+	// Stages are stored as rows of query_stages, not as columns.
+	Stages []Span `json:"stages" db:"-"`
+}
+
+// Figures are what a finished query measured: the numbers the done event
+// reports, stored with the record.
+type Figures struct {
+	TTFTMs       *float64 `json:"ttft_ms" db:"ttft_ms"`
+	FirstTokenMs *float64 `json:"first_token_ms" db:"first_token_ms"`
+	E2EMs        float64  `json:"e2e_ms" db:"e2e_ms"`
+	QueueMs      float64  `json:"queue_ms" db:"queue_ms"`
+	RetrievalMs  float64  `json:"retrieval_ms" db:"retrieval_ms"`
+	GenTTFTMs    float64  `json:"gen_ttft_ms" db:"gen_ttft_ms"`
+	LLMPrefillMs float64  `json:"llm_prefill_ms" db:"llm_prefill_ms"`
+	OverheadMs   *float64 `json:"overhead_ms" db:"overhead_ms"`
+	// ReasoningMs is first_token_ms → ttft_ms: how long the model thought
+	// before its first answer token (0 for a model that does not reason).
+	ReasoningMs    *float64 `json:"reasoning_ms" db:"reasoning_ms"`
+	RetrievalShare *float64 `json:"retrieval_share" db:"retrieval_share"`
+	PrefillShare   *float64 `json:"prefill_share" db:"prefill_share"`
+
+	Usage Usage `json:"usage"`
+}
+
+// DoneEvent is the done event's body: the record's Figures and Stages,
+// without what the client sent itself or what only storage needs.
+type DoneEvent struct {
+	QueryID string `json:"query_id"`
+	Model   string `json:"model"`
+	Figures
 	Stages []Span `json:"stages"`
+}
+
+// DoneEvent returns the done event of the record.
+func (r Record) DoneEvent() DoneEvent {
+	return DoneEvent{QueryID: r.QueryID, Model: r.Model, Figures: r.Figures, Stages: r.Stages}
 }

@@ -1,6 +1,8 @@
 // Package postgres stores ragtime's query timings in PostgreSQL: it applies
 // the embedded migrations, records finished queries through a bounded,
-// non-blocking batch writer, and reads them back for the API and dashboards.
+// non-blocking batch writer, and reads them back for the API and dashboards
+// as the read types pipeline declares. The queries table's columns are
+// derived from pipeline.Record's db tags (columns.go).
 //
 // The request path never waits on the database: Recorder.Record only queues,
 // and a background writer retries while PostgreSQL is away.

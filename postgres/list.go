@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,79 +10,19 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"ragtime/pipeline"
 )
-
-// ErrInvalidCursor is returned by ListQueries for a cursor it did not make.
-var ErrInvalidCursor = errors.New("cursor is not one this server returned")
-
-// Query list bounds.
-const (
-	DefaultListLimit = 50
-	MaxListLimit     = 500
-)
-
-// QueryFilter selects the queries ListQueries returns, newest first. Zero
-// fields do not filter.
-type QueryFilter struct {
-	// Since keeps queries created at or after it; Until those created
-	// before it.
-	Since, Until time.Time
-	// Status is ok, error or cancelled.
-	Status string
-	// Model is the model name, exactly.
-	Model string
-	// TopK is the top_k the query asked for.
-	TopK int
-	// Limit is the page size: DefaultListLimit when 0, at most MaxListLimit.
-	Limit int
-	// Cursor is a previous page's NextCursor: the page after it.
-	Cursor string
-}
-
-// QuerySummary is one query of a list: its timings without attributes, and
-// the duration of each of its stages.
-type QuerySummary struct {
-	ID               string             `json:"query_id" db:"id"`
-	CreatedAt        time.Time          `json:"created_at" db:"created_at"`
-	Question         string             `json:"question,omitempty" db:"question"`
-	Model            string             `json:"model" db:"model"`
-	Provider         string             `json:"provider" db:"provider"`
-	Status           string             `json:"status" db:"status"`
-	ErrorCode        string             `json:"error_code,omitempty" db:"error_code"`
-	TopK             int                `json:"top_k" db:"top_k"`
-	RerankTopN       int                `json:"rerank_top_n" db:"rerank_top_n"`
-	TTFTMs           *float64           `json:"ttft_ms" db:"ttft_ms"`
-	FirstTokenMs     *float64           `json:"first_token_ms" db:"first_token_ms"`
-	E2EMs            float64            `json:"e2e_ms" db:"e2e_ms"`
-	QueueMs          float64            `json:"queue_ms" db:"queue_ms"`
-	RetrievalMs      float64            `json:"retrieval_ms" db:"retrieval_ms"`
-	GenTTFTMs        float64            `json:"gen_ttft_ms" db:"gen_ttft_ms"`
-	LLMPrefillMs     float64            `json:"llm_prefill_ms" db:"llm_prefill_ms"`
-	OverheadMs       *float64           `json:"overhead_ms" db:"overhead_ms"`
-	RetrievalShare   *float64           `json:"retrieval_share" db:"retrieval_share"`
-	PrefillShare     *float64           `json:"prefill_share" db:"prefill_share"`
-	PromptTokens     int                `json:"prompt_tokens" db:"prompt_tokens"`
-	CompletionTokens int                `json:"completion_tokens" db:"completion_tokens"`
-	CachedTokens     int                `json:"cached_tokens" db:"cached_tokens"`
-	Stages           map[string]float64 `json:"stages" db:"stages"`
-}
-
-// QueryPage is one page of ListQueries.
-type QueryPage struct {
-	Queries []QuerySummary `json:"queries"`
-	// NextCursor fetches the next (older) page; empty on the last page.
-	NextCursor string `json:"next_cursor,omitempty"`
-}
 
 // ListQueries returns the queries f selects, newest first (ties broken by
 // id), one page at a time. The page after a cursor is stable while new
 // queries arrive: it continues strictly below the cursor's position.
-func (s *Store) ListQueries(ctx context.Context, f QueryFilter) (QueryPage, error) {
+func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
-		limit = DefaultListLimit
+		limit = pipeline.DefaultListLimit
 	}
-	limit = min(limit, MaxListLimit)
+	limit = min(limit, pipeline.MaxListLimit)
 
 	// The WHERE clause holds only the filters given, so that each shape gets
 	// a plan using the index that fits it (a generic "$1 IS NULL OR ..."
@@ -115,7 +54,7 @@ func (s *Store) ListQueries(ctx context.Context, f QueryFilter) (QueryPage, erro
 	if f.Cursor != "" {
 		at, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return QueryPage{}, err
+			return pipeline.QueryPage{}, err
 		}
 		add("(q.created_at, q.id) < (?, ?)", at, id)
 	}
@@ -133,13 +72,13 @@ FROM queries q`
 
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return QueryPage{}, fmt.Errorf("list queries: %w", err)
+		return pipeline.QueryPage{}, fmt.Errorf("list queries: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[QuerySummary])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[pipeline.QuerySummary])
 	if err != nil {
-		return QueryPage{}, fmt.Errorf("list queries: %w", err)
+		return pipeline.QueryPage{}, fmt.Errorf("list queries: %w", err)
 	}
-	page := QueryPage{Queries: list}
+	page := pipeline.QueryPage{Queries: list}
 	if len(list) > limit {
 		page.Queries = list[:limit]
 		last := page.Queries[limit-1]
@@ -152,7 +91,7 @@ FROM queries q`
 		}
 	}
 	if page.Queries == nil {
-		page.Queries = []QuerySummary{}
+		page.Queries = []pipeline.QuerySummary{}
 	}
 	return page, nil
 }
@@ -166,19 +105,19 @@ func encodeCursor(at time.Time, id string) string {
 func decodeCursor(c string) (time.Time, uuid.UUID, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return time.Time{}, uuid.UUID{}, ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
 	}
 	micros, id, ok := strings.Cut(string(raw), ",")
 	if !ok {
-		return time.Time{}, uuid.UUID{}, ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
 	}
 	us, err := strconv.ParseInt(micros, 10, 64)
 	if err != nil {
-		return time.Time{}, uuid.UUID{}, ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
 	}
 	parsed, err := uuid.Parse(id)
 	if err != nil {
-		return time.Time{}, uuid.UUID{}, ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
 	}
 	return time.UnixMicro(us), parsed, nil
 }

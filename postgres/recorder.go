@@ -48,25 +48,6 @@ type RecorderOptions struct {
 	Logger *slog.Logger
 }
 
-// RecorderStats are a Recorder's counters since it was created.
-type RecorderStats struct {
-	// Queued is the records held now: waiting or being written.
-	Queued int64 `json:"queued"`
-	// Written is the records PostgreSQL has committed (a query id written
-	// before counts as written, not again stored).
-	Written int64 `json:"written"`
-	// Dropped is the records lost because the queue was full, the recorder
-	// was closed, or Close's deadline passed before they were written.
-	Dropped int64 `json:"dropped"`
-	// Failed is the records rejected as invalid (by PostgreSQL, such as a
-	// status outside ok/error/cancelled, or before sending, such as an id
-	// that is not a UUID); they are logged and skipped.
-	Failed int64 `json:"failed"`
-	// Retries is the batch writes that failed for a reason other than the
-	// data (PostgreSQL away, schema missing) and were tried again.
-	Retries int64 `json:"retries"`
-}
-
 // Recorder stores finished queries in PostgreSQL without making the caller
 // wait: Record puts the record in a bounded in-memory queue and a background
 // writer flushes it in batches, one transaction per batch. While PostgreSQL
@@ -167,11 +148,11 @@ func (r *Recorder) Record(rec pipeline.Record) {
 }
 
 // Stats returns the recorder's counters.
-func (r *Recorder) Stats() RecorderStats {
+func (r *Recorder) Stats() pipeline.RecorderStats {
 	r.mu.Lock()
 	queued := int64(len(r.queue) + r.inflight)
 	r.mu.Unlock()
-	return RecorderStats{
+	return pipeline.RecorderStats{
 		Queued:  queued,
 		Written: r.written.Load(),
 		Dropped: r.dropped.Load(),

@@ -74,10 +74,10 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	ctx := ctxFor(t)
 
 	// Paging by 4 visits all 12, newest first, each once.
-	var seen []postgres.QuerySummary
+	var seen []pipeline.QuerySummary
 	cursor := ""
 	for range 10 {
-		page, err := store.ListQueries(ctx, postgres.QueryFilter{Limit: 4, Cursor: cursor})
+		page, err := store.ListQueries(ctx, pipeline.QueryFilter{Limit: 4, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,17 +109,17 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		f    postgres.QueryFilter
+		f    pipeline.QueryFilter
 		want int
 	}{
-		{"status", postgres.QueryFilter{Status: "error"}, 1},
-		{"model", postgres.QueryFilter{Model: "sim-a"}, 11},
-		{"top_k", postgres.QueryFilter{TopK: 10}, 5},
-		{"since", postgres.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
-		{"until", postgres.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
-		{"window", postgres.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
-		{"all at once", postgres.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
-		{"nothing", postgres.QueryFilter{Model: "no-such-model"}, 0},
+		{"status", pipeline.QueryFilter{Status: "error"}, 1},
+		{"model", pipeline.QueryFilter{Model: "sim-a"}, 11},
+		{"top_k", pipeline.QueryFilter{TopK: 10}, 5},
+		{"since", pipeline.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
+		{"until", pipeline.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
+		{"window", pipeline.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
+		{"all at once", pipeline.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
+		{"nothing", pipeline.QueryFilter{Model: "no-such-model"}, 0},
 	} {
 		page, err := store.ListQueries(ctx, tc.f)
 		if err != nil {
@@ -131,7 +131,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	}
 
 	for _, bad := range []string{"x", "!!!", "MTIz", "MTIzLG5vdC1hLXV1aWQ"} {
-		if _, err := store.ListQueries(ctx, postgres.QueryFilter{Cursor: bad}); !errors.Is(err, postgres.ErrInvalidCursor) {
+		if _, err := store.ListQueries(ctx, pipeline.QueryFilter{Cursor: bad}); !errors.Is(err, pipeline.ErrInvalidCursor) {
 			t.Errorf("cursor %q: err %v, want ErrInvalidCursor", bad, err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("bucket %s with %d points", st.Bucket, len(st.Series))
 	}
 
-	stages := map[string]postgres.StagePercentile{}
+	stages := map[string]pipeline.StagePercentile{}
 	var order []string
 	for _, sp := range st.StagePercentiles {
 		stages[sp.Stage] = sp
@@ -236,10 +236,10 @@ func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("prune: %d, %v; want 1 deleted", n, err)
 	}
-	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, postgres.ErrNotFound) {
+	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, pipeline.ErrNotFound) {
 		t.Errorf("the old query is still there: %v", err)
 	}
-	page, err := store.ListQueries(ctx, postgres.QueryFilter{})
+	page, err := store.ListQueries(ctx, pipeline.QueryFilter{})
 	if err != nil || len(page.Queries) != 11 {
 		t.Fatalf("after prune %d queries, %v", len(page.Queries), err)
 	}

@@ -14,10 +14,6 @@ import (
 	"ragtime/pipeline"
 )
 
-// ErrNotFound is returned for a query id that is not stored, including one
-// that is not a UUID at all.
-var ErrNotFound = errors.New("query not found")
-
 // Store reads stored queries for the API and dashboards.
 type Store struct {
 	pool *pgxpool.Pool
@@ -36,17 +32,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-const selectQuery = `SELECT
-	id::text, created_at, coalesce(question, ''), question_sha256, top_k, rerank_top_n, max_tokens,
-	model, provider, status, coalesce(error_code, ''), coalesce(error_message, ''),
-	ttft_ms, first_token_ms, e2e_ms, queue_ms, retrieval_ms, gen_ttft_ms, llm_prefill_ms,
-	overhead_ms, retrieval_share, prefill_share,
-	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
-	conn_reused, coalesce(upstream_status, 0), coalesce(request_id, ''),
-	coalesce(sweep_id::text, ''), coalesce(max_context_tokens, 0),
-	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens, reasoning_ms
-FROM queries WHERE id = $1`
-
 const selectStages = `SELECT seq, name, start_ms, duration_ms, attrs
 FROM query_stages WHERE query_id = $1 ORDER BY seq`
 
@@ -61,24 +46,16 @@ FROM query_stages WHERE query_id = $1 ORDER BY seq`
 func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
 	parsed, err := uuid.Parse(id)
 	if err != nil {
-		return pipeline.Record{}, ErrNotFound
+		return pipeline.Record{}, pipeline.ErrNotFound
 	}
 	pgID := pgtype.UUID{Bytes: parsed, Valid: true}
 
 	var rec pipeline.Record
-	err = s.pool.QueryRow(ctx, selectQuery, pgID).Scan(
-		&rec.QueryID, &rec.CreatedAt, &rec.Question, &rec.QuestionSHA256, &rec.TopK, &rec.RerankTopN, &rec.MaxTokens,
-		&rec.Model, &rec.Provider, &rec.Status, &rec.ErrorCode, &rec.ErrorMessage,
-		&rec.TTFTMs, &rec.FirstTokenMs, &rec.E2EMs, &rec.QueueMs, &rec.RetrievalMs, &rec.GenTTFTMs, &rec.LLMPrefillMs,
-		&rec.OverheadMs, &rec.RetrievalShare, &rec.PrefillShare,
-		&rec.Usage.PromptTokens, &rec.Usage.CompletionTokens, &rec.Usage.CachedTokens, &rec.Usage.ReasoningTokens,
-		&rec.ConnReused, &rec.UpstreamStatus, &rec.RequestID,
-		&rec.SweepID, &rec.MaxContextTokens,
-		&rec.ServerQueueMs, &rec.ServerPrefillMs, &rec.ServerLoadMs, &rec.Usage.CacheCreationTokens,
-		&rec.ReasoningMs,
-	)
+	targets, scanned := scanTargets(&rec)
+	err = s.pool.QueryRow(ctx, selectQuery, pgID).Scan(targets...)
+	scanned()
 	if errors.Is(err, pgx.ErrNoRows) {
-		return pipeline.Record{}, ErrNotFound
+		return pipeline.Record{}, pipeline.ErrNotFound
 	}
 	if err != nil {
 		return pipeline.Record{}, fmt.Errorf("read query %s: %w", parsed, err)

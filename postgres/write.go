@@ -7,34 +7,12 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/pipeline"
 )
-
-// insertQuery inserts one query row; a query id stored before is left as it
-// is (RETURNING then yields no row, and its stages are not written again).
-const insertQuery = `INSERT INTO queries (
-	id, created_at, question, question_sha256, top_k, rerank_top_n, max_tokens,
-	model, provider, status, error_code, error_message,
-	ttft_ms, first_token_ms, e2e_ms, queue_ms, retrieval_ms, gen_ttft_ms, llm_prefill_ms,
-	overhead_ms, retrieval_share, prefill_share,
-	prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens,
-	conn_reused, upstream_status, request_id, sweep_id, max_context_tokens,
-	server_queue_ms, server_prefill_ms, server_load_ms, cache_creation_tokens, reasoning_ms
-) VALUES (
-	$1, $2, $3, $4, $5, $6, $7,
-	$8, $9, $10, $11, $12,
-	$13, $14, $15, $16, $17, $18, $19,
-	$20, $21, $22,
-	$23, $24, $25, $26,
-	$27, $28, $29, $30, $31,
-	$32, $33, $34, $35, $36
-) ON CONFLICT (id) DO NOTHING RETURNING true`
 
 // stageColumns are the query_stages columns the writer copies.
 // created_at is the query's, so that per-stage reads over a time window
@@ -48,61 +26,16 @@ type row struct {
 	stages  [][]any
 }
 
-// newRow checks what PostgreSQL could not be asked to check (the id is a
-// UUID, integers fit in an int4 column, attrs encode as JSON) and returns the
-// values to insert. Its errors wrap errInvalidRecord.
+// newRow checks what PostgreSQL could not be asked to check (ids are
+// UUIDs, integers fit in an int4 column, attrs encode as JSON) and returns
+// the values to insert. Its errors wrap errInvalidRecord.
 func newRow(rec pipeline.Record) (row, error) {
-	id, err := uuid.Parse(rec.QueryID)
+	vals, err := queryValues(&rec)
 	if err != nil {
-		return row{}, fmt.Errorf("%w: query id %.80q is not a UUID", errInvalidRecord, rec.QueryID)
+		return row{}, err
 	}
-	pgID := pgtype.UUID{Bytes: id, Valid: true}
-	ints := []struct {
-		name string
-		v    int
-	}{
-		{"top_k", rec.TopK}, {"rerank_top_n", rec.RerankTopN}, {"max_tokens", rec.MaxTokens},
-		{"prompt_tokens", rec.Usage.PromptTokens}, {"completion_tokens", rec.Usage.CompletionTokens},
-		{"cached_tokens", rec.Usage.CachedTokens}, {"reasoning_tokens", rec.Usage.ReasoningTokens},
-		{"upstream_status", rec.UpstreamStatus}, {"max_context_tokens", rec.MaxContextTokens},
-		{"cache_creation_tokens", rec.Usage.CacheCreationTokens},
-	}
-	for _, f := range ints {
-		if f.v < math.MinInt32 || f.v > math.MaxInt32 {
-			return row{}, fmt.Errorf("%w: %s %d is out of range", errInvalidRecord, f.name, f.v)
-		}
-	}
-	var upstream, budget any
-	if rec.UpstreamStatus != 0 {
-		upstream = int32(rec.UpstreamStatus)
-	}
-	if rec.MaxContextTokens != 0 {
-		budget = int32(rec.MaxContextTokens)
-	}
-	var sweepID pgtype.UUID
-	if rec.SweepID != "" {
-		sid, err := uuid.Parse(rec.SweepID)
-		if err != nil {
-			return row{}, fmt.Errorf("%w: sweep id %.80q is not a UUID", errInvalidRecord, rec.SweepID)
-		}
-		sweepID = pgtype.UUID{Bytes: sid, Valid: true}
-	}
-	r := row{
-		queryID: rec.QueryID,
-		query: []any{
-			pgID, rec.CreatedAt, nullString(rec.Question), rec.QuestionSHA256,
-			int32(rec.TopK), int32(rec.RerankTopN), int32(rec.MaxTokens),
-			rec.Model, rec.Provider, rec.Status, nullString(rec.ErrorCode), nullString(rec.ErrorMessage),
-			rec.TTFTMs, rec.FirstTokenMs, rec.E2EMs, rec.QueueMs, rec.RetrievalMs, rec.GenTTFTMs, rec.LLMPrefillMs,
-			rec.OverheadMs, rec.RetrievalShare, rec.PrefillShare,
-			int32(rec.Usage.PromptTokens), int32(rec.Usage.CompletionTokens),
-			int32(rec.Usage.CachedTokens), int32(rec.Usage.ReasoningTokens),
-			rec.ConnReused, upstream, nullString(rec.RequestID), sweepID, budget,
-			rec.ServerQueueMs, rec.ServerPrefillMs, rec.ServerLoadMs, int32(rec.Usage.CacheCreationTokens),
-			rec.ReasoningMs,
-		},
-		stages: make([][]any, 0, len(rec.Stages)),
-	}
+	pgID := vals[idColumn] // checked to be a UUID
+	r := row{queryID: rec.QueryID, query: vals, stages: make([][]any, 0, len(rec.Stages))}
 	for _, s := range rec.Stages {
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
@@ -129,14 +62,6 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 		}
 	}()
 	return json.Marshal(attrs)
-}
-
-// nullString maps "" to NULL.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }
 
 // writeRows writes rows in one transaction: the queries through one

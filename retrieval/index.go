@@ -83,14 +83,6 @@ type Document struct {
 	Vectors [][]float32
 }
 
-// DocumentInfo describes a stored document.
-type DocumentInfo struct {
-	DocID       string `json:"doc_id"`
-	Title       string `json:"title"`
-	ContentHash string `json:"content_hash"`
-	Chunks      int    `json:"chunks"`
-}
-
 // Index is the embedded vector store: every chunk's vector lives in one flat
 // []float32 slab searched exhaustively (exact cosine top-k), and the whole
 // index is persisted as one binary file under <data dir>/index/.
@@ -264,14 +256,14 @@ func (ix *Index) StoredHash(_ context.Context, docID string) (string, bool, erro
 func (ix *Index) Flush(context.Context) error { return ix.Save() }
 
 // Documents lists the stored documents ordered by doc id.
-func (ix *Index) Documents() []DocumentInfo {
+func (ix *Index) Documents() []pipeline.DocumentInfo {
 	ix.mu.RLock()
-	out := make([]DocumentInfo, 0, len(ix.st.docs))
+	out := make([]pipeline.DocumentInfo, 0, len(ix.st.docs))
 	for id, d := range ix.st.docs {
-		out = append(out, DocumentInfo{DocID: id, Title: d.title, ContentHash: d.hash, Chunks: len(d.slots)})
+		out = append(out, pipeline.DocumentInfo{DocID: id, Title: d.title, ContentHash: d.hash, Chunks: len(d.slots)})
 	}
 	ix.mu.RUnlock()
-	slices.SortFunc(out, func(a, b DocumentInfo) int { return cmp.Compare(a.DocID, b.DocID) })
+	slices.SortFunc(out, func(a, b pipeline.DocumentInfo) int { return cmp.Compare(a.DocID, b.DocID) })
 	return out
 }
 

@@ -258,7 +258,7 @@ func TestReplaceAndDelete(t *testing.T) {
 	if h, ok := ix.DocumentHash("d"); !ok || h != "xy" {
 		t.Errorf("DocumentHash = %q %v", h, ok)
 	}
-	wantDocs := []DocumentInfo{{DocID: "d", Title: "D", ContentHash: "xy", Chunks: 2}, {DocID: "other", Chunks: 1}}
+	wantDocs := []pipeline.DocumentInfo{{DocID: "d", Title: "D", ContentHash: "xy", Chunks: 2}, {DocID: "other", Chunks: 1}}
 	if got := ix.Documents(); !slices.Equal(got, wantDocs) {
 		t.Errorf("Documents = %+v, want %+v", got, wantDocs)
 	}

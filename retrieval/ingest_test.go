@@ -85,7 +85,7 @@ func TestIngestCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []DocumentInfo{
+	want := []pipeline.DocumentInfo{
 		{DocID: "guide.md", Title: "Getting started with prefill"},
 		{DocID: "notes.txt", Title: "notes.txt"},
 		{DocID: "page.html", Title: "Vector search notes"},
@@ -216,7 +216,7 @@ func TestReingest(t *testing.T) {
 
 func TestChunkingIsStable(t *testing.T) {
 	corpus := copyCorpus(t)
-	counts := func() []DocumentInfo {
+	counts := func() []pipeline.DocumentInfo {
 		in, _ := newIngester(t, t.TempDir())
 		in.BatchSize = 3
 		if _, err := in.Ingest(context.Background(), []string{corpus}, nil); err != nil {

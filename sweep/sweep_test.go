@@ -220,8 +220,18 @@ func (a fakeAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.S
 	}
 	_ = out.Sources(src)
 	ttft := float64(10 * req.TopK)
-	return pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, TTFTMs: &ttft, LLMPrefillMs: ttft - 1, GenTTFTMs: ttft - 1,
-		RetrievalMs: 1, OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: 50 * req.TopK}}
+	return pipeline.Record{
+		QueryID: "q",
+		Status:  pipeline.StatusOK,
+		Figures: pipeline.Figures{
+			TTFTMs:       &ttft,
+			LLMPrefillMs: ttft - 1,
+			GenTTFTMs:    ttft - 1,
+			RetrievalMs:  1,
+			OverheadMs:   f(0),
+			Usage:        pipeline.Usage{PromptTokens: 50 * req.TopK},
+		},
+	}
 }
 
 func TestRunWritesTableAndFiles(t *testing.T) {

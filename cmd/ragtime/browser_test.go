@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"ragtime/llm/sim"
+	"ragtime/pipeline"
 	"ragtime/postgres"
 )
 
@@ -129,9 +130,9 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 
 	// What the page shows is what the server stored.
 	store := newStoreFor(t, dbURL)
-	var stored postgres.QueryPage
+	var stored pipeline.QueryPage
 	eventually(t, "the asked query to be stored", func() bool {
-		p, err := store.ListQueries(context.Background(), postgres.QueryFilter{TopK: 4})
+		p, err := store.ListQueries(context.Background(), pipeline.QueryFilter{TopK: 4})
 		stored = p
 		return err == nil && len(p.Queries) == 1
 	})
@@ -196,7 +197,7 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st postgres.Stats
+	var st pipeline.Stats
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Totals.Queries != 3 {
 		t.Fatalf("stats: %+v, %v", st.Totals, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"ragtime/api"
+	"ragtime/pipeline"
 	"ragtime/retrieval"
 )
 
@@ -15,7 +16,7 @@ var errReadOnly = fmt.Errorf("%w: serve runs with --read-only, or another proces
 type documentStore struct {
 	in       *retrieval.Ingester
 	store    store
-	list     func(ctx context.Context) ([]retrieval.DocumentInfo, error)
+	list     func(ctx context.Context) ([]pipeline.DocumentInfo, error)
 	readOnly bool
 }
 
@@ -28,7 +29,7 @@ func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *doc
 	}
 	switch {
 	case p.index != nil:
-		d.list = func(context.Context) ([]retrieval.DocumentInfo, error) { return p.index.Documents(), nil }
+		d.list = func(context.Context) ([]pipeline.DocumentInfo, error) { return p.index.Documents(), nil }
 	case p.qdrant != nil:
 		d.list = p.qdrant.Documents
 	}
@@ -59,14 +60,6 @@ func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, er
 	return true, d.store.Flush(ctx)
 }
 
-func (d *documentStore) ListDocuments(ctx context.Context) ([]api.DocumentInfo, error) {
-	docs, err := d.list(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.DocumentInfo, len(docs))
-	for i, doc := range docs {
-		out[i] = api.DocumentInfo{DocID: doc.DocID, Title: doc.Title, Chunks: doc.Chunks}
-	}
-	return out, nil
+func (d *documentStore) ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error) {
+	return d.list(ctx)
 }

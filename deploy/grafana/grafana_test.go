@@ -112,14 +112,18 @@ func record(i int, now time.Time) pipeline.Record {
 	}
 	reused := i%4 != 0
 	return pipeline.Record{
-		QueryID: uuid.NewString(), CreatedAt: now.Add(-time.Duration(i) * 7 * time.Minute),
-		Question: fmt.Sprintf("question %d", i), QuestionSHA256: fmt.Sprintf("%064x", i),
-		TopK: []int{3, 5, 8}[i%3], RerankTopN: 3, MaxTokens: 256,
-		Model: []string{"sim-a", "sim-b"}[i%2], Provider: "llmsim", Status: pipeline.StatusOK,
-		TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: ttft + 500, RetrievalMs: 12, GenTTFTMs: ttft - 12.5,
-		LLMPrefillMs: ttft - 14.5, OverheadMs: ptr(0.5), RetrievalShare: ptr(12 / ttft), PrefillShare: ptr((ttft - 14.5) / ttft),
-		Usage:      pipeline.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: 200 * (i % 3)},
-		ConnReused: &reused, UpstreamStatus: 200,
+		QueryID:        uuid.NewString(),
+		CreatedAt:      now.Add(-time.Duration(i) * 7 * time.Minute),
+		Question:       fmt.Sprintf("question %d", i),
+		QuestionSHA256: fmt.Sprintf("%064x", i),
+		TopK:           []int{3, 5, 8}[i%3],
+		RerankTopN:     3,
+		MaxTokens:      256,
+		Model:          []string{"sim-a", "sim-b"}[i%2],
+		Provider:       "llmsim",
+		Status:         pipeline.StatusOK,
+		ConnReused:     &reused,
+		UpstreamStatus: 200,
 		Stages: []pipeline.Span{
 			{Name: "embed", Seq: 0, DurationMs: 2},
 			{Name: "search", Seq: 1, StartMs: 2, DurationMs: 4},
@@ -128,6 +132,18 @@ func record(i int, now time.Time) pipeline.Record {
 			{Name: "llm_connect", Seq: 4, StartMs: 12, DurationMs: 2, Attrs: map[string]any{"reused": reused}},
 			{Name: "llm_prefill", Seq: 5, StartMs: 14, DurationMs: ttft - 14.5},
 			{Name: "llm_decode", Seq: 6, StartMs: ttft, DurationMs: 500},
+		},
+		Figures: pipeline.Figures{
+			TTFTMs:         &ttft,
+			FirstTokenMs:   &ttft,
+			E2EMs:          ttft + 500,
+			RetrievalMs:    12,
+			GenTTFTMs:      ttft - 12.5,
+			LLMPrefillMs:   ttft - 14.5,
+			OverheadMs:     ptr(0.5),
+			RetrievalShare: ptr(12 / ttft),
+			PrefillShare:   ptr((ttft - 14.5) / ttft),
+			Usage:          pipeline.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: 200 * (i % 3)},
 		},
 	}
 }

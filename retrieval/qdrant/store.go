@@ -472,14 +472,14 @@ func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) 
 
 // Documents lists the stored documents with their chunk counts, ordered by
 // doc id, scrolling through every point's doc_id, title and hash.
-func (s *Store) Documents(ctx context.Context) ([]retrieval.DocumentInfo, error) {
+func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) {
 	if err := s.ensure(ctx, false); err != nil {
 		if isCode(err, CodeCollectionMissing) {
 			return nil, nil
 		}
 		return nil, err
 	}
-	docs := map[string]*retrieval.DocumentInfo{}
+	docs := map[string]*pipeline.DocumentInfo{}
 	var offset *qc.PointId
 	for {
 		cctx, cancel := s.call(ctx)
@@ -496,7 +496,7 @@ func (s *Store) Documents(ctx context.Context) ([]retrieval.DocumentInfo, error)
 			id := pl[KeyDocID].GetStringValue()
 			d, ok := docs[id]
 			if !ok {
-				d = &retrieval.DocumentInfo{DocID: id, Title: pl[KeyTitle].GetStringValue(), ContentHash: pl[KeyContentHash].GetStringValue()}
+				d = &pipeline.DocumentInfo{DocID: id, Title: pl[KeyTitle].GetStringValue(), ContentHash: pl[KeyContentHash].GetStringValue()}
 				docs[id] = d
 			}
 			d.Chunks++
@@ -506,7 +506,7 @@ func (s *Store) Documents(ctx context.Context) ([]retrieval.DocumentInfo, error)
 		}
 		offset = next
 	}
-	out := make([]retrieval.DocumentInfo, 0, len(docs))
+	out := make([]pipeline.DocumentInfo, 0, len(docs))
 	for _, id := range slices.Sorted(maps.Keys(docs)) {
 		out = append(out, *docs[id])
 	}

@@ -1,0 +1,65 @@
+package pipelinetest
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"ragtime/pipeline"
+)
+
+// FullRecord returns a pipeline.Record whose every field (those of Figures
+// and Usage included) holds a distinct non-zero value that survives a trip
+// through JSON and PostgreSQL unchanged: ids are UUIDs (sweepID is used for
+// SweepID, which must name a stored sweep when the record is stored),
+// Status is ok, CreatedAt is in UTC at microsecond resolution, and stage
+// attrs hold what JSON decoding yields. It panics on a field kind it does
+// not know how to fill, so that a new kind of field is noticed.
+func FullRecord(sweepID string) pipeline.Record {
+	var rec pipeline.Record
+	n := 0
+	fill(reflect.ValueOf(&rec).Elem(), &n)
+	rec.QueryID = uuid.NewString()
+	rec.SweepID = sweepID
+	rec.Status = pipeline.StatusOK
+	rec.QuestionSHA256 = strings.Repeat("5e", 32)
+	rec.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
+	rec.Stages = []pipeline.Span{
+		{Name: pipeline.StageEmbed, Seq: 0, StartMs: 0.5, DurationMs: 1.25, Attrs: map[string]any{"dim": 384.0}},
+		{Name: pipeline.StageSearch, Seq: 1, StartMs: 1.75, DurationMs: 2.5, Attrs: map[string]any{"store": "embedded"}},
+	}
+	return rec
+}
+
+// fill sets every settable leaf of v to a value derived from a counter.
+func fill(v reflect.Value, n *int) {
+	if v.Type() == reflect.TypeFor[time.Time]() || v.Type() == reflect.TypeFor[[]pipeline.Span]() {
+		return // set by FullRecord
+	}
+	*n++
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i), n)
+			}
+		}
+	case reflect.String:
+		v.SetString(fmt.Sprintf("%s-%d", strings.ToLower(v.Type().Name()), *n))
+	case reflect.Int, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(*n))
+	case reflect.Float64:
+		v.SetFloat(float64(*n) + 0.25)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(p.Elem(), n)
+		v.Set(p)
+	default:
+		panic(fmt.Sprintf("pipelinetest: cannot fill a %s field of pipeline.Record; teach FullRecord", v.Type()))
+	}
+}
