@@ -516,6 +516,10 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	}
 	rec.RetrievalMs = round3(rec.RetrievalMs)
 	rec.GenTTFTMs = round3(rec.GenTTFTMs)
+	if rec.ServerPrefillMs != nil {
+		unexplained := round3(rec.LLMPrefillMs - *rec.ServerPrefillMs)
+		rec.PrefillUnexplainedMs = &unexplained
+	}
 	if !q.firstAt.IsZero() {
 		v := q.ms(q.firstAt)
 		rec.FirstTokenMs = &v

@@ -53,6 +53,8 @@ type scriptGenerator struct {
 	err     error
 	got     GenerateRequest
 	timing  bool // hand the timings over with the first delta
+	// server are the server timings reported with the last chunk.
+	server map[string]float64
 }
 
 func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
@@ -80,6 +82,7 @@ func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emi
 		}
 	}
 	gen.Usage = Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
+	gen.ServerTimings = g.server
 	return gen, nil
 }
 
@@ -525,5 +528,24 @@ func TestPromptNonceFollowsTheSystemPrompt(t *testing.T) {
 		if err := r.Normalize(DefaultMaxQuestion); !errors.As(err, &ve) || ve.Field != "prompt_nonce" {
 			t.Errorf("nonce %q: %v, want a ValidationError naming prompt_nonce", bad, err)
 		}
+	}
+}
+
+// TestPrefillUnexplained: when the server reports its prefill, the rest of
+// llm_prefill is its own figure; when it does not, the figure is nil.
+func TestPrefillUnexplained(t *testing.T) {
+	gen := &scriptGenerator{prefill: 15 * time.Millisecond, deltas: []Delta{{Text: "x"}}, server: map[string]float64{ServerPrefillMs: 4.25}}
+	p, _ := newTestPipeline(t, gen, nil)
+	rec := p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
+	if rec.ServerPrefillMs == nil || rec.PrefillUnexplainedMs == nil || *rec.PrefillUnexplainedMs != round3(rec.LLMPrefillMs-4.25) || *rec.PrefillUnexplainedMs < 10 {
+		t.Errorf("llm_prefill %.3f, server prefill %v, unexplained %v; want llm_prefill − 4.25 (≥ 10)", rec.LLMPrefillMs, rec.ServerPrefillMs, rec.PrefillUnexplainedMs)
+	}
+	if d := rec.DoneEvent(); d.PrefillUnexplainedMs != rec.PrefillUnexplainedMs {
+		t.Errorf("the done event lacks prefill_unexplained_ms")
+	}
+	gen.server = nil
+	rec = p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
+	if rec.PrefillUnexplainedMs != nil {
+		t.Errorf("unexplained %v without a server prefill, want nil", *rec.PrefillUnexplainedMs)
 	}
 }

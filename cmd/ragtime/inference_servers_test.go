@@ -239,8 +239,8 @@ func runInferenceServerSuite(t *testing.T, s serverUnderTest) {
 				t.Fatal(err)
 			}
 			row := storedTimings(t, pool, d.QueryID)
-			t.Logf("top_k %d: prompt %d tokens, server prefill %.3f ms (stored %s), cached sent %s stored %s, llm_prefill %.3f ms",
-				k, row.promptTokens, *sent.prefillMs, show(row.serverPrefill), show(sent.cached), show(row.cached), row.llmPrefill)
+			t.Logf("top_k %d: prompt %d tokens, server prefill %.3f ms (stored %s), cached sent %s stored %s, llm_prefill %.3f ms, before the server's prefill %s ms",
+				k, row.promptTokens, *sent.prefillMs, show(row.serverPrefill), show(sent.cached), show(row.cached), row.llmPrefill, show(row.unexplained))
 			if row.serverPrefill == nil || math.Abs(*row.serverPrefill-*sent.prefillMs) > 0.0005 {
 				t.Errorf("stored server_prefill_ms %v, the server sent %.6f", row.serverPrefill, *sent.prefillMs)
 			}
@@ -249,6 +249,9 @@ func runInferenceServerSuite(t *testing.T, s serverUnderTest) {
 				t.Errorf("stored cached_tokens %v, the server sent %d", row.cached, *sent.cached)
 			case sent.cached == nil && row.cached != nil && *row.cached != 0:
 				t.Errorf("stored cached_tokens %d, the server sent none", *row.cached)
+			}
+			if row.serverPrefill != nil && (row.unexplained == nil || math.Abs(*row.unexplained-(row.llmPrefill-*row.serverPrefill)) > 0.0015) {
+				t.Errorf("stored prefill_unexplained_ms %s, want llm_prefill − server prefill = %.3f", show(row.unexplained), row.llmPrefill-*row.serverPrefill)
 			}
 			if row.llmPrefill+0.0005 < *row.serverPrefill {
 				t.Errorf("llm_prefill %.3f ms < the server's own prefill %.3f ms: the client cannot see the first token before the server made it", row.llmPrefill, *row.serverPrefill)
@@ -260,6 +263,7 @@ func runInferenceServerSuite(t *testing.T, s serverUnderTest) {
 // storedRow is what the queries table holds about one ask.
 type storedRow struct {
 	serverPrefill *float64
+	unexplained   *float64
 	cached        *int
 	llmPrefill    float64
 	promptTokens  int
@@ -271,8 +275,8 @@ func storedTimings(t *testing.T, pool *pgxpool.Pool, id string) storedRow {
 	eventually(t, "the query row", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		err := pool.QueryRow(ctx, `SELECT server_prefill_ms, cached_tokens, llm_prefill_ms, prompt_tokens FROM queries WHERE id = $1`, id).
-			Scan(&r.serverPrefill, &r.cached, &r.llmPrefill, &r.promptTokens)
+		err := pool.QueryRow(ctx, `SELECT server_prefill_ms, prefill_unexplained_ms, cached_tokens, llm_prefill_ms, prompt_tokens FROM queries WHERE id = $1`, id).
+			Scan(&r.serverPrefill, &r.unexplained, &r.cached, &r.llmPrefill, &r.promptTokens)
 		return err == nil
 	})
 	return r
