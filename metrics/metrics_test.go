@@ -66,7 +66,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 			E2EMs:          1500,
 			RetrievalMs:    50,
 			RetrievalShare: ptr(0.2),
-			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: 300},
+			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: new(300)},
 		},
 	}
 	failed := pipeline.Record{

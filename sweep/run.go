@@ -324,8 +324,7 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 		s.RetrievalShare = *rec.RetrievalShare
 	}
 	s.PromptTokens = rec.Usage.PromptTokens
-	cached := rec.Usage.CachedTokens
-	s.CachedTokens = &cached
+	s.CachedTokens = rec.Usage.CachedTokens
 	other := rec.QueueMs
 	if rec.OverheadMs != nil {
 		other += *rec.OverheadMs

@@ -317,7 +317,7 @@ func (a *cacheAsker) Run(ctx context.Context, req pipeline.Request, out pipeline
 	a.seen[key] = true
 	ttft := float64(prompt-cached) / 10
 	return pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
-		OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: prompt, CachedTokens: cached}}}
+		OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: prompt, CachedTokens: &cached}}}
 }
 
 // TestSweepMeasuresColdPrefillsByDefault: every measured query carries its

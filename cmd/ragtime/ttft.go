@@ -99,8 +99,9 @@ type ttftRun struct {
 	// it reported none).
 	PromptTokens int `json:"prompt_tokens"`
 	// CachedTokens are the prompt tokens the server served from its prefix
-	// cache, so a user sees which path was timed.
-	CachedTokens int `json:"cached_tokens"`
+	// cache, so a user sees which path was timed; nil when the server does
+	// not say (Ollama).
+	CachedTokens *int `json:"cached_tokens"`
 }
 
 // ttftSeries is the runs of one prompt length and answer limit.
@@ -301,7 +302,11 @@ func printRun(env *environment, i int, r ttftRun) {
 	if r.PromptTokens > 0 {
 		line += fmt.Sprintf(", %d prompt tokens", r.PromptTokens)
 	}
-	line += fmt.Sprintf(", %d cached", r.CachedTokens)
+	if r.CachedTokens != nil {
+		line += fmt.Sprintf(", %d cached", *r.CachedTokens)
+	} else {
+		line += ", cached unknown (the server does not say)"
+	}
 	if r.Cold {
 		line += "  [cold]"
 	}
@@ -314,7 +319,7 @@ func summarize(s *ttftSeries) {
 	var answers []float64
 	for i, r := range s.Runs {
 		v[i] = r.TTFTMs
-		if r.CachedTokens > 0 {
+		if r.CachedTokens != nil && *r.CachedTokens > 0 {
 			s.CachedRuns++
 		}
 		if r.Reasoning && r.AnswerMs != nil {
