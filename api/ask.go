@@ -54,6 +54,9 @@ func (s *server) handleAskGet(c echo.Context) error {
 		}
 		*f.dst = v
 	}
+	if err := req.Filter.Check(); err != nil {
+		return renameField(err, "doc_id") // GET names the filter's parameter doc_id
+	}
 	return s.ask(c, req)
 }
 

@@ -24,12 +24,14 @@ const (
 	KindText     = "text"
 )
 
-// DocumentInput is one document to store.
+// DocumentInput is one document to store: its content in Body, or, for an
+// upload spooled to disk, in File (read when its turn comes).
 type DocumentInput struct {
 	ID       string
 	Title    string
 	Kind     string
 	Body     []byte
+	File     string
 	Metadata map[string]string
 }
 
@@ -45,7 +47,10 @@ type DocumentResult struct {
 // and stores (replacing a document of the same id in one step), deletes
 // and lists. A nil Documents answers 503.
 type Documents interface {
-	PutDocument(ctx context.Context, in DocumentInput) (DocumentResult, error)
+	// PutDocuments stores a batch all or nothing: every document is
+	// chunked and embedded before any is stored, and the end of ctx before
+	// then stores nothing. Results are in the order of ins.
+	PutDocuments(ctx context.Context, ins []DocumentInput) ([]DocumentResult, error)
 	DeleteDocument(ctx context.Context, id string) (bool, error)
 	ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error)
 }
@@ -87,7 +92,9 @@ func validID(id, field string) error {
 
 // handlePutDocuments serves POST /v1/documents: a JSON document
 // {id, title, text, metadata, kind} or multipart/form-data files (each
-// file's name is its id; a "metadata" field of JSON applies to all).
+// file's name is its id; a "metadata" field of JSON applies to all). At
+// most Deps.MaxConcurrentIngests run at once; a request stores all of its
+// documents or none.
 func (s *server) handlePutDocuments(c echo.Context) error {
 	docs, err := s.documents()
 	if err != nil {
@@ -97,51 +104,36 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 	ct, params, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
 	limit := s.deps.MaxDocumentBytes
 	var inputs []DocumentInput
+	// The slot bounds what is held in memory: a JSON body takes it before
+	// it is read (it is read into memory); a multipart body is spooled to
+	// disk first, so a slow upload holds no slot.
 	switch ct {
 	case echo.MIMEApplicationJSON:
-		var body struct {
-			ID       string            `json:"id"`
-			Title    string            `json:"title"`
-			Text     *string           `json:"text"`
-			Kind     string            `json:"kind"`
-			Metadata map[string]string `json:"metadata"`
-		}
-		dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, limit+4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&body); err != nil {
-			return documentBodyError(err, limit)
-		}
-		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-			return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
-		}
-		if err := validID(body.ID, "id"); err != nil {
+		release, err := s.ingest.acquire(r.Context(), s.deps.IngestWait)
+		if err != nil {
 			return err
 		}
-		if body.Text == nil {
-			return badRequest("text", "text_required", "text is required (the document's content)")
+		defer release()
+		in, err := readJSONDocument(c, limit)
+		if err != nil {
+			return err
 		}
-		if int64(len(*body.Text)) > limit {
-			return badRequest("text", "document_too_large", fmt.Sprintf("text is %d bytes; at most %d are accepted (--max-document-bytes)", len(*body.Text), limit))
-		}
-		kind := body.Kind
-		if kind == "" {
-			kind = kindByExt(body.ID)
-		}
-		if kind == "" {
-			kind = KindText
-		}
-		if kind != KindMarkdown && kind != KindHTML && kind != KindText {
-			return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_kind", Field: "kind",
-				Message: fmt.Sprintf("kind %q is not supported: use markdown, html or text", kind)}
-		}
-		inputs = append(inputs, DocumentInput{ID: body.ID, Title: body.Title, Kind: kind, Body: []byte(*body.Text), Metadata: body.Metadata})
+		inputs = []DocumentInput{in}
 	case echo.MIMEMultipartForm:
 		if params["boundary"] == "" {
 			return badRequest("", "bad_multipart", "multipart/form-data without a boundary")
 		}
-		if inputs, err = s.readMultipart(c, limit); err != nil {
+		up, err := s.readMultipart(c, limit)
+		if err != nil {
 			return err
 		}
+		defer up.remove()
+		release, err := s.ingest.acquire(r.Context(), s.deps.IngestWait)
+		if err != nil {
+			return err
+		}
+		defer release()
+		inputs = up.inputs
 	default:
 		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 			Message: fmt.Sprintf("Content-Type %q is not accepted: send application/json {id, title, text, metadata} or multipart/form-data files", ct)}
@@ -153,92 +145,55 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 			}
 		}
 	}
-	results := make([]DocumentResult, 0, len(inputs))
-	for _, in := range inputs {
-		res, err := docs.PutDocument(r.Context(), in)
-		if err != nil {
-			return fmt.Errorf("storing document %q: %w", in.ID, err)
+	results, err := docs.PutDocuments(r.Context(), inputs)
+	if err != nil {
+		if r.Context().Err() != nil && !errors.Is(err, ErrReadOnly) {
+			return clientClosed() // it left before the commit: nothing was stored
 		}
-		results = append(results, res)
+		return fmt.Errorf("storing %d documents: %w", len(inputs), err)
 	}
 	return c.JSON(http.StatusOK, map[string]any{"documents": results})
 }
 
-// multipartFilesPerRequest bounds a multipart body to this many
-// --max-document-bytes.
-const multipartFilesPerRequest = 8
-
-// readMultipart reads every file part of a multipart body, refusing an
-// unsupported extension (415) or a file over limit (400) before anything
-// is stored.
-func (s *server) readMultipart(c echo.Context, limit int64) ([]DocumentInput, error) {
-	// Each file is bounded by limit; the whole body too, since every file is
-	// held in memory until all are read.
-	total := multipartFilesPerRequest * limit
-	c.Request().Body = http.MaxBytesReader(c.Response(), c.Request().Body, total)
-	tooBig := func(err error) error {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
-				Message: fmt.Sprintf("the multipart body is larger than %d bytes (%d × --max-document-bytes); send fewer files per request", total, multipartFilesPerRequest)}
-		}
-		return nil
+// readJSONDocument reads a JSON document body {id, title, text, kind,
+// metadata} of at most limit bytes of text.
+func readJSONDocument(c echo.Context, limit int64) (DocumentInput, error) {
+	var body struct {
+		ID       string            `json:"id"`
+		Title    string            `json:"title"`
+		Text     *string           `json:"text"`
+		Kind     string            `json:"kind"`
+		Metadata map[string]string `json:"metadata"`
 	}
-	mr, err := c.Request().MultipartReader()
-	if err != nil {
-		return nil, badRequest("", "bad_multipart", "reading the multipart body: "+err.Error())
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, limit+4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return DocumentInput{}, documentBodyError(err, limit)
 	}
-	var inputs []DocumentInput
-	var meta map[string]string
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			if e := tooBig(err); e != nil {
-				return nil, e
-			}
-			return nil, badRequest("", "bad_multipart", "reading the multipart body: "+err.Error())
-		}
-		name := part.FileName()
-		if name == "" {
-			if part.FormName() == "metadata" {
-				b, _ := io.ReadAll(io.LimitReader(part, 64<<10))
-				if err := json.Unmarshal(b, &meta); err != nil {
-					return nil, badRequest("metadata", "metadata_invalid", "the metadata field must be a JSON object of strings")
-				}
-			}
-			continue
-		}
-		name = path.Base(strings.ReplaceAll(name, "\\", "/"))
-		if err := validID(name, "file name"); err != nil {
-			return nil, err
-		}
-		kind := kindByExt(name)
-		if kind == "" {
-			return nil, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_file_type", Field: name,
-				Message: fmt.Sprintf("%s: unsupported file type; send .md, .markdown, .txt, .html or .htm files", name)}
-		}
-		body, err := io.ReadAll(io.LimitReader(part, limit+1))
-		if err != nil {
-			if e := tooBig(err); e != nil {
-				return nil, e
-			}
-			return nil, badRequest(name, "bad_multipart", fmt.Sprintf("reading %s: %v", name, err))
-		}
-		if int64(len(body)) > limit {
-			return nil, badRequest(name, "document_too_large", fmt.Sprintf("%s is larger than %d bytes (--max-document-bytes)", name, limit))
-		}
-		inputs = append(inputs, DocumentInput{ID: name, Kind: kind, Body: body})
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return DocumentInput{}, badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
-	if len(inputs) == 0 {
-		return nil, badRequest("", "no_files", "the multipart body holds no file")
+	if err := validID(body.ID, "id"); err != nil {
+		return DocumentInput{}, err
 	}
-	for i := range inputs {
-		inputs[i].Metadata = meta
+	if body.Text == nil {
+		return DocumentInput{}, badRequest("text", "text_required", "text is required (the document's content)")
 	}
-	return inputs, nil
+	if int64(len(*body.Text)) > limit {
+		return DocumentInput{}, badRequest("text", "document_too_large", fmt.Sprintf("text is %d bytes; at most %d are accepted (--max-document-bytes)", len(*body.Text), limit))
+	}
+	kind := body.Kind
+	if kind == "" {
+		kind = kindByExt(body.ID)
+	}
+	if kind == "" {
+		kind = KindText
+	}
+	if kind != KindMarkdown && kind != KindHTML && kind != KindText {
+		return DocumentInput{}, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_kind", Field: "kind",
+			Message: fmt.Sprintf("kind %q is not supported: use markdown, html or text", kind)}
+	}
+	return DocumentInput{ID: body.ID, Title: body.Title, Kind: kind, Body: []byte(*body.Text), Metadata: body.Metadata}, nil
 }
 
 // handleDeleteDocument serves DELETE /v1/documents/:id.

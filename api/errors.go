@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -19,6 +20,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// retryAfter, in seconds, is sent as Retry-After when positive.
+	retryAfter int
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -68,6 +71,9 @@ func (s *server) handleError(err error, c echo.Context) {
 			s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
 			ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
 		}
+	}
+	if ae.retryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }

@@ -100,6 +100,9 @@ func (s *server) handleListQueries(c echo.Context) error {
 		return badRequest("status", "status_invalid", fmt.Sprintf("status must be ok, error or cancelled, got %q", f.Status))
 	}
 	f.Model = qs.Get("model")
+	if err := pipeline.CheckModel(f.Model); err != nil {
+		return err // PostgreSQL refuses NUL and invalid UTF-8: a 400, not a 500
+	}
 	if v := qs.Get("top_k"); v != "" {
 		k, err := strconv.Atoi(v)
 		if err != nil || k < 1 || k > pipeline.MaxTopK {

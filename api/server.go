@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -51,12 +52,21 @@ type Deps struct {
 	Documents Documents
 	// MaxDocumentBytes bounds one document or uploaded file (0: 10 MiB).
 	MaxDocumentBytes int64
+	// MaxConcurrentIngests bounds the POST /v1/documents requests processed
+	// at once (0: DefaultMaxConcurrentIngests); IngestWait is how long one
+	// waits for a slot before 503 ingest_busy (0: DefaultIngestWait).
+	MaxConcurrentIngests int
+	IngestWait           time.Duration
+	// UploadDir is where multipart uploads are spooled while they arrive
+	// ("": os.TempDir()).
+	UploadDir string
 }
 
 // server holds the dependencies the handlers use.
 type server struct {
-	deps Deps
-	log  *slog.Logger
+	deps   Deps
+	log    *slog.Logger
+	ingest ingestSlots
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
@@ -73,7 +83,13 @@ func NewServer(deps Deps) http.Handler {
 	if deps.MaxDocumentBytes <= 0 {
 		deps.MaxDocumentBytes = 10 << 20
 	}
-	s := &server{deps: deps, log: deps.Logger}
+	if deps.MaxConcurrentIngests <= 0 {
+		deps.MaxConcurrentIngests = DefaultMaxConcurrentIngests
+	}
+	if deps.IngestWait <= 0 {
+		deps.IngestWait = DefaultIngestWait
+	}
+	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests)}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError

@@ -329,7 +329,7 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	}
 	defer resp.Body.Close()
 	gen.UpstreamStatus = resp.StatusCode
-	gen.RequestID = requestID(resp.Header)
+	gen.RequestID = c.requestID(resp.Header)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		errBody, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
@@ -382,11 +382,16 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	return gen, 0, nil
 }
 
-// requestID is the upstream's request id from the headers providers use.
-func requestID(h http.Header) string {
+// requestID is the upstream's request id from the headers providers use,
+// kept only when it is shaped like one (pipeline.SafeRequestID) and the key
+// scrubber finds nothing key-like in it.
+func (c *client) requestID(h http.Header) string {
 	for _, k := range []string{"X-Request-Id", "Request-Id", "X-Amzn-Requestid", "Cf-Ray"} {
 		if v := h.Get(k); v != "" {
-			return truncate(v, 200)
+			if c.scrubber.scrub(v) != v {
+				return ""
+			}
+			return pipeline.SafeRequestID(v)
 		}
 	}
 	return ""
@@ -428,7 +433,7 @@ func (c *client) ListModels(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("reading the models list from %s: %w", c.redactedBase, c.scrubber.wrap(err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		gen := pipeline.Generation{UpstreamStatus: resp.StatusCode, RequestID: requestID(resp.Header)}
+		gen := pipeline.Generation{UpstreamStatus: resp.StatusCode, RequestID: c.requestID(resp.Header)}
 		e := c.statusError(&gen, resp.StatusCode, resp.Header, body, c.model)
 		if e.Code == CodeModelNotFound {
 			e.Message = fmt.Sprintf("%s%s was not found (HTTP %d)", c.redactedBase, c.d.modelsPath(), resp.StatusCode)

@@ -480,7 +480,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
-		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: q.gen.RequestID,
+		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
 	}
 	if q.gen.Model != "" {
 		rec.Model = q.gen.Model
@@ -553,8 +553,8 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		if perr.Status != 0 && rec.UpstreamStatus == 0 {
 			rec.UpstreamStatus = perr.Status
 		}
-		if perr.RequestID != "" && rec.RequestID == "" {
-			rec.RequestID = perr.RequestID
+		if rec.RequestID == "" {
+			rec.RequestID = SafeRequestID(perr.RequestID)
 		}
 	}
 	rec.E2EMs = q.ms(q.now())
@@ -573,17 +573,12 @@ func itlStats(at []time.Time) (p50, p95, pmax float64) {
 	if len(at) < 2 {
 		return 0, 0, 0
 	}
-	gaps := make([]time.Duration, len(at)-1)
+	gaps := make([]float64, len(at)-1)
 	for i := 1; i < len(at); i++ {
-		gaps[i-1] = at[i].Sub(at[i-1])
+		gaps[i-1] = roundMs(at[i].Sub(at[i-1]))
 	}
 	slices.Sort(gaps)
-	pick := func(p float64) float64 {
-		i := int(p*float64(len(gaps))+0.999999) - 1
-		i = max(0, min(i, len(gaps)-1))
-		return roundMs(gaps[i])
-	}
-	return pick(0.50), pick(0.95), roundMs(gaps[len(gaps)-1])
+	return NearestRank(gaps, 0.50), NearestRank(gaps, 0.95), gaps[len(gaps)-1]
 }
 
 // promptParts is what assemble produces.

@@ -549,3 +549,29 @@ func TestPrefillUnexplained(t *testing.T) {
 		t.Errorf("unexplained %v without a server prefill, want nil", *rec.PrefillUnexplainedMs)
 	}
 }
+
+func TestNearestRank(t *testing.T) {
+	t.Parallel()
+	twenty := make([]float64, 20)
+	for i := range twenty {
+		twenty[i] = float64(i + 1)
+	}
+	tests := []struct {
+		sorted []float64
+		p      float64
+		want   float64
+	}{
+		{nil, 0.5, 0},
+		{[]float64{7}, 0.99, 7},
+		{[]float64{1, 2, 3, 4}, 0.5, 2},
+		{[]float64{1, 2, 3, 4}, 0.51, 3},
+		{twenty, 0.95, 19}, // 0.95 × 20 rounds to a hair above 19 in floats
+		{twenty, 1, 20},
+		{twenty, 0.01, 1},
+	}
+	for _, tt := range tests {
+		if got := NearestRank(tt.sorted, tt.p); got != tt.want {
+			t.Errorf("NearestRank(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -106,11 +105,8 @@ func (r *Request) Normalize(maxQuestion int) error {
 		return &ValidationError{Field: "max_tokens", Code: "max_tokens_out_of_range",
 			Message: fmt.Sprintf("max_tokens must be between 1 and %d, got %d", MaxMaxTokens, r.MaxTokens)}
 	}
-	if len(r.Model) > 200 {
-		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name is longer than 200 bytes"}
-	}
-	if !utf8.ValidString(r.Model) || strings.ContainsFunc(r.Model, unicode.IsControl) {
-		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name must be UTF-8 without control characters"}
+	if err := CheckModel(r.Model); err != nil {
+		return err
 	}
 	if len(r.PromptNonce) > MaxPromptNonce || strings.ContainsFunc(r.PromptNonce, func(c rune) bool { return c < ' ' || c > '~' }) {
 		return &ValidationError{Field: "prompt_nonce", Code: "prompt_nonce_invalid",
@@ -125,10 +121,5 @@ func (r *Request) Normalize(maxQuestion int) error {
 			return &ValidationError{Field: "sweep_id", Code: "sweep_id_invalid", Message: fmt.Sprintf("sweep_id %.80q is not a UUID", r.SweepID)}
 		}
 	}
-	for k := range r.Filter.Metadata {
-		if k == "" {
-			return &ValidationError{Field: "filters", Code: "filters_invalid", Message: "filters.metadata has an empty key"}
-		}
-	}
-	return nil
+	return r.Filter.Check()
 }

@@ -19,6 +19,33 @@ import (
 // DefaultDatabaseURL is the database ragtime uses when DATABASE_URL is unset.
 const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable"
 
+// ErrInvalidURL is what Setup's error matches when the URL is not one
+// PostgreSQL (pgx) understands.
+var ErrInvalidURL = errors.New("not a PostgreSQL URL")
+
+// Setup readies the database dbURL names for ragtime: it creates it when
+// missing (EnsureDatabase), connects (Open) and, when migrate is set,
+// applies the migrations (Migrate). The caller closes the pool.
+func Setup(ctx context.Context, dbURL string, migrate bool) (*pgxpool.Pool, error) {
+	if _, err := pgx.ParseConfig(dbURL); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
+	}
+	if err := EnsureDatabase(ctx, dbURL); err != nil {
+		return nil, err
+	}
+	pool, err := Open(ctx, dbURL)
+	if err != nil {
+		return nil, err
+	}
+	if migrate {
+		if err := Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return pool, nil
+}
+
 // maintenanceDatabase is the database every PostgreSQL server has, used to
 // create the target database.
 const maintenanceDatabase = "postgres"

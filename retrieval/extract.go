@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"ragtime/pipeline"
 )
 
 // Kinds of source file, recorded as the "type" metadata of every chunk.
@@ -53,7 +55,7 @@ func extract(kind, name string, content []byte) (extracted, error) {
 	case KindHTML:
 		title, text, err := htmlText(src)
 		if err != nil {
-			return extracted{}, fmt.Errorf("parsing HTML: %w", err)
+			return extracted{}, unreadableHTML(name, err)
 		}
 		if title == "" {
 			title = base
@@ -68,6 +70,21 @@ func extract(kind, name string, content []byte) (extracted, error) {
 	default:
 		return extracted{title: base, text: strings.TrimSpace(src)}, nil
 	}
+}
+
+// MaxHTMLDepth is how deeply the HTML parser (golang.org/x/net/html) lets
+// elements nest; it refuses a deeper document.
+const MaxHTMLDepth = 512
+
+// unreadableHTML explains an HTML document the parser refused. It is the
+// document's fault, not the server's: a *pipeline.ValidationError naming
+// the document, which the API answers with 400.
+func unreadableHTML(name string, err error) error {
+	msg := fmt.Sprintf("%s: the HTML parser refused it: %v", name, err)
+	if strings.Contains(err.Error(), "open stack of elements exceeds") {
+		msg = fmt.Sprintf("%s: the HTML nests elements deeper than %d levels, the parser's limit; flatten it or send its text as kind text", name, MaxHTMLDepth)
+	}
+	return &pipeline.ValidationError{Field: name, Code: "document_unreadable", Message: msg}
 }
 
 var (

@@ -265,6 +265,9 @@ type ingestRun struct {
 	pending   []*pendingDoc // documents waiting for vectors, in order
 	queue     []queued      // chunk texts waiting to be embedded
 	sinceSave int
+	// hold keeps embedded documents out of the store: the caller stores
+	// them itself (IngestContents, all or nothing).
+	hold bool
 }
 
 type pendingDoc struct {
@@ -399,6 +402,10 @@ type Content struct {
 	Metadata map[string]string
 	// Source says where the document came from (e.g. "api").
 	Source string
+	// File, when Body is nil, names a file holding the raw content (an
+	// upload spooled to disk). It is read when the document's turn comes,
+	// so a batch holds one raw document in memory at a time.
+	File string
 }
 
 // ContentResult says what IngestContent did.
@@ -414,38 +421,88 @@ type ContentResult struct {
 // way leaves the old version searchable. Unchanged content is left alone.
 // The store is flushed before it returns.
 func (in *Ingester) IngestContent(ctx context.Context, c Content) (ContentResult, error) {
-	if err := in.validate(); err != nil {
-		return ContentResult{}, err
-	}
-	if c.DocID == "" {
-		return ContentResult{}, errors.New("ingesting: empty document id")
-	}
-	if c.Kind != KindMarkdown && c.Kind != KindHTML && c.Kind != KindText {
-		return ContentResult{}, fmt.Errorf("ingesting %s: unsupported kind %q", c.DocID, c.Kind)
-	}
-	run := &ingestRun{in: in, ctx: ctx, splitter: in.splitter()}
-	src := cmp.Or(c.Source, c.DocID)
-	p, err := run.content(source{path: src, docID: c.DocID, kind: c.Kind}, c.Body, c.Title, c.Metadata)
+	res, err := in.IngestContents(ctx, []Content{c})
 	if err != nil {
 		return ContentResult{}, err
 	}
-	if p == nil {
-		return ContentResult{DocID: c.DocID, Unchanged: true}, nil
+	return res[0], nil
+}
+
+// IngestContents stores a batch of documents all or nothing. Every document
+// is read, extracted, chunked and embedded first, with nothing stored; a
+// failure or the end of ctx in that phase leaves the store as it was. Only
+// then are the documents stored, in order, and the store flushed once; that
+// phase no longer listens to ctx (a caller that leaves then would otherwise
+// cut the batch in two), so only the store's own failure can stop it part
+// way, and the error then names the document it stopped at. Unchanged
+// documents are left alone; an id given twice is refused.
+func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]ContentResult, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
 	}
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		switch {
+		case c.DocID == "":
+			return nil, errors.New("ingesting: empty document id")
+		case c.Kind != KindMarkdown && c.Kind != KindHTML && c.Kind != KindText:
+			return nil, fmt.Errorf("ingesting %s: unsupported kind %q", c.DocID, c.Kind)
+		case seen[c.DocID]:
+			return nil, fmt.Errorf("ingesting: document %q is given twice in one batch", c.DocID)
+		}
+		seen[c.DocID] = true
+	}
+	run := &ingestRun{in: in, ctx: ctx, splitter: in.splitter(), hold: true}
 	batch := cmpOr(in.BatchSize, DefaultBatchSize)
 	wave := batch * cmpOr(in.Concurrency, 1)
-	for len(run.queue) > 0 {
-		if err := run.embed(batch, wave); err != nil {
-			return ContentResult{}, err
+	staged := make([]*pendingDoc, len(cs))
+	for i, c := range cs {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("ingesting %s: %w", c.DocID, err)
+		}
+		body := c.Body
+		if body == nil && c.File != "" {
+			var err error
+			if body, err = os.ReadFile(c.File); err != nil {
+				return nil, fmt.Errorf("ingesting %s: reading its upload: %w", c.DocID, err)
+			}
+		}
+		p, err := run.content(source{path: cmp.Or(c.Source, c.DocID), docID: c.DocID, kind: c.Kind}, body, c.Title, c.Metadata)
+		if err != nil {
+			return nil, err
+		}
+		staged[i] = p
+		for len(run.queue) >= wave {
+			if err := run.embed(batch, wave); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if err := run.embed(batch, 0); err != nil {
-		return ContentResult{}, err
+	for len(run.queue) > 0 {
+		if err := run.embed(batch, wave); err != nil {
+			return nil, err
+		}
 	}
-	if err := in.Store.Flush(ctx); err != nil {
-		return ContentResult{}, fmt.Errorf("saving after storing %s: %w", c.DocID, err)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("ingesting: %w", err)
 	}
-	return ContentResult{DocID: c.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}, nil
+	// Commit: every document is ready.
+	commit := context.WithoutCancel(ctx)
+	results := make([]ContentResult, len(cs))
+	for i, p := range staged {
+		if p == nil {
+			results[i] = ContentResult{DocID: cs[i].DocID, Unchanged: true}
+			continue
+		}
+		if err := in.Store.ReplaceDocument(commit, p.doc); err != nil {
+			return nil, fmt.Errorf("storing %s (%d of %d documents of the batch stored before it): %w", p.doc.DocID, i, len(cs), err)
+		}
+		results[i] = ContentResult{DocID: p.doc.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}
+	}
+	if err := in.Store.Flush(commit); err != nil {
+		return nil, fmt.Errorf("saving after storing %d documents: %w", len(cs), err)
+	}
+	return results, nil
 }
 
 // KindOf returns the kind of a file name by its extension (KindMarkdown,
@@ -489,7 +546,7 @@ func (r *ingestRun) embed(batch, n int) error {
 		}
 		r.queue = r.queue[n:]
 	}
-	for len(r.pending) > 0 && r.pending[0].missing == 0 {
+	for !r.hold && len(r.pending) > 0 && r.pending[0].missing == 0 {
 		p := r.pending[0]
 		r.pending = r.pending[1:]
 		if err := r.in.Store.ReplaceDocument(r.ctx, p.doc); err != nil {

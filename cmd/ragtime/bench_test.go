@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"ragtime/llm/sim"
+	"ragtime/pipeline"
 )
 
 // BenchmarkAskOverhead measures one whole GET /ask in-process against
@@ -65,5 +66,5 @@ func percentile(xs []float64, p float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return nearestRank(s, p)
+	return pipeline.NearestRank(s, p)
 }

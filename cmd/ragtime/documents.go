@@ -16,7 +16,6 @@ var errReadOnly = fmt.Errorf("%w: serve runs with --read-only, or another proces
 type documentStore struct {
 	in       *retrieval.Ingester
 	store    store
-	list     func(ctx context.Context) ([]pipeline.DocumentInfo, error)
 	readOnly bool
 }
 
@@ -27,26 +26,26 @@ func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *doc
 		store:    p.store,
 		readOnly: readOnly,
 	}
-	switch {
-	case p.index != nil:
-		d.list = func(context.Context) ([]pipeline.DocumentInfo, error) { return p.index.Documents(), nil }
-	case p.qdrant != nil:
-		d.list = p.qdrant.Documents
-	}
 	return d
 }
 
-func (d *documentStore) PutDocument(ctx context.Context, in api.DocumentInput) (api.DocumentResult, error) {
+func (d *documentStore) PutDocuments(ctx context.Context, ins []api.DocumentInput) ([]api.DocumentResult, error) {
 	if d.readOnly {
-		return api.DocumentResult{}, errReadOnly
+		return nil, errReadOnly
 	}
-	res, err := d.in.IngestContent(ctx, retrieval.Content{
-		DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, Metadata: in.Metadata, Source: "api",
-	})
+	cs := make([]retrieval.Content, len(ins))
+	for i, in := range ins {
+		cs[i] = retrieval.Content{DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, File: in.File, Metadata: in.Metadata, Source: "api"}
+	}
+	res, err := d.in.IngestContents(ctx, cs)
 	if err != nil {
-		return api.DocumentResult{}, err
+		return nil, err
 	}
-	return api.DocumentResult{DocID: res.DocID, Title: res.Title, Chunks: res.Chunks, Unchanged: res.Unchanged}, nil
+	out := make([]api.DocumentResult, len(res))
+	for i, r := range res {
+		out[i] = api.DocumentResult{DocID: r.DocID, Title: r.Title, Chunks: r.Chunks, Unchanged: r.Unchanged}
+	}
+	return out, nil
 }
 
 func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, error) {
@@ -61,5 +60,5 @@ func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, er
 }
 
 func (d *documentStore) ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error) {
-	return d.list(ctx)
+	return d.store.ListDocuments(ctx)
 }

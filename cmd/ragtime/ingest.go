@@ -42,24 +42,10 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	progress := retrieval.ProgressBar(env.stderr, isTerminal(env.stderr))
 	st, err := in.Ingest(ctx, fs.Args(), progress)
 	secs := max(st.Elapsed.Seconds(), 1e-9)
-	where := fmt.Sprintf("index at %s", pc.dataDir)
-	if p.index != nil {
-		where = fmt.Sprintf("index at %s holds %d chunks (%s)", pc.dataDir, p.index.Len(), sizeOf(p.index))
-	} else if p.qdrant != nil {
-		where = fmt.Sprintf("qdrant collection %s at %s", pc.qdrantColl, pc.qdrantURL)
-	}
+	where := p.store.Describe()
 	fmt.Fprintf(env.stdout, "ingested %d documents (%d unchanged, skipped), %d chunks, in %.2fs: %.1f documents/s, %.1f chunks/s; %s\n",
 		st.Documents, st.Skipped, st.Chunks, st.Elapsed.Seconds(), float64(st.Documents)/secs, float64(st.Chunks)/secs, where)
 	return err
-}
-
-// sizeOf renders the size of the index's files on disk.
-func sizeOf(ix *retrieval.Index) string {
-	n, err := ix.DiskSize()
-	if err != nil {
-		return "size unknown"
-	}
-	return fmt.Sprintf("%.1f MiB on disk", float64(n)/(1<<20))
 }
 
 // isTerminal reports whether w is a terminal (for the progress bar).

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/llm"
@@ -177,12 +176,30 @@ func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 }
 
 // store is a vector store behind the search stage that documents can be
-// written to; both the embedded index and Qdrant implement it.
+// written to, as serve and ingest use it; both the embedded index
+// (*retrieval.Index) and Qdrant (*qdrant.Store) implement it.
 type store interface {
 	pipeline.Searcher
 	retrieval.Store
 	DeleteDocument(ctx context.Context, docID string) (bool, error)
+	ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error)
+	// SearchAttrs are added to every search stage's attrs.
+	SearchAttrs() map[string]any
+	// Ready reports whether the store can be searched (/readyz).
+	Ready(ctx context.Context) error
+	// Len is the chunk count, -1 when the store does not know it.
+	Len() int
+	// Describe says where the store is and what it holds.
+	Describe() string
+	// Watch picks up what another process writes, every interval.
+	Watch(ctx context.Context, every time.Duration, log *slog.Logger) (stop func())
+	Close() error
 }
+
+var (
+	_ store = (*retrieval.Index)(nil)
+	_ store = (*qdrant.Store)(nil)
+)
 
 // parts are the built stage implementations.
 type parts struct {
@@ -190,10 +207,7 @@ type parts struct {
 	embedderName string
 	embedDim     int
 	store        store
-	index        *retrieval.Index // the embedded store, when it is the one
-	qdrant       *qdrant.Store    // the Qdrant store, when it is the one
 	storeName    string
-	searchAttrs  map[string]any
 	reranker     pipeline.Reranker
 	rerankerName string
 	readOnly     bool // the embedded index was opened without the writer lock
@@ -297,11 +311,7 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 			}
 			return nil, fmt.Errorf("opening the index under --data-dir %s: %w", c.dataDir, err)
 		}
-		p.index, p.store = ix, ix
-		p.searchAttrs = map[string]any{"exact": c.storeExact}
-		if !c.storeExact {
-			p.searchAttrs["ef"] = c.indexEf
-		}
+		p.store = ix
 	case "qdrant":
 		qs, err := qdrant.Open(ctx, qdrant.Config{
 			Addr: c.qdrantURL, APIKey: env.getenv(c.qdrantKey), TLS: c.qdrantTLS, Collection: c.qdrantColl,
@@ -312,8 +322,7 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 		if err != nil {
 			return nil, err
 		}
-		p.qdrant, p.store = qs, qs
-		p.searchAttrs = qs.SearchAttrs()
+		p.store = qs
 	default:
 		return nil, &usageError{msg: fmt.Sprintf("--store must be embedded or qdrant, got %q", c.store)}
 	}
@@ -363,66 +372,12 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	return p, nil
 }
 
-// ready reports whether the store can be searched.
-func (p *parts) ready(ctx context.Context) error {
-	if p.qdrant != nil {
-		return p.qdrant.Ready(ctx)
-	}
-	if p.index == nil {
-		return fmt.Errorf("the index is not loaded")
-	}
-	return nil
-}
-
-// chunks is the embedded index's chunk count, -1 for Qdrant.
-func (p *parts) chunks() int {
-	if p.index == nil {
-		return -1
-	}
-	return p.index.Len()
-}
-
-// watch reloads the index every interval when another process saved a newer
-// one; the returned func stops it.
-func (p *parts) watch(ctx context.Context, every time.Duration, log *slog.Logger) func() {
-	if every <= 0 || p.index == nil {
-		return func() {}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				changed, err := p.index.Reload()
-				if err != nil {
-					log.Warn("reloading the index", "err", err)
-				} else if changed {
-					log.Info("index reloaded", "chunks", p.index.Len())
-				}
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-// Close releases the index and the generator's idle connections.
+// Close releases the store and the generator's idle connections.
 func (p *parts) Close() error {
 	if p.remote != nil {
 		p.remote.CloseIdleConnections()
 	}
-	if p.index != nil {
-		return p.index.Close()
-	}
-	if p.qdrant != nil {
-		return p.qdrant.Close()
-	}
-	return nil
+	return p.store.Close()
 }
 
 // dbConfig holds the database flag.
@@ -430,31 +385,17 @@ type dbConfig struct {
 	url string
 }
 
-// DefaultDatabaseURL is used when neither --database-url nor DATABASE_URL is set.
-const DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable"
-
 func (c *dbConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.url, "database-url", DefaultDatabaseURL, "PostgreSQL URL (also DATABASE_URL)")
+	fs.StringVar(&c.url, "database-url", postgres.DefaultDatabaseURL, "PostgreSQL URL (also DATABASE_URL)")
 }
 
-// open creates the database when missing, connects, and migrates when asked.
+// open readies the database (postgres.Setup), naming the flag to fix when
+// its URL is not one.
 func (c *dbConfig) open(ctx context.Context, migrate bool) (*pgxpool.Pool, error) {
-	if _, err := pgx.ParseConfig(c.url); err != nil {
+	pool, err := postgres.Setup(ctx, c.url, migrate)
+	if errors.Is(err, postgres.ErrInvalidURL) {
 		// pgx's message names neither the flag nor the variable to fix.
-		return nil, &usageError{msg: fmt.Sprintf("--database-url (or DATABASE_URL) must be a PostgreSQL URL such as %s: %v", DefaultDatabaseURL, err)}
+		return nil, &usageError{msg: fmt.Sprintf("--database-url (or DATABASE_URL) must be a PostgreSQL URL such as %s (%v)", postgres.DefaultDatabaseURL, err)}
 	}
-	if err := postgres.EnsureDatabase(ctx, c.url); err != nil {
-		return nil, err
-	}
-	pool, err := postgres.Open(ctx, c.url)
-	if err != nil {
-		return nil, err
-	}
-	if migrate {
-		if err := postgres.Migrate(ctx, pool); err != nil {
-			pool.Close()
-			return nil, err
-		}
-	}
-	return pool, nil
+	return pool, err
 }

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"ragtime/api"
@@ -33,6 +30,8 @@ type serveConfig struct {
 	reloadInterval   time.Duration
 	readOnly         bool
 	maxDocBytes      int64
+	maxIngests       int
+	ingestWait       time.Duration
 	chunkSize        int
 	chunkOverlap     int
 	recorderQueue    int
@@ -76,7 +75,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent ragtime ingest saved (0: never)")
-	fs.Int64Var(&c.maxDocBytes, "max-document-bytes", 10<<20, "largest document or uploaded file POST /v1/documents accepts")
+	fs.Int64Var(&c.maxDocBytes, "max-document-bytes", 10<<20, "largest document or uploaded file POST /v1/documents accepts; a multipart request may hold 8 times this")
+	fs.IntVar(&c.maxIngests, "max-concurrent-ingests", api.DefaultMaxConcurrentIngests, "POST /v1/documents requests processed at once; each holds its documents' chunks and vectors in memory until it commits")
+	fs.DurationVar(&c.ingestWait, "ingest-wait", api.DefaultIngestWait, "how long a POST /v1/documents waits for one of --max-concurrent-ingests before 503 ingest_busy")
 	fs.IntVar(&c.chunkSize, "chunk-size", retrieval.DefaultChunkSize, "chunk size in characters, for documents posted to /v1/documents")
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks, for documents posted to /v1/documents")
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
@@ -107,6 +108,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
+	if cfg.maxIngests < 1 || cfg.ingestWait <= 0 {
+		return &usageError{msg: fmt.Sprintf("--max-concurrent-ingests must be at least 1 (got %d) and --ingest-wait positive (got %s)", cfg.maxIngests, cfg.ingestWait)}
+	}
 	cfg.parts.lockedReadOnly = true
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
@@ -136,7 +140,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
-		SearchAttrs: parts.searchAttrs,
+		SearchAttrs: parts.store.SearchAttrs(),
 		Provider:    parts.provider, Model: parts.model,
 		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion: cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
@@ -144,7 +148,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	asks := &trackedAsker{next: pl}
+	asks := api.Track(pl)
 	store := postgres.NewStore(db)
 	handler := api.NewServer(api.Deps{
 		Asker:   asks,
@@ -154,13 +158,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Metrics: mx.Handler(),
 		Ready: map[string]api.ReadyCheck{
 			"postgres": store.Ping,
-			"index":    parts.ready,
+			"index":    parts.store.Ready,
 		},
-		Documents:        newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
-		MaxDocumentBytes: cfg.maxDocBytes,
-		Logger:           log,
-		CORSOrigins:      cfg.corsOrigins,
-		MaxQuestionChars: cfg.maxQuestionChars,
+		Documents:            newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
+		MaxDocumentBytes:     cfg.maxDocBytes,
+		MaxConcurrentIngests: cfg.maxIngests,
+		IngestWait:           cfg.ingestWait,
+		Logger:               log,
+		CORSOrigins:          cfg.corsOrigins,
+		MaxQuestionChars:     cfg.maxQuestionChars,
 	})
 
 	if cfg.warmup != "off" && parts.remote != nil {
@@ -175,107 +181,24 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		}
 	}
 
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
-		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.chunks())
-	if parts.chunks() == 0 {
+		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.store.Len())
+	if parts.store.Len() == 0 {
 		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
 	}
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
 	reload := cfg.reloadInterval
 	if !readOnly {
 		reload = 0 // the writer's index is its own; nothing to pick up
 	}
-	stopReload := parts.watch(ctx, reload, log)
+	stopReload := parts.store.Watch(ctx, reload, log)
 	defer stopReload()
 
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+	if err := api.Serve(ctx, ln, handler, api.ServeOptions{ShutdownTimeout: cfg.shutdownTimeout, Queries: asks, Logger: log}); err != nil {
+		return err
 	}
-	log.Info("shutting down: no new connections; open streams may finish (a second Ctrl-C stops at once)", "deadline", cfg.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("open streams did not finish in time; cutting them", "err", err)
-		_ = srv.Close()
-	}
-	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("server stopped with an error", "err", err)
-	}
-	// Close does not wait for handlers: the queries of the streams it cut
-	// are still finishing (their contexts are cancelled, so briefly). Wait
-	// for them, so their records reach the recorder before it closes and
-	// no search runs on a closed index.
-	wctx, wcancel := context.WithTimeout(context.Background(), cutStreamsWait)
-	if !asks.wait(wctx) {
-		log.Warn("queries still running after shutdown; their records may be lost", "running", asks.running())
-	}
-	wcancel()
 	log.Info("server stopped; flushing recorded queries")
 	return nil
-}
-
-// cutStreamsWait bounds how long serve waits, after cutting the open
-// streams, for their queries to finish and be recorded.
-const cutStreamsWait = 5 * time.Second
-
-// trackedAsker counts the queries running, so that shutdown can wait for
-// them. Hand-written rather than a sync.WaitGroup because handlers the
-// server accepted before it closed may still start a query while shutdown
-// waits, which a WaitGroup forbids.
-type trackedAsker struct {
-	next api.Asker
-
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n drops to 0; nil when nobody waits
-}
-
-// Run runs the query through next, counted.
-func (a *trackedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
-	a.mu.Lock()
-	a.n++
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.n--
-		if a.n == 0 && a.idle != nil {
-			close(a.idle)
-			a.idle = nil
-		}
-		a.mu.Unlock()
-	}()
-	return a.next.Run(ctx, req, out)
-}
-
-// wait blocks until no query runs or ctx ends; it reports whether none runs.
-func (a *trackedAsker) wait(ctx context.Context) bool {
-	a.mu.Lock()
-	if a.n == 0 {
-		a.mu.Unlock()
-		return true
-	}
-	if a.idle == nil {
-		a.idle = make(chan struct{})
-	}
-	idle := a.idle
-	a.mu.Unlock()
-	select {
-	case <-idle:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-func (a *trackedAsker) running() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.n
 }
 
 // closeRecorder flushes what the recorder still holds, for up to 10 s.

@@ -212,7 +212,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 			return err
 		}
 		defer parts.Close()
-		if parts.chunks() == 0 {
+		if parts.store.Len() == 0 {
 			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
 		}
 		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
@@ -220,7 +220,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 			Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
 			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
-			SearchAttrs: parts.searchAttrs,
+			SearchAttrs: parts.store.SearchAttrs(),
 			Provider:    parts.provider, Model: parts.model, StoreQuestion: cfg.storeQuestion,
 		})
 		if err != nil {

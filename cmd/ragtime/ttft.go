@@ -328,18 +328,12 @@ func summarize(s *ttftSeries) {
 	}
 	slices.Sort(v)
 	s.MinMs, s.MaxMs = v[0], v[len(v)-1]
-	s.MedianMs, s.P95Ms = nearestRank(v, 0.5), nearestRank(v, 0.95)
+	s.MedianMs, s.P95Ms = pipeline.NearestRank(v, 0.5), pipeline.NearestRank(v, 0.95)
 	if len(answers) > 0 {
 		slices.Sort(answers)
-		m := nearestRank(answers, 0.5)
+		m := pipeline.NearestRank(answers, 0.5)
 		s.AnswerMedianMs = &m
 	}
-}
-
-// nearestRank is the nearest-rank percentile of sorted values.
-func nearestRank(sorted []float64, p float64) float64 {
-	i := int(p*float64(len(sorted))+0.999999) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // padPrompt makes a prompt of about n tokens: numbered filler sentences

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"ragtime/llm/tokens"
+	"ragtime/pipeline"
 )
 
 // Class is one kind of request in the arrival mix.
@@ -173,8 +174,8 @@ func percentiles(ms []float64) Percentiles {
 	}
 	s := slices.Clone(ms)
 	slices.Sort(s)
-	at := func(q float64) float64 { return s[max(0, int(math.Ceil(q*float64(len(s))))-1)] }
-	p := Percentiles{N: len(s), P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: s[len(s)-1]}
+	p := Percentiles{N: len(s), P50: pipeline.NearestRank(s, 0.50), P95: pipeline.NearestRank(s, 0.95),
+		P99: pipeline.NearestRank(s, 0.99), Max: s[len(s)-1]}
 	if p.P50 > 0 {
 		p.P99OverP50 = p.P99 / p.P50
 	}
