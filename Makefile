@@ -4,7 +4,7 @@ BIN           := bin/ragtime
 DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 # Tests make one throw-away database per test on this server.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
-ADDR          ?= :8080
+ADDR          ?= 127.0.0.1:8080
 
 .PHONY: build run test bench bench-ann bench-pgdocs vet fmt clean llmsim
 

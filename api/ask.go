@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -34,7 +35,7 @@ func (s *server) handleAskGet(c echo.Context) error {
 	// the query run with the default, as POST /ask refuses unknown fields.
 	for name := range qs {
 		switch name {
-		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce":
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", keyParam:
 		default:
 			return badRequest(name, "unknown_parameter",
 				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce", name))
@@ -132,10 +133,19 @@ func bodyError(err error, limit int64) error {
 	}
 }
 
-// ask validates req and, only when it is valid, starts the stream.
+// ask validates req and, only when it is valid and the caller may ask for
+// its model, starts the stream. The caller's tenant filter and key id go
+// with the request.
 func (s *server) ask(c echo.Context, req pipeline.Request) error {
 	if err := req.Normalize(s.deps.MaxQuestionChars); err != nil {
 		return err
+	}
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	if err := caller.AllowModel(req.Model, s.deps.AllowedModels); err != nil {
+		return err
+	}
+	if caller.Key != nil {
+		req.Scope, req.KeyID = caller.Key.Filter, caller.Key.ID
 	}
 	out, err := newSSEWriter(c.Response())
 	if err != nil {

@@ -23,6 +23,9 @@ type Client struct {
 	BaseURL string
 	// HTTP is the client used; nil means http.DefaultClient.
 	HTTP *http.Client
+	// APIKey, when set, is sent as "Authorization: Bearer" (a key with
+	// scope ask, for a server that requires keys).
+	APIKey string
 }
 
 // Client error codes, for failures before or outside the server's stream.
@@ -65,6 +68,9 @@ func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Str
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Accept", "text/event-stream")
+	if c.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
@@ -82,9 +88,9 @@ func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Str
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		msg := strings.TrimSpace(string(raw))
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Message
+			msg = eb.Error.Code + ": " + eb.Error.Message
 		}
-		return fail(&pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode,
+		return fail(&pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
 			Message: fmt.Sprintf("POST %s answered %d: %s", url, resp.StatusCode, msg)})
 	}
 	return c.replay(ctx, resp.Body, out, rec, fail)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -20,6 +21,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Hint says what to do about it.
+	Hint string `json:"hint,omitempty"`
 	// retryAfter, in seconds, is sent as Retry-After when positive.
 	retryAfter int
 }
@@ -36,10 +39,27 @@ var statusTable = []struct {
 	err    error
 	status int
 	code   string
+	hint   string
 }{
-	{pipeline.ErrNotFound, http.StatusNotFound, "not_found"},
-	{ErrReadOnly, http.StatusServiceUnavailable, "read_only"},
-	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid"},
+	{pipeline.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{ErrReadOnly, http.StatusServiceUnavailable, "read_only", ""},
+	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
+	{auth.ErrMissing, http.StatusUnauthorized, "auth_missing",
+		"send an API key as Authorization: Bearer <key> (a publishable key may come as ?key=); `ragtime keys create` makes one"},
+	{auth.ErrInvalid, http.StatusUnauthorized, "auth_invalid",
+		"send the whole key (rt_sk_… or rt_pk_…, 62 characters) as Authorization: Bearer <key>; `ragtime keys list` shows the prefixes of the keys that exist"},
+	{errKeyInURL, http.StatusUnauthorized, "auth_invalid",
+		"send secret keys (rt_sk_…) only as Authorization: Bearer <key>: URLs end up in logs and browser history; revoke this key if the URL was shared"},
+	{auth.ErrRevoked, http.StatusUnauthorized, "auth_revoked", "this key was revoked (`ragtime keys revoke`); use another key"},
+	{auth.ErrExpired, http.StatusUnauthorized, "auth_expired", "this key passed its --expires; create a new one with `ragtime keys create`"},
+	{auth.ErrUnavailable, http.StatusServiceUnavailable, "auth_unavailable",
+		"serve could not read the API keys from Postgres; check that it is reachable (--database-url), keys are loaded as soon as it is"},
+	{auth.ErrScope, http.StatusForbidden, "scope_denied", "use a key created with the scope this endpoint needs (ragtime keys create --scopes ...)"},
+	{auth.ErrOrigin, http.StatusForbidden, "origin_denied",
+		"call from one of the key's --origins, or create a key that lists this page's origin (scheme://host[:port])"},
+	{auth.ErrModel, http.StatusForbidden, "model_denied", "ask for one of the allowed models, or leave model empty for the server's default"},
+	{errCrossSite, http.StatusForbidden, "cross_site_denied",
+		"a page on another site may not write here; add its origin to --cors-origins if it should, or create API keys (ragtime keys create)"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.
@@ -63,7 +83,7 @@ func (s *server) handleError(err error, c echo.Context) {
 	default:
 		for _, row := range statusTable {
 			if errors.Is(err, row.err) {
-				ae = &apiError{Status: row.status, Code: row.code, Message: err.Error()}
+				ae = &apiError{Status: row.status, Code: row.code, Message: err.Error(), Hint: row.hint}
 				break
 			}
 		}
@@ -71,6 +91,9 @@ func (s *server) handleError(err error, c echo.Context) {
 			s.log.Error("request failed", "path", c.Request().URL.Path, "err", err)
 			ae = &apiError{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error; see the server log"}
 		}
+	}
+	if ae.Status == http.StatusUnauthorized {
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="ragtime"`)
 	}
 	if ae.retryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))

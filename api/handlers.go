@@ -2,11 +2,14 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
 )
 
 // handleHealthz answers while the process is alive.
@@ -37,6 +40,12 @@ func (s *server) handleReadyz(c echo.Context) error {
 	if status != http.StatusOK {
 		word = "unavailable"
 	}
+	s.logReadiness(word, checks)
+	// Which check fails, and why, can name hosts and paths: only admin
+	// keys (or anyone, when the server runs without keys) see it.
+	if !s.optionalCaller(c).Admin() {
+		return c.JSON(status, map[string]any{"status": word})
+	}
 	return c.JSON(status, map[string]any{"status": word, "checks": checks})
 }
 
@@ -49,5 +58,22 @@ func (s *server) handleGetQuery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Another key's query is answered as if it did not exist.
+	if own := ownQueries(c); own != "" && rec.KeyID != own {
+		return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
+	}
 	return c.JSON(http.StatusOK, rec)
+}
+
+// logReadiness logs the checks when readiness changes, so the details
+// unauthenticated callers do not see are in the log.
+func (s *server) logReadiness(word string, checks map[string]string) {
+	if s.lastReady.Swap(word) == word {
+		return
+	}
+	if word == "ok" {
+		s.log.Info("ready", "checks", checks)
+	} else {
+		s.log.Warn("not ready", "checks", checks)
+	}
 }

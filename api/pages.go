@@ -26,6 +26,7 @@ func (s *server) page(name string) echo.HandlerFunc {
 			return err
 		}
 		c.Response().Header().Set("Cache-Control", "no-cache")
+		c.Response().Header().Set("Content-Security-Policy", pageCSP)
 		return c.HTMLBlob(http.StatusOK, b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -22,7 +23,8 @@ type QueryLister interface {
 
 // StatsReader reads the dashboard views for the queries since a moment.
 type StatsReader interface {
-	Stats(ctx context.Context, since time.Time) (pipeline.Stats, error)
+	// A keyID restricts it to the queries asked with that API key.
+	Stats(ctx context.Context, since time.Time, keyID string) (pipeline.Stats, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -118,6 +120,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		f.Limit = n
 	}
 	f.Cursor = qs.Get("cursor")
+	f.KeyID = ownQueries(c)
 
 	page, err := s.deps.List.ListQueries(c.Request().Context(), f)
 	if err != nil {
@@ -166,9 +169,19 @@ func (s *server) handleStats(c echo.Context) error {
 	if now.Sub(since) > maxStatsWindow {
 		return badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
 	}
-	st, err := s.deps.Stats.Stats(c.Request().Context(), since)
+	st, err := s.deps.Stats.Stats(c.Request().Context(), since, ownQueries(c))
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, st)
+}
+
+// ownQueries is the key whose queries the caller may read: "" (every
+// caller's) for admin keys and open servers, else the caller's own key.
+func ownQueries(c echo.Context) string {
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	if caller.Admin() {
+		return ""
+	}
+	return caller.KeyID()
 }

@@ -1,9 +1,16 @@
 package api
 
-import "github.com/labstack/echo/v4"
+import (
+	"github.com/labstack/echo/v4"
 
-// routes is the one place that lists every endpoint.
+	"ragtime/auth"
+)
+
+// routes is the one place that lists every endpoint and the scope a key
+// needs for it. The pages, their files and the health checks are public
+// (the pages read everything through the API).
 func (s *server) routes(e *echo.Echo) {
+	ask, read, docs, admin := s.need(auth.ScopeAsk), s.need(auth.ScopeRead), s.need(auth.ScopeDocuments), s.need(auth.ScopeAdmin)
 	e.GET("/", s.page("ask.html"))
 	e.GET("/queries", s.page("queries.html"))
 	e.GET("/queries/:id", s.page("query.html"))
@@ -11,13 +18,13 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/static/*", s.handleStatic)
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
-	e.GET("/ask", s.handleAskGet)
-	e.POST("/ask", s.handleAskPost)
-	e.GET("/v1/queries", s.handleListQueries)
-	e.GET("/v1/queries/:id", s.handleGetQuery)
-	e.GET("/v1/documents", s.handleListDocuments)
-	e.POST("/v1/documents", s.handlePutDocuments)
-	e.DELETE("/v1/documents/:id", s.handleDeleteDocument)
-	e.GET("/v1/stats", s.handleStats)
-	e.GET("/metrics", s.handleMetrics)
+	e.GET("/ask", s.handleAskGet, ask)
+	e.POST("/ask", s.handleAskPost, ask)
+	e.GET("/v1/queries", s.handleListQueries, read)
+	e.GET("/v1/queries/:id", s.handleGetQuery, read)
+	e.GET("/v1/documents", s.handleListDocuments, docs)
+	e.POST("/v1/documents", s.handlePutDocuments, docs)
+	e.DELETE("/v1/documents/:id", s.handleDeleteDocument, docs)
+	e.GET("/v1/stats", s.handleStats, read)
+	e.GET("/metrics", s.handleMetrics, admin)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -41,9 +42,17 @@ type Deps struct {
 	Ready map[string]ReadyCheck
 	// Logger receives one line per request (never the query string).
 	Logger *slog.Logger
-	// CORSOrigins lists the origins allowed to call the API from a browser;
-	// empty means no CORS headers at all.
+	// CORSOrigins lists the origins allowed to call the API from a browser
+	// (each scheme://host[:port]; see ValidateOrigins); with Keys off they
+	// are also the only foreign origins whose state-changing requests are
+	// let through. Origins of live publishable keys get CORS headers too.
 	CORSOrigins []string
+	// Keys checks API keys; nil runs the server open (every caller may do
+	// everything), as does a keyring without keys.
+	Keys Authenticator
+	// AllowedModels, when not empty, are the only models a request may ask
+	// for (--allowed-models); a key may narrow them further.
+	AllowedModels []string
 	// MaxQuestionChars bounds the question (0: pipeline.DefaultMaxQuestion).
 	MaxQuestionChars int
 	// MaxBodyBytes bounds a request body (0: 1 MiB).
@@ -67,6 +76,9 @@ type server struct {
 	deps   Deps
 	log    *slog.Logger
 	ingest ingestSlots
+	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
+	// change is logged once.
+	lastReady atomic.Value
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
@@ -90,18 +102,15 @@ func NewServer(deps Deps) http.Handler {
 		deps.IngestWait = DefaultIngestWait
 	}
 	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests)}
+	s.lastReady.Store("")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
-	if len(deps.CORSOrigins) > 0 {
-		e.Use(middleware.CORSWithConfig(middleware.CORSConfig{
-			AllowOrigins: deps.CORSOrigins,
-			AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
-			AllowHeaders: []string{echo.HeaderContentType, "Last-Event-ID"},
-		}))
-	}
+	e.Use(securityHeaders)
+	e.Use(s.cors())
+	e.Use(s.crossSiteGuard())
 	s.routes(e)
 	return e
 }

@@ -238,7 +238,11 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	var hits []Hit
 	err = q.stage(ctx, out, StageSearch, func() (map[string]any, error) {
 		var err error
-		hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, q.req.Filter)
+		// The caller's tenant scope narrows the request's filter; when the
+		// two exclude each other nothing can match and no search is made.
+		if filter, ok := q.req.Filter.Within(q.req.Scope); ok {
+			hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, filter)
+		}
 		attrs := make(map[string]any, len(cfg.SearchAttrs)+3)
 		maps.Copy(attrs, cfg.SearchAttrs)
 		attrs["k"], attrs["hits"], attrs["store"] = q.req.TopK, len(hits), cfg.StoreName
@@ -478,7 +482,7 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
-		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID,
+		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID, KeyID: q.req.KeyID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
 		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
 	}

@@ -39,6 +39,9 @@ type QueryFilter struct {
 	Limit int
 	// Cursor is a previous page's NextCursor: the page after it.
 	Cursor string
+	// KeyID keeps only the queries asked with this API key; empty: every
+	// caller's (what an admin key sees).
+	KeyID string
 }
 
 // QuerySummary is one query of a list: its timings without attributes, and

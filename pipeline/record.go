@@ -65,7 +65,9 @@ type Record struct {
 	// under; 0 when unknown.
 	MaxContextTokens int `json:"max_context_tokens,omitempty" db:"max_context_tokens,null"`
 	// SweepID is the sweep that made the query; empty for ordinary queries.
-	SweepID      string `json:"sweep_id,omitempty" db:"sweep_id,uuid,null"`
+	SweepID string `json:"sweep_id,omitempty" db:"sweep_id,uuid,null"`
+	// KeyID is the API key the query was asked with; empty without one.
+	KeyID        string `json:"key_id,omitempty" db:"key_id,uuid,null"`
 	Model        string `json:"model" db:"model"`
 	Provider     string `json:"provider" db:"provider"`
 	Status       string `json:"status" db:"status"`

@@ -48,6 +48,13 @@ type Request struct {
 	// queries.sweep_id). Only in-process callers (the sweep) set it: outside
 	// callers cannot write into a sweep's results.
 	SweepID string `json:"-"`
+	// Scope is the caller's tenant filter (an API key's --filter): every
+	// search is restricted to it, whatever Filter asks (see Filter.Within).
+	// Only the API sets it, from the key; it is not part of the request body.
+	Scope Filter `json:"-"`
+	// KeyID is the id of the API key the query was asked with ("" without
+	// one); it is stored with the query.
+	KeyID string `json:"-"`
 }
 
 // ValidationError names the request field that is wrong. The API answers

@@ -51,6 +51,13 @@ func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeli
 	if f.TopK != 0 {
 		add("q.top_k = ?", int32(f.TopK))
 	}
+	if f.KeyID != "" {
+		id, err := uuid.Parse(f.KeyID)
+		if err != nil {
+			return pipeline.QueryPage{Queries: []pipeline.QuerySummary{}}, nil // no query has that key
+		}
+		add("q.key_id = ?", id)
+	}
 	if f.Cursor != "" {
 		at, id, err := decodeCursor(f.Cursor)
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -139,7 +141,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 
 func TestStatsReadsEveryView(t *testing.T) {
 	store, recs := dashboardData(t)
-	st, err := store.Stats(ctxFor(t), time.Now().Add(-time.Hour))
+	st, err := store.Stats(ctxFor(t), time.Now().Add(-time.Hour), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +224,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("last slow query %+v, want the error, dominated by embed", last)
 	}
 
-	empty, err := store.Stats(ctxFor(t), time.Now().Add(time.Hour))
+	empty, err := store.Stats(ctxFor(t), time.Now().Add(time.Hour), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,6 +260,56 @@ func deref(p *float64) any {
 	return *p
 }
 
+// TestReadsScopedToAKey: a key id restricts the list and the stats to the
+// queries asked with that key.
+func TestReadsScopedToAKey(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
+	keyA, keyB := uuid.NewString(), uuid.NewString()
+	now := time.Now()
+	for i := range 6 {
+		r := record(i)
+		r.CreatedAt = now.Add(-time.Duration(i+1) * time.Minute)
+		r.KeyID = keyA
+		r.TopK = 3
+		if i >= 2 {
+			r.KeyID, r.TopK = keyB, 7
+		}
+		rec.Record(r)
+	}
+	if err := rec.Close(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.NewStore(pool)
+	ctx := ctxFor(t)
+	for key, want := range map[string]int{keyA: 2, keyB: 4, "": 6, uuid.NewString(): 0, "not-a-uuid": 0} {
+		page, err := store.ListQueries(ctx, pipeline.QueryFilter{KeyID: key})
+		if err != nil || len(page.Queries) != want {
+			t.Errorf("ListQueries(key %q) = %d queries, %v; want %d", key, len(page.Queries), err, want)
+		}
+	}
+	st, err := store.Stats(ctx, now.Add(-time.Hour), keyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Totals.Queries != 2 || len(st.SlowQueries) != 2 || len(st.TopK) != 1 || st.TopK[0].TopK != 3 || len(st.StagePercentiles) == 0 ||
+		st.StagePercentiles[0].N != 2 || len(st.TTFTTail) != 0 {
+		t.Errorf("key A's stats: totals %+v, slow %d, topk %+v, stages %+v, ttft_tail %d", st.Totals, len(st.SlowQueries), st.TopK, st.StagePercentiles, len(st.TTFTTail))
+	}
+	var series int64
+	for _, p := range st.Series {
+		series += p.Queries
+	}
+	if series != 2 {
+		t.Errorf("key A's series holds %d queries, want 2", series)
+	}
+	all, err := store.Stats(ctx, now.Add(-time.Hour), "")
+	if err != nil || all.Totals.Queries != 6 || len(all.TopK) != 2 || all.StagePercentiles[0].N != 6 {
+		t.Errorf("every key's stats: %+v, %v", all.Totals, err)
+	}
+}
+
 // TestCacheHitRateLeavesUnreportedOut: a provider that reports no cached
 // tokens (Ollama) stores NULL, and the hit rates count only the queries
 // whose provider said: 250 of 1,000 is 25 %, not 250 of 2,000; a window of
@@ -286,7 +338,7 @@ func TestCacheHitRateLeavesUnreportedOut(t *testing.T) {
 	if got.Usage.CachedTokens != nil {
 		t.Errorf("Ollama's query reads back %d cached tokens, want nil (unknown)", *got.Usage.CachedTokens)
 	}
-	st, err := store.Stats(ctx, now.Add(-time.Hour))
+	st, err := store.Stats(ctx, now.Add(-time.Hour), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,5 @@
-// The ask page: streams /ask over EventSource, renders the answer with its
+// The ask page: streams /ask (rt.openStream: fetch, so the API key can go
+// in a header, which EventSource cannot send), renders the answer with its
 // citations, and draws the waterfall as stage events arrive.
 "use strict";
 
@@ -34,7 +35,7 @@
     const serverNow = () => performance.now() - sent - (offset ?? 0);
 
     const url = "/ask?" + new URLSearchParams({ q: question, top_k: String(topK) });
-    es = new EventSource(url);
+    es = rt.openStream(url);
     const finish = () => {
       es.close();
       es = null;

@@ -40,12 +40,105 @@ const rt = (() => {
     return t;
   }
 
-  // getJSON fetches an API URL; a non-2xx answer throws the API's message.
+  // The API key, when the server requires one: asked for on the first 401,
+  // kept in sessionStorage (so it goes when the tab closes, and other sites
+  // cannot read it) and sent as "Authorization: Bearer".
+  const keyItem = "ragtime.key";
+  function apiKey() {
+    try { return sessionStorage.getItem(keyItem) || ""; } catch (e) { return ""; }
+  }
+  function withKey(headers) {
+    const k = apiKey();
+    if (k) headers.Authorization = "Bearer " + k;
+    return headers;
+  }
+  // askForKey shows a form for the key at the top of the page, with why the
+  // server refused (auth_missing, auth_invalid, auth_revoked, ...).
+  function askForKey(err) {
+    if (document.getElementById("key-form")) return;
+    const f = document.createElement("form");
+    f.id = "key-form";
+    f.className = "card keybar";
+    f.innerHTML = `<label>This server requires an API key
+      <input id="key-input" type="password" autocomplete="off" spellcheck="false" placeholder="rt_sk_…" required></label>
+      <button type="submit">Use key</button> <span class="muted" id="key-why"></span>`;
+    f.querySelector("#key-why").textContent = err ? `${err.code}: ${err.message}` : "";
+    f.addEventListener("submit", e => {
+      e.preventDefault();
+      try { sessionStorage.setItem(keyItem, f.querySelector("#key-input").value.trim()); } catch (x) { /* storage off */ }
+      location.reload();
+    });
+    document.querySelector("main").prepend(f);
+  }
+  // A "forget key" link in the header while a key is kept.
+  document.addEventListener("DOMContentLoaded", () => {
+    if (!apiKey()) return;
+    const a = document.createElement("a");
+    a.href = "#";
+    a.id = "forget-key";
+    a.textContent = "forget key";
+    a.addEventListener("click", e => { e.preventDefault(); sessionStorage.removeItem(keyItem); location.reload(); });
+    document.querySelector("header nav")?.appendChild(a);
+  });
+
+  // getJSON fetches an API URL; a non-2xx answer throws the API's message
+  // (and a 401 asks for a key).
   async function getJSON(url) {
-    const resp = await fetch(url, { headers: { Accept: "application/json" } });
+    const resp = await fetch(url, { headers: withKey({ Accept: "application/json" }) });
     const body = await resp.json().catch(() => null);
+    if (resp.status === 401) askForKey(body && body.error);
     if (!resp.ok) throw new Error((body && body.error && body.error.message) || resp.status + " " + resp.statusText);
     return body;
+  }
+
+  // openStream reads a Server-Sent-Events URL with fetch, which (unlike
+  // EventSource) can send the key in a header, and never reconnects on its
+  // own. It returns an EventSource-like object: addEventListener(name, fn)
+  // gets {data} per event; an answer that is not a stream arrives as one
+  // "error" event whose data is the API's error object; a lost connection
+  // as an "error" event without data.
+  function openStream(url) {
+    const ctl = new AbortController();
+    const listeners = {};
+    const emit = (name, data) => (listeners[name] || []).forEach(fn => fn({ data }));
+    (async () => {
+      try {
+        const resp = await fetch(url, { headers: withKey({ Accept: "text/event-stream" }), signal: ctl.signal });
+        if (!resp.ok) {
+          const body = await resp.json().catch(() => null);
+          const err = (body && body.error) || { code: "http_" + resp.status, message: resp.statusText };
+          if (resp.status === 401) askForKey(err);
+          emit("error", JSON.stringify(err));
+          return;
+        }
+        const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value.replace(/\r\n?/g, "\n");
+          let i;
+          while ((i = buf.indexOf("\n\n")) >= 0) {
+            const block = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            let name = "message";
+            const data = [];
+            for (const line of block.split("\n")) {
+              if (line.startsWith("event:")) name = line.slice(6).trim();
+              else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+            }
+            if (data.length) emit(name, data.join("\n"));
+          }
+        }
+        emit("error", null);
+      } catch (e) {
+        if (!ctl.signal.aborted) emit("error", null);
+      }
+    })();
+    return {
+      addEventListener(name, fn) { (listeners[name] = listeners[name] || []).push(fn); },
+      close() { ctl.abort(); },
+    };
   }
 
   // niceStep returns a 1-2-5 step giving about n ticks up to max.
@@ -322,5 +415,5 @@ const rt = (() => {
     legend(container, series);
   }
 
-  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars };
+  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, openStream, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars };
 })();

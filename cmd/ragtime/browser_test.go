@@ -229,3 +229,59 @@ func newStoreFor(t *testing.T, dbURL string) *postgres.Store {
 	t.Cleanup(pool.Close)
 	return postgres.NewStore(pool)
 }
+
+// TestPagesAskForAKey: with keys on, a page asks for one on its first 401,
+// keeps it in sessionStorage and sends it with every call, streaming
+// answers included (under the pages' Content-Security-Policy).
+func TestPagesAskForAKey(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dataDir := ingestCorpus(t, env)
+	admin := createKey(t, env, "--name", "admin", "--scopes", "admin")
+	srv := startServe(t, env, "--data-dir", dataDir)
+
+	ctx := newBrowser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.url+"/queries"),
+		chromedp.WaitVisible(chromedp.CSS("#key-form")),
+	); err != nil {
+		t.Fatalf("the queries page did not ask for a key: %v", err)
+	}
+	why := browse(t, ctx, chromedp.TextContent(chromedp.CSS("#key-why")))
+	if !strings.Contains(why, "auth_missing") {
+		t.Errorf("the key form says %q, want the auth_missing code", why)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#key-input"), admin.token),
+		chromedp.Click(chromedp.CSS(`#key-form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#forget-key")),
+	); err != nil {
+		t.Fatalf("entering the key: %v", err)
+	}
+	if n := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#key-form").length`)); n != 0 {
+		t.Error("the page still asks for a key after getting a valid one")
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#question")),
+		chromedp.SendKeys(chromedp.CSS("#question"), "what is prefill?"),
+		chromedp.Click(chromedp.CSS("#ask-button")),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-done]`)),
+	); err != nil {
+		t.Fatalf("asking with the key: %v", err)
+	}
+	if done := browse(t, ctx, chromedp.Evaluate[string](`document.body.dataset.done`)); done != "1" {
+		errText := browse(t, ctx, chromedp.TextContent(chromedp.CSS("#error")))
+		t.Fatalf("the ask page ended with %q: %s", done, errText)
+	}
+	kept := browse(t, ctx, chromedp.Evaluate[string](`sessionStorage.getItem("ragtime.key")`))
+	if kept != admin.token {
+		t.Error("the key is not kept in sessionStorage")
+	}
+	if local := browse(t, ctx, chromedp.Evaluate[int](`localStorage.length`)); local != 0 {
+		t.Error("something was written to localStorage")
+	}
+	if strings.Contains(srv.stderr.String(), admin.token[len(admin.prefix)+1:]) {
+		t.Error("the key reached the server log")
+	}
+}

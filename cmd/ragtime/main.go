@@ -60,6 +60,7 @@ func commands() []command {
 		{"serve", "serve /ask, the API, /metrics and the pages (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
+		{"keys", "create, list and revoke API keys (the secret is printed once)", runKeys},
 		{"prune", "delete stored queries older than --older-than (e.g. 30d)", runPrune},
 		{"sweep", "measure top-k (and context budget) against TTFT and recall; chart it, recommend a setting", runSweep},
 		{"config", "print the effective configuration and where each value came from", runConfig},

@@ -78,7 +78,7 @@ anything = true
 		"llm-model":       {"qwen3-32b", "flag"},
 		"llm-timeout":     {"1m30s", "file"},
 		"llm-max-retries": {"1", "env"},
-		"addr":            {":8080", "default"},
+		"addr":            {"127.0.0.1:8080", "default"},
 	}
 	for setting, w := range want {
 		row := configRow(t, out, setting)

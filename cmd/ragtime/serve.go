@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
 	"ragtime/api"
+	"ragtime/auth"
 	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -38,6 +40,9 @@ type serveConfig struct {
 	logFormat        string
 	hideReasoning    bool
 	warmup           warmupFlag
+	insecureNoAuth   bool
+	allowedModels    listFlag
+	keysReload       time.Duration
 }
 
 // warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
@@ -64,10 +69,13 @@ func (w *warmupFlag) Set(v string) error {
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.addr, "addr", ":8080", "address to listen on (host:port; port 0 picks a free one)")
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "address to listen on (host:port; port 0 picks a free one); without API keys serve runs open only on a loopback address (see --insecure-no-auth)")
 	c.parts.register(fs)
 	c.db.register(fs)
-	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins allowed to call the API from a browser, e.g. https://app.example.com (default: none, no CORS headers)")
+	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins (scheme://host[:port]) allowed to call the API from a browser, e.g. https://app.example.com; without API keys, the only other sites whose pages may write (POST/DELETE) here (default: none)")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve without API keys on a non-loopback --addr: anyone who reaches the port may ask on your bill, read every question and change documents (without keys serve otherwise refuses any address but loopback)")
+	fs.Var(&c.allowedModels, "allowed-models", "comma-separated models a request may ask for with \"model\" (default: any; a key's --models narrow it further); the configured --llm-model is always allowed")
+	fs.DurationVar(&c.keysReload, "keys-reload", 2*time.Second, "how often serve rereads the API keys (so keys created or revoked take effect) and writes their last use")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
 	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
@@ -105,6 +113,17 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
+	if err := api.ValidateOrigins(cfg.corsOrigins); err != nil {
+		return &usageError{msg: "--cors-origins: " + err.Error()}
+	}
+	if cfg.keysReload <= 0 {
+		return &usageError{msg: fmt.Sprintf("--keys-reload must be positive, got %s", cfg.keysReload)}
+	}
+	keys := auth.NewKeyring()
+	keyStore := postgres.NewKeys(db)
+	if err := keys.Load(ctx, keyStore); err != nil {
+		return err
+	}
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
@@ -123,11 +142,34 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer parts.Close()
 
+	// Refuse before binding when the address alone says it is not loopback
+	// (":8080", "0.0.0.0:8080"); a host name is judged once it is bound.
+	if host, _, err := net.SplitHostPort(cfg.addr); err == nil {
+		if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) {
+			if _, err := authMode(keys, cfg.addr, false, cfg.insecureNoAuth); err != nil {
+				return err
+			}
+		}
+	}
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
 	}
 	defer ln.Close()
+	tcp, _ := ln.Addr().(*net.TCPAddr)
+	authLine, err := authMode(keys, ln.Addr().String(), tcp != nil && tcp.IP.IsLoopback(), cfg.insecureNoAuth)
+	if err != nil {
+		return err
+	}
+	syncCtx, stopSync := context.WithCancel(context.WithoutCancel(ctx))
+	synced := make(chan struct{})
+	go func() {
+		defer close(synced)
+		keys.Sync(syncCtx, keyStore, cfg.keysReload, log)
+	}()
+	// Deferred after db.Close, so it runs first: the last use of the keys
+	// is written while the pool is still open.
+	defer func() { stopSync(); <-synced }()
 
 	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log})
 	// Deferred after db.Close, so it runs first: the recorder flushes while
@@ -166,6 +208,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		IngestWait:           cfg.ingestWait,
 		Logger:               log,
 		CORSOrigins:          cfg.corsOrigins,
+		Keys:                 keys,
+		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
 	})
 
@@ -183,6 +227,11 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 
 	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
 		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.store.Len())
+	if keys.Enabled() {
+		log.Info(authLine)
+	} else {
+		log.Warn(authLine)
+	}
 	if parts.store.Len() == 0 {
 		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
 	}
@@ -225,3 +274,34 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// authMode decides whether serve may run and returns the one line that says
+// how: with API keys, every request needs one; without, serve runs open on
+// a loopback address, and elsewhere only with --insecure-no-auth (as Redis'
+// protected mode does). Keys created later turn auth on while serve runs.
+func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string, error) {
+	switch {
+	case keys.Enabled():
+		return "API keys required: requests without a valid key get 401 (ragtime keys list shows them)", nil
+	case loopback:
+		return fmt.Sprintf("no API keys: running open on loopback %s, so anyone on this machine may ask, read and change documents; `ragtime keys create` turns keys on", addr), nil
+	case insecure:
+		return fmt.Sprintf("no API keys and --insecure-no-auth: running OPEN on %s: anyone who reaches it may ask on your bill, read every question and change documents", addr), nil
+	}
+	return "", &usageError{msg: fmt.Sprintf("refusing to serve on %s without API keys: anyone who reaches it could ask on your bill, read every question and change documents. "+
+		"Create a key (ragtime keys create --name admin --scopes admin), listen on a loopback address (--addr 127.0.0.1:8080), "+
+		"or pass --insecure-no-auth to run open anyway", addr)}
+}
+
+// allowedModels is --allowed-models with the configured model added, so the
+// default stays askable by name; nil when the flag is not set.
+func allowedModels(flag []string, configured string) []string {
+	if len(flag) == 0 {
+		return nil
+	}
+	out := slices.Clone(flag)
+	if configured != "" && !slices.Contains(out, configured) {
+		out = append(out, configured)
+	}
+	return out
+}

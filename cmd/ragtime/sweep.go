@@ -30,6 +30,7 @@ type sweepConfig struct {
 	runs            int
 	concurrency     int
 	server          string
+	serverKeyEnv    string
 	recallTolerance float64
 	ttftBudgetMs    float64
 	out             string
@@ -52,6 +53,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.runs, "runs", 3, "times each (question, setting) is asked")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "queries in flight at once")
 	fs.StringVar(&c.server, "server", "", "URL of a running ragtime serve to ask over HTTP (POST /ask); empty runs the pipeline in-process with the part flags")
+	fs.StringVar(&c.serverKeyEnv, "server-api-key-env", "RAGTIME_API_KEY", "with --server: NAME of the environment variable holding an API key with scope ask, for a server that requires keys")
 	fs.Float64Var(&c.recallTolerance, "recall-tolerance", 0.02, "recommend the smallest k whose recall is within this of the best (0-1)")
 	fs.Float64Var(&c.ttftBudgetMs, "ttft-budget-ms", 0, "recommend only settings whose TTFT p95 is under this, in milliseconds (0: no budget)")
 	fs.StringVar(&c.out, "out", "", "directory for results.csv, samples.csv, sweep.json, chart.svg and chart.png (default ./sweep-<id>)")
@@ -205,7 +207,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		// One keep-alive connection per worker, as a browser or app would hold.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.concurrency
-		run.Asker = &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}}
+		run.Asker = &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv)}
 	} else {
 		parts, err := cfg.parts.build(ctx, env, false)
 		if err != nil {

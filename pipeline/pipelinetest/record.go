@@ -3,6 +3,7 @@ package pipelinetest
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +44,12 @@ func fill(v reflect.Value, n *int) {
 	switch v.Kind() {
 	case reflect.Struct:
 		for i := range v.NumField() {
-			if v.Type().Field(i).IsExported() {
+			f := v.Type().Field(i)
+			switch {
+			case !f.IsExported():
+			case f.Type.Kind() == reflect.String && slices.Contains(strings.Split(f.Tag.Get("db"), ","), "uuid"):
+				v.Field(i).SetString(uuid.NewString()) // a uuid column takes nothing else
+			default:
 				fill(v.Field(i), n)
 			}
 		}
