@@ -41,9 +41,11 @@ bench-ann:
 bench-pgdocs:
 	scripts/bench-ingest-pgdocs.sh
 
-# The inference simulator on :8081 (a simulator: no model runs).
-llmsim: build
-	./$(BIN) llmsim --addr :8081
+# The inference simulator on :8081 (a simulator: no model runs), built on its
+# own from cmd/llmsim (the same command as `ragtime llmsim`).
+llmsim:
+	$(GO) build -o bin/llmsim ./cmd/llmsim
+	./bin/llmsim --addr :8081
 
 vet:
 	$(GO) vet ./...

@@ -55,19 +55,36 @@ type scriptGenerator struct {
 	timing  bool // hand the timings over with the first delta
 	// server are the server timings reported with the last chunk.
 	server map[string]float64
+	// started, when set, is sent to (without blocking) as a generation
+	// starts; release, when set, is waited for before the first delta.
+	started chan struct{}
+	release chan struct{}
+	// now is the generator's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	now := g.now
+	if now == nil {
+		now = time.Now
+	}
 	g.got = req
-	gen := Generation{Provider: "script", RequestStart: time.Now()}
-	gen.GotConn = time.Now()
-	gen.WroteRequest = time.Now()
+	gen := Generation{Provider: "script", RequestStart: now()}
+	gen.GotConn = now()
+	gen.WroteRequest = now()
+	select {
+	case g.started <- struct{}{}:
+	default:
+	}
+	if g.release != nil {
+		<-g.release
+	}
 	time.Sleep(g.prefill)
 	if g.err != nil {
 		return gen, g.err
 	}
 	for _, d := range g.deltas {
-		d.At = time.Now()
+		d.At = now()
 		if gen.FirstToken.IsZero() {
 			gen.FirstToken = d.At
 			if g.timing {
@@ -333,16 +350,59 @@ func TestStoreQuestionFalseKeepsOnlyHash(t *testing.T) {
 	}
 }
 
+// fakeClock is a clock that moves only when told.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// metaSignal is a recStream that tells when its meta event is written:
+// the query has read its t0 and goes on to queue for a slot.
+type metaSignal struct {
+	recStream
+	meta chan struct{}
+}
+
+func (s *metaSignal) Meta(m Meta) error {
+	close(s.meta)
+	return s.recStream.Meta(m)
+}
+
+// TestQueueStageWaitsForASlot holds the only slot with a first query while
+// a second one queues, moves the clock 30 ms and frees the slot: the second
+// query's queue stage is those 30 ms, on the pipeline's clock, no sleeping.
 func TestQueueStageWaitsForASlot(t *testing.T) {
-	gen := &scriptGenerator{prefill: 30 * time.Millisecond, deltas: []Delta{{Text: "x"}}}
-	p, _ := newTestPipeline(t, gen, func(c *Config) { c.MaxConcurrent = 1 })
+	t.Parallel()
+	clock := &fakeClock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}, now: clock.Now,
+		started: make(chan struct{}, 1), release: make(chan struct{})}
+	p, _ := newTestPipeline(t, gen, func(c *Config) { c.MaxConcurrent = 1; c.Now = clock.Now })
+
 	first := make(chan Record)
 	go func() { first <- p.Run(context.Background(), request(t, "q", 3, 1), &recStream{}) }()
-	time.Sleep(5 * time.Millisecond)
-	second := p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
+	<-gen.started // the first query holds the slot until release
+	secondOut := &metaSignal{meta: make(chan struct{})}
+	second := make(chan Record)
+	go func() { second <- p.Run(context.Background(), request(t, "q", 3, 1), secondOut) }()
+	<-secondOut.meta // the second query has its t0 and queues
+	clock.Advance(30 * time.Millisecond)
+	close(gen.release)
 	<-first
-	if second.QueueMs <= 0 || second.Stages[0].Name != StageQueue {
-		t.Fatalf("second query queue_ms %v", second.QueueMs)
+	rec := <-second
+	if rec.QueueMs != 30 || rec.Stages[0].Name != StageQueue {
+		t.Fatalf("second query queue_ms %v (first stage %s), want 30", rec.QueueMs, rec.Stages[0].Name)
 	}
 }
 

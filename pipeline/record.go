@@ -2,7 +2,7 @@ package pipeline
 
 import "time"
 
-// Stage names, in pipeline order (DESIGN.md's measurement contract).
+// Stage names, in pipeline order (docs/design.md's measurement contract).
 const (
 	StageQueue      = "queue"
 	StageEmbed      = "embed"

@@ -31,7 +31,7 @@ func annSetup(b *testing.B, n int) annFixture {
 	b.Helper()
 	r := rand.New(rand.NewPCG(uint64(n), 384))
 	vecs := clustered(r, n+1000, annDim, max(50, n/1000))
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ragtime-ann-bench-v1-%d", n))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ragtime-ann-bench-v2-%d", n))
 	f := annFixture{dir: dir, queries: vecs[n:]}
 	if _, err := os.Stat(filepath.Join(dir, indexDirName, graphFileName)); err == nil {
 		return f
@@ -44,7 +44,7 @@ func annSetup(b *testing.B, n int) annFixture {
 	start := time.Now()
 	fillDocs(b, ix, vecs[:n], 10)
 	f.build = time.Since(start)
-	if err := ix.Save(); err != nil {
+	if _, err := ix.Compact(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	ix.Close()

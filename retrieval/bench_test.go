@@ -61,18 +61,18 @@ func BenchmarkEmbeddedSearch(b *testing.B) {
 	}
 }
 
-// BenchmarkOpenIndex measures loading a saved index of 100k chunks at
-// dimension 512 (about 200 MB of vectors), what `ragtime serve` pays at
-// start and on every reload.
+// BenchmarkOpenIndex measures loading a compacted exact index of 100k
+// chunks at dimension 512 (about 200 MB of vectors), what `ragtime serve
+// --store-exact` pays at start and when a writer compacts.
 func BenchmarkOpenIndex(b *testing.B) {
 	dir := b.TempDir()
 	ix := benchIndex(b, dir, 100_000, 512)
-	if err := ix.Save(); err != nil {
+	if _, err := ix.Compact(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	ix.Close()
 	for b.Loop() {
-		rd, err := OpenIndex(dir, IndexOptions{Dimension: 512, Embedder: "test"})
+		rd, err := OpenIndex(dir, IndexOptions{Dimension: 512, Embedder: "test", Exact: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,11 +2,14 @@ package retrieval
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -144,12 +147,12 @@ func TestANNGraphPersists(t *testing.T) {
 	if _, err := w.DeleteDocument(context.Background(), "doc3"); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Save(); err != nil {
+	if _, err := w.Compact(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	graphPath := filepath.Join(dir, indexDirName, graphFileName)
 	if _, err := os.Stat(graphPath); err != nil {
-		t.Fatalf("no graph file after Save: %v", err)
+		t.Fatalf("no graph file after Compact: %v", err)
 	}
 	exact := openExact(t, dir, dim, false)
 	if _, err := readGraph(graphPath, exact.Len(), w.Generation()); err != nil {
@@ -167,12 +170,25 @@ func TestANNGraphPersists(t *testing.T) {
 			t.Fatalf("writer found %v, reader of the saved graph %v", a, b)
 		}
 	}
-	// A missing or damaged graph file is rebuilt from the vectors.
-	os.WriteFile(graphPath, []byte("RAGTHNS1 garbage"), 0o644)
-	rebuilt := openIndex(t, dir, dim, false)
-	if rec := recallAt(t, rebuilt, exact, vecs[n:], 10); rec < 0.95 {
-		t.Errorf("recall@10 of a rebuilt graph = %.3f", rec)
+	// A damaged graph file is an error naming it, not a quiet rebuild.
+	good, err := os.ReadFile(graphPath)
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, i := range []int{0, 9, 20, len(good) / 2, len(good) - 1} {
+		bad := slices.Clone(good)
+		bad[i] ^= 0x01
+		os.WriteFile(graphPath, bad, 0o644)
+		_, err := OpenIndex(dir, IndexOptions{Dimension: dim, Embedder: "test"})
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), graphPath) {
+			t.Errorf("graph file with byte %d flipped: err = %v, want ErrCorrupt naming the file", i, err)
+		}
+	}
+	os.WriteFile(graphPath, good[:len(good)-3], 0o644)
+	if _, err := OpenIndex(dir, IndexOptions{Dimension: dim, Embedder: "test"}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("truncated graph file: err = %v, want ErrCorrupt", err)
+	}
+	// A missing graph file (an index written with --store-exact) is rebuilt.
 	os.Remove(graphPath)
 	if rec := recallAt(t, openIndex(t, dir, dim, false), exact, vecs[n:], 10); rec < 0.95 {
 		t.Errorf("recall@10 without a graph file = %.3f", rec)

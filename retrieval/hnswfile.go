@@ -13,11 +13,13 @@ package retrieval
 //	             count u8, count × (neighbour u32, distance f32)
 //	checksum   u32     CRC-32C of everything before it
 //
-// A graph file of another generation, or one that fails to decode, is
-// ignored and the graph rebuilt from the vectors.
+// A graph file of another generation (or none) makes the graph be rebuilt
+// from the vectors, with a log line; one that fails its checksum or does not
+// decode is an error naming it.
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -25,7 +27,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -38,8 +39,9 @@ const (
 )
 
 // writeGraph writes st's graph for the file layout given by order (the live
-// slots in file order); the caller holds mu for reading.
-func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
+// slots in file order); the caller keeps st from changing. Deleted nodes
+// are left out, their links repaired (see liveLinks).
+func writeGraph(f *os.File, st *state, dim int, order []int32, gen uint64) error {
 	g := st.graph
 	newID := make(map[int32]uint32, len(order))
 	for i, s := range order {
@@ -67,21 +69,71 @@ func writeGraph(f *os.File, st *state, order []int32, gen uint64) error {
 		lv := g.level(s)
 		w.bytes([]byte{byte(lv)})
 		for l := 0; l <= lv; l++ {
-			ids, ds := g.neighbours(s, l), g.distances(s, l)
 			buf = buf[:1]
-			n := 0
-			for i, t := range ids {
-				if id, ok := newID[t]; ok {
-					buf = binary.LittleEndian.AppendUint32(buf, id)
-					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(ds[i]))
-					n++
-				}
+			links := st.liveLinks(dim, s, l)
+			for _, c := range links {
+				buf = binary.LittleEndian.AppendUint32(buf, newID[c.s])
+				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(c.d))
 			}
-			buf[0] = byte(n)
+			buf[0] = byte(len(links))
 			w.bytes(buf)
 		}
 	}
 	return w.finish(f, crc)
+}
+
+// liveLinks returns s's neighbours on level l with the deleted ones
+// replaced by live nodes found through them (up to two deleted hops), then
+// pruned back to M (M0 on layer 0) with the selection heuristic: the
+// repair hnswlib makes when it drops a node. In memory deleted nodes keep
+// routing searches; the file leaves them out, and without the repair a
+// node whose neighbours were mostly replaced documents would be cut off.
+func (st *state) liveLinks(dim int, s int32, l int) []cand {
+	g := st.graph
+	ids, ds := g.neighbours(s, l), g.distances(s, l)
+	out := make([]cand, 0, len(ids))
+	var frontier []int32
+	for i, t := range ids {
+		if st.alive[t] {
+			out = append(out, cand{ds[i], t})
+		} else {
+			frontier = append(frontier, t)
+		}
+	}
+	if len(frontier) == 0 {
+		return out
+	}
+	seen := map[int32]bool{s: true}
+	for _, t := range ids {
+		seen[t] = true
+	}
+	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
+	for hop := 0; hop < 2 && len(frontier) > 0; hop++ {
+		var next []int32
+		for _, d := range frontier {
+			if g.level(d) < l {
+				continue
+			}
+			for _, t := range g.neighbours(d, l) {
+				if seen[t] {
+					continue
+				}
+				seen[t] = true
+				if st.alive[t] {
+					out = append(out, cand{1 - simdDot(q, st.vecs[int(t)*dim:(int(t)+1)*dim]), t})
+				} else {
+					next = append(next, t)
+				}
+			}
+		}
+		frontier = next
+	}
+	m := hnswM
+	if l == 0 {
+		m = hnswM0
+	}
+	sortCands(out)
+	return st.selectNeighbours(dim, out, m)
 }
 
 // distances returns the distances stored beside s's neighbours on level l.
@@ -95,23 +147,32 @@ func (g *graph) distances(s int32, l int) []float32 {
 
 var errGraphStale = errors.New("graph file does not match the index file")
 
-// readGraph loads the graph file for a state of n nodes saved at gen.
+// readGraph loads the graph file for a state of n nodes saved at gen. The
+// whole file's checksum is verified before anything in it is believed: a
+// damaged file is an error wrapping ErrCorrupt that names it; a sound one
+// of another generation or size (a compaction cut between its renames, an
+// index saved with --store-exact) is errGraphStale.
 func readGraph(path string, n int, gen uint64) (*graph, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
+	corrupt := func(what string) error {
+		return fmt.Errorf("reading HNSW graph file %s: %s: %w (delete it to rebuild the graph from the vectors)", path, what, ErrCorrupt)
 	}
-	r := &fileReader{r: bufio.NewReaderSize(f, 1<<20), crc: crc32.New(castagnoli), left: fi.Size() - 4}
-	if r.left < 8+8+4+4+4 || string(r.bytes(len(graphMagic))) != graphMagic {
-		return nil, errGraphStale
+	if len(data) < 8+8+4+4+4+4 {
+		return nil, corrupt("file too short")
 	}
-	if r.u64() != gen || int(r.u32()) != n {
-		return nil, errGraphStale
+	body := data[:len(data)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(body):]) {
+		return nil, corrupt("checksum mismatch")
+	}
+	r := &fileReader{r: bytes.NewReader(body), left: int64(len(body))}
+	if string(r.bytes(len(graphMagic))) != graphMagic {
+		return nil, corrupt("not a ragtime graph file")
+	}
+	if fileGen, nodes := r.u64(), int(r.u32()); fileGen != gen || nodes != n {
+		return nil, fmt.Errorf("%w: %s holds generation %d of %d nodes, the index generation %d of %d", errGraphStale, path, fileGen, nodes, gen, n)
 	}
 	g := newGraph()
 	g.grow(n)
@@ -119,16 +180,20 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 	g.entry, g.top = -1, 0
 	if entry != math.MaxUint32 {
 		if int(entry) >= n {
-			return nil, errGraphStale
+			return nil, corrupt("entry point out of range")
 		}
 		g.entry, g.top = int32(entry), top
 	}
-	readList := func() ([]int32, []float32) {
+	readList := func(limit int) ([]int32, []float32) {
 		c := r.bytes(1)
 		if c == nil {
 			return nil, nil
 		}
 		cnt := int(c[0])
+		if cnt > limit {
+			r.err = fmt.Errorf("%d neighbours, at most %d allowed", cnt, limit)
+			return nil, nil
+		}
 		b := r.bytes(8 * cnt)
 		if b == nil {
 			return nil, nil
@@ -137,7 +202,7 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		for i := range cnt {
 			id := binary.LittleEndian.Uint32(b[8*i:])
 			if int(id) >= n {
-				r.err = errGraphStale
+				r.err = fmt.Errorf("neighbour %d out of range", id)
 				return nil, nil
 			}
 			ids[i], ds[i] = int32(id), math.Float32frombits(binary.LittleEndian.Uint32(b[8*i+4:]))
@@ -150,10 +215,7 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 			break
 		}
 		level := int(lb[0]) // read before the next read reuses the buffer
-		ids, ds := readList()
-		if len(ids) > hnswCap0 {
-			return nil, errGraphStale
-		}
+		ids, ds := readList(hnswCap0)
 		o := s * hnswCap0
 		copy(g.links0[o:], ids)
 		copy(g.dists0[o:], ds)
@@ -161,30 +223,34 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		if lv := level; lv > 0 {
 			ul := make([]nodeLinks, lv)
 			for l := range ul {
-				ul[l].ids, ul[l].dists = readList()
-				if len(ul[l].ids) > hnswCap {
-					return nil, errGraphStale
-				}
+				ul[l].ids, ul[l].dists = readList(hnswCap)
 			}
 			g.upper[int32(s)] = ul
 		}
 	}
-	if r.err != nil {
-		return nil, fmt.Errorf("%w: %v", errGraphStale, r.err)
+	if r.err == nil && r.left != 0 {
+		r.err = fmt.Errorf("%d bytes left over", r.left)
 	}
-	want := r.crc.Sum32()
-	var sum [4]byte
-	if _, err := io.ReadFull(r.r, sum[:]); err != nil || binary.LittleEndian.Uint32(sum[:]) != want {
-		return nil, errGraphStale
+	if r.err != nil {
+		return nil, corrupt(r.err.Error())
 	}
 	return g, nil
 }
 
-// buildGraph inserts every live slot of st into a fresh graph, document by
-// document in slot order: neighbours are planned in parallel against the
-// graph built so far, then linked one by one.
+// buildGraph inserts every live slot of st into a fresh graph (see
+// linkFrom).
 func buildGraph(st *state, dim int) {
 	st.graph = newGraph()
+	linkFrom(st, dim, 0)
+}
+
+// linkFrom inserts the live slots from first on into st's graph, document
+// by document in slot order: neighbours are planned in parallel against the
+// graph built so far, a wave at a time, then linked one by one. Loading
+// uses it for a whole index (first 0) and for the documents a replayed log
+// added (first: the slab size before the replay). st must not be visible
+// to searches yet.
+func linkFrom(st *state, dim int, first int32) {
 	st.graph.grow(len(st.alive))
 	type item struct {
 		slot  int32
@@ -193,15 +259,13 @@ func buildGraph(st *state, dim int) {
 	}
 	var items []item
 	docs := make([]string, 0, len(st.docs))
-	for id := range st.docs {
-		docs = append(docs, id)
+	for id, e := range st.docs {
+		if len(e.slots) > 0 && e.slots[0] >= first {
+			docs = append(docs, id)
+		}
 	}
 	slices.SortFunc(docs, func(a, b string) int {
-		sa, sb := st.docs[a].slots, st.docs[b].slots
-		if len(sa) == 0 || len(sb) == 0 {
-			return len(sa) - len(sb)
-		}
-		return int(sa[0] - sb[0])
+		return int(st.docs[a].slots[0] - st.docs[b].slots[0])
 	})
 	for _, id := range docs {
 		slots := st.docs[id].slots
@@ -235,20 +299,4 @@ func buildGraph(st *state, dim int) {
 			st.link(dim, it.slot, p, it.batch)
 		}
 	}
-}
-
-// DiskSize returns the bytes the index's files (index and graph) take.
-func (ix *Index) DiskSize() (int64, error) {
-	var total int64
-	for _, name := range []string{indexFileName, graphFileName} {
-		fi, err := os.Stat(filepath.Join(ix.dir, name))
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		total += fi.Size()
-	}
-	return total, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -53,16 +54,31 @@ type IndexOptions struct {
 	// embedders are not comparable.
 	Embedder string
 	// Writable takes the data dir's writer lock (held until Close) so that
-	// ReplaceDocument, DeleteDocument and Save are allowed. Only one process
-	// at a time may hold it; `ragtime serve --read-only` opens read-only
-	// and picks up what a concurrent `ragtime ingest` saves through Reload.
+	// ReplaceDocument, DeleteDocument, Save and Compact are allowed. Only
+	// one process at a time may hold it; `ragtime serve --read-only` opens
+	// read-only and picks up what a concurrent `ragtime ingest` writes
+	// through Reload.
 	Writable bool
 	// Exact turns the HNSW graph off: every search scans every vector
 	// (--store-exact). Slower, but exact, and cheaper to write.
 	Exact bool
 	// Ef is the HNSW search candidate list length (0: DefaultEf).
 	Ef int
+	// CompactAfter is the size of the log past which a writable index
+	// compacts in the background: 0 means DefaultCompactAfter, negative
+	// never (Compact still can). The larger of it and a quarter of the
+	// snapshot applies, so a big index is not rewritten for small logs.
+	CompactAfter int64
+	// Logger receives what loading and compaction do (a replayed log, a
+	// rebuilt graph, a dropped torn record). Nil discards it.
+	Logger *slog.Logger
 }
+
+// DefaultCompactAfter is the log size (bytes) past which a writable index
+// compacts in the background unless IndexOptions.CompactAfter says
+// otherwise. Replaying a log this size on open takes about a second per
+// 20 MB on two cores with the HNSW graph.
+const DefaultCompactAfter = 32 << 20
 
 // Document is one source document as the index stores it.
 type Document struct {
@@ -84,30 +100,56 @@ type Document struct {
 }
 
 // Index is the embedded vector store: every chunk's vector lives in one flat
-// []float32 slab searched exhaustively (exact cosine top-k), and the whole
-// index is persisted as one binary file under <data dir>/index/.
+// []float32 slab searched through an HNSW graph or exhaustively, persisted
+// under <data dir>/index/ as a snapshot, its graph and a log of the writes
+// made since (see docs/index.md).
 //
 // Index implements pipeline.Searcher. It is safe for concurrent use: a
 // search sees each document either entirely before or entirely after a
 // ReplaceDocument, never half of it.
 type Index struct {
 	dir      string // <data dir>/index
-	path     string // the index file
+	path     string // the snapshot file
+	logPath  string
 	dim      int
 	embedder string
 	writable bool
 	exact    bool
 	ef       int
-	lock     *os.File
+	logger   *slog.Logger
+	// compactAfter is IndexOptions.CompactAfter resolved (negative: never).
+	compactAfter int64
 
-	// saveMu serialises Save, Reload and Close, and guards the fields below it.
-	saveMu       sync.Mutex
-	savedVersion uint64
-	generation   uint64
-	file         fileID
+	// saveMu serialises Reload and Close and guards lock, closed and the
+	// follower's view of the files below.
+	saveMu sync.Mutex
+	lock   *os.File
+	closed bool
+	snap   fileID // the snapshot read or written last (zero: none)
+	logID  fileID // the log being followed (zero: none)
+	// logEnd is the offset just past the last record applied from the log
+	// identified by logID; 0 when that log follows another snapshot (a
+	// compaction is under way) and nothing of it was applied.
+	logEnd     int64
+	logBase    int64 // the followed log's header size
+	generation atomic.Uint64
+	snapBytes  int64 // the snapshot's size (writer: guarded by writeMu)
+
+	// writeMu serialises the writer's changes: a log append and its
+	// application in memory, a compaction, a follower's replay. Searches
+	// never take it.
+	writeMu sync.Mutex
+	log     *indexLog // the writer's log; nil when read-only or closed
+	// compacting is set while a background compaction runs; bg waits for it.
+	compacting atomic.Bool
+	bg         sync.WaitGroup
+	bgMu       sync.Mutex // guards closing, so no compaction starts once Close waits
+	closing    bool
 
 	// mu guards st and version. Searches hold it for reading; mutations and
-	// the swap of a reloaded state hold it for writing.
+	// the swap of a reloaded state hold it for writing, and only while
+	// holding writeMu (so a compaction holding writeMu can read st under a
+	// read lock without ever making searches wait).
 	mu      sync.RWMutex
 	st      *state
 	version uint64
@@ -151,8 +193,10 @@ const (
 )
 
 // OpenIndex opens (or, when writable, creates) the embedded index under
-// dataDir. A missing index is empty; a read-only index picks the file up
-// once a writer saves it (see Reload).
+// dataDir: it reads the snapshot and its graph, and replays the log. A
+// writer first removes temporary files a crash left behind, then cuts an
+// interrupted record off the log's end. A missing index is empty; a
+// read-only index picks up what a writer saves through Reload.
 func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 	if opts.Dimension < 1 {
 		return nil, fmt.Errorf("opening index in %s: dimension %d must be positive", dataDir, opts.Dimension)
@@ -160,18 +204,24 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 	if opts.Embedder == "" {
 		return nil, fmt.Errorf("opening index in %s: no embedder name given", dataDir)
 	}
-	dir := filepath.Join(dataDir, indexDirName)
-	ix := &Index{
-		dir:      dir,
-		path:     filepath.Join(dir, indexFileName),
-		dim:      opts.Dimension,
-		embedder: opts.Embedder,
-		writable: opts.Writable,
-		exact:    opts.Exact,
-		ef:       cmpOr(opts.Ef, DefaultEf),
-	}
 	if opts.Ef < 0 {
 		return nil, fmt.Errorf("opening index in %s: --index-ef %d must be positive", dataDir, opts.Ef)
+	}
+	dir := filepath.Join(dataDir, indexDirName)
+	ix := &Index{
+		dir:          dir,
+		path:         filepath.Join(dir, indexFileName),
+		logPath:      filepath.Join(dir, logFileName),
+		dim:          opts.Dimension,
+		embedder:     opts.Embedder,
+		writable:     opts.Writable,
+		exact:        opts.Exact,
+		ef:           cmpOr(opts.Ef, DefaultEf),
+		logger:       opts.Logger,
+		compactAfter: cmp.Or(opts.CompactAfter, DefaultCompactAfter),
+	}
+	if ix.logger == nil {
+		ix.logger = slog.New(slog.DiscardHandler)
 	}
 	ix.st = ix.newState()
 	if opts.Writable {
@@ -181,8 +231,12 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 		if err := ix.takeLock(); err != nil {
 			return nil, err
 		}
+		if err := ix.removeTemp(); err != nil {
+			ix.Close()
+			return nil, err
+		}
 	}
-	if _, err := ix.reload(true); err != nil {
+	if err := ix.open(); err != nil {
 		ix.Close()
 		return nil, err
 	}
@@ -206,23 +260,40 @@ func (ix *Index) takeLock() error {
 	return nil
 }
 
-// Close releases the writer lock of a writable index; Save fails after it.
-// It does not save.
+// Close waits for a running background compaction, syncs and closes the
+// log and releases the writer lock of a writable index; writes fail after
+// it.
 func (ix *Index) Close() error {
 	ix.saveMu.Lock()
-	defer ix.saveMu.Unlock()
-	if ix.lock == nil {
+	if ix.closed {
+		ix.saveMu.Unlock()
 		return nil
 	}
-	err := ix.lock.Close() // closing the descriptor drops the flock
-	ix.lock = nil
-	if err != nil {
-		return fmt.Errorf("releasing index lock: %w", err)
+	ix.closed = true
+	ix.saveMu.Unlock()
+	ix.bgMu.Lock()
+	ix.closing = true
+	ix.bgMu.Unlock()
+	ix.bg.Wait()
+	ix.writeMu.Lock()
+	var err error
+	if ix.log != nil {
+		err = ix.log.close()
+		ix.log = nil
 	}
-	return nil
+	ix.writeMu.Unlock()
+	ix.saveMu.Lock()
+	defer ix.saveMu.Unlock()
+	if ix.lock != nil {
+		if cerr := ix.lock.Close(); cerr != nil && err == nil { // closing the descriptor drops the flock
+			err = fmt.Errorf("releasing index lock: %w", cerr)
+		}
+		ix.lock = nil
+	}
+	return err
 }
 
-// Path returns the index file's path.
+// Path returns the snapshot file's path.
 func (ix *Index) Path() string { return ix.path }
 
 // Dimension returns the dimension of the stored vectors.
@@ -252,7 +323,7 @@ func (ix *Index) StoredHash(_ context.Context, docID string) (string, bool, erro
 	return h, ok, nil
 }
 
-// Flush saves the index (see Save).
+// Flush makes every write so far durable (see Save).
 func (ix *Index) Flush(context.Context) error { return ix.Save() }
 
 // Documents lists the stored documents ordered by doc id.
@@ -307,38 +378,52 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 		chunks[i] = c
 	}
 
-	// With a graph, the expensive part of inserting (finding each vector's
-	// neighbours) runs under the read lock, so searches go on meanwhile;
-	// the write lock is held only to link the planned nodes in.
-	var plans []plan
-	if !ix.exact {
-		plans = ix.plan(doc.DocID, vecs)
-	}
+	rec := &logRecord{op: opUpsert, docID: doc.DocID, title: doc.Title, hash: doc.ContentHash, chunks: chunks, vecs: vecs}
+	frame := encodeRecord(ix.dim, rec)
 
+	// With a graph, the expensive part of inserting (finding each vector's
+	// neighbours) runs under the read lock, before the writer lock, so
+	// searches and other writers' planning go on meanwhile.
+	var plans []plan
+	var planned *state
+	if !ix.exact {
+		plans, planned = ix.plan(doc.DocID, vecs)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.log == nil {
+		return fmt.Errorf("replacing document %q: the index was closed", doc.DocID)
+	}
+	if !ix.exact && planned != ix.st { // a compaction renumbered the slots since
+		plans, _ = ix.plan(doc.DocID, vecs)
+	}
+	if err := ix.log.append(frame); err != nil {
+		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
+	}
+	ix.upsert(rec, plans)
+	ix.maybeCompact()
+	return nil
+}
+
+// upsert stores rec in the visible state, linking its chunks into the
+// graph with plans (made by ix.plan against the current state). The caller
+// holds writeMu.
+func (ix *Index) upsert(rec *logRecord, plans []plan) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	st := ix.st
-	st.remove(doc.DocID)
-	e := &docEntry{title: doc.Title, hash: doc.ContentHash, slots: make([]int32, len(chunks))}
-	for i := range chunks {
-		slot := st.alloc(ix.dim)
-		copy(st.vecs[int(slot)*ix.dim:(int(slot)+1)*ix.dim], vecs[i*ix.dim:(i+1)*ix.dim])
-		st.chunks[slot] = chunks[i]
-		st.alive[slot] = true
-		e.slots[i] = slot
-		if st.graph != nil {
+	slots := st.put(ix.dim, rec)
+	if st.graph != nil {
+		for i, slot := range slots {
 			p := plans[i]
 			if p.links == nil && st.graph.entry >= 0 && i == 0 {
 				// Planned against an empty graph that has filled since.
-				p = st.planInsert(ix.dim, vecs[:ix.dim], p.level)
+				p = st.planInsert(ix.dim, rec.vecs[:ix.dim], p.level)
 			}
-			st.link(ix.dim, slot, p, e.slots[:i])
+			st.link(ix.dim, slot, p, slots[:i])
 		}
 	}
-	st.live += len(chunks)
-	st.docs[doc.DocID] = e
 	ix.version++
-	return nil
 }
 
 // DeleteDocument removes docID and its chunks, reporting whether it was
@@ -350,12 +435,22 @@ func (ix *Index) DeleteDocument(ctx context.Context, docID string) (bool, error)
 	if !ix.writable {
 		return false, fmt.Errorf("deleting document %q: %w", docID, ErrReadOnly)
 	}
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if !ix.st.remove(docID) {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.log == nil {
+		return false, fmt.Errorf("deleting document %q: the index was closed", docID)
+	}
+	if _, ok := ix.st.docs[docID]; !ok { // only writers change docs, and we are the writer
 		return false, nil
 	}
+	if err := ix.log.append(encodeRecord(ix.dim, &logRecord{op: opDelete, docID: docID})); err != nil {
+		return false, fmt.Errorf("deleting document %q: %w", docID, err)
+	}
+	ix.mu.Lock()
+	ix.st.remove(docID)
 	ix.version++
+	ix.mu.Unlock()
+	ix.maybeCompact()
 	return true, nil
 }
 
@@ -378,6 +473,33 @@ func (st *state) remove(docID string) bool {
 	st.live -= len(e.slots)
 	delete(st.docs, docID)
 	return true
+}
+
+// put stores rec's document in st (replacing the one of its id) and
+// returns its slots in chunk order; it does not touch the graph. The caller
+// holds the write lock, or st is not visible yet.
+func (st *state) put(dim int, rec *logRecord) []int32 {
+	st.remove(rec.docID)
+	e := &docEntry{title: rec.title, hash: rec.hash, slots: make([]int32, len(rec.chunks))}
+	for i := range rec.chunks {
+		slot := st.alloc(dim)
+		copy(st.vecs[int(slot)*dim:(int(slot)+1)*dim], rec.vecs[i*dim:(i+1)*dim])
+		st.chunks[slot] = rec.chunks[i]
+		st.alive[slot] = true
+		e.slots[i] = slot
+	}
+	st.live += len(rec.chunks)
+	st.docs[rec.docID] = e
+	return e.slots
+}
+
+// apply replays one log record into st, which is not visible yet.
+func (st *state) apply(dim int, rec *logRecord) {
+	if rec.op == opDelete {
+		st.remove(rec.docID)
+		return
+	}
+	st.put(dim, rec)
 }
 
 // alloc returns a dead slot, growing the slab when none is free.
@@ -429,15 +551,16 @@ func (ix *Index) Ef() int { return ix.ef }
 
 // plan draws each vector's level (from its document and position, so a
 // rebuild makes the same graph) and finds its neighbours, in parallel for
-// a document of several chunks, under the read lock.
-func (ix *Index) plan(docID string, vecs []float32) []plan {
+// a document of several chunks, under the read lock. It returns the state
+// it planned against: the plans hold its slot numbers.
+func (ix *Index) plan(docID string, vecs []float32) ([]plan, *state) {
 	n := len(vecs) / ix.dim
 	plans := make([]plan, n)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	st := ix.st
 	if st.graph == nil {
-		return plans
+		return plans, st
 	}
 	one := func(i int) {
 		plans[i] = st.planInsert(ix.dim, vecs[i*ix.dim:(i+1)*ix.dim], levelFor(docID, i))
@@ -447,7 +570,7 @@ func (ix *Index) plan(docID string, vecs []float32) []plan {
 		for i := range n {
 			one(i)
 		}
-		return plans
+		return plans, st
 	}
 	var wg sync.WaitGroup
 	var next atomic.Int64
@@ -459,7 +582,7 @@ func (ix *Index) plan(docID string, vecs []float32) []plan {
 		})
 	}
 	wg.Wait()
-	return plans
+	return plans, st
 }
 
 // levelFor draws the HNSW level of chunk i of docID from a hash of both:

@@ -362,21 +362,36 @@ func TestPersistenceRoundTrip(t *testing.T) {
 	if err := w.Save(); err != nil {
 		t.Fatal(err)
 	}
-	if w.Generation() != 1 {
-		t.Errorf("generation %d after the first save, want 1", w.Generation())
-	}
-	if err := w.Save(); err != nil || w.Generation() != 1 {
-		t.Errorf("unchanged save wrote generation %d (err %v)", w.Generation(), err)
+	if w.Generation() != 0 {
+		t.Errorf("generation %d after a save, want 0: only a compaction writes a snapshot", w.Generation())
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// First from the log alone, then from a compacted snapshot.
+	for _, compact := range []bool{false, true} {
+		if compact {
+			w := openIndex(t, dir, dim, true)
+			st, err := w.Compact(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Generation != 1 || w.Generation() != 1 || st.Chunks != len(all) {
+				t.Errorf("compaction %+v, generation %d", st, w.Generation())
+			}
+			w.Close()
+		}
+		checkPersisted(t, dir, dim, r, all, w.Documents())
+	}
+}
 
+func checkPersisted(t *testing.T, dir string, dim int, r *rand.Rand, all map[string][]float32, docs []pipeline.DocumentInfo) {
+	t.Helper()
 	rd := openIndex(t, dir, dim, false)
 	if rd.Len() != len(all) {
 		t.Fatalf("loaded %d chunks, want %d", rd.Len(), len(all))
 	}
-	if got, want := rd.Documents(), w.Documents(); !slices.Equal(got, want) {
+	if got := rd.Documents(); !slices.Equal(got, docs) {
 		t.Errorf("documents differ after reload")
 	}
 	for range 3 {
@@ -448,13 +463,23 @@ func TestReloadSeesAnotherWriter(t *testing.T) {
 		wantGen   uint64
 		wantFresh bool
 	}{
-		{"a", 1, 1, true},
-		{"", 1, 1, false},
-		{"b", 2, 2, true},
-		{"", 2, 2, false},
+		{"a", 1, 0, true},
+		{"", 1, 0, false},
+		{"b", 2, 0, true},
+		{"", 2, 0, false},
+		{"compact", 2, 1, true},
+		{"", 2, 1, false},
+		{"c", 3, 1, true},
+		{"", 3, 1, false},
 	}
 	for i, s := range steps {
-		if s.write != "" {
+		switch s.write {
+		case "":
+		case "compact":
+			if _, err := writer.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+		default:
 			put(s.write)
 		}
 		changed, err := reader.Reload()
@@ -514,7 +539,7 @@ func TestCorruptFileIsAnError(t *testing.T) {
 	w := openIndex(t, dir, dim, true)
 	r := rand.New(rand.NewPCG(1, 1))
 	fillRandom(t, w, r, 6, dim)
-	if err := w.Save(); err != nil {
+	if _, err := w.Compact(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	w.Close()

@@ -1,7 +1,11 @@
 package retrieval
 
-// The index file format (all integers little-endian), chosen so 100k × 512
-// floats load in one sequential read rather than through a text decoder:
+// The snapshot file format (embedded.idx; all integers little-endian),
+// chosen so 100k × 512 floats load in one sequential read rather than
+// through a text decoder. It is written whole only by a compaction (see
+// compact.go); writes in between go to the log (indexlog.go). An index
+// written before the log existed is a snapshot without a log, so it opens
+// as it is and the writer starts a log beside it.
 //
 //	magic      8 bytes  "RAGTIDX1"
 //	dimension  u32
@@ -27,7 +31,6 @@ import (
 	"maps"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -55,167 +58,11 @@ func fileIDOf(fi fs.FileInfo) fileID {
 	return id
 }
 
-// Reload reads the index file again if another process saved it since this
-// index last read or wrote it, and reports whether it did. When nothing
-// changed it costs one stat call, so `ragtime serve` can poll it. Searches
-// keep running on the old content until the new one is swapped in (so for
-// a moment both are in memory). A writable index never reloads: it holds
-// the writer lock, so the file is its own.
-func (ix *Index) Reload() (bool, error) { return ix.reload(false) }
-
-func (ix *Index) reload(initial bool) (bool, error) {
-	ix.saveMu.Lock()
-	defer ix.saveMu.Unlock()
-	if ix.writable && !initial {
-		// A writer holds the lock: nobody else can have saved, and
-		// reloading would discard its unsaved changes.
-		return false, nil
-	}
-	fi, err := os.Stat(ix.path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil // nothing ingested yet; keep what we have
-	}
-	if err != nil {
-		return false, fmt.Errorf("checking index file: %w", err)
-	}
-	if !initial && fileIDOf(fi) == ix.file {
-		return false, nil
-	}
-	st, gen, id, err := ix.readFile()
-	if err != nil {
-		return false, err
-	}
-	if !ix.exact {
-		if g, err := readGraph(filepath.Join(ix.dir, graphFileName), len(st.chunks), gen); err == nil {
-			st.graph = g
-		} else {
-			buildGraph(st, ix.dim) // no graph file, or an older one
-		}
-	}
-	ix.mu.Lock()
-	ix.st = st
-	ix.version++
-	ix.savedVersion = ix.version
-	ix.mu.Unlock()
-	ix.generation, ix.file = gen, id
-	return true, nil
-}
-
-// Generation returns the save generation of the content this index last
-// read or wrote (0 before the first save).
-func (ix *Index) Generation() uint64 {
-	ix.saveMu.Lock()
-	defer ix.saveMu.Unlock()
-	return ix.generation
-}
-
-// Save writes the index to disk atomically (a temporary file, synced, then
-// renamed over the old one), so a reader or a crash sees the old file or
-// the new one, never a mix. It does nothing when there is nothing new to
-// write. Searches continue while it writes; changes wait.
-func (ix *Index) Save() error {
-	ix.saveMu.Lock()
-	defer ix.saveMu.Unlock()
-	if !ix.writable {
-		return fmt.Errorf("saving index: %w", ErrReadOnly)
-	}
-	if ix.lock == nil {
-		return fmt.Errorf("saving index: the index was closed")
-	}
-	ix.mu.RLock()
-	if ix.version == ix.savedVersion && ix.generation > 0 {
-		ix.mu.RUnlock()
-		return nil
-	}
-	version := ix.version
-	gen := ix.generation + 1
-	tmp, err := os.CreateTemp(ix.dir, indexFileName+".*.tmp")
-	if err != nil {
-		ix.mu.RUnlock()
-		return fmt.Errorf("saving index: %w", err)
-	}
-	if err = ix.saveGraph(gen); err == nil {
-		err = ix.writeState(tmp, gen)
-	}
-	ix.mu.RUnlock()
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), ix.path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("saving index to %s: %w", ix.path, err)
-	}
-	if d, derr := os.Open(ix.dir); derr == nil { // make the rename durable
-		d.Sync()
-		d.Close()
-	}
-	fi, err := os.Stat(ix.path)
-	if err != nil {
-		return fmt.Errorf("saving index: %w", err)
-	}
-	ix.savedVersion, ix.generation, ix.file = version, gen, fileIDOf(fi)
-	return nil
-}
-
-// fileOrder lists the live slots as the index file lays them out:
-// documents by id, chunks in order. The caller holds mu.
-func (st *state) fileOrder() []int32 {
-	out := make([]int32, 0, st.live)
-	for _, id := range slices.Sorted(maps.Keys(st.docs)) {
-		out = append(out, st.docs[id].slots...)
-	}
-	return out
-}
-
-// saveGraph writes the graph file of generation gen (atomically, like the
-// index file); the caller holds mu for reading. Without a graph it removes
-// a stale graph file.
-func (ix *Index) saveGraph(gen uint64) error {
-	path := filepath.Join(ix.dir, graphFileName)
-	if ix.st.graph == nil {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	tmp, err := os.CreateTemp(ix.dir, graphFileName+".*.tmp")
-	if err != nil {
-		return err
-	}
-	err = writeGraph(tmp, ix.st, ix.st.fileOrder(), gen)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing the HNSW graph: %w", err)
-	}
-	return nil
-}
-
-// writeState encodes the current state; the caller holds mu for reading.
-func (ix *Index) writeState(f *os.File, gen uint64) error {
+// writeState encodes st as a snapshot of generation gen; the caller keeps
+// st from changing.
+func (ix *Index) writeState(f *os.File, st *state, gen uint64) error {
 	crc := crc32.New(castagnoli)
 	w := &fileWriter{w: bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)}
-	st := ix.st
 	w.bytes([]byte(fileMagic))
 	w.u32(uint32(ix.dim))
 	w.u64(gen)
@@ -320,15 +167,8 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	if embedder != ix.embedder {
-		return nil, 0, fileID{}, fmt.Errorf(
-			"opening index %s: it was built with embedder %q but %q is configured: set --embedder=%s, or ingest into a fresh --data-dir: %w",
-			ix.path, embedder, ix.embedder, embedder, ErrIncompatible)
-	}
-	if dim != ix.dim {
-		return nil, 0, fileID{}, fmt.Errorf(
-			"opening index %s: it holds %d-dimensional vectors but the embedder produces %d: set --embed-dimensions=%d, or ingest into a fresh --data-dir: %w",
-			ix.path, dim, ix.dim, dim, ErrIncompatible)
+	if err := ix.compatible(ix.path, dim, embedder); err != nil {
+		return nil, 0, fileID{}, err
 	}
 
 	st := newState()
@@ -387,10 +227,26 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 	return st, gen, fileIDOf(fi), nil
 }
 
+// compatible checks that the file at path, holding vectors of dimension dim
+// from embedder, fits the configured embedder.
+func (ix *Index) compatible(path string, dim int, embedder string) error {
+	if embedder != ix.embedder {
+		return fmt.Errorf(
+			"opening index %s: it was built with embedder %q but %q is configured: set --embedder=%s, or ingest into a fresh --data-dir: %w",
+			path, embedder, ix.embedder, embedder, ErrIncompatible)
+	}
+	if dim != ix.dim {
+		return fmt.Errorf(
+			"opening index %s: it holds %d-dimensional vectors but the embedder produces %d: set --embed-dimensions=%d, or ingest into a fresh --data-dir: %w",
+			path, dim, ix.dim, dim, ErrIncompatible)
+	}
+	return nil
+}
+
 // fileReader reads the index format, hashing what it reads and tracking how
 // many bytes are left before the checksum. The first error sticks.
 type fileReader struct {
-	r    *bufio.Reader
+	r    io.Reader
 	crc  hash.Hash32
 	left int64
 	err  error
@@ -415,7 +271,9 @@ func (r *fileReader) bytes(n int) []byte {
 		r.err = errTruncated
 		return nil
 	}
-	r.crc.Write(b)
+	if r.crc != nil {
+		r.crc.Write(b)
+	}
 	r.left -= int64(n)
 	return b
 }

@@ -39,8 +39,8 @@ type Store interface {
 	// ReplaceDocument stores doc, replacing every chunk previously stored
 	// under its DocID; a search sees the old or the new version.
 	ReplaceDocument(ctx context.Context, doc Document) error
-	// Flush makes what was stored durable (the embedded index saves its
-	// file; a server-side store may do nothing).
+	// Flush makes what was stored durable (the embedded index fsyncs its
+	// log; a server-side store may do nothing).
 	Flush(ctx context.Context) error
 }
 
@@ -61,8 +61,8 @@ type Ingester struct {
 	// boundaries; 0 means DefaultBatchSize.
 	BatchSize int
 	// SaveEvery is how many documents are stored between intermediate
-	// saves, so an interrupted run keeps most of its work; 0 means
-	// DefaultSaveEvery.
+	// saves (Store.Flush: for the embedded index an fsync of its log), so
+	// a power loss costs at most that many; 0 means DefaultSaveEvery.
 	SaveEvery int
 	// Concurrency is how many embedding batches are in flight at once
 	// (a remote embedder is mostly waiting on the network; the hash

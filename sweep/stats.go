@@ -25,7 +25,7 @@ func (s Setting) String() string {
 }
 
 // Breakdown splits a TTFT into its stages, in milliseconds; the parts add
-// up to the TTFT (DESIGN.md's identity ttft = queue + retrieval + gen_ttft +
+// up to the TTFT (docs/design.md's identity ttft = queue + retrieval + gen_ttft +
 // overhead, with gen_ttft = llm_connect + llm_prefill).
 type Breakdown struct {
 	Retrieval  float64 `json:"retrieval_ms"`

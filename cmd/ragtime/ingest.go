@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/mattn/go-isatty"
@@ -32,6 +33,7 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	pc.logger = slog.New(slog.NewTextHandler(env.stderr, nil))
 	p, err := pc.openStore(ctx, env, emb, true)
 	if err != nil {
 		return err

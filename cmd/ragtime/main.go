@@ -59,6 +59,7 @@ func commands() []command {
 	return []command{
 		{"serve", "serve /ask, the API, /metrics and the pages (migrates first)", runServe},
 		{"ingest", "index files and folders into the data dir", runIngest},
+		{"compact", "fold the embedded index's log into a new snapshot and reclaim deleted chunks", runCompact},
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
 		{"keys", "create, list and revoke API keys (the secret is printed once)", runKeys},
 		{"prune", "delete stored queries older than --older-than (e.g. 30d)", runPrune},

@@ -38,6 +38,9 @@ const (
 
 // partsConfig selects the part behind each stage.
 type partsConfig struct {
+	// logger receives the embedded index's log lines (replay, compaction);
+	// nil discards them.
+	logger     *slog.Logger
 	dataDir    string
 	embedder   string
 	embedDim   int
@@ -294,6 +297,7 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 		}
 		opts := retrieval.IndexOptions{
 			Dimension: emb.dim, Embedder: emb.name, Writable: writable, Exact: c.storeExact, Ef: c.indexEf,
+			Logger: c.logger,
 		}
 		ix, err := retrieval.OpenIndex(c.dataDir, opts)
 		if err != nil && errors.Is(err, retrieval.ErrLocked) && c.lockedReadOnly {

@@ -131,6 +131,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return &usageError{msg: fmt.Sprintf("--max-concurrent-ingests must be at least 1 (got %d) and --ingest-wait positive (got %s)", cfg.maxIngests, cfg.ingestWait)}
 	}
 	cfg.parts.lockedReadOnly = true
+	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
 		return err
