@@ -10,8 +10,11 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"ragtime/admission"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )
@@ -67,15 +70,16 @@ func TestSSEFraming(t *testing.T) {
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || h.Get("Cache-Control") != "no-cache" {
 		t.Fatalf("status %d headers %v", status, h)
 	}
-	want := "event: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"max_context_tokens\":0,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
-		"event: stage\ndata: {\"name\":\"embed\",\"seq\":0,\"start_ms\":0,\"duration_ms\":0.5}\n\n" +
-		"event: sources\ndata: {\"sources\":[]}\n\n" +
-		"event: reasoning\ndata: {\"text\":\"line one\\nline two <b>\"}\n\n" +
-		"event: token\ndata: {\"text\":\"answer\"}\n\n"
+	want := "retry: 2000\n\n" +
+		"id: q1:0\nevent: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"max_context_tokens\":0,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
+		"id: q1:1\nevent: stage\ndata: {\"name\":\"embed\",\"seq\":0,\"start_ms\":0,\"duration_ms\":0.5}\n\n" +
+		"id: q1:2\nevent: sources\ndata: {\"sources\":[]}\n\n" +
+		"id: q1:3\nevent: reasoning\ndata: {\"text\":\"line one\\nline two <b>\"}\n\n" +
+		"id: q1:4\nevent: token\ndata: {\"text\":\"answer\"}\n\n"
 	if !strings.HasPrefix(body, want) {
 		t.Fatalf("stream:\n%s\nwant prefix:\n%s", body, want)
 	}
-	if !strings.Contains(body, "event: done\ndata: {") || !strings.HasSuffix(body, "}\n\n") {
+	if !strings.Contains(body, "id: q1:5\nevent: done\ndata: {") || !strings.HasSuffix(body, "}\n\n") {
 		t.Fatalf("done event missing: %s", body)
 	}
 	if asker.got.TopK != 7 || asker.got.RerankTopN != 3 || asker.got.MaxTokens != pipeline.DefaultMaxTokens {
@@ -192,5 +196,47 @@ func TestDoneEventCarriesEveryFigure(t *testing.T) {
 	stored.CreatedAt = full.CreatedAt
 	if !reflect.DeepEqual(stored, full) {
 		t.Errorf("GET /v1/queries/{id} answered\n%+v\nwant\n%+v", stored, full)
+	}
+}
+
+// TestClientWaitsOutAdmission: a Client refused with 503 and Retry-After
+// (the server's one stream is busy) asks again after the wait and gets its
+// answer, instead of losing the measurement.
+func TestClientWaitsOutAdmission(t *testing.T) {
+	t.Parallel()
+	ctl, err := admission.New(admission.Config{MaxStreams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	held := make(chan struct{})
+	var calls atomic.Int32
+	asker := askerFunc(func(_ context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+		rec := pipeline.Record{QueryID: fmt.Sprint("q", calls.Add(1)), Status: pipeline.StatusOK}
+		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
+		if req.Question == "hold" {
+			close(held)
+			<-release
+		}
+		_ = out.Done(rec)
+		return rec
+	})
+	ts := newTestServer(t, Deps{Asker: asker, Admission: ctl})
+	c := &Client{BaseURL: ts.URL}
+	first := make(chan pipeline.Record)
+	go func() {
+		first <- c.Run(context.Background(), pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, nopStream{})
+	}()
+	<-held
+	time.AfterFunc(200*time.Millisecond, func() { close(release) })
+	got := c.Run(context.Background(), pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1}, nopStream{})
+	if got.Status != pipeline.StatusOK {
+		t.Fatalf("the refused ask ended %s %s: %s", got.Status, got.ErrorCode, got.ErrorMessage)
+	}
+	if rec := <-first; rec.Status != pipeline.StatusOK {
+		t.Fatalf("the first ask ended %s", rec.Status)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("%d asks ran, want 2", n)
 	}
 }

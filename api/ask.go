@@ -30,6 +30,9 @@ type askBody struct {
 // handleAskGet serves GET /ask?q=…&top_k=…&rerank_top_n=…&max_tokens=…&model=…&doc_id=…
 // for EventSource clients.
 func (s *server) handleAskGet(c echo.Context) error {
+	if id := c.Request().Header.Get("Last-Event-ID"); id != "" {
+		return s.streams.resume(c, id)
+	}
 	qs := c.QueryParams()
 	// A misspelt parameter (topk=3) would otherwise be ignored silently and
 	// the query run with the default, as POST /ask refuses unknown fields.
@@ -75,6 +78,9 @@ func intParam(raw, name string) (int, error) {
 // handleAskPost serves POST /ask with a JSON body.
 func (s *server) handleAskPost(c echo.Context) error {
 	r := c.Request()
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		return s.streams.resume(c, id)
+	}
 	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
 		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 			Message: "POST /ask takes a JSON body (Content-Type: application/json), got " + ct}
@@ -115,6 +121,8 @@ func bodyError(err error, limit int64) error {
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
+	case errors.Is(err, errBodyTimeout):
+		return err // answered 408 body_timeout
 	case errors.As(err, &tooBig):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("the body is larger than %d bytes", limit)}
@@ -147,10 +155,13 @@ func (s *server) ask(c echo.Context, req pipeline.Request) error {
 	if caller.Key != nil {
 		req.Scope, req.KeyID = caller.Key.Filter, caller.Key.ID
 	}
-	out, err := newSSEWriter(c.Response())
+	ticket, err := s.admit(c, caller, &req)
 	if err != nil {
 		return err
 	}
-	s.deps.Asker.Run(c.Request().Context(), req, out)
+	if ticket != nil {
+		defer ticket.Release()
+	}
+	s.streams.run(c, s.deps.Asker, req)
 	return nil
 }

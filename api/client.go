@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,23 +63,40 @@ func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Str
 		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
 	}
 	url := strings.TrimRight(c.BaseURL, "/") + "/ask"
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	if err != nil {
-		return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building POST %s: %v", url, err), Err: err})
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
-	if c.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	resp, err := hc.Do(hreq)
-	if err != nil {
-		return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("POST %s: %v", url, err),
-			Hint: "is `ragtime serve` running at --server?", Err: err})
+	var resp *http.Response
+	// A server's admission control refuses before any work is done (429,
+	// 503 with Retry-After): waiting as told and asking again costs no
+	// model call, and a sweep must not lose its measurements to it.
+	for attempt := 0; ; attempt++ {
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+		if err != nil {
+			return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building POST %s: %v", url, err), Err: err})
+		}
+		hreq.Header.Set("Content-Type", "application/json")
+		hreq.Header.Set("Accept", "text/event-stream")
+		if c.APIKey != "" {
+			hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
+		}
+		resp, err = hc.Do(hreq)
+		if err != nil {
+			return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("POST %s: %v", url, err),
+				Hint: "is `ragtime serve` running at --server?", Err: err})
+		}
+		wait, ok := retryAfter(resp)
+		if !ok || attempt == maxAdmissionRetries {
+			break
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		select {
+		case <-ctx.Done():
+			return fail(&pipeline.Error{Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"})
+		case <-time.After(wait):
+		}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -94,6 +112,23 @@ func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Str
 			Message: fmt.Sprintf("POST %s answered %d: %s", url, resp.StatusCode, msg)})
 	}
 	return c.replay(ctx, resp.Body, out, rec, fail)
+}
+
+// maxAdmissionRetries bounds how often Run asks again after a 429 or 503
+// with Retry-After.
+const maxAdmissionRetries = 10
+
+// retryAfter says whether resp is a refusal to retry (429 or 503 with a
+// Retry-After in seconds) and how long to wait, at most a minute.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
+		return 0, false
+	}
+	secs, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if err != nil || secs < 0 {
+		return 0, false
+	}
+	return min(time.Duration(secs)*time.Second, time.Minute), true
 }
 
 // replay reads the event stream and calls out for each event. The format is

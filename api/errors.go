@@ -60,6 +60,8 @@ var statusTable = []struct {
 	{auth.ErrModel, http.StatusForbidden, "model_denied", "ask for one of the allowed models, or leave model empty for the server's default"},
 	{errCrossSite, http.StatusForbidden, "cross_site_denied",
 		"a page on another site may not write here; add its origin to --cors-origins if it should, or create API keys (ragtime keys create)"},
+	{errBodyTimeout, http.StatusRequestTimeout, "body_timeout",
+		"send the whole body within --body-timeout of the headers"},
 }
 
 // handleError answers every error a handler returns, once, as JSON.

@@ -2,14 +2,18 @@ package api
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"ragtime/admission"
 	"ragtime/pipeline"
 )
 
@@ -61,6 +65,18 @@ type Deps struct {
 	Documents Documents
 	// MaxDocumentBytes bounds one document or uploaded file (0: 10 MiB).
 	MaxDocumentBytes int64
+	// Admission admits asks (bounds on streams, a queue, rates); nil lets
+	// every ask start at once.
+	Admission Admitter
+	// CallerLimits are the limits of a caller without a key of its own
+	// (one per client IP, an IPv6 client per /64); a key's --rate and
+	// --concurrency replace them for its caller.
+	CallerLimits admission.Limits
+	// BodyTimeout bounds how long a request body may take to arrive (a
+	// read deadline from the end of its headers); 0 means none.
+	BodyTimeout time.Duration
+	// Stream shapes the /ask streams (write timeout, heartbeat, resume).
+	Stream StreamOptions
 	// MaxConcurrentIngests bounds the POST /v1/documents requests processed
 	// at once (0: DefaultMaxConcurrentIngests); IngestWait is how long one
 	// waits for a slot before 503 ingest_busy (0: DefaultIngestWait).
@@ -71,18 +87,33 @@ type Deps struct {
 	UploadDir string
 }
 
+// Server is ragtime's HTTP handler.
+type Server struct {
+	http.Handler
+	s *server
+}
+
+// EndStreams cancels every open /ask stream, sending each client an error
+// event with code server_shutdown, and waits until they have ended or ctx
+// is done. It returns how many are still open. Serve calls it when its
+// shutdown deadline passes, before closing the connections.
+func (s *Server) EndStreams(ctx context.Context) int {
+	return s.s.streams.endAll(ctx, pipeline.ErrServerShutdown)
+}
+
 // server holds the dependencies the handlers use.
 type server struct {
-	deps   Deps
-	log    *slog.Logger
-	ingest ingestSlots
+	deps    Deps
+	log     *slog.Logger
+	ingest  ingestSlots
+	streams *streamHub
 	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
 	// change is logged once.
 	lastReady atomic.Value
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
-func NewServer(deps Deps) http.Handler {
+func NewServer(deps Deps) *Server {
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,18 +132,49 @@ func NewServer(deps Deps) http.Handler {
 	if deps.IngestWait <= 0 {
 		deps.IngestWait = DefaultIngestWait
 	}
-	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests)}
+	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
+		streams: newStreamHub(deps.Stream)}
 	s.lastReady.Store("")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 	e.Use(s.logRequests)
+	e.Use(s.bodyDeadline)
 	e.Use(securityHeaders)
 	e.Use(s.cors())
 	e.Use(s.crossSiteGuard())
 	s.routes(e)
-	return e
+	return &Server{Handler: e, s: s}
+}
+
+// bodyDeadline gives a request's body --body-timeout to arrive: a client
+// sending it a byte at a time cannot hold a handler. The read deadline is
+// the connection's; net/http clears it once the body has been read, so it
+// never cuts a stream. A read past it fails with errBodyTimeout (408).
+func (s *server) bodyDeadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); s.deps.BodyTimeout > 0 && r.Body != nil && r.Body != http.NoBody {
+			_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(s.deps.BodyTimeout))
+			r.Body = deadlineBody{r.Body}
+		}
+		return next(c)
+	}
+}
+
+// errBodyTimeout is a request body that did not arrive within
+// --body-timeout.
+var errBodyTimeout = errors.New("the request body did not arrive within --body-timeout")
+
+// deadlineBody names a read deadline's error as errBodyTimeout.
+type deadlineBody struct{ io.ReadCloser }
+
+func (b deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errBodyTimeout
+	}
+	return n, err
 }
 
 // logRequests logs one line per request: method, path (without the query

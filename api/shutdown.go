@@ -22,6 +22,8 @@ type ServeOptions struct {
 	// ShutdownTimeout is how long open streams may take to finish once the
 	// context ends, before they are cut.
 	ShutdownTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long (0: never).
+	IdleTimeout time.Duration
 	// Queries, when set, is waited for after the streams are cut (up to
 	// CutStreamsWait), so that their records reach the recorder before the
 	// caller closes it.
@@ -32,14 +34,18 @@ type ServeOptions struct {
 
 // Serve serves h on ln until ctx ends, then shuts down: no new
 // connections, open streams may finish within opts.ShutdownTimeout, then
-// are cut, and the queries they ran are waited for. It returns nil after a
+// are ended with an error event server_shutdown and cut, and the queries
+// they ran are waited for. It returns nil after a
 // shutdown, or the error that stopped the server first.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts ServeOptions) error {
+func Serve(ctx context.Context, ln net.Listener, h *Server, opts ServeOptions) error {
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would cut long streams. Bodies
+	// get Deps.BodyTimeout and stream events Stream.WriteTimeout, per
+	// request, in the handler.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: opts.IdleTimeout}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {
@@ -51,7 +57,12 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, opts ServeOptio
 	sctx, cancel := context.WithTimeout(context.Background(), opts.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("open streams did not finish in time; cutting them", "err", err)
+		log.Warn("open streams did not finish in time; ending them with a server_shutdown error event", "err", err)
+		ectx, ecancel := context.WithTimeout(context.Background(), CutStreamsWait)
+		if n := h.EndStreams(ectx); n > 0 {
+			log.Warn("streams still open after their server_shutdown event; closing their connections", "open", n)
+		}
+		ecancel()
 		_ = srv.Close()
 	}
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -2,12 +2,54 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/labstack/echo/v4"
+
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
+
+// StreamOptions shape every /ask stream.
+type StreamOptions struct {
+	// WriteTimeout bounds the write and flush of one event: a client that
+	// takes nothing for this long is cut, and its query cancelled as
+	// client_stalled. 0 means 10 s.
+	WriteTimeout time.Duration
+	// Heartbeat is how long a stream may stay silent before a
+	// ": keep-alive" comment is sent (proxies cut idle connections);
+	// 0 sends none.
+	Heartbeat time.Duration
+	// Retry is the reconnection delay sent in the stream's retry: field. A
+	// query whose client disconnected keeps running for twice as long,
+	// waiting for it to resume with Last-Event-ID, before it is cancelled.
+	// 0 means 2 s.
+	Retry time.Duration
+	// BufferBytes bounds the events kept per running query for resumes;
+	// the oldest are dropped beyond it. 0 means 1 MiB.
+	BufferBytes int
+}
+
+func (o *StreamOptions) defaults() {
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.Retry <= 0 {
+		o.Retry = 2 * time.Second
+	}
+	if o.BufferBytes <= 0 {
+		o.BufferBytes = 1 << 20
+	}
+}
 
 // Names of the /ask stream's events, shared by the writer and the Client.
 const (
@@ -25,65 +67,404 @@ type sourcesEvent struct {
 	Sources []pipeline.Source `json:"sources"`
 }
 
-// sseWriter writes one query's events as Server-Sent Events, flushing each
-// as soon as it is written. It implements pipeline.Stream; the pipeline
-// calls it from one goroutine.
-type sseWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	buf bytes.Buffer
+// keepAlive is the heartbeat: an SSE comment, which clients ignore.
+var keepAlive = []byte(": keep-alive\n\n")
+
+// streamHub holds the running queries' event logs: a reconnecting client
+// resumes from one, and shutdown ends them all.
+type streamHub struct {
+	opts StreamOptions
+	mu   sync.Mutex
+	byID map[string]*eventLog // running queries that sent their meta event
+	open map[*eventLog]struct{}
+	idle chan struct{} // closed when open empties; nil when nobody waits
 }
 
-// newSSEWriter sends the stream's headers and returns the writer.
-func newSSEWriter(w http.ResponseWriter) (*sseWriter, error) {
+func newStreamHub(opts StreamOptions) *streamHub {
+	opts.defaults()
+	return &streamHub{opts: opts, byID: map[string]*eventLog{}, open: map[*eventLog]struct{}{}}
+}
+
+// run answers one admitted ask as an SSE stream on c, from the handler's
+// goroutine. The query's context is not the request's: a client that
+// disconnects may resume (Last-Event-ID) within twice the retry delay,
+// after which its query is cancelled.
+func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
+	defer cancel(nil)
+	l := &eventLog{hub: h, cancel: cancel, stop: make(chan struct{}), keyID: req.KeyID}
+	h.mu.Lock()
+	h.open[l] = struct{}{}
+	h.mu.Unlock()
+
+	l.mu.Lock()
+	sk := l.attachLocked(c.Response())
+	l.mu.Unlock()
+	stop := context.AfterFunc(c.Request().Context(), func() { l.detach(sk) })
+	defer stop()
+	if h.opts.Heartbeat > 0 {
+		go l.heartbeat(h.opts.Heartbeat)
+	}
+	asker.Run(ctx, req, l)
+	l.end()
+}
+
+// resume serves a request carrying Last-Event-ID: the events after it of a
+// query still running here, then the rest of the stream as it comes. A
+// query that is not running (finished, cancelled, or never here) is
+// answered 204 No Content, which stops an EventSource for good; the model
+// is never asked again. Only the key that asked may resume a query.
+func (h *streamHub) resume(c echo.Context, lastEventID string) error {
+	qid, seq, ok := parseEventID(lastEventID)
+	if !ok {
+		return badRequest("Last-Event-ID", "last_event_id_invalid",
+			fmt.Sprintf("Last-Event-ID %.80q is not an id this server sent (query_id:sequence)", lastEventID))
+	}
+	h.mu.Lock()
+	l := h.byID[qid]
+	h.mu.Unlock()
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	if l == nil || l.keyID != caller.KeyID() {
+		return c.NoContent(http.StatusNoContent)
+	}
+	l.mu.Lock()
+	if l.ended || l.gone != nil {
+		l.mu.Unlock()
+		return c.NoContent(http.StatusNoContent)
+	}
+	sk := l.resumeLocked(c.Response(), seq)
+	l.mu.Unlock()
+	stop := context.AfterFunc(c.Request().Context(), func() { l.detach(sk) })
+	defer stop()
+	// The query's goroutine writes to this response until it detaches the
+	// sink; the handler must not return before.
+	<-sk.done
+	sk.release()
+	return nil
+}
+
+// endAll cancels every open stream with cause (their clients are sent an
+// error event) and waits until they have ended or ctx is done. It returns
+// how many are still open.
+func (h *streamHub) endAll(ctx context.Context, cause error) int {
+	h.mu.Lock()
+	for l := range h.open {
+		l.cancel(cause)
+	}
+	if len(h.open) == 0 {
+		h.mu.Unlock()
+		return 0
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.open)
+}
+
+func (h *streamHub) remove(l *eventLog) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.open, l)
+	if h.byID[l.id] == l {
+		delete(h.byID, l.id)
+	}
+	if len(h.open) == 0 && h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
+}
+
+// parseEventID splits "query_id:sequence".
+func parseEventID(id string) (string, int, bool) {
+	i := strings.LastIndexByte(id, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	seq, err := strconv.Atoi(id[i+1:])
+	if err != nil || seq < 0 {
+		return "", 0, false
+	}
+	return id[:i], seq, true
+}
+
+// eventLog is one query's stream. It implements pipeline.Stream: each event
+// gets an id (query id and sequence), is kept in a bounded buffer for
+// resumes, and is written and flushed to the current connection (the sink)
+// before the method returns, under a write deadline.
+type eventLog struct {
+	hub    *streamHub
+	cancel context.CancelCauseFunc
+	stop   chan struct{} // closed at the end: stops the heartbeat
+	keyID  string        // the API key that asked ("" without one)
+
+	mu        sync.Mutex
+	id        string
+	seq       int           // the next event's sequence number
+	buf       []loggedEvent // the latest events, oldest first
+	bufBytes  int
+	scratch   bytes.Buffer
+	sink      *sink // nil while no client is attached
+	lastWrite time.Time
+	grace     *time.Timer // runs while detached, waiting for a resume
+	gone      error       // set once the query is being cancelled
+	ended     bool
+}
+
+type loggedEvent struct {
+	seq  int
+	data []byte
+}
+
+// sink is one connection receiving a stream.
+type sink struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	done chan struct{} // closed when it receives no more events
+	err  error         // the write error that detached it, if any
+}
+
+// release readies the connection for what the server writes after the
+// handler (the chunked body's end, the next request on it): the per-event
+// write deadline must not outlive the stream. A connection whose write
+// failed is broken anyway, and is closed by the server.
+func (s *sink) release() {
+	if s.err == nil {
+		_ = s.rc.SetWriteDeadline(time.Time{})
+	}
+}
+
+// attachLocked makes w the stream's connection: headers, then the retry
+// hint (sent with the first event's flush).
+func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
-	return s, nil
+	sk := &sink{w: w, rc: http.NewResponseController(w), done: make(chan struct{})}
+	l.sink = sk
+	_, _ = fmt.Fprintf(w, "retry: %d\n\n", l.hub.opts.Retry.Milliseconds())
+	return sk
 }
 
-// event writes "event: name\ndata: <json>\n\n" and flushes it.
-func (s *sseWriter) event(name string, v any) error {
-	s.buf.Reset()
-	s.buf.WriteString("event: ")
-	s.buf.WriteString(name)
-	s.buf.WriteString("\ndata: ")
-	enc := json.NewEncoder(&s.buf)
+// resumeLocked attaches w in place of the current connection (the latest
+// wins) and replays the buffered events after seq.
+func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
+	if l.sink != nil {
+		close(l.sink.done)
+		l.sink = nil
+	}
+	if l.grace != nil {
+		l.grace.Stop()
+		l.grace = nil
+	}
+	sk := l.attachLocked(w)
+	if len(l.buf) > 0 && l.buf[0].seq > seq+1 {
+		// The events in between were dropped from the bounded buffer: say
+		// so rather than hand over an answer with a hole in it.
+		data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
+			Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", seq+1, l.buf[0].seq-1)})
+		msg := fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", l.id, l.buf[0].seq-1, EventError, data)
+		if err := l.writeLocked(msg); err == nil {
+			l.sink = nil
+			close(sk.done)
+		}
+		return sk
+	}
+	// Flush the headers and retry hint even when nothing is to be replayed.
+	if err := l.writeLocked(nil); err != nil {
+		return sk
+	}
+	for _, e := range l.buf {
+		if e.seq > seq {
+			if err := l.writeLocked(e.data); err != nil {
+				return sk
+			}
+		}
+	}
+	return sk
+}
+
+// writeLocked writes p to the sink and flushes it within the write
+// timeout. On failure the sink is detached: a timed-out write (the client
+// stopped reading) cancels the query as client_stalled; a broken
+// connection leaves it running for a resume.
+func (l *eventLog) writeLocked(p []byte) error {
+	sk := l.sink
+	_ = sk.rc.SetWriteDeadline(time.Now().Add(l.hub.opts.WriteTimeout))
+	var err error
+	if len(p) > 0 {
+		_, err = sk.w.Write(p)
+	}
+	if err == nil {
+		err = sk.rc.Flush()
+	}
+	l.lastWrite = time.Now()
+	if err == nil {
+		return nil
+	}
+	sk.err = err
+	l.sink = nil
+	close(sk.done)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		l.goneLocked(pipeline.ErrClientStalled)
+		return l.gone
+	}
+	l.detachedLocked()
+	return nil
+}
+
+// detach is called when sk's client went away (its request context ended).
+func (l *eventLog) detach(sk *sink) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sink != sk || l.ended {
+		return
+	}
+	l.sink = nil
+	close(sk.done)
+	l.detachedLocked()
+}
+
+// detachedLocked starts the wait for a resume.
+func (l *eventLog) detachedLocked() {
+	if l.grace != nil || l.gone != nil {
+		return
+	}
+	l.grace = time.AfterFunc(2*l.hub.opts.Retry, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.sink == nil && !l.ended {
+			l.goneLocked(pipeline.ErrClientGone)
+		}
+	})
+}
+
+// goneLocked cancels the query for cause; later events return the error.
+func (l *eventLog) goneLocked(cause *pipeline.Cancel) {
+	if l.gone != nil {
+		return
+	}
+	l.gone = fmt.Errorf("stream of query %s: %w", l.id, cause)
+	l.cancel(cause)
+	if l.grace != nil {
+		l.grace.Stop()
+		l.grace = nil
+	}
+}
+
+// send encodes one event, keeps it for resumes and writes it to the
+// client, if one is attached.
+func (l *eventLog) send(name string, v any) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	l.scratch.Reset()
+	fmt.Fprintf(&l.scratch, "id: %s:%d\nevent: %s\ndata: ", l.id, l.seq, name)
+	enc := json.NewEncoder(&l.scratch)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil { // Encode ends with '\n'
 		return fmt.Errorf("encoding %s event: %w", name, err)
 	}
-	s.buf.WriteByte('\n')
-	if _, err := s.w.Write(s.buf.Bytes()); err != nil {
-		return fmt.Errorf("writing %s event: %w", name, err)
+	l.scratch.WriteByte('\n')
+	e := loggedEvent{seq: l.seq, data: bytes.Clone(l.scratch.Bytes())}
+	l.seq++
+	l.buf = append(l.buf, e)
+	l.bufBytes += len(e.data)
+	for l.bufBytes > l.hub.opts.BufferBytes && len(l.buf) > 1 {
+		l.bufBytes -= len(l.buf[0].data)
+		l.buf[0] = loggedEvent{}
+		l.buf = l.buf[1:]
 	}
-	if err := s.rc.Flush(); err != nil {
-		return fmt.Errorf("flushing %s event: %w", name, err)
+	if l.sink == nil {
+		return nil
+	}
+	if err := l.writeLocked(e.data); err != nil {
+		return fmt.Errorf("writing %s event: %w", name, err)
 	}
 	return nil
 }
 
-func (s *sseWriter) Meta(m pipeline.Meta) error   { return s.event(EventMeta, m) }
-func (s *sseWriter) Stage(sp pipeline.Span) error { return s.event(EventStage, sp) }
+// heartbeat sends a keep-alive comment whenever the stream has been silent
+// for every, until the stream ends.
+func (l *eventLog) heartbeat(every time.Duration) {
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		next := every
+		l.mu.Lock()
+		if l.sink != nil && l.gone == nil && !l.ended {
+			if idle := time.Since(l.lastWrite); idle < every {
+				next = every - idle
+			} else {
+				_ = l.writeLocked(keepAlive)
+			}
+		}
+		l.mu.Unlock()
+		t.Reset(next)
+	}
+}
 
-func (s *sseWriter) Sources(src []pipeline.Source) error {
+// end closes the stream after the query finished.
+func (l *eventLog) end() {
+	l.mu.Lock()
+	l.ended = true
+	if sk := l.sink; sk != nil {
+		l.sink = nil
+		close(sk.done)
+		sk.release()
+	}
+	if l.grace != nil {
+		l.grace.Stop()
+		l.grace = nil
+	}
+	close(l.stop)
+	l.mu.Unlock()
+	l.hub.remove(l)
+}
+
+func (l *eventLog) Meta(m pipeline.Meta) error {
+	l.mu.Lock()
+	l.id = m.QueryID
+	l.mu.Unlock()
+	l.hub.mu.Lock()
+	l.hub.byID[m.QueryID] = l
+	l.hub.mu.Unlock()
+	return l.send(EventMeta, m)
+}
+
+func (l *eventLog) Stage(sp pipeline.Span) error { return l.send(EventStage, sp) }
+
+func (l *eventLog) Sources(src []pipeline.Source) error {
 	if src == nil {
 		src = []pipeline.Source{}
 	}
-	return s.event(EventSources, sourcesEvent{Sources: src})
+	return l.send(EventSources, sourcesEvent{Sources: src})
 }
 
-func (s *sseWriter) Delta(d pipeline.Delta) error {
+func (l *eventLog) Delta(d pipeline.Delta) error {
 	if d.Reasoning {
-		return s.event(EventReasoning, d)
+		return l.send(EventReasoning, d)
 	}
-	return s.event(EventToken, d)
+	return l.send(EventToken, d)
 }
 
-func (s *sseWriter) Done(rec pipeline.Record) error { return s.event(EventDone, rec.DoneEvent()) }
+func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
 
-func (s *sseWriter) Fail(e *pipeline.Error) error { return s.event(EventError, e) }
+func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }

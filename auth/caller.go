@@ -19,13 +19,18 @@ type Caller struct {
 	Open bool
 }
 
-// ID identifies the caller for per-caller limits: "key:<id>" for a key,
-// else "ip:<address>".
+// ID identifies the caller for per-caller limits: "key:<id>" for a secret
+// key, "key:<id>@ip:<address>" for a publishable key (one key sits in every
+// visitor's browser: each visitor gets the key's limits, so one cannot use
+// up everyone's), else "ip:<address>". Never a secret.
 func (c Caller) ID() string {
-	if c.Key != nil {
-		return "key:" + c.Key.ID
+	switch {
+	case c.Key == nil:
+		return "ip:" + c.IP
+	case c.Key.Kind == Publishable:
+		return "key:" + c.Key.ID + "@ip:" + c.IP
 	}
-	return "ip:" + c.IP
+	return "key:" + c.Key.ID
 }
 
 // KeyID is the id of the caller's key, or "".

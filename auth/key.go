@@ -114,6 +114,21 @@ func ParseRate(s string) (Rate, error) {
 	return Rate{N: count, Per: per}, nil
 }
 
+// Set makes *Rate a flag.Value (serve's --rate): ParseRate, with "0" and
+// "off" also meaning no limit.
+func (r *Rate) Set(s string) error {
+	if v := strings.ToLower(strings.TrimSpace(s)); v == "0" || v == "off" {
+		*r = Rate{}
+		return nil
+	}
+	v, err := ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
+}
+
 // String is the rate as ParseRate reads it, or "" for no limit.
 func (r Rate) String() string {
 	switch r.Per {

@@ -3,10 +3,14 @@ package auth
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -49,6 +53,7 @@ type Keyring struct {
 	mu       sync.RWMutex
 	byPrefix map[string]*Key
 	loaded   bool
+	sum      [32]byte // XOR of the keys' stateOf: see version
 	// dummy is compared against when the prefix is unknown, so an unknown
 	// prefix costs what a wrong secret for a known one costs.
 	dummy [32]byte
@@ -69,13 +74,32 @@ func NewKeyring() *Keyring {
 // Set replaces the keys held.
 func (r *Keyring) Set(keys []Key) {
 	m := make(map[string]*Key, len(keys))
+	var sum [32]byte
 	for i := range keys {
 		k := keys[i]
+		k.LastUsedAt = time.Time{} // not part of what the keyring decides on
 		m[k.Prefix] = &k
+		for j, b := range stateOf(k) {
+			sum[j] ^= b
+		}
 	}
 	r.mu.Lock()
-	r.byPrefix, r.loaded = m, true
+	r.byPrefix, r.loaded, r.sum = m, true, sum
 	r.mu.Unlock()
+}
+
+// stateOf digests what of a key decides a check (not its last use).
+func stateOf(k Key) [32]byte {
+	b, _ := json.Marshal(k)
+	return sha256.Sum256(b)
+}
+
+// version identifies the keys held: it changes when a key is added,
+// revoked or changed.
+func (r *Keyring) version() [32]byte {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.sum
 }
 
 // Loaded reports whether the keys were read at least once.
@@ -154,7 +178,10 @@ func (r *Keyring) Load(ctx context.Context, st Store) error {
 // the last-use times gathered since the previous round and reloads the keys
 // (so a key created or revoked by `ragtime keys` takes effect within an
 // interval). While the store is away it keeps the keys it has and logs once.
-func (r *Keyring) Sync(ctx context.Context, st Store, every time.Duration, log *slog.Logger) {
+//
+// With a snapshot path it also keeps the keys in that file (SaveSnapshot)
+// after each load that changed them.
+func (r *Keyring) Sync(ctx context.Context, st Store, every time.Duration, snapshotPath string, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
@@ -168,7 +195,13 @@ func (r *Keyring) Sync(ctx context.Context, st Store, every time.Duration, log *
 		case <-t.C:
 		}
 		r.flushUsed(ctx, st)
+		before := r.version()
 		err := r.Load(ctx, st)
+		if err == nil && snapshotPath != "" && r.version() != before {
+			if serr := r.SaveSnapshot(snapshotPath); serr != nil {
+				log.Warn("cannot save the API keys' snapshot", "err", serr)
+			}
+		}
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			log.Warn("cannot reload the API keys; using the ones loaded before", "err", err)
@@ -199,4 +232,74 @@ func (r *Keyring) flushUsed(ctx context.Context, st Store) {
 		}
 		r.usedMu.Unlock()
 	}
+}
+
+// A snapshot is the keys as last loaded, kept in a file (hashes, never
+// tokens; mode 0600) so that a serve restarted while Postgres is away still
+// checks keys — and still refuses revoked ones it knew of — instead of
+// failing open or refusing everyone.
+type snapshot struct {
+	SavedAt time.Time `json:"saved_at"`
+	Keys    []Key     `json:"keys"`
+}
+
+// SaveSnapshot writes the keys held to path atomically (temp file, fsync,
+// rename).
+func (r *Keyring) SaveSnapshot(path string) error {
+	r.mu.RLock()
+	snap := snapshot{SavedAt: time.Now().UTC(), Keys: make([]Key, 0, len(r.byPrefix))}
+	for _, k := range r.byPrefix {
+		snap.Keys = append(snap.Keys, *k)
+	}
+	loaded := r.loaded
+	r.mu.RUnlock()
+	if !loaded {
+		return errors.New("saving the API keys' snapshot: no keys loaded yet")
+	}
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("encoding the API keys' snapshot: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".keys-*.tmp")
+	if err != nil {
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("saving the API keys' snapshot: %w", err)
+	}
+	return nil
+}
+
+// LoadSnapshot sets the keys from a file SaveSnapshot wrote and returns
+// when it was saved; an error wrapping fs.ErrNotExist when there is none.
+func (r *Keyring) LoadSnapshot(path string) (time.Time, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reading the API keys' snapshot: %w", err)
+	}
+	var snap snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return time.Time{}, fmt.Errorf("reading the API keys' snapshot %s: %w", path, err)
+	}
+	r.Set(snap.Keys)
+	return snap.SavedAt, nil
 }

@@ -36,8 +36,39 @@ func (e *Error) Unwrap() error { return e.Err }
 const (
 	// CodeCancelled: the client went away, or the query's context was
 	// cancelled; the query is stored with status cancelled.
-	CodeCancelled = "cancelled"
-	CodeInternal  = "internal"
+	CodeCancelled      = "cancelled"
+	CodeInternal       = "internal"
+	CodeClientStalled  = "client_stalled"
+	CodeServerShutdown = "server_shutdown"
+)
+
+// Cancel is why a query was cancelled from outside its stages. Set one as
+// the cause of the query's context (context.WithCancelCause), or return one
+// (wrapped) from a Stream method; the query is stored as cancelled with its
+// Code, and when Tell is set the client is sent an error event saying so.
+type Cancel struct {
+	Code    string
+	Message string
+	Hint    string
+	// Tell: the client is still there and should hear why its stream ends.
+	Tell bool
+}
+
+func (c *Cancel) Error() string { return c.Code + ": " + c.Message }
+
+// The reasons the API cancels a query for.
+var (
+	// ErrClientGone: the client disconnected (and did not resume).
+	ErrClientGone = &Cancel{Code: CodeCancelled, Message: "the client went away"}
+	// ErrClientStalled: the client stopped reading; a write waited longer
+	// than --stream-write-timeout.
+	ErrClientStalled = &Cancel{Code: CodeClientStalled,
+		Message: "the client stopped reading for longer than --stream-write-timeout"}
+	// ErrServerShutdown: the server's shutdown deadline passed while the
+	// stream was open.
+	ErrServerShutdown = &Cancel{Code: CodeServerShutdown, Tell: true,
+		Message: "the server is shutting down and its --shutdown-timeout passed before the answer ended",
+		Hint:    "ask again: a restarted or another instance will answer"}
 )
 
 // IsCancelled reports whether err ends a query as cancelled rather than

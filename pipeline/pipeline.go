@@ -35,9 +35,6 @@ type Config struct {
 	// settings, such as its ef or whether it searches exactly).
 	SearchAttrs map[string]any
 
-	// MaxConcurrent bounds queries running at once; 0 means no limit (and
-	// the queue stage is always 0).
-	MaxConcurrent int
 	// MaxContextTokens is the budget for retrieved context in the prompt;
 	// lower-ranked chunks are dropped (and a lone chunk trimmed) to fit.
 	MaxContextTokens int
@@ -68,7 +65,6 @@ const DefaultMaxContextTokens = 6000
 // concurrent use.
 type Pipeline struct {
 	cfg Config
-	sem chan struct{}
 	// systemTokens counts the system prompt once: it is the same for every
 	// query, and tokenizing it on each /ask is work on the hot path.
 	systemTokens int
@@ -85,8 +81,6 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no generator configured")
 	case cfg.Counter == nil:
 		return nil, errors.New("pipeline: no token counter configured")
-	case cfg.MaxConcurrent < 0:
-		return nil, fmt.Errorf("pipeline: --max-concurrent must be 0 (no limit) or more, got %d", cfg.MaxConcurrent)
 	}
 	if cfg.SystemPrompt == "" {
 		cfg.SystemPrompt = DefaultSystemPrompt
@@ -103,15 +97,15 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	p := &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt)}
-	if cfg.MaxConcurrent > 0 {
-		p.sem = make(chan struct{}, cfg.MaxConcurrent)
-	}
-	return p, nil
+	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt)}, nil
 }
 
 // Run answers req (already normalised) into out and returns the finished
-// record, which it has also handed to the Recorder. t0 is taken on entry.
+// record, which it has also handed to the Recorder. t0 is taken on entry,
+// or is req.Queue.Start when the caller queued the query before Run.
+//
+// A query cancelled through ctx with a *Cancel as its cause
+// (context.WithCancelCause) is stored as cancelled with the cause's code.
 func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
 	q := p.start(req)
 	rec := q.run(ctx, out)
@@ -138,7 +132,11 @@ type query struct {
 }
 
 func (p *Pipeline) start(req Request) *query {
-	return &query{p: p, req: req, id: p.cfg.NewID(), t0: p.cfg.Now(), spans: make([]Span, 0, 8)}
+	t0 := p.cfg.Now()
+	if req.Queue != nil && !req.Queue.Start.IsZero() {
+		t0 = req.Queue.Start
+	}
+	return &query{p: p, req: req, id: p.cfg.NewID(), t0: t0, spans: make([]Span, 0, 8)}
 }
 
 // now reads the query's clock.
@@ -186,12 +184,12 @@ func (q *query) run(ctx context.Context, out Stream) Record {
 		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
 		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
 	if err := out.Meta(meta); err != nil {
-		return q.finish(out, model, clientGone(err))
+		return q.finish(ctx, out, model, clientGone(err))
 	}
 	if err := q.retrieveAndGenerate(ctx, out, model); err != nil {
-		return q.finish(out, model, err)
+		return q.finish(ctx, out, model, err)
 	}
-	return q.finish(out, model, nil)
+	return q.finish(ctx, out, model, nil)
 }
 
 // clientGone is the error of a failed write to the client: the query is
@@ -203,18 +201,12 @@ func clientGone(err error) error {
 func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model string) error {
 	cfg := q.p.cfg
 
-	// queue
-	admitted := q.t0
-	if q.p.sem != nil {
-		select {
-		case q.p.sem <- struct{}{}:
-			defer func() { <-q.p.sem }()
-		case <-ctx.Done():
-			return &Error{Stage: StageQueue, Code: CodeCancelled, Message: "cancelled while queued", Err: ctx.Err()}
-		}
-		admitted = q.now()
+	// queue: the wait the caller reported (admission control in the API)
+	admitted, queueAttrs := q.t0, map[string]any(nil)
+	if qw := q.req.Queue; qw != nil {
+		admitted, queueAttrs = qw.End, qw.Attrs
 	}
-	if err := q.span(out, StageQueue, q.t0, admitted, map[string]any{"limit": cfg.MaxConcurrent}); err != nil {
+	if err := q.span(out, StageQueue, q.t0, admitted, queueAttrs); err != nil {
 		return clientGone(err)
 	}
 
@@ -478,7 +470,7 @@ func stageErr(ctx context.Context, stage string, err error) error {
 }
 
 // finish derives the numbers, writes done or error, and builds the record.
-func (q *query) finish(out Stream, model string, runErr error) Record {
+func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
@@ -545,8 +537,16 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 	rec.Stages = q.spans
 
 	var perr *Error
+	var cause *Cancel
 	switch {
 	case runErr == nil:
+	case errors.As(runErr, &cause) || errors.As(context.Cause(ctx), &cause):
+		// Cancelled from outside for a stated reason: the client stalled,
+		// the server shuts down.
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, cause.Code, cause.Message
+		if cause.Tell {
+			perr = &Error{Stage: AsError("", runErr).Stage, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
+		}
 	case IsCancelled(runErr):
 		perr = AsError("", runErr)
 		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, CodeCancelled, perr.Message
@@ -567,6 +567,10 @@ func (q *query) finish(out Stream, model string, runErr error) Record {
 		_ = out.Done(rec)
 	case StatusError:
 		_ = out.Fail(perr)
+	case StatusCancelled:
+		if perr != nil && cause != nil && cause.Tell {
+			_ = out.Fail(perr)
+		}
 	}
 	return rec
 }

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -350,60 +351,81 @@ func TestStoreQuestionFalseKeepsOnlyHash(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock that moves only when told.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// metaSignal is a recStream that tells when its meta event is written:
-// the query has read its t0 and goes on to queue for a slot.
-type metaSignal struct {
-	recStream
-	meta chan struct{}
-}
-
-func (s *metaSignal) Meta(m Meta) error {
-	close(s.meta)
-	return s.recStream.Meta(m)
-}
-
-// TestQueueStageWaitsForASlot holds the only slot with a first query while
-// a second one queues, moves the clock 30 ms and frees the slot: the second
-// query's queue stage is those 30 ms, on the pipeline's clock, no sleeping.
-func TestQueueStageWaitsForASlot(t *testing.T) {
+func TestQueueStageIsTheCallersWait(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{now: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
-	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}, now: clock.Now,
-		started: make(chan struct{}, 1), release: make(chan struct{})}
-	p, _ := newTestPipeline(t, gen, func(c *Config) { c.MaxConcurrent = 1; c.Now = clock.Now })
-
-	first := make(chan Record)
-	go func() { first <- p.Run(context.Background(), request(t, "q", 3, 1), &recStream{}) }()
-	<-gen.started // the first query holds the slot until release
-	secondOut := &metaSignal{meta: make(chan struct{})}
-	second := make(chan Record)
-	go func() { second <- p.Run(context.Background(), request(t, "q", 3, 1), secondOut) }()
-	<-secondOut.meta // the second query has its t0 and queues
-	clock.Advance(30 * time.Millisecond)
-	close(gen.release)
-	<-first
-	rec := <-second
-	if rec.QueueMs != 30 || rec.Stages[0].Name != StageQueue {
-		t.Fatalf("second query queue_ms %v (first stage %s), want 30", rec.QueueMs, rec.Stages[0].Name)
+	p, _ := newTestPipeline(t, &scriptGenerator{deltas: []Delta{{Text: "x"}}}, nil)
+	req := request(t, "q", 3, 1)
+	end := time.Now()
+	req.Queue = &QueueWait{Start: end.Add(-40 * time.Millisecond), End: end, Attrs: map[string]any{"limit": 8}}
+	rec := p.Run(context.Background(), req, &recStream{})
+	q := rec.Stages[0]
+	if q.Name != StageQueue || q.StartMs != 0 || q.DurationMs != 40 || rec.QueueMs != 40 || q.Attrs["limit"] != 8 {
+		t.Fatalf("queue stage %+v, queue_ms %v", q, rec.QueueMs)
 	}
+	// The clock started at the arrival: the waited time is inside TTFT.
+	if rec.TTFTMs == nil || *rec.TTFTMs < 40 {
+		t.Fatalf("ttft_ms %v does not include the 40 ms queue", rec.TTFTMs)
+	}
+}
+
+// blockingGenerator waits for its context to end, as a real upstream call
+// does during a long prefill.
+type blockingGenerator struct{ started chan struct{} }
+
+func (g blockingGenerator) Generate(ctx context.Context, _ GenerateRequest, _ func(Delta) error) (Generation, error) {
+	close(g.started)
+	<-ctx.Done()
+	return Generation{RequestStart: time.Now(), GotConn: time.Now()}, &Error{Code: "llm_cancelled", Message: "cancelled", Err: ctx.Err()}
+}
+
+func TestCancelCauseIsStoredAndToldWhenAsked(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		cause *Cancel
+		told  bool
+	}{
+		{ErrClientStalled, false},
+		{ErrServerShutdown, true},
+	} {
+		t.Run(tt.cause.Code, func(t *testing.T) {
+			t.Parallel()
+			gen := blockingGenerator{started: make(chan struct{})}
+			p, _ := newTestPipeline(t, gen, nil)
+			ctx, cancel := context.WithCancelCause(context.Background())
+			go func() { <-gen.started; cancel(tt.cause) }()
+			out := &recStream{}
+			rec := p.Run(ctx, request(t, "q", 3, 1), out)
+			if rec.Status != StatusCancelled || rec.ErrorCode != tt.cause.Code {
+				t.Fatalf("status %s code %s, want cancelled %s", rec.Status, rec.ErrorCode, tt.cause.Code)
+			}
+			if told := out.fail != nil && out.fail.Code == tt.cause.Code; told != tt.told {
+				t.Fatalf("error event sent: %v (%+v), want %v", told, out.fail, tt.told)
+			}
+			if tt.told && out.fail.Stage != StageLLMPrefill {
+				t.Errorf("error event stage %q, want the stage that was cut", out.fail.Stage)
+			}
+		})
+	}
+}
+
+func TestStalledWriteIsStoredAsClientStalled(t *testing.T) {
+	t.Parallel()
+	p, _ := newTestPipeline(t, &scriptGenerator{deltas: []Delta{{Text: "x"}, {Text: "y"}}}, nil)
+	out := &stallStream{recStream: recStream{failAt: 3}}
+	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
+	if rec.Status != StatusCancelled || rec.ErrorCode != CodeClientStalled {
+		t.Fatalf("status %s code %s", rec.Status, rec.ErrorCode)
+	}
+}
+
+// stallStream fails like the SSE writer does when a write times out.
+type stallStream struct{ recStream }
+
+func (s *stallStream) Stage(sp Span) error {
+	if err := s.recStream.Stage(sp); err != nil {
+		return fmt.Errorf("writing stage event: %w", ErrClientStalled)
+	}
+	return nil
 }
 
 func TestNormalize(t *testing.T) {

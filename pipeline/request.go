@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -55,6 +56,17 @@ type Request struct {
 	// KeyID is the id of the API key the query was asked with ("" without
 	// one); it is stored with the query.
 	KeyID string `json:"-"`
+	// Queue, when set, is the wait the caller made before Run (admission
+	// control in the API): the query's clock starts at Queue.Start and its
+	// queue stage lasts until Queue.End.
+	Queue *QueueWait `json:"-"`
+}
+
+// QueueWait is a query's wait for admission, on the monotonic clock.
+type QueueWait struct {
+	Start, End time.Time
+	// Attrs are the queue stage's attrs (the limits that applied).
+	Attrs map[string]any
 }
 
 // ValidationError names the request field that is wrong. The API answers

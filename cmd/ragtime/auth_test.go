@@ -4,14 +4,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ragtime/auth"
+	"ragtime/postgres"
 	"ragtime/retrieval/qdrant/qdranttest"
 )
 
@@ -509,5 +516,44 @@ func TestKeysReadTheirOwnQueries(t *testing.T) {
 	}
 	if na, nb, nall := stats(a.token), stats(b.token), stats(admin.token); na != 1 || nb != 2 || nall != 3 {
 		t.Errorf("stats totals: a %d, b %d, admin %d; want 1, 2, 3", na, nb, nall)
+	}
+}
+
+// TestKeysSurviveAPostgresOutageAtStart: the keys serve read are kept in a
+// snapshot under --data-dir (hashes only, mode 0600), and a keyring that
+// cannot reach Postgres checks keys against it; with neither it fails
+// closed.
+func TestKeysSurviveAPostgresOutageAtStart(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	k := createKey(t, env, "--name", "ci", "--scopes", "ask")
+	log := slog.New(slog.DiscardHandler)
+	snap := filepath.Join(t.TempDir(), "data", keysSnapshotFile)
+
+	loadKeys(context.Background(), auth.NewKeyring(), postgres.NewKeys(pool), snap, log)
+	info, err := os.Stat(snap)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("snapshot %v, %v: want a 0600 file", info, err)
+	}
+	raw, _ := os.ReadFile(snap)
+	if !bytes.Contains(raw, []byte(k.prefix)) || bytes.Contains(raw, []byte(k.token[len(k.prefix)+1:])) {
+		t.Errorf("the snapshot must name the key's prefix and never hold its secret:\n%s", raw)
+	}
+
+	away, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer away.Close()
+	fromSnap := auth.NewKeyring()
+	loadKeys(context.Background(), fromSnap, postgres.NewKeys(away), snap, log)
+	if key, err := fromSnap.Authenticate(k.token, time.Now()); err != nil || key.ID != k.id {
+		t.Errorf("from the snapshot: %v, %v", key, err)
+	}
+	blind := auth.NewKeyring()
+	loadKeys(context.Background(), blind, postgres.NewKeys(away), filepath.Join(t.TempDir(), "none.json"), log)
+	if _, err := blind.Authenticate(k.token, time.Now()); !errors.Is(err, auth.ErrUnavailable) || !blind.Enabled() {
+		t.Errorf("with neither Postgres nor a snapshot: %v, enabled %v; want ErrUnavailable (fail closed)", err, blind.Enabled())
 	}
 }

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
 
+	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
 	"ragtime/metrics"
@@ -27,6 +30,14 @@ type serveConfig struct {
 	storeQuestion    bool
 	maxQuestionChars int
 	maxConcurrent    int
+	callerConcurrent int
+	queueTimeout     time.Duration
+	rate             auth.Rate
+	bodyTimeout      time.Duration
+	idleTimeout      time.Duration
+	writeTimeout     time.Duration
+	heartbeat        time.Duration
+	sseRetry         time.Duration
 	maxContextTokens int
 	shutdownTimeout  time.Duration
 	reloadInterval   time.Duration
@@ -78,7 +89,16 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.keysReload, "keys-reload", 2*time.Second, "how often serve rereads the API keys (so keys created or revoked take effect) and writes their last use")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
 	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
-	fs.IntVar(&c.maxConcurrent, "max-concurrent", 0, "queries answered at once; more wait in the queue stage (0: no limit)")
+	fs.IntVar(&c.maxConcurrent, "max-concurrent", defaultMaxConcurrent(), "streams answered at once by this process (default: 16 per core); more wait up to --queue-timeout in the queue stage, then get 503 server_busy (0: no limit)")
+	fs.IntVar(&c.callerConcurrent, "max-concurrent-per-caller", 4, "streams one caller (an API key without a --concurrency of its own, or a client IP when serve runs without keys) may have open at once; more wait up to --queue-timeout, then get 429 too_many_streams (0: no limit)")
+	fs.DurationVar(&c.queueTimeout, "queue-timeout", 2*time.Second, "longest wait for a free stream (the queue stage) before an ask is refused with 429 or 503 and Retry-After")
+	c.rate = auth.Rate{N: 60, Per: time.Minute}
+	fs.Var(&c.rate, "rate", "asks per caller (an API key without a --rate of its own, or a client IP when serve runs without keys), as 60/min, 5/s, 1000/hour or 0 (off); bursts of ten seconds' worth pass, beyond that 429 rate_limited with Retry-After")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 30*time.Second, "a request body must arrive within this (from the end of its headers), else 408 body_timeout (0: no limit)")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection is kept open")
+	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
+	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
+	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
@@ -121,9 +141,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	keys := auth.NewKeyring()
 	keyStore := postgres.NewKeys(db)
-	if err := keys.Load(ctx, keyStore); err != nil {
-		return err
-	}
+	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
+	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
 	if cfg.maxDocBytes < 1 {
 		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
 	}
@@ -158,7 +177,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer ln.Close()
 	tcp, _ := ln.Addr().(*net.TCPAddr)
-	authLine, err := authMode(keys, ln.Addr().String(), tcp != nil && tcp.IP.IsLoopback(), cfg.insecureNoAuth)
+	loopback := tcp != nil && tcp.IP.IsLoopback()
+	if !keys.Loaded() && loopback {
+		// Neither Postgres nor a snapshot says whether keys exist: on
+		// loopback run open, as without keys, until the keys load.
+		keys.Set(nil)
+	}
+	authLine, err := authMode(keys, ln.Addr().String(), loopback, cfg.insecureNoAuth)
 	if err != nil {
 		return err
 	}
@@ -166,7 +191,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	synced := make(chan struct{})
 	go func() {
 		defer close(synced)
-		keys.Sync(syncCtx, keyStore, cfg.keysReload, log)
+		keys.Sync(syncCtx, keyStore, cfg.keysReload, keysSnapshot, log)
 	}()
 	// Deferred after db.Close, so it runs first: the last use of the keys
 	// is written while the pool is still open.
@@ -185,9 +210,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.store.SearchAttrs(),
 		Provider:    parts.provider, Model: parts.model,
-		MaxConcurrent: cfg.maxConcurrent, MaxContextTokens: cfg.maxContextTokens,
-		StoreQuestion: cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
+		MaxContextTokens: cfg.maxContextTokens,
+		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
 	})
+	if err != nil {
+		return err
+	}
+	admit, err := cfg.admission()
 	if err != nil {
 		return err
 	}
@@ -212,6 +241,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Keys:                 keys,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
+		Admission:            admit,
+		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
+		BodyTimeout:          cfg.bodyTimeout,
+		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
 	})
 
 	if cfg.warmup != "off" && parts.remote != nil {
@@ -244,11 +277,35 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	stopReload := parts.store.Watch(ctx, reload, log)
 	defer stopReload()
 
-	if err := api.Serve(ctx, ln, handler, api.ServeOptions{ShutdownTimeout: cfg.shutdownTimeout, Queries: asks, Logger: log}); err != nil {
+	if err := api.Serve(ctx, ln, handler, api.ServeOptions{ShutdownTimeout: cfg.shutdownTimeout, IdleTimeout: cfg.idleTimeout,
+		Queries: asks, Logger: log}); err != nil {
 		return err
 	}
 	log.Info("server stopped; flushing recorded queries")
 	return nil
+}
+
+// defaultMaxConcurrent is --max-concurrent's default: 16 streams per core.
+// A stream mostly waits on the model, so a core carries several; the bound
+// is there so that a flood of asks queues (and is refused) instead of
+// sharing the CPU until every answer is late.
+func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
+
+// admission builds admission control from the flags.
+func (c *serveConfig) admission() (*admission.Controller, error) {
+	switch {
+	case c.maxConcurrent < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)}
+	case c.callerConcurrent < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)}
+	case c.queueTimeout < 0:
+		return nil, &usageError{msg: fmt.Sprintf("--queue-timeout must not be negative, got %s", c.queueTimeout)}
+	case c.bodyTimeout < 0 || c.idleTimeout < 0 || c.writeTimeout < 0 || c.heartbeat < 0 || c.sseRetry < 0:
+		return nil, &usageError{msg: "--body-timeout, --idle-timeout, --stream-write-timeout, --sse-heartbeat and --sse-retry must not be negative"}
+	case c.writeTimeout == 0:
+		return nil, &usageError{msg: "--stream-write-timeout must be positive: a client that stops reading must not hold a stream forever"}
+	}
+	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 
 // closeRecorder flushes what the recorder still holds, for up to 10 s.
@@ -275,6 +332,35 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// keysSnapshotFile, under --data-dir, keeps the API keys as last loaded
+// (prefixes and hashes, never tokens), for a serve started while Postgres
+// is away.
+const keysSnapshotFile = "api-keys.snapshot.json"
+
+// loadKeys fills the keyring from Postgres and keeps a snapshot of what it
+// read; when Postgres cannot be read, from the snapshot. With neither the
+// keyring stays unloaded: requests needing a key fail closed (503
+// auth_unavailable) until Keyring.Sync loads them.
+func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot string, log *slog.Logger) {
+	err := keys.Load(ctx, st)
+	if err == nil {
+		if keys.Enabled() {
+			if serr := keys.SaveSnapshot(snapshot); serr != nil {
+				log.Warn("cannot save the API keys' snapshot", "err", serr)
+			}
+		}
+		return
+	}
+	saved, serr := keys.LoadSnapshot(snapshot)
+	if serr != nil {
+		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, requests that need a key get 503 auth_unavailable (on a loopback address serve runs open)",
+			"err", err)
+		return
+	}
+	log.Warn("cannot read the API keys from Postgres: checking keys against the snapshot saved earlier until it answers",
+		"saved_at", saved, "err", err)
+}
 
 // authMode decides whether serve may run and returns the one line that says
 // how: with API keys, every request needs one; without, serve runs open on

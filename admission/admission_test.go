@@ -1,0 +1,158 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"ragtime/auth"
+)
+
+func mustNew(t *testing.T, cfg Config) *Controller {
+	t.Helper()
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func rejection(t *testing.T, err error, reason string) *Rejection {
+	t.Helper()
+	var r *Rejection
+	if !errors.As(err, &r) || r.Reason != reason {
+		t.Fatalf("got %v, want a %s rejection", err, reason)
+	}
+	if r.Retry <= 0 {
+		t.Errorf("%s: Retry %v, want > 0", reason, r.Retry)
+	}
+	return r
+}
+
+func TestRateLimitRefusesBeyondTheBurst(t *testing.T) {
+	t.Parallel()
+	c := mustNew(t, Config{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	who := Caller{ID: "ip:a", Limits: Limits{Rate: auth.Rate{N: 60, Per: time.Minute}}} // 1/s, burst 10
+	for i := range 10 {
+		tk, err := c.Admit(context.Background(), who)
+		if err != nil {
+			t.Fatalf("ask %d: %v", i, err)
+		}
+		tk.Release()
+	}
+	_, err := c.Admit(context.Background(), who)
+	if r := rejection(t, err, ReasonRate); r.Retry > time.Second {
+		t.Errorf("retry %v, want at most 1s at 60/min", r.Retry)
+	}
+	// Another caller has its own bucket.
+	if _, err := c.Admit(context.Background(), Caller{ID: "ip:b", Limits: who.Limits}); err != nil {
+		t.Fatalf("another caller: %v", err)
+	}
+	now = now.Add(time.Second)
+	if _, err := c.Admit(context.Background(), who); err != nil {
+		t.Fatalf("after a second: %v", err)
+	}
+}
+
+func TestCallerBoundWaitsThenRefuses(t *testing.T) {
+	t.Parallel()
+	c := mustNew(t, Config{MaxStreams: 10, MaxWait: 30 * time.Millisecond})
+	who := Caller{ID: "ip:a", Limits: Limits{Concurrent: 1}}
+	first, err := c.Admit(context.Background(), who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slot freed during the wait is taken.
+	go func() { time.Sleep(5 * time.Millisecond); first.Release() }()
+	second, err := c.Admit(context.Background(), who)
+	if err != nil {
+		t.Fatalf("second ask should have waited for the first: %v", err)
+	}
+	_, err = c.Admit(context.Background(), who)
+	rejection(t, err, ReasonCaller)
+	// Others are not held up by this caller.
+	other, err := c.Admit(context.Background(), Caller{ID: "ip:b", Limits: who.Limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second.Release()
+	other.Release()
+	if st := c.Stats(); st.Running != 0 || st.Queued != 0 {
+		t.Errorf("stats after release %+v", st)
+	}
+}
+
+func TestServerBoundRefusesWith503Reason(t *testing.T) {
+	t.Parallel()
+	c := mustNew(t, Config{MaxStreams: 2, MaxWait: 20 * time.Millisecond})
+	var held []*Ticket
+	for i := range 2 {
+		tk, err := c.Admit(context.Background(), Caller{ID: string(rune('a' + i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, tk)
+	}
+	_, err := c.Admit(context.Background(), Caller{ID: "c"})
+	rejection(t, err, ReasonServer)
+	held[0].Release()
+	held[0].Release() // twice is harmless
+	tk, err := c.Admit(context.Background(), Caller{ID: "c"})
+	if err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	tk.Release()
+	held[1].Release()
+}
+
+func TestWaitingIsBounded(t *testing.T) {
+	t.Parallel()
+	c := mustNew(t, Config{MaxStreams: 1, MaxWait: time.Minute})
+	tk, err := c.Admit(context.Background(), Caller{ID: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	waited := make(chan error, 1)
+	go func() { _, err := c.Admit(ctx, Caller{ID: "b"}); waited <- err }()
+	for c.Stats().Queued != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// The queue holds as many as there are slots: the next is refused at
+	// once, not after a minute.
+	start := time.Now()
+	_, err = c.Admit(context.Background(), Caller{ID: "c"})
+	rejection(t, err, ReasonServer)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("refusal took %v", d)
+	}
+	cancel()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Errorf("a caller gone while waiting: %v", err)
+	}
+	tk.Release()
+}
+
+func TestIdleCallersAreForgotten(t *testing.T) {
+	t.Parallel()
+	c := mustNew(t, Config{})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	for _, id := range []string{"a", "b", "c"} {
+		tk, err := c.Admit(context.Background(), Caller{ID: id, Limits: Limits{Rate: auth.Rate{N: 60, Per: time.Minute}, Concurrent: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Release()
+	}
+	now = now.Add(2 * idleAfter)
+	if _, err := c.Admit(context.Background(), Caller{ID: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Stats().Callers; n != 1 {
+		t.Errorf("%d callers remembered, want 1", n)
+	}
+}

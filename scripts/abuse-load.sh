@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Reproduces issue 10's abuse mix against a real serve (llmsim as the
+# model, Postgres recording), on loopback only, bounded in time and count:
+# 1,000 clients that open /ask and never read, 200 slow bodies (a byte every
+# 5 s) and 1,000 slowloris connections (a header line every 5 s), next to a
+# steady ask every 200 ms and a /healthz probe every 50 ms. It runs twice,
+# each against a fresh serve: idle (steady client only) and under abuse, and
+# prints the steady asks' TTFT p50/p99, /healthz p99 and serve's peak RSS.
+# Bars: TTFT within 2x of idle, /healthz p99 <= 50 ms, peak RSS <= 300 MB.
+#
+#   scripts/abuse-load.sh                  30 s per run
+#   DURATION=60s scripts/abuse-load.sh
+#   SERVE_FLAGS="--max-concurrent 0" scripts/abuse-load.sh     compare without a process bound
+#
+# The steady client asks 5 times a second from 127.0.0.1, above the default
+# per-caller --rate of 60/min, so both runs give serve --rate 1000/min: the
+# abusers (from 127.0.0.2) get that rate too, which makes their job easier,
+# not harder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+DURATION=${DURATION:-30s}
+BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
+DB=${ABUSE_DATABASE:-ragtime_abuse}
+URL="$BASE/$DB?sslmode=disable"
+NONREADERS=${NONREADERS:-1000}
+SLOWBODIES=${SLOWBODIES:-200}
+SLOWLORIS=${SLOWLORIS:-1000}
+
+# Each abusive connection is a descriptor in the load generator and one in
+# serve: raise the soft limit when it is below what the mix needs.
+need=$(( (NONREADERS + SLOWBODIES + SLOWLORIS) * 2 + 1024 ))
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
+  ulimit -n "$need" 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+  echo "raised ulimit -n to $(ulimit -n)" >&2
+fi
+if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt "$need" ]; then
+  echo "ulimit -n is $(ulimit -n) (hard $(ulimit -Hn)); the mix needs $need: lower NONREADERS/SLOWLORIS or raise the hard limit" >&2
+  exit 1
+fi
+
+scripts/ensure-postgres.sh "$URL"
+go build -o bin/ragtime ./cmd/ragtime
+go build -o bin/abuseload ./scripts/abuseload
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+./bin/ragtime ingest --data-dir "$work/data" docs/ >/dev/null
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_up() { for _ in $(seq 100); do curl -sf "$1" >/dev/null && return 0; sleep 0.1; done; echo "$1 did not come up" >&2; return 1; }
+
+# The model: 30 ms + 0.08 ms per prompt token of prefill and 32 tokens at 10 ms, so an idle ask's TTFT is
+# about 70 ms as in the issue.
+sim_port=$(free_port)
+./bin/ragtime llmsim --addr "127.0.0.1:$sim_port" --prefill-ms 30 --itl-ms 10 --output-tokens 32 >"$work/llmsim.log" 2>&1 &
+pids+=($!)
+wait_up "http://127.0.0.1:$sim_port/v1/models"
+
+# one_run LABEL ABUSE-FLAGS...: a fresh serve, the load, then serve's peak RSS.
+one_run() {
+  local label=$1; shift
+  local port; port=$(free_port)
+  # shellcheck disable=SC2086
+  ./bin/ragtime serve --addr "127.0.0.1:$port" --database-url "$URL" --data-dir "$work/data" \
+    --llm-provider openai --llm-base-url "http://127.0.0.1:$sim_port/v1" --llm-model sim \
+    --rate 1000/min --log-format json ${SERVE_FLAGS:-} >"$work/serve-$label.out" 2>"$work/serve-$label.log" &
+  local spid=$!
+  pids+=($spid)
+  wait_up "http://127.0.0.1:$port/healthz"
+  timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$DURATION" --label "$label" "$@"
+  echo "$label: serve peak RSS $(awk '/VmHWM/ {printf "%.1f MB", $2/1024}' "/proc/$spid/status"), threads $(awk '/Threads/ {print $2}' "/proc/$spid/status")"
+  kill -INT "$spid"; wait "$spid" 2>/dev/null || true
+  echo "$label: serve logged $(grep -c '"level":"ERROR"' "$work/serve-$label.log" || true) errors"
+}
+
+echo "== $(date -u +%FT%TZ), $(nproc) cores, DURATION=$DURATION, SERVE_FLAGS=${SERVE_FLAGS:-}"
+one_run idle
+one_run abuse --nonreaders "$NONREADERS" --slowbodies "$SLOWBODIES" --slowloris "$SLOWLORIS"

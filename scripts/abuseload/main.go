@@ -1,0 +1,389 @@
+// Command abuseload drives a running ragtime serve with the abuse mix of
+// issue 10 next to one well-behaved client, on loopback only, for a bounded
+// time with bounded connection counts, and prints what the well-behaved
+// client saw: the TTFT of a steady ask every 200 ms, and /healthz latency.
+// scripts/abuse-load.sh runs it twice (idle, then under abuse) against a
+// fresh serve each time and adds the server's peak RSS.
+//
+// The abuse, from its own loopback address (-abuse-from, one attacking
+// host by default; the steady client and the health probe are 127.0.0.1):
+//   - -nonreaders clients that send GET /ask and never read a byte, each
+//     opening a new one every -reopen;
+//   - -slowbodies clients that POST /ask a 1,000-byte body one byte every 5 s;
+//   - -slowloris clients that send request headers one line every 5 s and
+//     never finish them.
+//
+// Every abusive connection is re-opened when the server cuts it, so the
+// pressure stays constant for the whole run.
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	base        string
+	duration    time.Duration
+	steadyEvery time.Duration
+	nonreaders  int
+	slowbodies  int
+	slowloris   int
+	reopen      time.Duration
+	abuseFrom   string
+	abuseHosts  int
+	label       string
+}
+
+func main() {
+	var c config
+	flag.StringVar(&c.base, "url", "http://127.0.0.1:8080", "the serve to load (loopback only)")
+	flag.DurationVar(&c.duration, "duration", 30*time.Second, "how long to run (at most 5m)")
+	flag.DurationVar(&c.steadyEvery, "steady-every", 200*time.Millisecond, "interval of the steady client's asks")
+	flag.IntVar(&c.nonreaders, "nonreaders", 0, "clients that open /ask and never read (at most 5000)")
+	flag.IntVar(&c.slowbodies, "slowbodies", 0, "clients that send a body one byte every 5 s (at most 5000)")
+	flag.IntVar(&c.slowloris, "slowloris", 0, "clients that send headers one line every 5 s (at most 5000)")
+	flag.DurationVar(&c.reopen, "reopen", 5*time.Second, "a non-reader abandons its ask and opens a new one this often")
+	flag.StringVar(&c.abuseFrom, "abuse-from", "127.0.0.2", "first loopback address the abusers connect from")
+	flag.IntVar(&c.abuseHosts, "abuse-hosts", 1, "how many consecutive loopback addresses the abusers spread over")
+	flag.StringVar(&c.label, "label", "run", "name printed with the results")
+	flag.Parse()
+	if err := c.check(); err != nil {
+		fmt.Fprintln(os.Stderr, "abuseload:", err)
+		os.Exit(2)
+	}
+	if err := run(c); err != nil {
+		fmt.Fprintln(os.Stderr, "abuseload:", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) check() error {
+	u, err := url.Parse(c.base)
+	if err != nil {
+		return fmt.Errorf("-url: %w", err)
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("-url must be a loopback address (127.0.0.1:port), got %q", c.base)
+	}
+	if a := net.ParseIP(c.abuseFrom); a == nil || !a.IsLoopback() || a.To4() == nil {
+		return fmt.Errorf("-abuse-from must be an IPv4 loopback address, got %q", c.abuseFrom)
+	}
+	switch {
+	case c.duration <= 0 || c.duration > 5*time.Minute:
+		return fmt.Errorf("-duration must be within (0, 5m], got %s", c.duration)
+	case c.nonreaders < 0 || c.nonreaders > 5000, c.slowbodies < 0 || c.slowbodies > 5000, c.slowloris < 0 || c.slowloris > 5000:
+		return fmt.Errorf("each client count must be within [0, 5000]")
+	case c.abuseHosts < 1 || c.abuseHosts > 250:
+		return fmt.Errorf("-abuse-hosts must be within [1, 250]")
+	case c.steadyEvery < 10*time.Millisecond:
+		return fmt.Errorf("-steady-every must be at least 10ms")
+	}
+	return nil
+}
+
+// abuseAddr is the i-th abuser's source address.
+func (c *config) abuseAddr(i int) *net.TCPAddr {
+	ip := net.ParseIP(c.abuseFrom).To4()
+	next := make(net.IP, 4)
+	copy(next, ip)
+	next[3] += byte(i % c.abuseHosts)
+	return &net.TCPAddr{IP: next}
+}
+
+type sample struct {
+	ttft       time.Duration // client-side: request sent → first token event read
+	serverTTFT float64       // the done event's ttft_ms
+	status     int
+	ok         bool
+}
+
+func run(c config) error {
+	u, _ := url.Parse(c.base)
+	host := u.Host
+	ctx, cancel := context.WithTimeout(context.Background(), c.duration)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	var abuse counters
+	for i := range c.nonreaders {
+		wg.Go(func() { c.nonreader(ctx, host, i, &abuse) })
+	}
+	for i := range c.slowbodies {
+		wg.Go(func() { c.slowBody(ctx, host, c.nonreaders+i, &abuse) })
+	}
+	for i := range c.slowloris {
+		wg.Go(func() { c.slowLoris(ctx, host, c.nonreaders+c.slowbodies+i, &abuse) })
+	}
+
+	// Let the abusers open their connections before measuring.
+	if c.nonreaders+c.slowbodies+c.slowloris > 0 {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-ctx.Done():
+		}
+	}
+
+	steady := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}, Timeout: 60 * time.Second}
+	probe := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
+	var mu sync.Mutex
+	var samples []sample
+	var health []time.Duration
+	var healthFail atomic.Int64
+	var steadyWG sync.WaitGroup
+	steadyWG.Go(func() {
+		every(ctx, c.steadyEvery, func() {
+			steadyWG.Go(func() {
+				s := askOnce(c.base, steady)
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+			})
+		})
+	})
+	steadyWG.Go(func() {
+		every(ctx, 50*time.Millisecond, func() {
+			start := time.Now()
+			resp, err := probe.Get(c.base + "/healthz")
+			if err != nil {
+				healthFail.Add(1)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				healthFail.Add(1)
+				return
+			}
+			mu.Lock()
+			health = append(health, time.Since(start))
+			mu.Unlock()
+		})
+	})
+	<-ctx.Done()
+	steadyWG.Wait()
+	wg.Wait()
+
+	var client []time.Duration
+	var server []float64
+	failed := map[int]int{}
+	for _, s := range samples {
+		if !s.ok {
+			failed[s.status]++
+			continue
+		}
+		client = append(client, s.ttft)
+		server = append(server, s.serverTTFT)
+	}
+	fmt.Printf("%s: steady asks %d ok, failed by status %v\n", c.label, len(client), failed)
+	fmt.Printf("%s: steady TTFT (client) p50 %.1f ms p99 %.1f ms max %.1f ms\n", c.label,
+		ms(pct(client, 0.50)), ms(pct(client, 0.99)), ms(pct(client, 1)))
+	fmt.Printf("%s: steady TTFT (server ttft_ms) p50 %.1f ms p99 %.1f ms\n", c.label, pct(server, 0.50), pct(server, 0.99))
+	fmt.Printf("%s: /healthz n %d p50 %.1f ms p99 %.1f ms max %.1f ms failed %d\n", c.label, len(health),
+		ms(pct(health, 0.50)), ms(pct(health, 0.99)), ms(pct(health, 1)), healthFail.Load())
+	if c.nonreaders+c.slowbodies+c.slowloris > 0 {
+		fmt.Printf("%s: abuse connections opened %d, dial errors %d, answers seen by status %s\n", c.label,
+			abuse.opened.Load(), abuse.dialErr.Load(), abuse.statuses())
+	}
+	return nil
+}
+
+// askOnce sends one GET /ask and times its first token.
+func askOnce(base string, c *http.Client) sample {
+	start := time.Now()
+	resp, err := c.Get(base + "/ask?q=" + url.QueryEscape("what does a reused keep-alive connection skip?") + "&top_k=4")
+	if err != nil {
+		return sample{}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		io.Copy(io.Discard, resp.Body)
+		return sample{status: resp.StatusCode}
+	}
+	s := sample{status: 200}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = line[7:]
+			if event == "token" && s.ttft == 0 {
+				s.ttft = time.Since(start)
+			}
+		case strings.HasPrefix(line, "data: ") && event == "done":
+			var d struct {
+				TTFTMs float64 `json:"ttft_ms"`
+			}
+			if json.Unmarshal([]byte(line[6:]), &d) == nil {
+				s.serverTTFT = d.TTFTMs
+				s.ok = s.ttft > 0
+			}
+		}
+	}
+	return s
+}
+
+type counters struct {
+	opened, dialErr atomic.Int64
+	mu              sync.Mutex
+	byStatus        map[string]int
+}
+
+func (c *counters) saw(status string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byStatus == nil {
+		c.byStatus = map[string]int{}
+	}
+	c.byStatus[status]++
+}
+
+func (c *counters) statuses() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]string, 0, len(c.byStatus))
+	for k := range c.byStatus {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s:%d ", k, c.byStatus[k])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// dial connects from the i-th abuser's address with a small receive
+// buffer, so a client that does not read stops the server's writes soon.
+func (c *config) dial(ctx context.Context, host string, i int, a *counters) (net.Conn, error) {
+	d := net.Dialer{LocalAddr: c.abuseAddr(i), Timeout: 5 * time.Second,
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		}}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.dialErr.Add(1)
+		}
+		return nil, err
+	}
+	a.opened.Add(1)
+	return conn, nil
+}
+
+// every calls fn each interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn()
+		}
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// nonreader sends GET /ask and never reads, opening a new one every reopen.
+func (c *config) nonreader(ctx context.Context, host string, i int, a *counters) {
+	sleep(ctx, time.Duration(i)*time.Millisecond) // ramp up over a second
+	for ctx.Err() == nil {
+		conn, err := c.dial(ctx, host, i, a)
+		if err != nil {
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		fmt.Fprintf(conn, "GET /ask?q=%s HTTP/1.1\r\nHost: %s\r\n\r\n", url.QueryEscape("what is prefill?"), host)
+		sleep(ctx, c.reopen)
+		conn.Close()
+	}
+}
+
+// slowBody POSTs a 1,000-byte /ask body one byte every 5 s.
+func (c *config) slowBody(ctx context.Context, host string, i int, a *counters) {
+	sleep(ctx, time.Duration(i)*5*time.Millisecond)
+	head := fmt.Sprintf("POST /ask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", host)
+	c.trickle(ctx, host, i, a, head, func(int) string { return " " })
+}
+
+// slowLoris sends one header line every 5 s and never ends the headers.
+func (c *config) slowLoris(ctx context.Context, host string, i int, a *counters) {
+	sleep(ctx, time.Duration(i)*time.Millisecond)
+	head := fmt.Sprintf("GET /healthz HTTP/1.1\r\nHost: %s\r\n", host)
+	c.trickle(ctx, host, i, a, head, func(n int) string { return fmt.Sprintf("X-Slow-%d: 1\r\n", n) })
+}
+
+// trickle sends head, then piece(n) every 5 s, on a connection it opens
+// again whenever the server cuts it, until ctx ends.
+func (c *config) trickle(ctx context.Context, host string, i int, a *counters, head string, piece func(n int) string) {
+	for ctx.Err() == nil {
+		conn, err := c.dial(ctx, host, i, a)
+		if err != nil {
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		go readStatus(conn, a)
+		_, err = io.WriteString(conn, head)
+		for n := 0; err == nil && sleep(ctx, 5*time.Second); n++ {
+			_, err = io.WriteString(conn, piece(n))
+		}
+		conn.Close()
+	}
+}
+
+// readStatus records the status line the server answers a slow client
+// with (408, 400, or a closed connection).
+func readStatus(conn net.Conn, a *counters) {
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	switch {
+	case err != nil && line == "":
+		a.saw("closed")
+	case len(line) >= 12:
+		a.saw(line[9:12])
+	default:
+		a.saw("other")
+	}
+}
+
+// pct is the nearest-rank p-th percentile of v (p = 1: the maximum).
+func pct[T cmp.Ordered](v []T, p float64) T {
+	var zero T
+	if len(v) == 0 {
+		return zero
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
