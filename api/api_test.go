@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"ragtime/admission"
+	"ragtime/golden"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )
@@ -64,30 +65,23 @@ func get(t *testing.T, url string) (int, string, http.Header) {
 }
 
 func TestSSEFraming(t *testing.T) {
+	t.Parallel()
 	asker := &scriptedAsker{}
 	ts := newTestServer(t, Deps{Asker: asker})
 	status, body, h := get(t, ts.URL+"/ask?q=hi&top_k=7")
 	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || h.Get("Cache-Control") != "no-cache" {
 		t.Fatalf("status %d headers %v", status, h)
 	}
-	want := "retry: 2000\n\n" +
-		"id: q1:0\nevent: meta\ndata: {\"query_id\":\"q1\",\"model\":\"\",\"provider\":\"\",\"top_k\":7,\"rerank_top_n\":3,\"max_tokens\":256,\"max_context_tokens\":0,\"embedder\":\"\",\"store\":\"\",\"reranker\":\"\"}\n\n" +
-		"id: q1:1\nevent: stage\ndata: {\"name\":\"embed\",\"seq\":0,\"start_ms\":0,\"duration_ms\":0.5}\n\n" +
-		"id: q1:2\nevent: sources\ndata: {\"sources\":[]}\n\n" +
-		"id: q1:3\nevent: reasoning\ndata: {\"text\":\"line one\\nline two <b>\"}\n\n" +
-		"id: q1:4\nevent: token\ndata: {\"text\":\"answer\"}\n\n"
-	if !strings.HasPrefix(body, want) {
-		t.Fatalf("stream:\n%s\nwant prefix:\n%s", body, want)
-	}
-	if !strings.Contains(body, "id: q1:5\nevent: done\ndata: {") || !strings.HasSuffix(body, "}\n\n") {
-		t.Fatalf("done event missing: %s", body)
-	}
+	// The whole stream, byte for byte (retry, ids and the done event
+	// included): testdata/sse_framing.golden.
+	golden.Check(t, "sse_framing.golden", []byte(body))
 	if asker.got.TopK != 7 || asker.got.RerankTopN != 3 || asker.got.MaxTokens != pipeline.DefaultMaxTokens {
 		t.Errorf("request %+v", asker.got)
 	}
 }
 
 func TestPostAskFilters(t *testing.T) {
+	t.Parallel()
 	asker := &scriptedAsker{}
 	ts := newTestServer(t, Deps{Asker: asker})
 	resp, err := http.Post(ts.URL+"/ask", "application/json; charset=utf-8",
@@ -102,6 +96,7 @@ func TestPostAskFilters(t *testing.T) {
 }
 
 func TestStatusTable(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, Deps{
 		Asker:   &scriptedAsker{},
 		Queries: mapReader{"known": {QueryID: "known", Status: "ok"}},
@@ -239,4 +234,50 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d asks ran, want 2", n)
 	}
+}
+
+// TestResumeBeyondTheBufferSaysSo: a resume that needs events the bounded
+// buffer already dropped gets one error event resume_gap, not an answer
+// with a hole in it; a resume within the buffer gets the events after its
+// Last-Event-ID.
+func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
+	t.Parallel()
+	wrote, finish := make(chan struct{}), make(chan struct{})
+	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+		_ = out.Meta(pipeline.Meta{QueryID: "q1"})
+		for range 50 {
+			_ = out.Delta(pipeline.Delta{Text: strings.Repeat("x", 100)})
+		}
+		close(wrote)
+		<-finish
+		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		_ = out.Done(rec)
+		return rec
+	})
+	ts := newTestServer(t, Deps{Asker: asker, Stream: StreamOptions{BufferBytes: 2000}})
+	first, err := http.Get(ts.URL + "/ask?q=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	<-wrote
+	resume := func(lastID string) string {
+		req, _ := http.NewRequest("GET", ts.URL+"/ask?q=x", nil)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 4096)
+		n, _ := io.ReadAtLeast(resp.Body, buf, 200)
+		return string(buf[:n])
+	}
+	if got := resume("q1:0"); !strings.Contains(got, "event: error") || !strings.Contains(got, `"code":"resume_gap"`) {
+		t.Errorf("resume from the start after the buffer dropped it:\n%s", got)
+	}
+	if got := resume("q1:48"); !strings.Contains(got, "id: q1:49\nevent: token") || strings.Contains(got, "q1:48\n") {
+		t.Errorf("resume from q1:48 should start with q1:49:\n%s", got)
+	}
+	close(finish)
 }

@@ -6,6 +6,7 @@ import (
 )
 
 func TestWords(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want []string
@@ -25,6 +26,7 @@ func TestWords(t *testing.T) {
 }
 
 func TestContentWordsDropsStopwords(t *testing.T) {
+	t.Parallel()
 	got := ContentWords("What is the time to first token?")
 	want := []string{"time", "first", "token"}
 	if !reflect.DeepEqual(got, want) {
@@ -33,6 +35,7 @@ func TestContentWordsDropsStopwords(t *testing.T) {
 }
 
 func TestBM25(t *testing.T) {
+	t.Parallel()
 	docs := [][]string{
 		Words("the cat sat on the mat"),
 		Words("prefill time grows with prompt tokens"),

@@ -32,6 +32,7 @@ func runExtractive(t *testing.T, ctx context.Context, req pipeline.GenerateReque
 }
 
 func TestExtractiveAnswers(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		question  string
@@ -122,6 +123,7 @@ func TestExtractiveAnswers(t *testing.T) {
 }
 
 func TestExtractiveNotFound(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		question string
@@ -149,6 +151,7 @@ func TestExtractiveNotFound(t *testing.T) {
 }
 
 func TestExtractiveMaxTokens(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		question  string
 		maxTokens int
@@ -180,6 +183,7 @@ func TestExtractiveMaxTokens(t *testing.T) {
 }
 
 func TestExtractiveDeterministic(t *testing.T) {
+	t.Parallel()
 	req := pipeline.GenerateRequest{Question: "What is TTFT?", Sources: testSources, MaxTokens: 200}
 	first, _, _, err := runExtractive(t, context.Background(), req)
 	if err != nil {
@@ -197,6 +201,7 @@ func TestExtractiveDeterministic(t *testing.T) {
 }
 
 func TestExtractiveStops(t *testing.T) {
+	t.Parallel()
 	req := pipeline.GenerateRequest{Question: "How does the prefill cost grow with the prompt?", Sources: testSources, MaxTokens: 100}
 	t.Run("cancelled between words", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -239,6 +244,7 @@ func TestExtractiveStops(t *testing.T) {
 }
 
 func TestSplitSentences(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		in   string

@@ -120,6 +120,7 @@ type wantDelta struct {
 }
 
 func TestOpenAIStreams(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		fixture string
 		want    []wantDelta
@@ -207,6 +208,7 @@ func TestOpenAIStreams(t *testing.T) {
 }
 
 func TestOpenAIRequest(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		base     string // appended to the server URL
@@ -269,6 +271,7 @@ func TestOpenAIRequest(t *testing.T) {
 }
 
 func TestOpenAIConnectionReuse(t *testing.T) {
+	t.Parallel()
 	srv := newServer(t, replay(t, "basic.sse"))
 	g := newOpenAIClient(t, srv.URL+"/v1")
 	for i, wantReused := range []bool{false, true, true} {
@@ -295,6 +298,7 @@ var errorBody = map[int]string{
 }
 
 func TestOpenAIErrorStatus(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		status    int
@@ -379,6 +383,7 @@ func checkError(t *testing.T, err error, code, stage string) *pipeline.Error {
 }
 
 func TestOpenAIBadStream(t *testing.T) {
+	t.Parallel()
 	long := "data: " + strings.Repeat("x", maxLine+10) + "\n\n"
 	tests := []struct {
 		name      string
@@ -511,6 +516,7 @@ func TestOpenAIEmitErrorStops(t *testing.T) {
 }
 
 func TestOpenAITTFTTimeout(t *testing.T) {
+	t.Parallel()
 	srv, gone := stallingServer(t, 1) // headers and the role chunk, then silence
 	g := newOpenAIClient(t, srv.URL+"/v1", func(c *OpenAIConfig) { c.TTFTTimeout = 50 * time.Millisecond })
 	got, gen, err := collect(t, g, context.Background(), testRequest)
@@ -525,6 +531,7 @@ func TestOpenAITTFTTimeout(t *testing.T) {
 }
 
 func TestOpenAICallerDeadline(t *testing.T) {
+	t.Parallel()
 	srv, gone := stallingServer(t, 2)
 	g := newOpenAIClient(t, srv.URL+"/v1")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -578,6 +585,7 @@ func TestOpenAIConnectError(t *testing.T) {
 }
 
 func TestNewOpenAIValidates(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     OpenAIConfig

@@ -135,6 +135,7 @@ func buildFor(t *testing.T, p provider, base string, mod ...func(*Config)) pipel
 }
 
 func TestProviderStreamsReplayed(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		fixture  string
 		provider string
@@ -240,6 +241,7 @@ func TestProviderStreamsReplayed(t *testing.T) {
 }
 
 func TestAnthropicErrorEventMidStream(t *testing.T) {
+	t.Parallel()
 	p := providers[ProviderAnthropic]
 	srv := newServer(t, pacedReplay(t, "paced_anthropic_error.sse", p.contentType, 0, nil))
 	g := buildFor(t, p, srv.URL, func(c *Config) { c.MaxRetries = 3 })
@@ -305,6 +307,7 @@ func TestProviderCancelMidStream(t *testing.T) {
 }
 
 func TestProviderRequests(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		provider   string
 		wantPath   string
@@ -356,6 +359,7 @@ func TestProviderRequests(t *testing.T) {
 }
 
 func TestOllamaBaseURLForms(t *testing.T) {
+	t.Parallel()
 	for _, base := range []string{"", "http://h:11434", "http://h:11434/", "http://h:11434/api", "http://h:11434/v1"} {
 		g, err := NewOllama(Config{BaseURL: base, Model: "qwen3"})
 		if err != nil {
@@ -376,6 +380,7 @@ func TestOllamaBaseURLForms(t *testing.T) {
 }
 
 func TestRetriesBeforeFirstTokenOnly(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int32
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch calls.Add(1) {
@@ -438,6 +443,7 @@ func TestRetriesBeforeFirstTokenOnly(t *testing.T) {
 }
 
 func TestListModels(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		provider, path, body string
 		want                 []string
@@ -476,6 +482,7 @@ func mustJSON(v any) string {
 }
 
 func TestConnectHints(t *testing.T) {
+	t.Parallel()
 	// An https URL to a plain-HTTP server.
 	plain := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	g := newOpenAIClient(t, strings.Replace(plain.URL, "http://", "https://", 1)+"/v1", func(c *Config) {

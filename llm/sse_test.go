@@ -13,6 +13,7 @@ import (
 // compatible servers, read directly (the HTTP path is covered by the
 // replay tests).
 func TestStreamReaderFraming(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		stream   string
@@ -102,6 +103,7 @@ func TestStreamReaderFraming(t *testing.T) {
 }
 
 func TestSecretScrubber(t *testing.T) {
+	t.Parallel()
 	s := newSecretScrubber(testKey)
 	tests := []string{
 		"Incorrect API key provided: " + testKey + ".",

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ragtime/admission"
 	"ragtime/pipeline"
 )
 
@@ -118,6 +119,34 @@ func (m *Metrics) registerRecorder(rec RecorderStats) {
 			Help: "Finished queries PostgreSQL rejected as invalid (logged and skipped).",
 		}, func() float64 { return float64(rec.Stats().Failed) }),
 	)
+}
+
+// AdmissionStats reports admission control; *admission.Controller
+// implements it.
+type AdmissionStats interface {
+	Stats() admission.Stats
+}
+
+// Admission exports admission control's streams, queue and refusals, read
+// at scrape time.
+func (m *Metrics) Admission(a AdmissionStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_streams_running",
+			Help: "/ask streams holding one of the process's --max-concurrent slots.",
+		}, func() float64 { return float64(a.Stats().Running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_streams_queued",
+			Help: "/ask requests waiting for a free stream (their queue stage).",
+		}, func() float64 { return float64(a.Stats().Queued) }),
+	)
+	for _, reason := range admission.Reasons {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "ragtime_admission_rejected_total",
+			Help:        "/ask requests refused by admission control, by reason: rate_limited and too_many_streams (429), server_busy (503).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(a.Stats().Rejected[reason]) }))
+	}
 }
 
 // Handler serves the registry in the Prometheus exposition format.

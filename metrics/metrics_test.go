@@ -44,6 +44,7 @@ func scrape(t *testing.T, h http.Handler) string {
 // /metrics: histograms, counters, the recorder's counters and the standard
 // collectors.
 func TestRecorderObservesThenForwards(t *testing.T) {
+	t.Parallel()
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
 	m := metrics.New(rec)

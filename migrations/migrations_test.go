@@ -17,6 +17,7 @@ import (
 )
 
 func TestFilesAreNumberedGooseMigrations(t *testing.T) {
+	t.Parallel()
 	names, err := fs.Glob(migrations.FS, "*.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,7 @@ func TestFilesAreNumberedGooseMigrations(t *testing.T) {
 // TestUpDownUp applies every migration to a fresh database, rolls them all
 // back and applies them again, so that every Down section works.
 func TestUpDownUp(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, err := sql.Open("pgx", postgrestest.NewEmptyDatabase(t))

@@ -152,6 +152,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	u := postgrestest.NewEmptyDatabase(t)
 	pool, err := postgres.Open(ctx, u)
@@ -199,6 +200,7 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 }
 
 func TestEnsureDatabase(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	// A database name that needs quoting.
 	base := postgrestest.NewEmptyDatabase(t)
@@ -242,6 +244,7 @@ func TestEnsureDatabase(t *testing.T) {
 }
 
 func TestUnreachableServer(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	// Nothing listens on a port we just closed.
 	proxy := postgrestest.NewProxy(t, "127.0.0.1:1")
@@ -283,6 +286,7 @@ func TestUnreachableServer(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://u:secret@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
 		"postgres://u@h/db":                             "postgres://u@h/db",
@@ -296,6 +300,7 @@ func TestRedactURL(t *testing.T) {
 }
 
 func TestRecorderRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 4, FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
@@ -364,6 +369,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 }
 
 func TestRecorderZeroCreatedAtIsSet(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
@@ -384,6 +390,7 @@ func TestRecorderZeroCreatedAtIsSet(t *testing.T) {
 }
 
 func TestRecorderDuplicateIDs(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, Logger: quietLogger()})
@@ -416,6 +423,7 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 }
 
 func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 50, FlushInterval: time.Millisecond, Logger: quietLogger()})
@@ -474,6 +482,7 @@ func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 // TestRecorderSurvivesOutage cuts PostgreSQL away while records arrive:
 // nothing within the bound is lost, and all of it appears after Restore.
 func TestRecorderSurvivesOutage(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	u := postgrestest.NewDatabase(t)
 	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
@@ -536,6 +545,7 @@ func TestRecorderSurvivesOutage(t *testing.T) {
 // TestRecorderBoundExceeded fills the queue while PostgreSQL is away: what
 // does not fit is counted dropped, the rest is written after Restore.
 func TestRecorderBoundExceeded(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	u := postgrestest.NewDatabase(t)
 	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
@@ -567,6 +577,7 @@ func TestRecorderBoundExceeded(t *testing.T) {
 }
 
 func TestRecorderCloseFlushes(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 1000, FlushInterval: time.Hour, Logger: quietLogger()})
@@ -592,6 +603,7 @@ func TestRecorderCloseFlushes(t *testing.T) {
 // TestRecorderCloseDeadline closes while PostgreSQL is away: Close returns
 // when its context ends, and counts what it could not write.
 func TestRecorderCloseDeadline(t *testing.T) {
+	t.Parallel()
 	u := postgrestest.NewDatabase(t)
 	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
 	pool, err := postgres.Open(ctxFor(t), proxy.URL(u))
@@ -619,6 +631,7 @@ func TestRecorderCloseDeadline(t *testing.T) {
 // TestRecorderWaitsForSchema keeps records while the tables are missing
 // (a retryable condition, not invalid data) and writes them once migrated.
 func TestRecorderWaitsForSchema(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool, err := postgres.Open(ctx, postgrestest.NewEmptyDatabase(t))
 	if err != nil {
@@ -640,6 +653,7 @@ func TestRecorderWaitsForSchema(t *testing.T) {
 }
 
 func TestRecordDoesNotBlockConcurrently(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{QueueSize: 100000, BatchSize: 64, FlushInterval: time.Millisecond, Logger: quietLogger()})
@@ -661,6 +675,7 @@ func TestRecordDoesNotBlockConcurrently(t *testing.T) {
 }
 
 func TestGetQueryNotFound(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	store := postgres.NewStore(postgrestest.NewPool(t))
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "", "'; DROP TABLE queries; --", strings.Repeat("a", 10000)} {

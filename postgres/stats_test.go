@@ -72,6 +72,7 @@ func near(got *float64, want float64) bool {
 }
 
 func TestListQueriesPagesAndFilters(t *testing.T) {
+	t.Parallel()
 	store, recs := dashboardData(t)
 	ctx := ctxFor(t)
 
@@ -140,6 +141,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 }
 
 func TestStatsReadsEveryView(t *testing.T) {
+	t.Parallel()
 	store, recs := dashboardData(t)
 	st, err := store.Stats(ctxFor(t), time.Now().Add(-time.Hour), "")
 	if err != nil {
@@ -234,6 +236,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 }
 
 func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
+	t.Parallel()
 	store, recs := dashboardData(t)
 	ctx := ctxFor(t)
 	n, err := store.Prune(ctx, time.Now().Add(-48*time.Hour), 1)

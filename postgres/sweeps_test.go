@@ -12,6 +12,7 @@ import (
 )
 
 func TestSweepsStartTagFinish(t *testing.T) {
+	t.Parallel()
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	sw := postgres.NewSweeps(pool)

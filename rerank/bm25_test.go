@@ -12,6 +12,7 @@ func hit(id, text string, score float64) pipeline.Hit {
 }
 
 func TestBM25Rerank(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name     string
 		question string
@@ -75,6 +76,7 @@ func TestBM25Rerank(t *testing.T) {
 }
 
 func TestBM25RerankCancelled(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := NewBM25().Rerank(ctx, "q", []pipeline.Hit{hit("a", "q", 1)}, 1); err == nil {

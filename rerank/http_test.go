@@ -80,6 +80,7 @@ func candidates() []pipeline.Hit {
 }
 
 func TestHTTPRerankBothShapes(t *testing.T) {
+	t.Parallel()
 	srv := &rerankServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
@@ -111,6 +112,7 @@ func TestHTTPRerankBothShapes(t *testing.T) {
 }
 
 func TestHTTPRerankFailures(t *testing.T) {
+	t.Parallel()
 	srv := &rerankServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
@@ -151,6 +153,7 @@ func TestHTTPRerankFailures(t *testing.T) {
 // stream, the query row and the logs, so a password in --rerank-url must
 // not appear in them.
 func TestHTTPRerankErrorsHideURLCredentials(t *testing.T) {
+	t.Parallel()
 	srv := &rerankServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()

@@ -13,6 +13,7 @@ import (
 // error event, the query row and the logs, so a password in
 // --embed-base-url must not appear in it.
 func TestClassifyEmbedFailureHidesURLCredentials(t *testing.T) {
+	t.Parallel()
 	for _, status := range []int{0, 401, 404, 429, 504, 500, 400} {
 		err := ClassifyEmbedFailure(context.Background(), EmbedFailure{
 			Provider: "openai", BaseURL: "http://user:s3cret-pass@127.0.0.1:9/v1", Model: "m",

@@ -40,6 +40,7 @@ func cosine(a, b []float32) float64 {
 }
 
 func TestNewHashEmbedderDimension(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		dim     int
 		wantErr bool
@@ -70,6 +71,7 @@ func TestNewHashEmbedderDimension(t *testing.T) {
 // TestHashEmbedGolden pins the output, so a change of hashing, weighting or
 // word splitting (which would silently invalidate every stored index) shows.
 func TestHashEmbedGolden(t *testing.T) {
+	t.Parallel()
 	e := newEmbedder(t, 16)
 	got := embedOne(t, e, "Time to first token")
 	want := []float32{0, 0, 0, 0, 0, 0, 0, 0.37796447, -0.75592893, 0, 0, 0, 0, -0.37796447, 0.37796447, 0}
@@ -90,6 +92,7 @@ func TestHashEmbedGolden(t *testing.T) {
 }
 
 func TestHashEmbedUnitNorm(t *testing.T) {
+	t.Parallel()
 	e := newEmbedder(t, 512)
 	texts := []string{
 		"a", "the the the", "prefill prefill prefill decode",
@@ -111,6 +114,7 @@ func TestHashEmbedUnitNorm(t *testing.T) {
 }
 
 func TestHashEmbedEmptyIsZero(t *testing.T) {
+	t.Parallel()
 	e := newEmbedder(t, 64)
 	for _, text := range []string{"", "   \n\t", "!!! ... ???"} {
 		for _, x := range embedOne(t, e, text) {
@@ -126,6 +130,7 @@ func TestHashEmbedEmptyIsZero(t *testing.T) {
 }
 
 func TestHashEmbedSimilarity(t *testing.T) {
+	t.Parallel()
 	e := newEmbedder(t, 512)
 	tests := []struct {
 		query, near, far string
@@ -151,6 +156,7 @@ func TestHashEmbedSimilarity(t *testing.T) {
 }
 
 func TestHashEmbedWordOrderMatters(t *testing.T) {
+	t.Parallel()
 	e := newEmbedder(t, 4096)
 	a, b := embedOne(t, e, "dog bites man"), embedOne(t, e, "man bites dog")
 	c := cosine(a, b)
@@ -160,6 +166,7 @@ func TestHashEmbedWordOrderMatters(t *testing.T) {
 }
 
 func TestHashEmbedCancelled(t *testing.T) {
+	t.Parallel()
 	e := newEmbedder(t, 64)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

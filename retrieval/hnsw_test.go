@@ -92,6 +92,7 @@ func recallAt(t testing.TB, ann, exact *Index, queries [][]float32, k int) float
 }
 
 func TestANNRecallAgainstExact(t *testing.T) {
+	t.Parallel()
 	const n, dim = 6000, 48
 	r := rand.New(rand.NewPCG(11, 12))
 	vecs := clustered(r, n+100, dim, 40)
@@ -138,6 +139,7 @@ func TestANNRecallAgainstExact(t *testing.T) {
 }
 
 func TestANNGraphPersists(t *testing.T) {
+	t.Parallel()
 	const n, dim = 2000, 32
 	r := rand.New(rand.NewPCG(5, 6))
 	vecs := clustered(r, n+50, dim, 20)
@@ -198,6 +200,7 @@ func TestANNGraphPersists(t *testing.T) {
 // TestANNSearchesDuringWrites runs searches while documents are added and
 // replaced: every search must succeed and return only live chunks.
 func TestANNSearchesDuringWrites(t *testing.T) {
+	t.Parallel()
 	const dim = 24
 	r := rand.New(rand.NewPCG(8, 9))
 	vecs := clustered(r, 1500, dim, 15)

@@ -100,6 +100,7 @@ func checkAgainst(t *testing.T, got []pipeline.Hit, want []refHit) {
 }
 
 func TestSearchMatchesBruteForce(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name        string
 		n, dim, k   int
@@ -135,6 +136,7 @@ func TestSearchMatchesBruteForce(t *testing.T) {
 }
 
 func TestSearchFilters(t *testing.T) {
+	t.Parallel()
 	const dim = 16
 	r := rand.New(rand.NewPCG(7, 7))
 	ix := openIndex(t, t.TempDir(), dim, true)
@@ -174,6 +176,7 @@ func TestSearchFilters(t *testing.T) {
 }
 
 func TestSearchEdgeCases(t *testing.T) {
+	t.Parallel()
 	ix := openIndex(t, t.TempDir(), 4, true)
 	ctx := context.Background()
 	if hits, err := ix.Search(ctx, []float32{1, 0, 0, 0}, 5, pipeline.Filter{}); err != nil || len(hits) != 0 {
@@ -224,6 +227,7 @@ func TestSearchEdgeCases(t *testing.T) {
 }
 
 func TestReplaceAndDelete(t *testing.T) {
+	t.Parallel()
 	ix := openExact(t, t.TempDir(), 4, true)
 	ctx := context.Background()
 	doc := func(texts ...string) Document {
@@ -282,6 +286,7 @@ func TestReplaceAndDelete(t *testing.T) {
 // versions of different lengths, while searches run: every search must see
 // exactly one complete version.
 func TestReplaceIsAtomic(t *testing.T) {
+	t.Parallel()
 	const dim = 8
 	ix := openIndex(t, t.TempDir(), dim, true)
 	ctx := context.Background()
@@ -346,6 +351,7 @@ func TestReplaceIsAtomic(t *testing.T) {
 }
 
 func TestPersistenceRoundTrip(t *testing.T) {
+	t.Parallel()
 	const dim = 24
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(3, 4))
@@ -420,6 +426,7 @@ func checkPersisted(t *testing.T, dir string, dim int, r *rand.Rand, all map[str
 }
 
 func TestReloadSeesAnotherWriter(t *testing.T) {
+	t.Parallel()
 	const dim = 8
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -494,6 +501,7 @@ func TestReloadSeesAnotherWriter(t *testing.T) {
 }
 
 func TestWriterLock(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := openIndex(t, dir, 8, true)
 	_, err := OpenIndex(dir, IndexOptions{Dimension: 8, Embedder: "test", Writable: true})
@@ -509,6 +517,7 @@ func TestWriterLock(t *testing.T) {
 }
 
 func TestOpenRefusesAnotherEmbedder(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	w := openIndex(t, dir, 8, true)
 	if err := w.Save(); err != nil {
@@ -534,6 +543,7 @@ func TestOpenRefusesAnotherEmbedder(t *testing.T) {
 }
 
 func TestCorruptFileIsAnError(t *testing.T) {
+	t.Parallel()
 	const dim = 4
 	dir := t.TempDir()
 	w := openIndex(t, dir, dim, true)

@@ -77,6 +77,7 @@ func joined(chunks []pipeline.Chunk) string {
 }
 
 func TestIngestCorpus(t *testing.T) {
+	t.Parallel()
 	corpus := copyCorpus(t)
 	in, emb := newIngester(t, t.TempDir())
 	in.SaveEvery = 2
@@ -161,6 +162,7 @@ func TestIngestCorpus(t *testing.T) {
 }
 
 func TestReingest(t *testing.T) {
+	t.Parallel()
 	corpus := copyCorpus(t)
 	dataDir := t.TempDir()
 	in, _ := newIngester(t, dataDir)
@@ -212,6 +214,7 @@ func TestReingest(t *testing.T) {
 }
 
 func TestChunkingIsStable(t *testing.T) {
+	t.Parallel()
 	corpus := copyCorpus(t)
 	counts := func() []pipeline.DocumentInfo {
 		in, _ := newIngester(t, t.TempDir())
@@ -228,6 +231,7 @@ func TestChunkingIsStable(t *testing.T) {
 }
 
 func TestIngestArguments(t *testing.T) {
+	t.Parallel()
 	corpus := copyCorpus(t)
 	ctx := context.Background()
 	tests := []struct {
@@ -268,6 +272,7 @@ func TestIngestArguments(t *testing.T) {
 }
 
 func TestIngestValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name                 string
 		size, overlap, batch int
@@ -293,6 +298,7 @@ func TestIngestValidation(t *testing.T) {
 }
 
 func TestUnreadableFileStopsAndKeepsWork(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {
@@ -326,6 +332,7 @@ func TestUnreadableFileStopsAndKeepsWork(t *testing.T) {
 }
 
 func TestIngestRepairsInvalidUTF8(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "latin1.txt"), []byte("caf\xe9 au lait\xff\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -356,6 +363,7 @@ func TestIngestRepairsInvalidUTF8(t *testing.T) {
 }
 
 func TestIngestCancelled(t *testing.T) {
+	t.Parallel()
 	in, _ := newIngester(t, t.TempDir())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -365,6 +373,7 @@ func TestIngestCancelled(t *testing.T) {
 }
 
 func TestProgressBar(t *testing.T) {
+	t.Parallel()
 	feed := func(report func(Progress)) {
 		for i := 1; i <= 20; i++ {
 			report(Progress{Files: i, TotalFiles: 20, Documents: i, Chunks: 3 * i})
@@ -388,6 +397,7 @@ func TestProgressBar(t *testing.T) {
 }
 
 func TestMarkdownTitle(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ src, want string }{
 		{"# Hello\n\ntext", "Hello"},
 		{"intro\n\n## Sub\n\n# Main #\n", "Main"},
@@ -405,6 +415,7 @@ func TestMarkdownTitle(t *testing.T) {
 }
 
 func TestHTMLText(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, src, title, text string
 	}{
@@ -434,6 +445,7 @@ func TestHTMLText(t *testing.T) {
 }
 
 func TestLongLinesSplitAtSentences(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var line strings.Builder
 	for i := range 30 {
@@ -460,6 +472,7 @@ func TestLongLinesSplitAtSentences(t *testing.T) {
 // TestIngestConcurrencyStoresTheSame checks that embedding batches in
 // parallel stores exactly what a sequential run stores, in file order.
 func TestIngestConcurrencyStoresTheSame(t *testing.T) {
+	t.Parallel()
 	corpus := copyCorpus(t)
 	seq, _ := newIngester(t, t.TempDir())
 	if _, err := seq.Ingest(context.Background(), []string{corpus}, nil); err != nil {
@@ -497,6 +510,7 @@ func TestIngestConcurrencyStoresTheSame(t *testing.T) {
 // own (no title given, no heading) is titled after its id, as a file is
 // after its name, not after its Source ("api").
 func TestIngestContentTitleFallsBackToTheID(t *testing.T) {
+	t.Parallel()
 	in, _ := newIngester(t, t.TempDir())
 	for _, c := range []struct {
 		id, kind, body, want string

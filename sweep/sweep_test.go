@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"ragtime/golden"
 	"ragtime/pipeline"
 )
 
@@ -24,6 +25,7 @@ func writeTemp(t *testing.T, name, content string) string {
 }
 
 func TestLoadQuestions(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, file, content string
 		want                []Question
@@ -75,6 +77,7 @@ func TestLoadQuestions(t *testing.T) {
 }
 
 func TestPercentileMatchesPercentileCont(t *testing.T) {
+	t.Parallel()
 	// Values PostgreSQL's percentile_cont gives for these inputs.
 	xs := []float64{1, 2, 3, 4, 10}
 	for _, c := range []struct{ p, want float64 }{{0, 1}, {0.5, 3}, {0.95, 8.8}, {1, 10}, {0.25, 2}} {
@@ -91,6 +94,7 @@ func TestPercentileMatchesPercentileCont(t *testing.T) {
 }
 
 func TestScoreCountsDocumentsNotChunks(t *testing.T) {
+	t.Parallel()
 	s := Sample{Docs: distinctDocs([]string{"a", "a", "b", "c", "b"})}
 	if strings.Join(s.Docs, ",") != "a,b,c" {
 		t.Fatalf("docs %v", s.Docs)
@@ -113,6 +117,7 @@ func TestScoreCountsDocumentsNotChunks(t *testing.T) {
 func f(x float64) *float64 { return &x }
 
 func TestRecommend(t *testing.T) {
+	t.Parallel()
 	res := func(k int, recall *float64, p95 float64) Result {
 		return Result{Setting: Setting{TopK: k, RerankTopN: k}, OK: 3, TTFTP95Ms: p95, Recall: recall}
 	}
@@ -146,6 +151,7 @@ func TestRecommend(t *testing.T) {
 }
 
 func TestSummarizeAndStacks(t *testing.T) {
+	t.Parallel()
 	st := Setting{TopK: 2, RerankTopN: 2}
 	var samples []Sample
 	for i := range 20 {
@@ -176,6 +182,7 @@ func TestSummarizeAndStacks(t *testing.T) {
 }
 
 func TestScheduleIsSeededAndComplete(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Params: Params{Settings: []Setting{{TopK: 1}, {TopK: 2}, {TopK: 4}}, Runs: 3, Seed: 7},
 		Questions: []Question{{Text: "a"}, {Text: "b"}}}
 	a, b := cfg.schedule(), cfg.schedule()
@@ -235,6 +242,7 @@ func (a fakeAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.S
 }
 
 func TestRunWritesTableAndFiles(t *testing.T) {
+	t.Parallel()
 	cfg := Config{
 		Params: Params{Settings: []Setting{{TopK: 1, RerankTopN: 1}, {TopK: 2, RerankTopN: 2}, {TopK: 4, RerankTopN: 4}},
 			Runs: 2, Concurrency: 2, Seed: 1, RecallTolerance: 0.02},
@@ -265,6 +273,7 @@ func TestRunWritesTableAndFiles(t *testing.T) {
 	if !strings.Contains(buf.String(), "recommended: top_k=4") || strings.Count(buf.String(), "\n") < 5 {
 		t.Errorf("table:\n%s", buf.String())
 	}
+	golden.Check(t, "report_table.golden", buf.Bytes())
 	dir := filepath.Join(t.TempDir(), "out")
 	files, err := rep.WriteFiles(dir)
 	if err != nil || len(files) != 5 {
@@ -281,6 +290,7 @@ func TestRunWritesTableAndFiles(t *testing.T) {
 }
 
 func TestRunFailsOnWarmUpError(t *testing.T) {
+	t.Parallel()
 	cfg := Config{Params: Params{Settings: []Setting{{TopK: 1}}, Runs: 1, Concurrency: 1}, Mode: ModeInProcess,
 		Questions: []Question{{Text: "a"}}, Asker: failingAsker{}}
 	_, err := Run(context.Background(), cfg)

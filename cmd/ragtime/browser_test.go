@@ -81,6 +81,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // every stage's bar at the end, then opens the queries, query and dashboard
 // pages.
 func TestPagesInHeadlessChromium(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test-key-1234"}
 	dataDir := ingestCorpus(t, env)
@@ -234,6 +235,7 @@ func newStoreFor(t *testing.T, dbURL string) *postgres.Store {
 // keeps it in sessionStorage and sends it with every call, streaming
 // answers included (under the pages' Content-Security-Policy).
 func TestPagesAskForAKey(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)

@@ -18,6 +18,7 @@ import (
 // starts after them, and that every RAGTIME_ variable it sets names a flag
 // of the command it runs.
 func TestComposeFile(t *testing.T) {
+	t.Parallel()
 	path, _ := filepath.Abs("../../compose.yaml")
 	opts, err := cli.NewProjectOptions([]string{path}, cli.WithName("ragtime"), cli.WithWorkingDirectory("../.."), cli.WithInterpolation(true))
 	if err != nil {

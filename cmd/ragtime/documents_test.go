@@ -62,6 +62,7 @@ func errCode(m map[string]any) string {
 // running serve, asks with filters, and checks that `ragtime ingest` is
 // refused with a clear message while serve holds the index.
 func TestDocumentsAPI(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := t.TempDir()
@@ -216,6 +217,7 @@ func sourcesOf(t *testing.T, events []sseEvent) []string {
 // TestServeReadOnlyLetsIngestWrite checks the other mode: serve
 // --read-only leaves the lock to ingest and refuses API writes with 503.
 func TestServeReadOnlyLetsIngestWrite(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)

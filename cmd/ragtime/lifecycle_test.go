@@ -14,6 +14,7 @@ import (
 )
 
 func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)
@@ -56,6 +57,7 @@ func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
 }
 
 func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	tests := []struct {
@@ -88,6 +90,7 @@ func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
 }
 
 func TestHelpAndUsageErrors(t *testing.T) {
+	t.Parallel()
 	var out, errOut syncBuffer
 	if err := run(context.Background(), []string{"help"}, envMap(nil), &out, &errOut); err != nil {
 		t.Fatal(err)
@@ -120,6 +123,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 // flag name, the shape the value wants), not the whole flag list; -h still
 // prints the list.
 func TestFlagMistakesNameTheFix(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		env  map[string]string
@@ -166,6 +170,7 @@ func TestFlagMistakesNameTheFix(t *testing.T) {
 // ingest" in -h. Every flag line of every command's -h has at most one word
 // after the flag's name.
 func TestHelpFlagLinesNameOneValue(t *testing.T) {
+	t.Parallel()
 	for _, c := range commands() {
 		var out, errOut syncBuffer
 		_ = run(context.Background(), []string{c.name, "-h"}, envMap(nil), &out, &errOut)
@@ -180,6 +185,23 @@ func TestHelpFlagLinesNameOneValue(t *testing.T) {
 			if f := strings.Fields(line); len(f) > 2 {
 				t.Errorf("%s -h: flag line %q names more than one value word (a backquoted phrase in its usage?)", c.name, line)
 			}
+		}
+	}
+}
+
+// TestServeReportsEveryFlagProblemAtOnce gives serve three bad settings and
+// expects one usage error naming all three, before it opens anything.
+func TestServeReportsEveryFlagProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	var out, errOut syncBuffer
+	err := run(context.Background(), []string{"serve", "--log-format", "xml", "--max-document-bytes", "0", "--ingest-wait", "0s",
+		"--database-url", "postgres://postgres@127.0.0.1:1/never_opened"}, envMap(nil), &out, &errOut)
+	if exitCode(err) != 2 {
+		t.Fatalf("exit code %d (%v), want 2", exitCode(err), err)
+	}
+	for _, want := range []string{"--ingest-wait must be positive", "--log-format must be text or json", "--max-document-bytes must be positive"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %q", err, want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 // a real simulator on 127.0.0.1 with a shared prefix and a prefix cache: the
 // report counts every request, sizes prompts exactly and sees the cache.
 func TestLLMSimLoadAgainstASimulator(t *testing.T) {
+	t.Parallel()
 	s, err := sim.New(sim.Config{KVCacheBlocks: 1024, PrefillMsPerToken: 0.001, ITLMs: 0.5, OutputTokens: 8, APIKey: "sekret"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +59,7 @@ func TestLLMSimLoadAgainstASimulator(t *testing.T) {
 }
 
 func TestLLMSimLoadUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		want string

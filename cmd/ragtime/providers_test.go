@@ -10,10 +10,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"ragtime/golden"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 )
@@ -45,6 +47,7 @@ func configRow(t *testing.T, out, setting string) []string {
 }
 
 func TestConfigFileAndPrecedence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	toml := filepath.Join(dir, "ragtime.toml")
 	if err := os.WriteFile(toml, []byte(`
@@ -92,6 +95,18 @@ anything = true
 	if strings.Contains(out, key) || strings.Contains(out, "0123456789") {
 		t.Errorf("config printed the key:\n%s", out)
 	}
+	// The llm rows as a whole, file path masked and columns joined by " | "
+	// (their widths follow the longest value of any row): testdata/
+	// config_llm.golden. Only these rows, so that a new flag elsewhere does
+	// not rewrite it.
+	var llmRows strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "SETTING") || strings.HasPrefix(line, "llm-") || strings.HasPrefix(line, "api key") {
+			cols := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(strings.ReplaceAll(line, dir, "$DIR")), -1)
+			llmRows.WriteString(strings.Join(cols, " | ") + "\n")
+		}
+	}
+	golden.Check(t, "config_llm.golden", []byte(llmRows.String()))
 
 	// JSON, and the anthropic fallback variable.
 	out, _, err = runOut(t, map[string]string{"ANTHROPIC_API_KEY": "sk-ant-api03-abcdefghijkl"}, "config", "--config", jsonFile)
@@ -147,6 +162,7 @@ func closedAddr(t *testing.T) string {
 }
 
 func TestDoctorAgainstLLMSim(t *testing.T) {
+	t.Parallel()
 	const key = "sk-doctor-0123456789abcd"
 	_, simURL := startSim(t, func(c *sim.Config) { c.APIKey, c.Model, c.PrefillMs, c.ITLMs = key, "sim-7b", 1, 1 })
 	_, faultyURL := startSim(t, func(c *sim.Config) { c.Faults, c.Model = "500=1", "sim-7b" })
@@ -232,6 +248,7 @@ func TestDoctorAgainstLLMSim(t *testing.T) {
 }
 
 func TestTTFTCommand(t *testing.T) {
+	t.Parallel()
 	_, simURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.ReasoningTokens = 2, 1, 2 })
 	args := []string{"ttft", "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m"}
 
@@ -303,6 +320,7 @@ func TestTTFTCommand(t *testing.T) {
 // key (the failing upstream echoes it back, as OpenAI's 401 does) and
 // checks the key is in no log line, no stored row and no SSE byte.
 func TestKeyHygieneEndToEnd(t *testing.T) {
+	t.Parallel()
 	const key = "sk-hygiene-7Q2mV9xLk3Rt8Zp4"
 	secrets := []string{key, "7Q2mV9xLk3Rt8Zp4", "sk-hygie", "k3Rt8Zp4"}
 	dbURL, pool := testDB(t)

@@ -13,6 +13,7 @@ import (
 // Qdrant, and checks the search stage's attrs and the error event of a
 // missing collection.
 func TestQdrantStoreEndToEnd(t *testing.T) {
+	t.Parallel()
 	q, addr := qdranttest.Start(t)
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}

@@ -37,6 +37,7 @@ type apiErr struct {
 }
 
 func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	srv := startServe(t, env, "--data-dir", ingestCorpus(t, env))
@@ -140,6 +141,7 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 }
 
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	srv := startServe(t, env, "--data-dir", ingestCorpus(t, env))

@@ -12,6 +12,7 @@ import (
 // OpenAI-compatible and Ollama embedders and the HTTP reranker (both request
 // shapes), all served by llmsim, and checks the stage attrs and scores.
 func TestRemoteEmbedderAndRerankerAgainstLLMSim(t *testing.T) {
+	t.Parallel()
 	_, simURL := startSim(t, func(c *sim.Config) { c.APIKey = "sk-sim-embed-key-0123456789" })
 	root := strings.TrimSuffix(simURL, "/v1")
 	dbURL, _ := testDB(t)

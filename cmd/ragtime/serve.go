@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -115,12 +116,65 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
 
+// Valid reports every problem of serve's own settings at once, by flag
+// name, before anything is opened; the parts' settings are checked when they
+// are built.
+func (c *serveConfig) Valid(ctx context.Context) map[string]string {
+	problems := map[string]string{}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		problems["log-format"] = fmt.Sprintf("--log-format must be text or json, got %q", c.logFormat)
+	}
+	if err := api.ValidateOrigins(c.corsOrigins); err != nil {
+		problems["cors-origins"] = "--cors-origins: " + err.Error()
+	}
+	if c.keysReload <= 0 {
+		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
+	}
+	if c.maxDocBytes < 1 {
+		problems["max-document-bytes"] = fmt.Sprintf("--max-document-bytes must be positive, got %d", c.maxDocBytes)
+	}
+	if c.maxIngests < 1 {
+		problems["max-concurrent-ingests"] = fmt.Sprintf("--max-concurrent-ingests must be at least 1, got %d", c.maxIngests)
+	}
+	if c.ingestWait <= 0 {
+		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
+	}
+	if c.maxConcurrent < 0 {
+		problems["max-concurrent"] = fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)
+	}
+	if c.callerConcurrent < 0 {
+		problems["max-concurrent-per-caller"] = fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)
+	}
+	if c.writeTimeout <= 0 {
+		problems["stream-write-timeout"] = fmt.Sprintf("--stream-write-timeout must be positive (a client that stops reading must not hold a stream forever), got %s", c.writeTimeout)
+	}
+	for name, d := range map[string]time.Duration{"queue-timeout": c.queueTimeout, "body-timeout": c.bodyTimeout,
+		"idle-timeout": c.idleTimeout, "sse-heartbeat": c.heartbeat, "sse-retry": c.sseRetry} {
+		if d < 0 {
+			problems[name] = fmt.Sprintf("--%s must not be negative, got %s", name, d)
+		}
+	}
+	return problems
+}
+
+// problemsError is a usage error listing every problem, ordered by flag.
+func problemsError(problems map[string]string) error {
+	msgs := make([]string, 0, len(problems))
+	for _, flag := range slices.Sorted(maps.Keys(problems)) {
+		msgs = append(msgs, problems[flag])
+	}
+	return &usageError{msg: strings.Join(msgs, "; ")}
+}
+
 func runServe(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "serve", "serve [flags]")
 	var cfg serveConfig
 	cfg.register(fs)
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
+	}
+	if problems := cfg.Valid(ctx); len(problems) > 0 {
+		return problemsError(problems)
 	}
 	log, err := newLogger(env, cfg.logFormat)
 	if err != nil {
@@ -133,22 +187,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
-	if err := api.ValidateOrigins(cfg.corsOrigins); err != nil {
-		return &usageError{msg: "--cors-origins: " + err.Error()}
-	}
-	if cfg.keysReload <= 0 {
-		return &usageError{msg: fmt.Sprintf("--keys-reload must be positive, got %s", cfg.keysReload)}
-	}
 	keys := auth.NewKeyring()
 	keyStore := postgres.NewKeys(db)
 	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
 	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
-	if cfg.maxDocBytes < 1 {
-		return &usageError{msg: fmt.Sprintf("--max-document-bytes must be positive, got %d", cfg.maxDocBytes)}
-	}
-	if cfg.maxIngests < 1 || cfg.ingestWait <= 0 {
-		return &usageError{msg: fmt.Sprintf("--max-concurrent-ingests must be at least 1 (got %d) and --ingest-wait positive (got %s)", cfg.maxIngests, cfg.ingestWait)}
-	}
 	cfg.parts.lockedReadOnly = true
 	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
@@ -220,6 +262,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	mx.Admission(admit)
 	asks := api.Track(pl)
 	store := postgres.NewStore(db)
 	handler := api.NewServer(api.Deps{
@@ -291,20 +334,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // sharing the CPU until every answer is late.
 func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
 
-// admission builds admission control from the flags.
+// admission builds admission control from the flags (checked by Valid).
 func (c *serveConfig) admission() (*admission.Controller, error) {
-	switch {
-	case c.maxConcurrent < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)}
-	case c.callerConcurrent < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)}
-	case c.queueTimeout < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--queue-timeout must not be negative, got %s", c.queueTimeout)}
-	case c.bodyTimeout < 0 || c.idleTimeout < 0 || c.writeTimeout < 0 || c.heartbeat < 0 || c.sseRetry < 0:
-		return nil, &usageError{msg: "--body-timeout, --idle-timeout, --stream-write-timeout, --sse-heartbeat and --sse-retry must not be negative"}
-	case c.writeTimeout == 0:
-		return nil, &usageError{msg: "--stream-write-timeout must be positive: a client that stops reading must not hold a stream forever"}
-	}
 	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 

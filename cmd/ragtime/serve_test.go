@@ -61,6 +61,7 @@ func lastDone(t *testing.T, events []sseEvent) doneEvent {
 }
 
 func TestAskEndToEndAgainstLLMSim(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test-key-1234"}
 	dataDir := ingestCorpus(t, env)
@@ -192,6 +193,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 var citationRE = regexp.MustCompile(`\[(\d+)\]`)
 
 func TestAskExtractiveCitesSources(t *testing.T) {
+	t.Parallel()
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)
@@ -243,6 +245,7 @@ func TestAskExtractiveCitesSources(t *testing.T) {
 }
 
 func TestAskRejectsBadInputBeforeStreaming(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	srv := startServe(t, env, "--data-dir", t.TempDir())
@@ -310,6 +313,7 @@ func TestAskRejectsBadInputBeforeStreaming(t *testing.T) {
 }
 
 func TestClientDisconnectCancelsUpstream(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)
@@ -342,6 +346,7 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 }
 
 func TestUpstreamFailuresBecomeErrorEvents(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	dataDir := ingestCorpus(t, map[string]string{"DATABASE_URL": dbURL})
 	_, simURL := startSim(t, func(c *sim.Config) { c.APIKey, c.Model = "sk-right-key", "sim-7b" })
@@ -389,6 +394,7 @@ func TestUpstreamFailuresBecomeErrorEvents(t *testing.T) {
 }
 
 func TestPostgresDownWhileAsking(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	dataDir := ingestCorpus(t, map[string]string{"DATABASE_URL": dbURL})
 	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, dbURL))

@@ -73,6 +73,7 @@ func checkFiles(t *testing.T, dir string) {
 }
 
 func TestSweepInProcessAgainstLLMSim(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
 	dataDir := ingestSweepCorpus(t, env)
@@ -198,6 +199,7 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 }
 
 func TestSweepAgainstServer(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
 	dataDir := ingestSweepCorpus(t, env)
@@ -249,6 +251,7 @@ func TestSweepAgainstServer(t *testing.T) {
 }
 
 func TestSweepCtrlCWritesWhatWasMeasured(t *testing.T) {
+	t.Parallel()
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
 	dataDir := ingestSweepCorpus(t, env)
@@ -300,6 +303,7 @@ func TestSweepCtrlCWritesWhatWasMeasured(t *testing.T) {
 }
 
 func TestSweepRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.jsonl")
 	if err := os.WriteFile(bad, []byte("{\"question\": \"ok\"}\n{\"question\": \"\", \"relevant\": []}\n"), 0o644); err != nil {

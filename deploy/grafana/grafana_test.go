@@ -154,6 +154,7 @@ func ptr[T any](v T) *T { return &v }
 // freshly migrated database holding three hours of queries, and checks
 // that each returns rows with the columns its panel format needs.
 func TestDashboardPanelsRunAgainstTheSchema(t *testing.T) {
+	t.Parallel()
 	panels := loadDashboard(t)
 
 	prov, err := os.ReadFile("provisioning/datasources/ragtime.yaml")

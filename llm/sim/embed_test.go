@@ -80,6 +80,7 @@ type openAIEmbeddings struct {
 }
 
 func TestEmbeddingsOpenAIWireFormat(t *testing.T) {
+	t.Parallel()
 	const cost = 30 * time.Millisecond
 	s, ts := startSim(t, Config{EmbedMs: 30})
 	texts := []string{"prefill dominates time to first token", "decode is one token per step"}
@@ -151,6 +152,7 @@ func slicesEqual(a, b []float32) bool {
 }
 
 func TestEmbeddingsErrors(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{APIKey: "k"})
 	auth := []string{"Authorization", "Bearer k"}
 	cases := []struct {
@@ -197,6 +199,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 }
 
 func TestEmbeddingsOllamaWireFormat(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{})
 	texts := []string{"first text", "second text about rerankers"}
 	var out struct {
@@ -218,6 +221,7 @@ func TestEmbeddingsOllamaWireFormat(t *testing.T) {
 }
 
 func TestRerankBothShapes(t *testing.T) {
+	t.Parallel()
 	const cost = 10*time.Millisecond + 3*5*time.Millisecond
 	_, ts := startSim(t, Config{RerankMs: 10, RerankMsPerDoc: 5})
 	query := "how does chunked prefill cut the TTFT tail"

@@ -107,6 +107,7 @@ func shortTTFTs(seqs []*seq, long []bool) []float64 {
 const mixedRate = 1.15
 
 func TestHeadOfLineBlockingAndChunkedPrefill(t *testing.T) {
+	t.Parallel()
 	arrivals, long := mixedLoad(2000, mixedRate, 42)
 	one := func(int, []uint64) int { return 0 }
 
@@ -132,6 +133,7 @@ func TestHeadOfLineBlockingAndChunkedPrefill(t *testing.T) {
 }
 
 func TestRoundRobinDilutesPrefixCache(t *testing.T) {
+	t.Parallel()
 	// 16 tenants, each with its own 2k-token system prefix, picked at random;
 	// each of 4 replicas caches about 5 tenants' prefixes.
 	const tenants, replicas, prefix = 16, 4, 2048
@@ -163,6 +165,7 @@ func TestRoundRobinDilutesPrefixCache(t *testing.T) {
 }
 
 func TestPrefillCostTelescopes(t *testing.T) {
+	t.Parallel()
 	c := costs{overhead: 10, perToken: 0.1, quadratic: 1e-5}
 	whole := c.prefillMs(0, 3000)
 	var chunked float64
@@ -178,6 +181,7 @@ func TestPrefillCostTelescopes(t *testing.T) {
 }
 
 func TestIdealEngineIsTheFormula(t *testing.T) {
+	t.Parallel()
 	c := costs{overhead: 120, perToken: 0.5, itl: 20}
 	e := newIdealEngine(c, nil, 1)
 	arrivals := []arrival{{at: 0, ids: synthIDs(0, 100), output: 3}, {at: time.Millisecond, ids: synthIDs(0, 10), output: 2}}
@@ -193,6 +197,7 @@ func TestIdealEngineIsTheFormula(t *testing.T) {
 }
 
 func TestBatchQueueIsFIFOAndBounded(t *testing.T) {
+	t.Parallel()
 	c := costs{overhead: 10, itl: 5}
 	e := newBatchEngine(c, nil, 2, 1)
 	var arrivals []arrival

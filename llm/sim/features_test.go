@@ -62,6 +62,7 @@ func usageOf(t *testing.T, lines []string) map[string]any {
 }
 
 func TestPrefixCacheCutsTTFT(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{PrefillMs: 5, PrefillMsPerToken: 0.1, OutputTokens: 2, KVCacheBlocks: 1000})
 	system := strings.Repeat("Answer only from the context below and cite sources by number. ", 180) // ~2k tokens
 	ask := func(q string) (time.Duration, float64, float64) {
@@ -89,6 +90,7 @@ func TestPrefixCacheCutsTTFT(t *testing.T) {
 }
 
 func TestQueueFullAnswers429(t *testing.T) {
+	t.Parallel()
 	s, ts := startSim(t, Config{MaxNumSeqs: 1, MaxQueue: 1, OutputTokens: 10000, ITLMs: 1, RetryAfterSeconds: 3})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -124,6 +126,7 @@ func TestQueueFullAnswers429(t *testing.T) {
 }
 
 func TestReasoningComesFirst(t *testing.T) {
+	t.Parallel()
 	for _, field := range []string{"reasoning_content", "reasoning"} {
 		t.Run(field, func(t *testing.T) {
 			_, ts := startSim(t, Config{ReasoningTokens: 3, ReasoningField: field, OutputTokens: 2})
@@ -161,6 +164,7 @@ func TestReasoningComesFirst(t *testing.T) {
 }
 
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	s, ts := startSim(t, Config{OutputTokens: 6, StallMs: 150, RetryAfterSeconds: 2})
 	for _, tt := range []struct {
 		fault  string
@@ -221,6 +225,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestServerTimingsAndMetrics(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{PrefillMs: 30, OutputTokens: 3, ITLMs: 5, KVCacheBlocks: 100})
 	lines, _, status, err := streamAll(t, ts.URL, map[string]string{"X-Llmsim-Timings": "1"}, chatBody(true, "give me timings"))
 	if status != 200 || err != nil {
@@ -260,6 +265,7 @@ func TestServerTimingsAndMetrics(t *testing.T) {
 }
 
 func TestBatchingOverHTTP(t *testing.T) {
+	t.Parallel()
 	s, ts := startSim(t, Config{MaxNumSeqs: 2, PrefillMs: 5, PrefillMsPerToken: 0.01, ITLMs: 2, OutputTokens: 5, ChunkedPrefillTokens: 64, Replicas: 2, Routing: "prefix", KVCacheBlocks: 64})
 	var wg sync.WaitGroup
 	errs := make(chan string, 8)

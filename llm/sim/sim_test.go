@@ -118,6 +118,7 @@ func chatBody(stream bool, user string) map[string]any {
 }
 
 func TestStreamWireFormat(t *testing.T) {
+	t.Parallel()
 	cfg := Config{OutputTokens: 5, ITLMs: 1}
 	s, ts := startSim(t, cfg)
 	resp := post(t, context.Background(), ts.URL, "", chatBody(true, "why is prefill quadratic"))
@@ -185,6 +186,7 @@ func TestStreamWireFormat(t *testing.T) {
 }
 
 func TestMaxTokensCutsTheAnswer(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{OutputTokens: 50})
 	body := chatBody(true, "a b c")
 	body["max_tokens"] = 3
@@ -211,6 +213,7 @@ func TestMaxTokensCutsTheAnswer(t *testing.T) {
 }
 
 func TestNonStream(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{OutputTokens: 4, PrefillMs: 20})
 	start := time.Now()
 	resp := post(t, context.Background(), ts.URL, "", chatBody(false, "one two three"))
@@ -229,6 +232,7 @@ func TestNonStream(t *testing.T) {
 }
 
 func TestFirstTokenWaitsForPrefill(t *testing.T) {
+	t.Parallel()
 	// 40 ms fixed + 2 ms per prompt token: the first token cannot come before
 	// the modelled time, measured from before the request was sent.
 	counter, err := tokens.New("")
@@ -262,6 +266,7 @@ func TestFirstTokenWaitsForPrefill(t *testing.T) {
 }
 
 func TestErrors(t *testing.T) {
+	t.Parallel()
 	s, ts := startSim(t, Config{APIKey: "sekret", Model: "m"})
 	tests := []struct {
 		name     string
@@ -323,6 +328,7 @@ func TestErrors(t *testing.T) {
 }
 
 func TestModels(t *testing.T) {
+	t.Parallel()
 	_, ts := startSim(t, Config{Model: "qwen-sim"})
 	resp, err := http.Get(ts.URL + "/v1/models")
 	if err != nil {
@@ -339,6 +345,7 @@ func TestModels(t *testing.T) {
 }
 
 func TestClientDisconnectIsObserved(t *testing.T) {
+	t.Parallel()
 	s, ts := startSim(t, Config{OutputTokens: 1000, ITLMs: 5})
 	ctx, cancel := context.WithCancel(context.Background())
 	resp := post(t, ctx, ts.URL, "", chatBody(true, "stream for a long while"))
@@ -369,6 +376,7 @@ func TestClientDisconnectIsObserved(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	if _, err := New(Config{ITLMs: -1}); err == nil || !strings.Contains(err.Error(), "itl-ms") {
 		t.Errorf("New with negative itl: %v", err)
 	}
@@ -380,6 +388,7 @@ func TestConfigValidation(t *testing.T) {
 // TestAppendJSONStringMatchesEncodingJSON checks the hand-written escaper
 // against encoding/json on awkward text: both must decode to the same string.
 func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	t.Parallel()
 	cases := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\rcr", "\x00\x01\x1f\x7f",
 		"héllo wörld ✓ 日本", "bad \xff\xfe utf8", "line\u2028sep\u2029para", "<html>&amp;</html>", "\xe2\x82"}
 	for _, c := range cases {

@@ -11,6 +11,7 @@ import (
 var _ pipeline.TokenCounter = (*Counter)(nil)
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	c, err := New("")
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +37,7 @@ func TestCount(t *testing.T) {
 }
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
 	c, err := New("o200k_base")
 	if err != nil {
 		t.Fatal(err)
@@ -52,6 +54,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func TestEncodingsDiffer(t *testing.T) {
+	t.Parallel()
 	o, err := New("o200k_base")
 	if err != nil {
 		t.Fatal(err)
@@ -67,12 +70,14 @@ func TestEncodingsDiffer(t *testing.T) {
 }
 
 func TestUnknownEncoding(t *testing.T) {
+	t.Parallel()
 	if _, err := New("nope_base"); err == nil || !strings.Contains(err.Error(), "unknown encoding") {
 		t.Fatalf("New(nope_base) error = %v, want unknown encoding", err)
 	}
 }
 
 func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
 	c, err := New("")
 	if err != nil {
 		t.Fatal(err)

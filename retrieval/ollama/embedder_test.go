@@ -54,6 +54,7 @@ func (s *ollamaServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestOllamaEmbedBatches(t *testing.T) {
+	t.Parallel()
 	srv := &ollamaServer{}
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
@@ -79,6 +80,7 @@ func TestOllamaEmbedBatches(t *testing.T) {
 }
 
 func TestOllamaErrorsAreClassified(t *testing.T) {
+	t.Parallel()
 	ts := httptest.NewServer(&ollamaServer{})
 	defer ts.Close()
 	for model, code := range map[string]string{"missing": retrieval.CodeEmbedModelNotFound, "broken": retrieval.CodeEmbedUnavailable} {

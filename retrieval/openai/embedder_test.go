@@ -92,6 +92,7 @@ func start(t *testing.T) (*embeddingsServer, string) {
 }
 
 func TestEmbedBatchesInOrderWithoutTouchingInput(t *testing.T) {
+	t.Parallel()
 	srv, url := start(t)
 	e, err := New(Config{BaseURL: url, Model: "text-embedding-3-small", Dimensions: 8, APIKey: "sk-test-key-123456", KeyVar: "RAGTIME_EMBED_API_KEY", BatchSize: 2})
 	if err != nil {
@@ -130,6 +131,7 @@ func TestEmbedBatchesInOrderWithoutTouchingInput(t *testing.T) {
 }
 
 func TestEmbedErrorsAreClassified(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		status int
 		body   string
@@ -169,6 +171,7 @@ func hintOf(pe *pipeline.Error) string {
 }
 
 func TestEmbedTransportErrors(t *testing.T) {
+	t.Parallel()
 	srv, url := start(t)
 	srv.set(0, "", 300*time.Millisecond)
 	e, _ := New(Config{BaseURL: url, Model: "m", Timeout: 50 * time.Millisecond})
@@ -195,6 +198,7 @@ func TestEmbedTransportErrors(t *testing.T) {
 }
 
 func TestNewNamesTheFlag(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		cfg  Config
 		flag string

@@ -165,6 +165,7 @@ func runSuite(t *testing.T, addr, collection string) {
 // every request ragtime sent: collection parameters, point ids, payloads,
 // filters and limits.
 func TestQdrantContract(t *testing.T) {
+	t.Parallel()
 	f, addr := qdranttest.Start(t)
 	runSuite(t, addr, "contract")
 
@@ -239,6 +240,7 @@ func TestQdrantContract(t *testing.T) {
 }
 
 func TestQdrantScoreThreshold(t *testing.T) {
+	t.Parallel()
 	f, addr := qdranttest.Start(t)
 	ctx := context.Background()
 	s, err := Open(ctx, Config{Addr: addr, Collection: "c", Dimension: dim, Embedder: "e", Create: true, ScoreThreshold: 0.9})
@@ -264,6 +266,7 @@ func TestQdrantScoreThreshold(t *testing.T) {
 }
 
 func TestQdrantErrorsAreClassified(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// Nothing listens on a port we just closed.
 	_, addr := qdranttest.Start(t)
@@ -298,6 +301,7 @@ func TestQdrantErrorsAreClassified(t *testing.T) {
 // QDRANT_URL (host:port of its gRPC endpoint) is set. None can be installed
 // on the development machines, so it normally skips.
 func TestQdrantIntegration(t *testing.T) {
+	t.Parallel()
 	addr := os.Getenv("QDRANT_URL")
 	if addr == "" {
 		t.Skip("QDRANT_URL is not set (host:6334 of a real Qdrant); skipped the integration run of the contract suite")
