@@ -204,8 +204,9 @@ func TestQueuedAskWaitsInTheQueueStage(t *testing.T) {
 		t.Fatalf("queue_ms %v and %v: one ask must have waited for the other's ~300 ms stream", first.QueueMs, second.QueueMs)
 	}
 	for _, d := range []doneEvent{first, second} {
-		if d.Stages[0].Name != pipeline.StageQueue || d.Stages[0].Attrs["caller_limit"] != float64(1) {
-			t.Errorf("queue stage %+v", d.Stages[0])
+		// The accept stage (arrival to the queue's start) comes first.
+		if d.Stages[0].Name != pipeline.StageAccept || d.Stages[1].Name != pipeline.StageQueue || d.Stages[1].Attrs["caller_limit"] != float64(1) {
+			t.Errorf("accept and queue stages %+v %+v", d.Stages[0], d.Stages[1])
 		}
 		if d.TTFTMs < d.QueueMs {
 			t.Errorf("ttft_ms %v does not hold queue_ms %v", d.TTFTMs, d.QueueMs)

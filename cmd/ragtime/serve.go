@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -20,6 +22,7 @@ import (
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/retrieval"
+	"ragtime/upstream"
 )
 
 // serveConfig holds serve's flags.
@@ -52,6 +55,7 @@ type serveConfig struct {
 	logFormat        string
 	hideReasoning    bool
 	warmup           warmupFlag
+	pprofAddr        string
 	insecureNoAuth   bool
 	allowedModels    listFlag
 	keysReload       time.Duration
@@ -112,6 +116,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's profiler (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060, apart from the API (empty: off)")
 	c.warmup = "off"
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
@@ -180,6 +185,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
+		return err
+	}
 
 	db, err := cfg.db.open(ctx, true)
 	if err != nil {
@@ -192,6 +200,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
 	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
 	cfg.parts.lockedReadOnly = true
+	// Every concurrent ask may hold one connection per upstream host.
+	cfg.parts.pool = upstream.NewPool(upstream.Options{IdlePerHost: cfg.maxConcurrent})
 	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
@@ -313,6 +323,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
 	}
 
+	stopPprof, err := servePprof(cfg.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
+
 	reload := cfg.reloadInterval
 	if !readOnly {
 		reload = 0 // the writer's index is its own; nothing to pick up
@@ -363,6 +379,44 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// servePprof serves net/http/pprof on addr, which must be a loopback
+// address: profiles show code paths and timings, not for the public port.
+// Empty addr serves nothing.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	if err := checkPprofAddr(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("profiler serving", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = srv.Close() }, nil
+}
+
+// checkPprofAddr refuses a --pprof-addr that is not loopback host:port.
+func checkPprofAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return &usageError{msg: fmt.Sprintf("--pprof-addr must be a loopback host:port such as 127.0.0.1:6060, got %q", addr)}
+	}
+	return nil
+}
 
 // keysSnapshotFile, under --data-dir, keeps the API keys as last loaded
 // (prefixes and hashes, never tokens), for a serve started while Postgres
