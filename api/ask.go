@@ -40,7 +40,7 @@ func (s *server) handleAskGet(c echo.Context) error {
 		switch name {
 		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", keyParam:
 		default:
-			return badRequest(name, "unknown_parameter",
+			return badRequest(nameOf(name), "unknown_parameter",
 				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce", name))
 		}
 	}
@@ -131,6 +131,8 @@ func bodyError(err error, limit int64) error {
 	case errors.As(err, &tooBig):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return badRequest("", "body_invalid", fmt.Sprintf("the body must be a JSON object, got %s", typeErr.Value))
 	case errors.As(err, &typeErr):
 		return badRequest(typeErr.Field, typeErr.Field+"_invalid",
 			fmt.Sprintf("%s must be a JSON %s, got %s", typeErr.Field, typeErr.Type.Kind(), typeErr.Value))
@@ -140,7 +142,7 @@ func bodyError(err error, limit int64) error {
 		return badRequest("question", "question_required", "the body is empty; send {\"question\": \"...\"}")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(field, "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce", field))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce", field))
 	default:
 		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
 	}
