@@ -46,7 +46,7 @@ func BenchmarkOutage(b *testing.B) {
 	dataDir := ingestCorpus(b, map[string]string{})
 	proxy := postgrestest.NewProxy(b, postgrestest.HostPort(b, u))
 	// Load from one client IP: lift the per-caller limits.
-	srv := startChild(b, proxy.URL(u), "--data-dir", dataDir, "--rate", "0", "--max-concurrent-per-caller", "64")
+	srv := startChild(b, ragtimeBinary(b), proxy.URL(u), "--data-dir", dataDir, "--rate", "0", "--max-concurrent-per-caller", "64")
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 	var mu sync.Mutex

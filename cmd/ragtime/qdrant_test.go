@@ -31,7 +31,8 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 		t.Errorf("second ingest did not skip unchanged documents: %s", again)
 	}
 
-	srv := startServe(t, env, qflags...)
+	// Its own --data-dir: serve keeps its spool and key snapshot there.
+	srv := startServe(t, env, append(qflags, "--data-dir", t.TempDir())...)
 	d := lastDone(t, ask(t, srv.url, "q=what+is+prefill&top_k=3"))
 	var search map[string]any
 	for _, s := range d.Stages {
@@ -48,7 +49,7 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 
 	// Another collection that nobody ingested: the stream ends with an
 	// error event carrying the code and the hint.
-	other := startServe(t, env, "--store", "qdrant", "--qdrant-url", addr, "--qdrant-collection", "empty")
+	other := startServe(t, env, "--store", "qdrant", "--qdrant-url", addr, "--qdrant-collection", "empty", "--data-dir", t.TempDir())
 	events := ask(t, other.url, "q=prefill")
 	last := events[len(events)-1]
 	if last.Name != "error" || !strings.Contains(string(last.Data), "store_collection_missing") || !strings.Contains(string(last.Data), "ragtime ingest") {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -156,7 +157,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 	})
 	if stored.Status != "ok" || *stored.TTFTMs != d.TTFTMs || *stored.OverheadMs != d.OverheadMs ||
 		stored.RetrievalMs != d.RetrievalMs || stored.GenTTFTMs != d.GenTTFTMs || stored.LLMPrefillMs != d.LLMPrefillMs ||
-		stored.E2EMs != d.E2EMs || *stored.FirstTokenMs != d.FirstTokenMs || stored.Usage != d.Usage {
+		stored.E2EMs != d.E2EMs || *stored.FirstTokenMs != d.FirstTokenMs || !reflect.DeepEqual(stored.Usage, d.Usage) {
 		t.Errorf("stored %+v\n done %+v", stored, d)
 	}
 	if stored.Model != "sim-7b" || stored.Provider != "openai" || stored.TopK != 4 || stored.RerankTopN != 2 {

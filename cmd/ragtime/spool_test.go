@@ -153,33 +153,16 @@ func scrapeMetrics(t testing.TB, base string) string {
 	return body
 }
 
-var (
-	buildOnce sync.Once
-	builtBin  string
-	buildErr  error
-)
-
-// ragtimeBinary builds cmd/ragtime once per test run, for tests that need
-// a real process to kill.
+// ragtimeBinary builds cmd/ragtime into the test's temporary directory,
+// for tests that need a real process to kill.
 func ragtimeBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "ragtime-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		builtBin = filepath.Join(dir, "ragtime")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		out, err := exec.Command(gobin, "build", "-o", builtBin, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	bin := filepath.Join(t.TempDir(), "ragtime")
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return builtBin
+	return bin
 }
 
 // child is a `ragtime serve` running as its own process.
@@ -192,10 +175,10 @@ type child struct {
 
 // startChild runs `ragtime serve` as a child process and waits until it
 // listens.
-func startChild(t testing.TB, databaseURL string, args ...string) *child {
+func startChild(t testing.TB, bin, databaseURL string, args ...string) *child {
 	t.Helper()
 	full := append([]string{"serve", "--addr", "127.0.0.1:0", "--reload-interval", "0"}, args...)
-	cmd := exec.Command(ragtimeBinary(t), full...)
+	cmd := exec.Command(bin, full...)
 	cmd.Env = []string{"DATABASE_URL=" + databaseURL, "PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -272,7 +255,8 @@ func TestKill9DuringOutageLosesNoDoneQuery(t *testing.T) {
 	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
 	// Load from one client IP: lift the per-caller limits.
 	args := []string{"--data-dir", dataDir, "--recorder-queue", "20", "--rate", "0", "--max-concurrent-per-caller", "64"}
-	first := startChild(t, proxy.URL(u), args...)
+	bin := ragtimeBinary(t)
+	first := startChild(t, bin, proxy.URL(u), args...)
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	var mu sync.Mutex
@@ -326,7 +310,7 @@ func TestKill9DuringOutageLosesNoDoneQuery(t *testing.T) {
 
 	// Restart while PostgreSQL is still away: serve starts, replays
 	// nothing yet, and keeps answering.
-	second := startChild(t, proxy.URL(u), args...)
+	second := startChild(t, bin, proxy.URL(u), args...)
 	for i := range 5 {
 		id, ok := askDone(client, second.url, fmt.Sprintf("what is cached %d", i))
 		if !ok {
