@@ -53,8 +53,19 @@ func (d doctor) fail(check, code, msg, hint string) error {
 	if hint != "" {
 		fmt.Fprintf(d.w, "      %-14s hint: %s\n", "", hint)
 	}
-	return fmt.Errorf("%w: %s", errDoctorFailed, check)
+	return &checkFailed{Check: check, Msg: msg}
 }
+
+// checkFailed is the first check that failed; it matches errDoctorFailed.
+type checkFailed struct {
+	// Check names the check (api key, dns, connect, ...); Msg says what failed.
+	Check, Msg string
+}
+
+func (e *checkFailed) Error() string { return errDoctorFailed.Error() + ": " + e.Check }
+
+// Is reports whether target is errDoctorFailed.
+func (e *checkFailed) Is(target error) bool { return target == errDoctorFailed }
 
 func (d doctor) failErr(check string, err error) error {
 	var pe *pipeline.Error
@@ -85,16 +96,23 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 		from = "--config " + cfg.configFile
 	}
 	d.ok("configuration", fmt.Sprintf("loaded from %s: provider %s (%s), model %q (%s)", from, c.provider, sources["llm-provider"], c.model, sources["llm-model"]))
+	return d.checkLLM(ctx, *c, env.getenv, cfg.timeout, false)
+}
+
+// checkLLM runs doctor's checks after the configuration, stopping at the
+// first failure. connectOnly stops after the TCP (and TLS) connect, so that
+// nothing is requested of the provider: serve's start-up preflight.
+func (d doctor) checkLLM(ctx context.Context, c llmConfig, getenv func(string) string, timeout time.Duration, connectOnly bool) error {
 	if c.provider == "extractive" {
 		d.ok("provider", "the extractive generator runs in-process: no network, no key, nothing more to check")
 		return nil
 	}
 
 	// The key.
-	raw, keyFrom := c.apiKey(env.getenv)
+	raw, keyFrom := c.apiKey(getenv)
 	key := strings.TrimSpace(raw)
 	c.maxRetries = 0 // a doctor reports the first failure as it is
-	_, remote, _, buildErr := c.buildGenerator(env.getenv)
+	_, remote, _, buildErr := c.buildGenerator(getenv)
 	u, _ := url.Parse(strings.TrimSpace(c.baseURL))
 	if remote != nil {
 		u, _ = url.Parse(remote.BaseURL())
@@ -136,34 +154,35 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 
 	// Proxies: which one, if any, this URL goes through.
 	pc := httpproxy.Config{
-		HTTPProxy:  firstEnv(env.getenv, "HTTP_PROXY", "http_proxy"),
-		HTTPSProxy: firstEnv(env.getenv, "HTTPS_PROXY", "https_proxy"),
-		NoProxy:    firstEnv(env.getenv, "NO_PROXY", "no_proxy"),
+		HTTPProxy:  firstEnv(getenv, "HTTP_PROXY", "http_proxy"),
+		HTTPSProxy: firstEnv(getenv, "HTTPS_PROXY", "https_proxy"),
+		NoProxy:    firstEnv(getenv, "NO_PROXY", "no_proxy"),
 	}
 	dialHost, dialPort := u.Hostname(), port
 	proxyURL, perr := pc.ProxyFunc()(u)
-	if all := firstEnv(env.getenv, "ALL_PROXY", "all_proxy"); proxyURL == nil && perr == nil && all != "" {
+	if all := firstEnv(getenv, "ALL_PROXY", "all_proxy"); proxyURL == nil && perr == nil && all != "" {
 		proxyURL, perr = url.Parse(all)
 	}
 	switch {
 	case perr != nil:
-		return d.fail("proxy", llm.CodeConnect, "a proxy variable is not a valid URL: "+perr.Error(), "fix or unset "+llm.ProxyVars(env.getenv))
+		return d.fail("proxy", llm.CodeConnect, "a proxy variable is not a valid URL: "+perr.Error(), "fix or unset "+llm.ProxyVars(getenv))
 	case proxyURL != nil:
-		d.ok("proxy", fmt.Sprintf("requests go through %s (%s)", proxyURL.Redacted(), llm.ProxyVars(env.getenv)))
+		d.ok("proxy", fmt.Sprintf("requests go through %s (%s)", proxyURL.Redacted(), llm.ProxyVars(getenv)))
 		dialHost, dialPort = proxyURL.Hostname(), proxyURL.Port()
 		if dialPort == "" {
 			dialPort = map[string]string{"http": "80", "https": "443", "socks5": "1080"}[proxyURL.Scheme]
 		}
-	case llm.ProxyVars(env.getenv) != "":
-		d.ok("proxy", "proxy variables are set but NO_PROXY excludes this host: "+llm.ProxyVars(env.getenv))
+	case llm.ProxyVars(getenv) != "":
+		d.ok("proxy", "proxy variables are set but NO_PROXY excludes this host: "+llm.ProxyVars(getenv))
 	default:
 		d.ok("proxy", "no proxy variables set; connecting directly")
 	}
 
 	// DNS.
-	cctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var addrs []string
+	var err error
 	start := time.Now()
 	if ip := net.ParseIP(dialHost); ip != nil {
 		addrs = []string{dialHost}
@@ -182,7 +201,7 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		hint := "check the host and port in --llm-base-url and that the server is running"
 		if proxyURL != nil {
-			hint = "the proxy is not reachable: check " + llm.ProxyVars(env.getenv) + ", or exclude this host with NO_PROXY"
+			hint = "the proxy is not reachable: check " + llm.ProxyVars(getenv) + ", or exclude this host with NO_PROXY"
 		}
 		return d.fail("connect", llm.CodeConnect, fmt.Sprintf("tcp connect to %s failed: %v", net.JoinHostPort(dialHost, dialPort), err), hint)
 	}
@@ -206,6 +225,10 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 		d.ok("connect", fmt.Sprintf("tcp %.1f ms (%s, no TLS from here)", tcpMs, map[bool]string{true: "via the proxy", false: "plain http"}[proxyURL != nil]))
 	}
 
+	if connectOnly {
+		return nil
+	}
+
 	// The models list.
 	models, err := remote.ListModels(cctx)
 	if err != nil {
@@ -224,7 +247,7 @@ func runDoctor(ctx context.Context, env *environment, args []string) error {
 	d.ok("models", fmt.Sprintf("%d listed, %q among them", len(models), model))
 
 	// One 1-token streaming request.
-	gctx, gcancel := context.WithTimeout(ctx, max(cfg.timeout, c.ttftTimeout))
+	gctx, gcancel := context.WithTimeout(ctx, max(timeout, c.ttftTimeout))
 	defer gcancel()
 	req := pipeline.GenerateRequest{MaxTokens: 1, Messages: []pipeline.Message{{Role: "user", Content: "Say OK."}}}
 	var first time.Time

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -274,6 +276,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
 	})
 
+	// The preflight runs beside serving: a broken LLM configuration is
+	// named at start, not at the first ask, and serve starts as quickly.
+	preflightDone := make(chan struct{})
+	go func() {
+		defer close(preflightDone)
+		preflightLLM(ctx, cfg.parts.llm, cfg.parts.configFile, env.getenv, preflightTimeout, log)
+	}()
+	defer func() { <-preflightDone }()
+
 	if cfg.warmup != "off" && parts.remote != nil {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		start := time.Now()
@@ -310,6 +321,63 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	log.Info("server stopped; flushing recorded queries")
 	return nil
+}
+
+// preflightTimeout bounds serve's start-up check of the LLM provider.
+const preflightTimeout = 3 * time.Second
+
+// preflightLLM runs doctor's checks up to the connection (key, base URL,
+// proxy, DNS, TCP and TLS; nothing is requested of the provider, so nothing
+// is billed) within timeout, and logs one warning naming the failing check
+// and the doctor command that shows every check. It never stops serve.
+func preflightLLM(ctx context.Context, c llmConfig, configFile string, getenv func(string) string, timeout time.Duration, log *slog.Logger) {
+	if c.provider == "extractive" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := doctor{w: io.Discard}.checkLLM(ctx, c, getenv, timeout, true)
+	if err == nil {
+		log.Info("LLM preflight passed (key, DNS, connect)", "provider", c.provider, "model", c.model)
+		return
+	}
+	var failed *checkFailed
+	if !errors.As(err, &failed) || errors.Is(context.Cause(ctx), context.Canceled) {
+		return // serve is stopping
+	}
+	log.Warn(fmt.Sprintf("LLM preflight failed at %s: %s; serving anyway, asks will fail until it is fixed; run `%s` for every check",
+		failed.Check, failed.Msg, doctorCommand(c, configFile)))
+}
+
+// doctorCommand is the ragtime doctor command line that checks the same
+// LLM configuration as c (from configFile when one was given).
+func doctorCommand(c llmConfig, configFile string) string {
+	args := []string{"ragtime doctor"}
+	if configFile != "" {
+		args = append(args, "--config "+shellQuote(configFile))
+	}
+	args = append(args, "--llm-provider "+shellQuote(c.provider))
+	if c.baseURL != "" {
+		args = append(args, "--llm-base-url "+shellQuote(c.baseURL))
+	}
+	if c.model != "" {
+		args = append(args, "--llm-model "+shellQuote(c.model))
+	}
+	if c.keyEnv != APIKeyEnv {
+		args = append(args, "--llm-api-key-env "+shellQuote(c.keyEnv))
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe
+// characters.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // defaultMaxConcurrent is --max-concurrent's default: 16 streams per core.

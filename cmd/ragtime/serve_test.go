@@ -427,3 +427,49 @@ func TestPostgresDownWhileAsking(t *testing.T) {
 		}
 	}
 }
+
+// TestServePreflightWarnsAndKeepsServing: a broken LLM configuration is
+// named in one warning at start (the failing check and the doctor command),
+// and serve answers anyway; a healthy one gives no warning.
+func TestServePreflightWarnsAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	closed := closedAddr(t)
+	_, simURL := startSim(t, func(c *sim.Config) { c.Model = "sim-7b" })
+	for _, tc := range []struct {
+		name, baseURL, want string
+	}{
+		{"refused port", "http://" + closed + "/v1", "LLM preflight failed at connect: llm_connect: tcp connect to " + closed},
+		{"missing key for a hosted provider", "https://api.example.com/v1", "LLM preflight failed at api key: llm_auth: RAGTIME_LLM_API_KEY is not set"},
+		{"healthy", simURL, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startServe(t, env, "--data-dir", t.TempDir(), "--llm-provider", "openai", "--llm-base-url", tc.baseURL, "--llm-model", "sim-7b")
+			resp, err := http.Get(srv.url + "/healthz")
+			if err != nil {
+				t.Fatalf("serve does not answer: %v", err)
+			}
+			resp.Body.Close()
+			if tc.want == "" {
+				eventually(t, "the preflight's all-clear", func() bool { return strings.Contains(srv.stderr.String(), "LLM preflight passed") })
+				if strings.Contains(srv.stderr.String(), "preflight failed") {
+					t.Errorf("a healthy provider got a preflight warning:\n%s", srv.stderr.String())
+				}
+				return
+			}
+			eventually(t, "the preflight warning", func() bool { return strings.Contains(srv.stderr.String(), "preflight failed") })
+			var lines []string
+			for _, l := range strings.Split(srv.stderr.String(), "\n") {
+				if strings.Contains(l, "preflight") {
+					lines = append(lines, l)
+				}
+			}
+			doctorCmd := "ragtime doctor --llm-provider openai --llm-base-url " + tc.baseURL + " --llm-model sim-7b"
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) || !strings.Contains(lines[0], doctorCmd) || !strings.Contains(lines[0], "level=WARN") {
+				t.Errorf("preflight lines %q, want one warning with %q and %q", lines, tc.want, doctorCmd)
+			}
+		})
+	}
+}
