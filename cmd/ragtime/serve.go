@@ -42,6 +42,8 @@ type serveConfig struct {
 	heartbeat        time.Duration
 	sseRetry         time.Duration
 	maxContextTokens int
+	topK             int
+	rerankTopN       int
 	shutdownTimeout  time.Duration
 	reloadInterval   time.Duration
 	readOnly         bool
@@ -102,7 +104,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
 	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
 	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
-	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
+	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")
+	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
+	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent ragtime ingest saved (0: never)")
@@ -129,6 +133,15 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if err := api.ValidateOrigins(c.corsOrigins); err != nil {
 		problems["cors-origins"] = "--cors-origins: " + err.Error()
 	}
+	if c.topK < 1 || c.topK > pipeline.MaxTopK {
+		problems["top-k"] = fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, c.topK)
+	}
+	if c.rerankTopN < 0 || c.rerankTopN > pipeline.MaxTopK {
+		problems["rerank-top-n"] = fmt.Sprintf("--rerank-top-n must be between 0 and %d, got %d", pipeline.MaxTopK, c.rerankTopN)
+	}
+	if c.maxContextTokens < 1 {
+		problems["max-context-tokens"] = fmt.Sprintf("--max-context-tokens must be at least 1, got %d", c.maxContextTokens)
+	}
 	if c.keysReload <= 0 {
 		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
 	}
@@ -142,6 +155,11 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
 	}
 	return problems
+}
+
+// defaults are the top_k and rerank_top_n an ask without them gets.
+func (c *serveConfig) defaults() pipeline.Defaults {
+	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0}
 }
 
 // problemsError is a usage error listing every problem, ordered by flag.
@@ -270,6 +288,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Keys:                 keys,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
+		Defaults:             cfg.defaults(),
 		Admission:            admit,
 		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
 		BodyTimeout:          cfg.bodyTimeout,

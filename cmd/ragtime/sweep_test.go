@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"ragtime/llm/sim"
+	"ragtime/pipeline"
 	"ragtime/sweep"
 )
 
@@ -80,7 +83,7 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 	simURL := sweepSim(t)
 	out := t.TempDir()
 	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "16,1,4", "--runs", "1",
+		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "16,1,4", "--rerank-top-n", "k", "--runs", "1",
 		"--max-tokens", "3", "--seed", "42", "--ttft-budget-ms", "60000", "--out", out)
 
 	for _, want := range []string{"seed 42", "recall@k", "recommended: top_k=", "sweep_results", "chart.png"} {
@@ -90,6 +93,20 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 	}
 	checkFiles(t, out)
 	rep := readReport(t, out)
+	if rs := rep.Recommendation.Setting; rs == nil {
+		t.Error("no recommendation")
+	} else {
+		flags := fmt.Sprintf("--top-k %d --rerank-top-n %d --max-context-tokens %d", rs.TopK, rs.RerankTopN, rs.MaxContextTokens)
+		for _, want := range []string{
+			"apply the recommendation: ragtime serve " + flags + "\n",
+			fmt.Sprintf("  [serve]\n  top_k = %d\n  rerank_top_n = %d\n  max_context_tokens = %d\n", rs.TopK, rs.RerankTopN, rs.MaxContextTokens),
+			"  ragtime sweep --data-dir " + dataDir + " --llm-provider openai --llm-base-url " + simURL + " --llm-model sim --questions testdata/sweep/questions.jsonl --runs 1 --max-tokens 3 --seed 42 --ttft-budget-ms 60000 " + flags + "\n",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, stdout)
+			}
+		}
+	}
 	if rep.Status != "done" || rep.Planned != 18 || rep.Measured != 18 || rep.Tagged != 18 {
 		t.Fatalf("status %s, planned %d, measured %d, tagged %d", rep.Status, rep.Planned, rep.Measured, rep.Tagged)
 	}
@@ -326,5 +343,31 @@ func TestSweepRejectsBadInput(t *testing.T) {
 				t.Errorf("err %v is not a usage error", err)
 			}
 		})
+	}
+}
+
+// TestSweepRerankDefaultIsServes: without --rerank-top-n the sweep measures
+// what an ask without rerank_top_n gets from serve (one rule, in pipeline),
+// so its recommendation applies as measured.
+func TestSweepRerankDefaultIsServes(t *testing.T) {
+	t.Parallel()
+	fs := newFlagSet(&environment{getenv: envMap(nil), stderr: io.Discard}, "sweep", "")
+	var cfg sweepConfig
+	cfg.register(fs)
+	if err := fs.Parse([]string{"--top-k", "1,2,16"}); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range settings {
+		if want := (pipeline.Defaults{}).RerankTopNFor(s.TopK); s.RerankTopN != want {
+			t.Errorf("k=%d: sweep's default rerank_top_n %d, /ask's %d", s.TopK, s.RerankTopN, want)
+		}
+		req := pipeline.Request{Question: "q", TopK: s.TopK, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset}
+		if err := req.Normalize(pipeline.DefaultMaxQuestion); err != nil || req.RerankTopN != s.RerankTopN {
+			t.Errorf("k=%d: an ask without rerank_top_n gets %d (%v), the sweep measured %d", s.TopK, req.RerankTopN, err, s.RerankTopN)
+		}
 	}
 }
