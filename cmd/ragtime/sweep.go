@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -209,7 +210,11 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		// One keep-alive connection per worker, as a browser or app would hold.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.concurrency
-		run.Asker = &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv)}
+		client := &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv)}
+		if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), questions[0].Text, cfg.server, cfg.db.url, serverRecordWait); err != nil {
+			return err
+		}
+		run.Asker = client
 	} else {
 		parts, err := cfg.parts.build(ctx, env, false)
 		if err != nil {
@@ -277,6 +282,51 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	}
 	return nil
 }
+
+// serverRecordWait bounds how long the sweep waits for the server's
+// recorder to store its check query.
+const serverRecordWait = 10 * time.Second
+
+// checkServerRecordsHere asks the server once and looks the query id up in
+// the sweep's database, so that a sweep whose --database-url is not the
+// server's is refused before it measures (it could tag none of its
+// queries). The check query is an ordinary ask, stored untagged.
+func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postgres.Store, question, serverURL, dbURL string, wait time.Duration) error {
+	req := pipeline.Request{Question: question, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: 1}
+	rec := asker.Run(ctx, req, discardStream{})
+	if rec.QueryID == "" {
+		return fmt.Errorf("--server %s: the check question got no query id (%s: %s)", serverURL, rec.ErrorCode, rec.ErrorMessage)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		_, err := store.GetQuery(ctx, rec.QueryID)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pipeline.ErrNotFound) {
+			return fmt.Errorf("looking up the server's check query %s in --database-url %s: %w", rec.QueryID, postgres.RedactURL(dbURL), err)
+		}
+		if time.Now().After(deadline) {
+			return &usageError{msg: fmt.Sprintf("--server %s does not record into this sweep's database --database-url %s: its query %s is not there after %s, so no measured query could be tagged; "+
+				"run the sweep with --database-url (or DATABASE_URL) set to the server's database", serverURL, postgres.RedactURL(dbURL), rec.QueryID, wait)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// discardStream is a pipeline.Stream that drops every event.
+type discardStream struct{}
+
+func (discardStream) Meta(pipeline.Meta) error        { return nil }
+func (discardStream) Stage(pipeline.Span) error       { return nil }
+func (discardStream) Sources([]pipeline.Source) error { return nil }
+func (discardStream) Delta(pipeline.Delta) error      { return nil }
+func (discardStream) Done(pipeline.Record) error      { return nil }
+func (discardStream) Fail(*pipeline.Error) error      { return nil }
 
 // writeApply prints how to apply the recommended setting (serve's flags and
 // the --config snippet, which set the defaults an ask without top_k or

@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/api"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
+	"ragtime/postgres"
 	"ragtime/sweep"
 )
 
@@ -254,6 +256,19 @@ func TestSweepAgainstServer(t *testing.T) {
 	}
 	if views != 3 {
 		t.Errorf("sweep_results rows with recall: %d, want 3", views)
+	}
+
+	// A sweep whose database is not the server's is refused before it
+	// measures, naming both URLs.
+	otherURL, otherPool := testDB(t)
+	client := &api.Client{BaseURL: srv.url, HTTP: http.DefaultClient}
+	err = checkServerRecordsHere(context.Background(), client, postgres.NewStore(otherPool), "What is prefill?", srv.url, otherURL, 300*time.Millisecond)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--server "+srv.url+" does not record into this sweep's database --database-url "+postgres.RedactURL(otherURL)) {
+		t.Errorf("sweep against another database: %v, want a refusal naming both URLs", err)
+	}
+	if err := checkServerRecordsHere(context.Background(), client, postgres.NewStore(pool), "What is prefill?", srv.url, dbURL, 10*time.Second); err != nil {
+		t.Errorf("sweep against the server's own database: %v", err)
 	}
 }
 
