@@ -350,7 +350,17 @@ func writeApply(w io.Writer, rs sweep.Setting, args []string) {
 			}
 			continue
 		}
-		rerun = append(rerun, shellQuote(args[i]))
+		arg := args[i]
+		if name == "database-url" { // the URL may carry a password
+			if hasValue {
+				arg = args[i][:strings.Index(args[i], "=")+1] + postgres.RedactURL(args[i][strings.Index(args[i], "=")+1:])
+			} else if i+1 < len(args) {
+				rerun = append(rerun, arg)
+				i++
+				arg = postgres.RedactURL(args[i])
+			}
+		}
+		rerun = append(rerun, shellQuote(arg))
 	}
 	rerun = append(rerun, strings.Fields(flags)...)
 	fmt.Fprintf(w, "confirm it with a sweep of that setting alone:\n  %s\n", strings.Join(rerun, " "))

@@ -386,3 +386,39 @@ func TestSweepRerankDefaultIsServes(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsQuestionsFile: the README's sweep example uses docs/questions.jsonl;
+// every question loads and every label names a document `make run` ingests.
+func TestDocsQuestionsFile(t *testing.T) {
+	t.Parallel()
+	qs, err := sweep.LoadQuestions("../../docs/questions.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) < 10 {
+		t.Errorf("%d questions, want at least 10", len(qs))
+	}
+	for _, q := range qs {
+		if len(q.Relevant) == 0 {
+			t.Errorf("line %d: %q has no relevance label", q.Line, q.Text)
+		}
+		for _, id := range q.Relevant {
+			if _, err := os.Stat(filepath.Join("../../docs", id)); err != nil {
+				t.Errorf("line %d: label %q is not a document under docs/: %v", q.Line, id, err)
+			}
+		}
+	}
+}
+
+func TestWriteApplyHidesThePassword(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	writeApply(&b, sweep.Setting{TopK: 8, RerankTopN: 3}, []string{"--database-url", "postgres://u:s3cret@h/db", "--top-k=1,2", "--out", "x", "--runs", "2"})
+	out := b.String()
+	if strings.Contains(out, "s3cret") || !strings.Contains(out, "ragtime sweep --database-url postgres://u:xxxxx@h/db --runs 2 --top-k 8 --rerank-top-n 3\n") {
+		t.Errorf("writeApply:\n%s", out)
+	}
+	if !strings.Contains(out, "ragtime serve --top-k 8 --rerank-top-n 3\n") || strings.Contains(out, "max_context_tokens") {
+		t.Errorf("a server-mode setting (no budget) must not print a budget:\n%s", out)
+	}
+}
