@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build run test bench bench-ann bench-pgdocs vet fmt clean llmsim
+.PHONY: build run test bench bench-ann bench-pgdocs bench-peer vet fmt clean llmsim
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ragtime
@@ -40,6 +40,11 @@ bench-ann:
 # Ingests PostgreSQL's HTML documentation (installs postgresql-doc-15 when missing).
 bench-pgdocs:
 	scripts/bench-ingest-pgdocs.sh
+
+# ragtime against a LangChain.js peer over the same llmsim (installs the peer's
+# npm packages; about 5 minutes). See docs/performance.md.
+bench-peer:
+	scripts/bench-peer.sh
 
 # The inference simulator on :8081 (a simulator: no model runs), built on its
 # own from cmd/llmsim (the same command as `ragtime llmsim`).

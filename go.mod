@@ -17,6 +17,7 @@ require (
 	github.com/qdrant/go-client v1.17.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	github.com/tmc/langchaingo v0.1.14
+	github.com/valyala/fastjson v1.6.10
 	github.com/viterin/vek v0.4.3
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0

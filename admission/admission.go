@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"sync"
 	"time"
@@ -84,6 +85,7 @@ type Controller struct {
 	// swept so that many distinct callers cannot grow it without bound.
 	callers   map[string]*caller
 	lastSweep time.Time
+	rejected  map[string]int64 // by reason
 }
 
 type caller struct {
@@ -103,7 +105,7 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.MaxWait < 0 {
 		return nil, fmt.Errorf("admission: the queue wait must be 0 or more, got %s", cfg.MaxWait)
 	}
-	c := &Controller{cfg: cfg, now: time.Now, callers: map[string]*caller{}}
+	c := &Controller{cfg: cfg, now: time.Now, callers: map[string]*caller{}, rejected: map[string]int64{}}
 	if cfg.MaxStreams > 0 {
 		c.slots = make(chan struct{}, cfg.MaxStreams)
 	}
@@ -141,6 +143,17 @@ func (t *Ticket) Release() {
 // *Rejection when the ask must be refused, or ctx's error when the caller
 // went away while waiting.
 func (c *Controller) Admit(ctx context.Context, who Caller) (*Ticket, error) {
+	t, err := c.admit(ctx, who)
+	var rej *Rejection
+	if errors.As(err, &rej) {
+		c.mu.Lock()
+		c.rejected[rej.Reason]++
+		c.mu.Unlock()
+	}
+	return t, err
+}
+
+func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 	deadline := c.now().Add(c.cfg.MaxWait)
 	c.mu.Lock()
 	cl := c.callerLocked(who)
@@ -283,13 +296,18 @@ type Stats struct {
 	Callers int // callers remembered
 	Queued  int // asks waiting for a process slot
 	Running int // process slots taken
+	// Rejected counts refusals since New by reason (ReasonRate, ...).
+	Rejected map[string]int64
 }
+
+// Reasons lists every refusal reason, for metrics.
+var Reasons = []string{ReasonRate, ReasonCaller, ReasonServer}
 
 // Stats returns the current counts.
 func (c *Controller) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := Stats{Callers: len(c.callers), Queued: c.queued}
+	st := Stats{Callers: len(c.callers), Queued: c.queued, Rejected: maps.Clone(c.rejected)}
 	if c.slots != nil {
 		st.Running = len(c.slots)
 	}

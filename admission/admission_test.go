@@ -80,7 +80,7 @@ func TestCallerBoundWaitsThenRefuses(t *testing.T) {
 	}
 	second.Release()
 	other.Release()
-	if st := c.Stats(); st.Running != 0 || st.Queued != 0 {
+	if st := c.Stats(); st.Running != 0 || st.Queued != 0 || st.Rejected[ReasonCaller] != 1 {
 		t.Errorf("stats after release %+v", st)
 	}
 }

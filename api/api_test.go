@@ -235,3 +235,49 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 		t.Errorf("%d asks ran, want 2", n)
 	}
 }
+
+// TestResumeBeyondTheBufferSaysSo: a resume that needs events the bounded
+// buffer already dropped gets one error event resume_gap, not an answer
+// with a hole in it; a resume within the buffer gets the events after its
+// Last-Event-ID.
+func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
+	t.Parallel()
+	wrote, finish := make(chan struct{}), make(chan struct{})
+	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+		_ = out.Meta(pipeline.Meta{QueryID: "q1"})
+		for range 50 {
+			_ = out.Delta(pipeline.Delta{Text: strings.Repeat("x", 100)})
+		}
+		close(wrote)
+		<-finish
+		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		_ = out.Done(rec)
+		return rec
+	})
+	ts := newTestServer(t, Deps{Asker: asker, Stream: StreamOptions{BufferBytes: 2000}})
+	first, err := http.Get(ts.URL + "/ask?q=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	<-wrote
+	resume := func(lastID string) string {
+		req, _ := http.NewRequest("GET", ts.URL+"/ask?q=x", nil)
+		req.Header.Set("Last-Event-ID", lastID)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 4096)
+		n, _ := io.ReadAtLeast(resp.Body, buf, 200)
+		return string(buf[:n])
+	}
+	if got := resume("q1:0"); !strings.Contains(got, "event: error") || !strings.Contains(got, `"code":"resume_gap"`) {
+		t.Errorf("resume from the start after the buffer dropped it:\n%s", got)
+	}
+	if got := resume("q1:48"); !strings.Contains(got, "id: q1:49\nevent: token") || strings.Contains(got, "q1:48\n") {
+		t.Errorf("resume from q1:48 should start with q1:49:\n%s", got)
+	}
+	close(finish)
+}

@@ -77,6 +77,11 @@ func intParam(raw, name string) (int, error) {
 func (s *server) handleAskPost(c echo.Context) error {
 	r := c.Request()
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		// The body (the question again) is not needed; reading it to the
+		// end lets net/http notice when this client goes away.
+		if _, err := io.Copy(io.Discard, http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes)); err != nil {
+			return bodyError(err, s.deps.MaxBodyBytes)
+		}
 		return s.streams.resume(c, id)
 	}
 	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/auth"
+	"ragtime/jsontext"
 	"ragtime/pipeline"
 )
 
@@ -371,11 +374,23 @@ func (l *eventLog) send(name string, v any) error {
 		return l.gone
 	}
 	l.scratch.Reset()
-	fmt.Fprintf(&l.scratch, "id: %s:%d\nevent: %s\ndata: ", l.id, l.seq, name)
-	enc := json.NewEncoder(&l.scratch)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil { // Encode ends with '\n'
-		return fmt.Errorf("encoding %s event: %w", name, err)
+	b := append(l.scratch.AvailableBuffer(), "id: "...)
+	b = append(b, l.id...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(l.seq), 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, name...)
+	b = append(b, "\ndata: "...)
+	b, framed := appendEventData(b, v)
+	l.scratch.Write(b)
+	if framed {
+		l.scratch.WriteByte('\n')
+	} else {
+		enc := json.NewEncoder(&l.scratch)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil { // Encode ends with '\n'
+			return fmt.Errorf("encoding %s event: %w", name, err)
+		}
 	}
 	l.scratch.WriteByte('\n')
 	e := loggedEvent{seq: l.seq, data: bytes.Clone(l.scratch.Bytes())}
@@ -468,3 +483,58 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
 
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
+
+// appendEventData appends the data of the events sent many times per ask —
+// a token (one per token) and a stage (nine per ask) — framed by hand, byte
+// for byte what encoding/json (HTML escaping off) writes, without its
+// encoder and reflection. framed is false for any other event, and for a
+// span with an attribute of another type than string, bool, int or
+// float64: the caller encodes those with encoding/json.
+func appendEventData(b []byte, v any) (out []byte, framed bool) {
+	switch x := v.(type) {
+	case pipeline.Delta:
+		b = append(b, `{"text":`...)
+		b = jsontext.AppendString(b, x.Text)
+		return append(b, '}'), true
+	case pipeline.Span:
+		n := len(b)
+		if out, ok := appendSpan(b, x); ok {
+			return out, true
+		}
+		return b[:n], false
+	}
+	return b, false
+}
+
+// appendSpan appends sp as encoding/json writes it; ok is false when an
+// attribute has a type it does not write.
+func appendSpan(b []byte, sp pipeline.Span) ([]byte, bool) {
+	var ok bool
+	b = append(b, `{"name":`...)
+	b = jsontext.AppendString(b, sp.Name)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, int64(sp.Seq), 10)
+	b = append(b, `,"start_ms":`...)
+	if b, ok = jsontext.AppendFloat(b, sp.StartMs); !ok {
+		return b, false
+	}
+	b = append(b, `,"duration_ms":`...)
+	if b, ok = jsontext.AppendFloat(b, sp.DurationMs); !ok {
+		return b, false
+	}
+	if len(sp.Attrs) > 0 {
+		b = append(b, `,"attrs":{`...)
+		for i, k := range slices.Sorted(maps.Keys(sp.Attrs)) {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsontext.AppendString(b, k)
+			b = append(b, ':')
+			if b, ok = jsontext.AppendScalar(b, sp.Attrs[k]); !ok {
+				return b, false
+			}
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), true
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // Anthropic is a pipeline.Generator for Anthropic's Messages API
@@ -84,7 +85,7 @@ func (anthropicDialect) authorize(h http.Header, key string) {
 
 func (anthropicDialect) streamType(ct string) bool { return isEventStream(ct) }
 
-func (anthropicDialect) newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc secretScrubber) stream {
+func (anthropicDialect) newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc upstream.Scrubber) stream {
 	return &anthropicStream{d: deliverer{gen, emit}, scrubber: sc}
 }
 
@@ -95,7 +96,7 @@ func (anthropicDialect) models(body []byte) ([]string, error) { return decodeMod
 // message_delta (output tokens, stop reason), message_stop, ping, error.
 type anthropicStream struct {
 	d        deliverer
-	scrubber secretScrubber
+	scrubber upstream.Scrubber
 	dec      chunkDecoder
 	framer   sseFramer
 	stopped  bool // message_stop was seen
@@ -150,7 +151,7 @@ func (s *anthropicStream) bad(msg string, cause error) *pipeline.Error {
 func (s *anthropicStream) dispatch(event string, data []byte, at time.Time) (bool, error) {
 	var ev anthropicEvent
 	if err := s.dec.decode(data, &ev); err != nil {
-		return false, s.bad(fmt.Sprintf("a stream event is not valid JSON; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), err)
+		return false, s.bad(fmt.Sprintf("a stream event is not valid JSON; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), err)
 	}
 	if ev.Type == "" {
 		ev.Type = event
@@ -181,7 +182,7 @@ func (s *anthropicStream) dispatch(event string, data []byte, at time.Time) (boo
 		// New event types are to be ignored, says Anthropic's versioning
 		// policy; an event with no type at all is not this API.
 		if ev.Type == "" {
-			return false, s.bad(fmt.Sprintf("a stream event has no type; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), nil)
+			return false, s.bad(fmt.Sprintf("a stream event has no type; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), nil)
 		}
 	}
 	return false, nil

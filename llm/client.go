@@ -8,15 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"time"
 	"unicode"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // Config configures any of the HTTP generators (OpenAI-compatible,
@@ -44,7 +43,10 @@ type Config struct {
 	// token (rate limited, unavailable, no connection) is tried again,
 	// after a jittered exponential backoff. Never after the first token.
 	MaxRetries int
-	// HTTPClient replaces the client with its own keep-alive pool when set.
+	// Pool holds the shared keep-alive transport of the provider's host;
+	// nil means upstream.Default().
+	Pool *upstream.Pool
+	// HTTPClient replaces the pooled client when set (tests).
 	HTTPClient *http.Client
 	// Getenv reads the proxy variables named in hints; nil means os.Getenv.
 	Getenv func(string) string
@@ -69,7 +71,7 @@ type dialect interface {
 	// streamType reports whether a response Content-Type is the stream.
 	streamType(contentType string) bool
 	// newStream returns the parser of one response body.
-	newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc secretScrubber) stream
+	newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc upstream.Scrubber) stream
 	// models reads the model ids out of a models listing.
 	models(body []byte) ([]string, error)
 }
@@ -96,8 +98,8 @@ type client struct {
 	timeout      time.Duration
 	ttftTimeout  time.Duration
 	maxRetries   int
-	http         *http.Client
-	scrubber     secretScrubber
+	http         *upstream.Client
+	scrubber     upstream.Scrubber
 	getenv       func(string) string
 }
 
@@ -154,33 +156,18 @@ func newClient(cfg Config, d dialect, defaultBase string) (*client, error) {
 		timeout:      cfg.Timeout,
 		ttftTimeout:  cfg.TTFTTimeout,
 		maxRetries:   cfg.MaxRetries,
-		http:         cfg.HTTPClient,
-		scrubber:     newSecretScrubber(key),
+		scrubber:     upstream.NewScrubber(key),
 		getenv:       cfg.Getenv,
 	}
-	if c.http == nil {
-		c.http = &http.Client{Transport: newTransport()}
+	switch {
+	case cfg.HTTPClient != nil:
+		c.http = upstream.FromHTTP(cfg.HTTPClient)
+	case cfg.Pool != nil:
+		c.http = cfg.Pool.Client(c.base)
+	default:
+		c.http = upstream.Default().Client(c.base)
 	}
 	return c, nil
-}
-
-// newTransport returns the keep-alive transport shared by every call of one
-// generator: a pool sized for many concurrent streams to one host, HTTP/2
-// when the server negotiates it, proxies from the environment.
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}
 }
 
 // Model returns the configured default model.
@@ -276,7 +263,7 @@ func retryable(err error) bool {
 	case CodeRateLimited, CodeUnavailable, CodeConnect:
 		return true
 	}
-	return false
+	return pe.Status == http.StatusGatewayTimeout
 }
 
 // backoff is the wait before retry attempt+1: at least retryAfter, else
@@ -309,12 +296,12 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 		}
 		return emit(d)
 	}
-	tr := &connTrace{}
-	defer func() { tr.fill(&gen) }()
+	tr := &upstream.Trace{}
+	defer func() { fill(&gen, tr) }()
 
-	httpReq, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, tr.hooks()), http.MethodPost, c.base+c.d.chatPath(), bytes.NewReader(body))
+	httpReq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+c.d.chatPath(), bytes.NewReader(body))
 	if err != nil {
-		return gen, 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.wrap(err)}
+		return gen, 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	c.d.authorize(httpReq.Header, c.key)
@@ -322,8 +309,8 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	// The generation's start, so that llm_connect holds earlier attempts and
 	// their backoff (the retries attr says how many) from the first delta on.
 	gen.RequestStart = start
-	resp, err := c.http.Do(httpReq)
-	tr.fill(&gen)
+	resp, err := c.http.Do(httpReq, tr)
+	fill(&gen, tr)
 	if err != nil {
 		return gen, 0, c.transportError(parent, actx, &gen, err)
 	}
@@ -332,13 +319,11 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	gen.RequestID = c.requestID(resp.Header)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		errBody, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		if readErr != nil {
-			if e := contextError(parent, actx, &gen); e != nil {
-				return gen, 0, e
-			}
+		errBody := upstream.ReadErrorBody(resp.Body)
+		if e := contextError(parent, actx, &gen); e != nil {
+			return gen, 0, e
 		}
-		return gen, retryAfterOf(resp.Header), c.statusError(&gen, resp.StatusCode, resp.Header, errBody, model)
+		return gen, upstream.RetryAfter(resp.Header), c.statusError(&gen, resp.StatusCode, resp.Header, errBody, model)
 	}
 	if !c.d.streamType(resp.Header.Get("Content-Type")) {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
@@ -348,7 +333,7 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 		return gen, 0, &pipeline.Error{
 			Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
 			Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
-				c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.scrub(string(head))),
+				c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
 			Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),
 		}
 	}
@@ -388,7 +373,7 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 func (c *client) requestID(h http.Header) string {
 	for _, k := range []string{"X-Request-Id", "Request-Id", "X-Amzn-Requestid", "Cf-Ray"} {
 		if v := h.Get(k); v != "" {
-			if c.scrubber.scrub(v) != v {
+			if c.scrubber.Scrub(v) != v {
 				return ""
 			}
 			return pipeline.SafeRequestID(v)
@@ -397,40 +382,24 @@ func (c *client) requestID(h http.Header) string {
 	return ""
 }
 
-// retryAfterOf reads a Retry-After header as a duration (0 when absent).
-func retryAfterOf(h http.Header) time.Duration {
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	var secs float64
-	if _, err := fmt.Sscanf(v, "%g", &secs); err == nil && secs >= 0 {
-		return time.Duration(secs * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
-	}
-	return 0
-}
-
 // ListModels asks the provider which models it serves (GET /models, or
 // Ollama's /api/tags).
 func (c *client) ListModels(ctx context.Context) ([]string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+c.d.modelsPath(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("building the models request: %w", c.scrubber.wrap(err))
+		return nil, fmt.Errorf("building the models request: %w", c.scrubber.Wrap(err))
 	}
 	c.d.authorize(req.Header, c.key)
 	req.Header.Del("Accept")
-	resp, err := c.http.Do(req)
+	resp, err := c.http.Do(req, nil)
 	if err != nil {
 		var gen pipeline.Generation
 		return nil, c.transportError(ctx, nil, &gen, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	body, err := upstream.ReadLimited(resp.Body, 4<<20)
 	if err != nil {
-		return nil, fmt.Errorf("reading the models list from %s: %w", c.redactedBase, c.scrubber.wrap(err))
+		return nil, fmt.Errorf("reading the models list from %s: %w", c.redactedBase, c.scrubber.Wrap(err))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		gen := pipeline.Generation{UpstreamStatus: resp.StatusCode, RequestID: c.requestID(resp.Header)}
@@ -443,7 +412,7 @@ func (c *client) ListModels(ctx context.Context) ([]string, error) {
 	}
 	ids, err := c.d.models(body)
 	if err != nil {
-		return nil, fmt.Errorf("reading the models list from %s: %w; first bytes: %q", c.redactedBase, err, c.scrubber.scrub(truncate(string(body), 200)))
+		return nil, fmt.Errorf("reading the models list from %s: %w; first bytes: %q", c.redactedBase, err, c.scrubber.Scrub(upstream.Truncate(string(body), 200)))
 	}
 	return ids, nil
 }
@@ -455,10 +424,10 @@ func (c *client) ListModels(ctx context.Context) ([]string, error) {
 func (c *client) Warmup(ctx context.Context, request bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+c.d.modelsPath(), nil)
 	if err != nil {
-		return fmt.Errorf("building the warm-up request: %w", c.scrubber.wrap(err))
+		return fmt.Errorf("building the warm-up request: %w", c.scrubber.Wrap(err))
 	}
 	c.d.authorize(req.Header, c.key)
-	resp, err := c.http.Do(req)
+	resp, err := c.http.Do(req, nil)
 	if err != nil {
 		var gen pipeline.Generation
 		return c.transportError(ctx, nil, &gen, err)
@@ -492,4 +461,9 @@ func decodeModelIDs(body []byte) ([]string, error) {
 		ids = append(ids, m.ID)
 	}
 	return ids, nil
+}
+
+// fill copies what tr observed into gen.
+func fill(gen *pipeline.Generation, tr *upstream.Trace) {
+	gen.GotConn, gen.WroteRequest, gen.Conn = tr.GotConn(), tr.WroteRequest(), tr.Conn()
 }

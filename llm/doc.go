@@ -13,9 +13,11 @@
 // The three HTTP providers live in this one package, not in llm/openai,
 // llm/anthropic and llm/ollama: they differ only in a dialect (request body,
 // headers, stream parser, models list, about 150 lines each), while the parts
-// that must behave identically for all of them (the keep-alive transport, the
-// httptrace timing, retries before the first token, the TTFT and overall
-// timeouts, error classification and key scrubbing) live once in client.go
-// and errors.go. Sub-packages would have to export that shared machinery or
-// copy it; one package keeps it unexported and in one place.
+// that must behave identically for all of them (retries before the first
+// token, the TTFT and overall timeouts, error classification) live once in
+// client.go and errors.go. Sub-packages would have to export that shared
+// machinery or copy it; one package keeps it unexported and in one place.
+// What every outbound HTTP call shares with the embedders and rerankers
+// (the pooled transport, httptrace timing, the retry on a stale keep-alive
+// connection, key scrubbing) is the upstream package's.
 package llm

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // Ollama is a pipeline.Generator for Ollama's native chat API
@@ -82,7 +83,7 @@ func (ollamaDialect) streamType(ct string) bool {
 	return err == nil && (mt == "application/x-ndjson" || mt == "application/json")
 }
 
-func (ollamaDialect) newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc secretScrubber) stream {
+func (ollamaDialect) newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc upstream.Scrubber) stream {
 	return &ollamaStream{d: deliverer{gen, emit}, scrubber: sc}
 }
 
@@ -114,7 +115,7 @@ func (ollamaDialect) models(body []byte) ([]string, error) {
 // with done: true and the durations (nanoseconds).
 type ollamaStream struct {
 	d        deliverer
-	scrubber secretScrubber
+	scrubber upstream.Scrubber
 	dec      chunkDecoder
 	done     bool
 }
@@ -167,13 +168,13 @@ func (s *ollamaStream) run(body io.Reader) error {
 func (s *ollamaStream) line(line []byte, at time.Time) error {
 	var c ollamaChunk
 	if err := s.dec.decode(line, &c); err != nil {
-		return s.bad(fmt.Sprintf("a stream line is not valid JSON; first bytes: %q", s.scrubber.scrub(truncate(string(line), 200))), err)
+		return s.bad(fmt.Sprintf("a stream line is not valid JSON; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(line), 200))), err)
 	}
 	if c.Error != "" {
-		return s.bad("the model provider reported an error mid-stream: "+s.scrubber.scrub(truncate(c.Error, 300)), nil)
+		return s.bad("the model provider reported an error mid-stream: "+s.scrubber.Scrub(upstream.Truncate(c.Error, 300)), nil)
 	}
 	if c.Message == nil && !c.Done {
-		return s.bad(fmt.Sprintf("a stream line has no message; first bytes: %q", s.scrubber.scrub(truncate(string(line), 200))), nil)
+		return s.bad(fmt.Sprintf("a stream line has no message; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(line), 200))), nil)
 	}
 	if c.Message != nil {
 		if c.Message.Thinking != "" {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // Why a thin client of our own rather than langchaingo's OpenAI client: a
@@ -84,7 +85,7 @@ func (openaiDialect) authorize(h http.Header, key string) {
 
 func (openaiDialect) streamType(ct string) bool { return isEventStream(ct) }
 
-func (openaiDialect) newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc secretScrubber) stream {
+func (openaiDialect) newStream(gen *pipeline.Generation, emit func(pipeline.Delta) error, sc upstream.Scrubber) stream {
 	return &streamReader{gen: gen, emit: emit, scrubber: sc}
 }
 

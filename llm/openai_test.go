@@ -20,6 +20,8 @@ import (
 	"go.uber.org/goleak"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
+	"ragtime/upstream/upstreamtest"
 )
 
 // testKey is the API key every test client sends; no error may contain it.
@@ -623,5 +625,33 @@ func TestNewOpenAIValidates(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOpenAIRetriesAStaleConnection: a server that closes the connection
+// after each stream without `Connection: close` (llama-server) leaves the
+// client a dead keep-alive connection; the next generation is sent again on
+// a fresh connection instead of failing with llm_unavailable, and its
+// llm_connect says so. It is not a model retry: Retries stays 0.
+func TestOpenAIRetriesAStaleConnection(t *testing.T) {
+	t.Parallel()
+	srv := upstreamtest.StartClosing(t, replay(t, "basic.sse"))
+	g := newOpenAIClient(t, srv.URL+"/v1", func(c *OpenAIConfig) { c.Pool = upstream.NewPool(upstream.Options{}); c.MaxRetries = 0 })
+	fresh := 0
+	for i := range 4 {
+		deltas, gen, err := collect(t, g, context.Background(), testRequest)
+		if err != nil {
+			t.Fatalf("generation %d: %v", i, err)
+		}
+		if len(deltas) == 0 || gen.Retries != 0 {
+			t.Errorf("generation %d: %d deltas, %d retries", i, len(deltas), gen.Retries)
+		}
+		if gen.Conn.FreshRetry {
+			fresh++
+		}
+	}
+	if fresh == 0 || srv.Dropped.Load() != int64(fresh) || srv.Answered.Load() != 4 {
+		t.Errorf("%d fresh retries, server dropped %d and answered %d: the stale connection was not retried",
+			fresh, srv.Dropped.Load(), srv.Answered.Load())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // A paced fixture is a provider's stream as it goes over the wire, with
@@ -500,11 +501,11 @@ func TestConnectHints(t *testing.T) {
 
 // newStream2 adapts a dialect's parser constructor for the benchmarks.
 func (d openaiDialect) newStream2(g *pipeline.Generation, e func(pipeline.Delta) error) stream {
-	return d.newStream(g, e, secretScrubber{})
+	return d.newStream(g, e, upstream.Scrubber{})
 }
 func (d anthropicDialect) newStream2(g *pipeline.Generation, e func(pipeline.Delta) error) stream {
-	return d.newStream(g, e, secretScrubber{})
+	return d.newStream(g, e, upstream.Scrubber{})
 }
 func (d ollamaDialect) newStream2(g *pipeline.Generation, e func(pipeline.Delta) error) stream {
-	return d.newStream(g, e, secretScrubber{})
+	return d.newStream(g, e, upstream.Scrubber{})
 }

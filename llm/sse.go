@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/valyala/fastjson"
 	"io"
 	"time"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // maxLine is the longest event-stream line accepted (bufio.Scanner's default
@@ -155,9 +157,10 @@ func (f *sseFramer) dispatch() (bool, error) {
 type streamReader struct {
 	gen      *pipeline.Generation
 	emit     func(pipeline.Delta) error
-	scrubber secretScrubber
+	scrubber upstream.Scrubber
 
 	dec      chunkDecoder
+	fast     fastjson.Parser // fastChunk's, reused per stream
 	framer   sseFramer
 	done     bool // data: [DONE] was seen
 	finished bool // a finish_reason was seen
@@ -272,12 +275,20 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 	if event == "error" {
 		return false, s.badStream("the model provider sent an error event mid-stream: "+s.errorText(data), nil)
 	}
+	if handled, err := s.fastChunk(data, at); handled {
+		return false, err
+	}
+	return false, s.fullChunk(data, at)
+}
+
+// fullChunk decodes any chunk into streamChunk and acts on it.
+func (s *streamReader) fullChunk(data []byte, at time.Time) error {
 	var c streamChunk
 	if err := s.dec.decode(data, &c); err != nil {
-		return false, s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), err)
+		return s.badStream(fmt.Sprintf("a stream chunk is not valid JSON; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), err)
 	}
 	if len(c.Error) > 0 && !bytes.Equal(c.Error, []byte("null")) {
-		return false, s.badStream("the model provider reported an error mid-stream: "+s.errorText(data), nil)
+		return s.badStream("the model provider reported an error mid-stream: "+s.errorText(data), nil)
 	}
 	if c.Usage != nil {
 		s.usage(c.Usage)
@@ -292,7 +303,7 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 		s.serverTimings(c.Timings)
 	}
 	if c.Choices == nil && c.Usage == nil && c.Timings == nil && c.Metrics == nil && c.XGroq == nil {
-		return false, s.badStream(fmt.Sprintf("a stream chunk has no choices; first bytes: %q", s.scrubber.scrub(truncate(string(data), 200))), nil)
+		return s.badStream(fmt.Sprintf("a stream chunk has no choices; first bytes: %q", s.scrubber.Scrub(upstream.Truncate(string(data), 200))), nil)
 	}
 	d := deliverer{s.gen, s.emit}
 	for i := range c.Choices {
@@ -306,16 +317,16 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 		}
 		if r != "" {
 			if err := d.deliver(pipeline.Delta{Text: string(r), Reasoning: true, At: at}); err != nil {
-				return false, err
+				return err
 			}
 		}
 		if ch.Delta.Content != "" {
 			if err := d.deliver(pipeline.Delta{Text: string(ch.Delta.Content), At: at}); err != nil {
-				return false, err
+				return err
 			}
 		}
 	}
-	return false, nil
+	return nil
 }
 
 // usage reads a usage object, keeping a cached-token count llama.cpp's
@@ -384,26 +395,18 @@ func (s *streamReader) serverTimings(t *serverTimings) {
 // errorText renders an error payload found in the stream, scrubbed.
 func (s *streamReader) errorText(data []byte) string { return errorText(s.scrubber, data) }
 
-func errorText(sc secretScrubber, data []byte) string {
-	var env struct {
-		Error json.RawMessage `json:"error"`
-	}
-	msg := ""
-	if json.Unmarshal(data, &env) == nil && len(env.Error) > 0 {
-		ue := decodeErrorObject(env.Error)
-		msg = ue.Message
-		if ue.Code != "" {
-			msg = ue.Code + ": " + msg
-		} else if ue.Type != "" {
-			msg = ue.Type + ": " + msg
-		}
-	} else {
-		msg = parseUpstreamError(data).Message
+func errorText(sc upstream.Scrubber, data []byte) string {
+	ue := upstream.ParseError(data)
+	msg := ue.Message
+	if ue.Code != "" {
+		msg = ue.Code + ": " + msg
+	} else if ue.Type != "" {
+		msg = ue.Type + ": " + msg
 	}
 	if msg == "" {
 		msg = string(data)
 	}
-	return sc.scrub(truncate(msg, 300))
+	return sc.Scrub(upstream.Truncate(msg, 300))
 }
 
 // badStream builds the llm_bad_stream error for the current position.
@@ -411,7 +414,7 @@ func (s *streamReader) badStream(msg string, cause error) *pipeline.Error {
 	return badStream(s.gen, s.scrubber, "an OpenAI chat completions stream", msg, cause)
 }
 
-func badStream(gen *pipeline.Generation, sc secretScrubber, format, msg string, cause error) *pipeline.Error {
+func badStream(gen *pipeline.Generation, sc upstream.Scrubber, format, msg string, cause error) *pipeline.Error {
 	return &pipeline.Error{
 		Stage:     gen.FailedStage(),
 		Code:      CodeBadStream,
@@ -419,7 +422,7 @@ func badStream(gen *pipeline.Generation, sc secretScrubber, format, msg string, 
 		Hint:      "the server at --llm-base-url did not send a valid " + format + "; check --llm-provider matches the server and look at its logs",
 		Status:    gen.UpstreamStatus,
 		RequestID: gen.RequestID,
-		Err:       sc.wrap(cause),
+		Err:       sc.Wrap(cause),
 	}
 }
 

@@ -2,11 +2,13 @@ package metrics
 
 import (
 	"net/http"
+	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ragtime/admission"
 	"ragtime/pipeline"
 )
 
@@ -34,6 +36,7 @@ type Metrics struct {
 	firstToken prometheus.Histogram
 	e2e        prometheus.Histogram
 	share      prometheus.Histogram
+	overhead   prometheus.Histogram
 	queries    *prometheus.CounterVec
 	errors     *prometheus.CounterVec
 	tokens     *prometheus.CounterVec
@@ -70,6 +73,12 @@ func New(rec RecorderStats) *Metrics {
 			Help:    "Fraction of TTFT spent in retrieval (embed + search + rerank + assemble), per answered query.",
 			Buckets: shareBuckets,
 		}),
+		overhead: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "ragtime_overhead_seconds",
+			Help: "ragtime's own share of each answered query's time to first token (overhead_ms: writing events, building the request, goroutine wake-ups). " +
+				"Read it beside go_sched_latencies_seconds: a high overhead p99 while goroutines wait long to run is CPU starvation, not ragtime's code.",
+			Buckets: stageBuckets,
+		}),
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "ragtime_queries_total",
 			Help: "Finished /ask queries by status (ok, error, cancelled).",
@@ -83,8 +92,13 @@ func New(rec RecorderStats) *Metrics {
 			Help: "Tokens by type: prompt, completion, cached (prompt tokens served from the prefix cache), reasoning.",
 		}, []string{"type"}),
 	}
-	m.reg.MustRegister(m.stage, m.ttft, m.firstToken, m.e2e, m.share, m.queries, m.errors, m.tokens,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.stage, m.ttft, m.firstToken, m.e2e, m.share, m.overhead, m.queries, m.errors, m.tokens,
+		// go_sched_latencies_seconds: how long runnable goroutines waited
+		// for a CPU (runtime/metrics /sched/latencies:seconds), the
+		// scheduler delay that shows up in overhead_ms under contention.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{pipeline.StatusOK, pipeline.StatusError, pipeline.StatusCancelled} {
 		m.queries.WithLabelValues(s) // present at 0 from the start, so rate() sees the first one
 	}
@@ -120,6 +134,34 @@ func (m *Metrics) registerRecorder(rec RecorderStats) {
 	)
 }
 
+// AdmissionStats reports admission control; *admission.Controller
+// implements it.
+type AdmissionStats interface {
+	Stats() admission.Stats
+}
+
+// Admission exports admission control's streams, queue and refusals, read
+// at scrape time.
+func (m *Metrics) Admission(a AdmissionStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_streams_running",
+			Help: "/ask streams holding one of the process's --max-concurrent slots.",
+		}, func() float64 { return float64(a.Stats().Running) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_streams_queued",
+			Help: "/ask requests waiting for a free stream (their queue stage).",
+		}, func() float64 { return float64(a.Stats().Queued) }),
+	)
+	for _, reason := range admission.Reasons {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "ragtime_admission_rejected_total",
+			Help:        "/ask requests refused by admission control, by reason: rate_limited and too_many_streams (429), server_busy (503).",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 { return float64(a.Stats().Rejected[reason]) }))
+	}
+}
+
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
@@ -139,6 +181,9 @@ func (m *Metrics) Observe(rec pipeline.Record) {
 	m.e2e.Observe(rec.E2EMs / 1000)
 	if rec.RetrievalShare != nil {
 		m.share.Observe(*rec.RetrievalShare)
+	}
+	if rec.OverheadMs != nil {
+		m.overhead.Observe(max(*rec.OverheadMs, 0) / 1000)
 	}
 	m.queries.WithLabelValues(rec.Status).Inc()
 	if rec.Status != pipeline.StatusOK {

@@ -67,6 +67,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 			E2EMs:          1500,
 			RetrievalMs:    50,
 			RetrievalShare: ptr(0.2),
+			OverheadMs:     ptr(0.4),
 			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: 300},
 		},
 	}
@@ -112,6 +113,9 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 		`ragtime_recorder_queue_depth 0`,
 		`ragtime_recorder_dropped_total 0`,
 		`ragtime_recorder_retries_total 0`,
+		`ragtime_overhead_seconds_count 1`,
+		`ragtime_overhead_seconds_bucket{le="0.0005"} 1`,
+		`go_sched_latencies_seconds_count `,
 		`go_goroutines `,
 		`process_resident_memory_bytes `,
 	} {

@@ -68,6 +68,10 @@ type Pipeline struct {
 	// systemTokens counts the system prompt once: it is the same for every
 	// query, and tokenizing it on each /ask is work on the hot path.
 	systemTokens int
+	// memo holds the token counts of retrieved texts; frameTokens and
+	// sepTokens count the fixed parts of the user message.
+	memo                   *tokenMemo
+	frameTokens, sepTokens int
 }
 
 // New checks cfg and returns a Pipeline.
@@ -97,7 +101,8 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = uuid.NewString
 	}
-	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt)}, nil
+	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt), memo: newTokenMemo(cfg.Counter),
+		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n")}, nil
 }
 
 // Run answers req (already normalised) into out and returns the finished
@@ -107,7 +112,7 @@ func New(cfg Config) (*Pipeline, error) {
 // A query cancelled through ctx with a *Cancel as its cause
 // (context.WithCancelCause) is stored as cancelled with the cause's code.
 func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
-	q := p.start(req)
+	q := p.start(ctx, req)
 	rec := q.run(ctx, out)
 	if p.cfg.Recorder != nil {
 		p.cfg.Recorder.Record(rec)
@@ -117,11 +122,16 @@ func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
 
 // query is one run's state: its clock and what it has observed so far.
 type query struct {
-	p     *Pipeline
-	req   Request
-	id    string
-	t0    time.Time
-	spans []Span
+	p   *Pipeline
+	req Request
+	id  string
+	t0  time.Time
+	// started is when the query started: its admission queue's start
+	// (Request.Queue) or Run's; t0 is the request's arrival when the
+	// caller knows it (WithArrival), else started.
+	started time.Time
+	arrived bool
+	spans   []Span
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
@@ -131,12 +141,16 @@ type query struct {
 	earlySpans bool
 }
 
-func (p *Pipeline) start(req Request) *query {
-	t0 := p.cfg.Now()
+func (p *Pipeline) start(ctx context.Context, req Request) *query {
+	started := p.cfg.Now()
 	if req.Queue != nil && !req.Queue.Start.IsZero() {
-		t0 = req.Queue.Start
+		started = req.Queue.Start
 	}
-	return &query{p: p, req: req, id: p.cfg.NewID(), t0: t0, spans: make([]Span, 0, 8)}
+	q := &query{p: p, req: req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
+	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(started) {
+		q.t0, q.arrived = at, true
+	}
+	return q
 }
 
 // now reads the query's clock.
@@ -201,20 +215,28 @@ func clientGone(err error) error {
 func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model string) error {
 	cfg := q.p.cfg
 
+	// accept: the request's arrival → the query's start (the admission
+	// queue's, or Run's)
+	if q.arrived {
+		if err := q.span(out, StageAccept, q.t0, q.started, nil); err != nil {
+			return clientGone(err)
+		}
+	}
 	// queue: the wait the caller reported (admission control in the API)
-	admitted, queueAttrs := q.t0, map[string]any(nil)
+	admitted, queueAttrs := q.started, map[string]any(nil)
 	if qw := q.req.Queue; qw != nil {
 		admitted, queueAttrs = qw.End, qw.Attrs
 	}
-	if err := q.span(out, StageQueue, q.t0, admitted, queueAttrs); err != nil {
+	if err := q.span(out, StageQueue, q.started, admitted, queueAttrs); err != nil {
 		return clientGone(err)
 	}
 
 	var vecs [][]float32
 	err := q.stage(ctx, out, StageEmbed, func() (map[string]any, error) {
+		var call Call
 		var err error
-		vecs, err = cfg.Embedder.Embed(ctx, []string{q.req.Question})
-		attrs := map[string]any{"embedder": cfg.EmbedderName}
+		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
+		attrs := callAttrs(call, map[string]any{"embedder": cfg.EmbedderName})
 		if err == nil && len(vecs) != 1 {
 			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
 		}
@@ -254,7 +276,9 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		case cfg.Reranker == nil:
 			hits = hits[:min(topN, len(hits))]
 		case len(hits) > 0:
-			hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, hits, topN)
+			var call Call
+			hits, err = cfg.Reranker.Rerank(WithCall(ctx, &call), q.req.Question, hits, topN)
+			attrs = callAttrs(call, attrs)
 		}
 		return attrs, err
 	})
@@ -380,14 +404,28 @@ func (q *query) connectAndPrefill(out Stream, g Generation) error {
 }
 
 func connAttrs(g Generation) map[string]any {
-	attrs := map[string]any{
-		"reused":     g.Conn.Reused,
-		"dns_ms":     roundMs(g.Conn.DNS),
-		"connect_ms": roundMs(g.Conn.Connect),
-		"tls_ms":     roundMs(g.Conn.TLS),
+	return addConnAttrs(make(map[string]any, 6), g.Conn, g.Retries)
+}
+
+// callAttrs adds the connection attrs of an embed or rerank call to attrs,
+// when a call was made.
+func callAttrs(c Call, attrs map[string]any) map[string]any {
+	if !c.Made {
+		return attrs
 	}
-	if g.Retries > 0 {
-		attrs["retries"] = g.Retries
+	return addConnAttrs(attrs, c.Conn, c.Retries)
+}
+
+func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any {
+	attrs["reused"] = c.Reused
+	attrs["dns_ms"] = roundMs(c.DNS)
+	attrs["connect_ms"] = roundMs(c.Connect)
+	attrs["tls_ms"] = roundMs(c.TLS)
+	if c.FreshRetry {
+		attrs["fresh_retry"] = true
+	}
+	if retries > 0 {
+		attrs["retries"] = retries
 	}
 	return attrs
 }
@@ -499,6 +537,8 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	}
 	for _, s := range q.spans {
 		switch s.Name {
+		case StageAccept:
+			rec.AcceptMs += s.DurationMs
 		case StageQueue:
 			rec.QueueMs += s.DurationMs
 		case StageEmbed, StageSearch, StageRerank, StageAssemble:
@@ -522,7 +562,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		// thinking before its first answer token is reasoning_ms, not glue.
 		ttft := q.ms(q.answerAt)
 		first := *rec.FirstTokenMs // set: an answer token is a first token
-		overhead := round3(first - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
+		overhead := round3(first - rec.AcceptMs - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
 		reasoning := round3(ttft - first)
 		rec.TTFTMs, rec.OverheadMs, rec.ReasoningMs = &ttft, &overhead, &reasoning
 		if ttft > 0 {
@@ -612,7 +652,10 @@ func (q *query) assemble(hits []Hit) promptParts {
 	budget := q.budget()
 	for i, h := range hits {
 		block := sourceBlock(len(blocks)+1, h.Title, h.Text)
-		n := cfg.Counter.Count(block)
+		// The header and the chunk text are counted apart, each looked up
+		// in the memo: the same chunks come back ask after ask. Both end at
+		// a newline, where the tokenizer splits anyway.
+		n := q.p.memo.Count(block[:len(block)-len(h.Text)]) + q.p.memo.Count(h.Text)
 		if parts.contextTokens+n > budget {
 			if len(blocks) > 0 {
 				parts.dropped = len(hits) - i
@@ -636,7 +679,8 @@ func (q *query) assemble(hits []Hit) promptParts {
 		user.WriteString("\n\n")
 	}
 	if len(blocks) == 0 {
-		user.WriteString("(no sources were found)\n\n")
+		user.WriteString(noSources)
+		parts.contextTokens = q.p.memo.Count(noSources)
 	}
 	user.WriteString("Question: ")
 	user.WriteString(q.req.Question)
@@ -644,9 +688,15 @@ func (q *query) assemble(hits []Hit) promptParts {
 		{Role: "system", Content: cfg.SystemPrompt},
 		{Role: "user", Content: user.String()},
 	}
-	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + cfg.Counter.Count(parts.messages[1].Content)
+	// The user message is counted from its parts, so the context is not
+	// tokenized a second time.
+	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + q.p.frameTokens +
+		parts.contextTokens + len(blocks)*q.p.sepTokens + cfg.Counter.Count("Question: "+q.req.Question)
 	return parts
 }
+
+// noSources stands in the user message for an empty context.
+const noSources = "(no sources were found)\n\n"
 
 func sourceBlock(n int, title, text string) string {
 	return fmt.Sprintf("[%d] %s\n%s", n, title, text)

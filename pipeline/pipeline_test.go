@@ -601,3 +601,36 @@ func TestNearestRank(t *testing.T) {
 		}
 	}
 }
+
+// TestArrivalStartsTheClock: with the request's arrival in the context, the
+// clock starts there, the accept stage covers the wait before Run, and the
+// figures still add up to TTFT.
+func TestArrivalStartsTheClock(t *testing.T) {
+	t.Parallel()
+	gen := &scriptGenerator{prefill: 5 * time.Millisecond, deltas: []Delta{{Text: "Hello"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	out := &recStream{}
+	ctx := WithArrival(context.Background(), time.Now().Add(-30*time.Millisecond))
+	rec := p.Run(ctx, request(t, "What is TTFT?", 5, 2), out)
+	if rec.Status != StatusOK || len(rec.Stages) == 0 {
+		t.Fatalf("status %s, stages %v", rec.Status, rec.Stages)
+	}
+	if s := rec.Stages[0]; s.Name != StageAccept || s.Seq != 0 || s.StartMs != 0 || s.DurationMs < 30 || rec.AcceptMs != s.DurationMs {
+		t.Errorf("first stage %+v, accept_ms %v: want accept from 0, at least 30 ms", s, rec.AcceptMs)
+	}
+	if rec.Stages[1].Name != StageQueue || rec.Stages[1].StartMs < rec.AcceptMs-0.001 {
+		t.Errorf("queue %+v starts before the pipeline did", rec.Stages[1])
+	}
+	sum := rec.AcceptMs + rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs + *rec.ReasoningMs
+	if math.Abs(sum-*rec.TTFTMs) > 0.01 || *rec.TTFTMs < 30 {
+		t.Errorf("accept+queue+retrieval+gen_ttft+overhead+reasoning = %v, ttft = %v", sum, *rec.TTFTMs)
+	}
+	if *rec.OverheadMs > 5 {
+		t.Errorf("overhead_ms %v holds the accept time", *rec.OverheadMs)
+	}
+	// A future arrival (another clock) is ignored, not a negative stage.
+	rec = p.Run(WithArrival(context.Background(), time.Now().Add(time.Hour)), request(t, "What is TTFT?", 5, 2), &recStream{})
+	if rec.Stages[0].Name == StageAccept || rec.AcceptMs != 0 {
+		t.Errorf("a future arrival made stage %+v", rec.Stages[0])
+	}
+}

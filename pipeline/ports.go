@@ -172,12 +172,41 @@ type Generation struct {
 	Retries int
 }
 
-// ConnInfo describes the connection an LLM call used.
+// ConnInfo describes the connection an upstream HTTP call used.
 type ConnInfo struct {
 	Reused  bool
 	DNS     time.Duration
 	Connect time.Duration
 	TLS     time.Duration
+	// FreshRetry: a reused keep-alive connection failed before any
+	// response byte (the server had closed it), and the request was sent
+	// again on a new connection, which is the one described.
+	FreshRetry bool
+}
+
+// Call is what an embedder or reranker observed of its HTTP call to an
+// upstream server (the last attempt's connection, and how many attempts
+// were retried), for the stage's attrs. The pipeline puts one in the
+// context with WithCall; an implementation without HTTP ignores it.
+type Call struct {
+	// Made is set once a call was sent.
+	Made    bool
+	Conn    ConnInfo
+	Retries int
+}
+
+type callKey struct{}
+
+// WithCall returns ctx carrying c, which the stage's implementation fills.
+func WithCall(ctx context.Context, c *Call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
+
+// CallFrom returns the Call carried by ctx, or nil. Callers fill it from
+// one goroutine (one call after another).
+func CallFrom(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
 }
 
 // Usage counts tokens.

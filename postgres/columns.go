@@ -5,7 +5,6 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -68,18 +67,6 @@ func recordColumns(t reflect.Type, prefix []int) []column {
 	return cols
 }
 
-// insertQuery inserts one query row; a query id stored before is left as it
-// is (RETURNING then yields no row, and its stages are not written again).
-var insertQuery = func() string {
-	names := make([]string, len(queryColumns))
-	params := make([]string, len(queryColumns))
-	for i, c := range queryColumns {
-		names[i], params[i] = c.name, "$"+strconv.Itoa(i+1)
-	}
-	return "INSERT INTO queries (" + strings.Join(names, ", ") + ") VALUES (" + strings.Join(params, ", ") +
-		") ON CONFLICT (id) DO NOTHING RETURNING true"
-}()
-
 // selectQuery reads one query row by id, in queryColumns' order.
 var selectQuery = func() string {
 	exprs := make([]string, len(queryColumns))
@@ -92,7 +79,7 @@ var selectQuery = func() string {
 	return "SELECT " + strings.Join(exprs, ", ") + " FROM queries WHERE id = $1"
 }()
 
-// queryValues returns rec's values for insertQuery, checking what
+// queryValues returns rec's values in queryColumns' order (for writeRows), checking what
 // PostgreSQL could not be asked to check (a UUID is one, an integer fits an
 // int4 column). Its errors wrap errInvalidRecord.
 func queryValues(rec *pipeline.Record) ([]any, error) {

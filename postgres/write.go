@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -64,40 +65,66 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	return json.Marshal(attrs)
 }
 
-// writeRows writes rows in one transaction: the queries through one
-// pipelined pgx.Batch, the stages of the newly inserted ones through COPY.
+// writeRows writes rows in one transaction with three round trips' worth of
+// work whatever their number: both tables are loaded with COPY into
+// session-local staging tables, then one statement moves the queries into
+// queries (ON CONFLICT DO NOTHING: a query id stored before is left as it
+// is) and the stages of the newly inserted ones into query_stages. A
+// pipelined INSERT per query parsed, planned and executed 36 parameters per
+// row; COPY streams them.
 func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
+	queries := make([][]any, 0, len(rows))
+	var stages [][]any
+	seen := make(map[string]bool, len(rows))
+	for i := range rows {
+		if seen[rows[i].queryID] {
+			continue // the same query twice in a batch: the first one counts
+		}
+		seen[rows[i].queryID] = true
+		queries = append(queries, rows[i].query)
+		stages = append(stages, rows[i].stages...)
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		b := &pgx.Batch{}
-		for i := range rows {
-			b.Queue(insertQuery, rows[i].query...)
+		if _, err := tx.Exec(ctx, stagingTables); err != nil {
+			return fmt.Errorf("create the staging tables: %w", err)
 		}
-		results := tx.SendBatch(ctx, b)
-		var stages [][]any
-		for i := range rows {
-			var inserted bool
-			err := results.QueryRow().Scan(&inserted)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue // stored before
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+			return fmt.Errorf("copy queries: %w", err)
+		}
+		if len(stages) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages_in"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
+				return fmt.Errorf("copy query stages: %w", err)
 			}
-			if err != nil {
-				_ = results.Close()
-				return fmt.Errorf("insert query %s: %w", rows[i].queryID, err)
-			}
-			stages = append(stages, rows[i].stages...)
 		}
-		if err := results.Close(); err != nil {
-			return fmt.Errorf("insert queries: %w", err)
-		}
-		if len(stages) == 0 {
-			return nil
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
-			return fmt.Errorf("copy query stages: %w", err)
+		if _, err := tx.Exec(ctx, moveStaged); err != nil {
+			return fmt.Errorf("insert queries and stages: %w", err)
 		}
 		return nil
 	})
 }
+
+// queryColumnNames are queryColumns' names, for COPY.
+var queryColumnNames = func() []string {
+	names := make([]string, len(queryColumns))
+	for i, c := range queryColumns {
+		names[i] = c.name
+	}
+	return names
+}()
+
+// stagingTables creates the connection's staging tables on first use:
+// temporary (no WAL, private to the session), emptied at every commit,
+// with the written columns' types and no constraints (the move checks).
+var stagingTables = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE ROWS AS SELECT " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries WITH NO DATA; " +
+	"CREATE TEMP TABLE IF NOT EXISTS query_stages_in ON COMMIT DELETE ROWS AS SELECT " +
+	strings.Join(stageColumns, ", ") + " FROM query_stages WITH NO DATA"
+
+// moveStaged moves the staged rows into the real tables in one statement.
+var moveStaged = "WITH q AS (INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id) DO NOTHING RETURNING id) " +
+	"INSERT INTO query_stages (" + strings.Join(stageColumns, ", ") + ") SELECT " +
+	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id"
 
 // isInvalidData reports whether err is about the data written rather than
 // the connection or the schema: the recorder refused the record, or

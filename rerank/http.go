@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 var (
@@ -53,9 +51,17 @@ type HTTPConfig struct {
 	// APIKey is sent as a bearer token when set; KeyVar names its variable.
 	APIKey string
 	KeyVar string
-	// Timeout bounds a call (0: 30 s).
+	// Timeout bounds a call, retries included (0: 30 s).
 	Timeout time.Duration
+	// Pool holds the shared keep-alive transport of the server's host;
+	// nil means upstream.Default().
+	Pool *upstream.Pool
 }
+
+// rerankRetries is how many times a rerank call that failed for a reason
+// worth retrying (no connection, 429, 502–504) is tried again: scoring is
+// idempotent.
+const rerankRetries = 2
 
 // HTTP reranks through a cross-encoder served over HTTP. Each call sends
 // the title and text of every candidate.
@@ -65,13 +71,14 @@ type HTTP struct {
 	// shown is endpoint with any password masked, for messages (they reach
 	// the stream, the query row and the logs).
 	shown  string
-	client *http.Client
+	client *upstream.Client
+	scrub  upstream.Scrubber
 }
 
 // NewHTTP returns an HTTP reranker; it makes no request.
 func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if !strings.HasPrefix(cfg.URL, "http://") && !strings.HasPrefix(cfg.URL, "https://") {
-		return nil, fmt.Errorf("--rerank-url %q must be an http:// or https:// URL", redactURL(cfg.URL))
+		return nil, fmt.Errorf("--rerank-url %q must be an http:// or https:// URL", upstream.RedactURL(cfg.URL))
 	}
 	base := strings.TrimRight(cfg.URL, "/")
 	endpoint := base
@@ -97,19 +104,11 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	return &HTTP{cfg: cfg, endpoint: endpoint, shown: redactURL(endpoint), client: &http.Client{Timeout: cfg.Timeout}}, nil
-}
-
-// redactURL masks the password of a URL with credentials in it.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
-			return "…" + raw[i:] // unparseable: keep only what follows the credentials
-		}
-		return raw
+	if cfg.Pool == nil {
+		cfg.Pool = upstream.Default()
 	}
-	return u.Redacted()
+	return &HTTP{cfg: cfg, endpoint: endpoint, shown: upstream.RedactURL(endpoint), client: cfg.Pool.Client(endpoint),
+		scrub: upstream.NewScrubber(cfg.APIKey)}, nil
 }
 
 // Name is the reranker's name in stage attrs.
@@ -134,25 +133,31 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	if err != nil {
 		return nil, fmt.Errorf("encoding the rerank request: %w", err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.endpoint, bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("building the rerank request: %w", err)
+		return nil, fmt.Errorf("building the rerank request: %w", r.scrub.Wrap(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if r.cfg.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.APIKey)
 	}
-	resp, err := r.client.Do(req)
+	tr := &upstream.Trace{}
+	resp, retries, err := r.client.DoIdempotent(req, tr, rerankRetries)
+	if c := pipeline.CallFrom(ctx); c != nil {
+		c.Made, c.Conn, c.Retries = true, tr.Conn(), retries
+	}
 	if err != nil {
 		return nil, r.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, r.statusError(resp.StatusCode, upstream.ReadErrorBody(resp.Body))
+	}
+	data, err := upstream.ReadLimited(resp.Body, 8<<20)
 	if err != nil {
 		return nil, r.transportError(ctx, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, r.statusError(resp.StatusCode, data)
 	}
 	scores, err := r.parse(data, len(hits))
 	if err != nil {
@@ -210,11 +215,11 @@ func (r *HTTP) parse(data []byte, n int) ([]float64, error) {
 }
 
 func (r *HTTP) transportError(ctx context.Context, err error) error {
-	var ne net.Error
-	switch {
-	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
+	err = r.scrub.Wrap(err)
+	switch upstream.TransportKind(ctx, err) {
+	case upstream.KindCancelled:
 		return fmt.Errorf("reranking: %w", ctx.Err())
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+	case upstream.KindTimeout:
 		return &pipeline.Error{Code: CodeRerankTimeout, Err: err,
 			Message: fmt.Sprintf("the reranker at %s did not answer within %s", r.shown, r.cfg.Timeout),
 			Hint:    "lower top_k (fewer candidates) or check the reranker's load"}
@@ -225,24 +230,19 @@ func (r *HTTP) transportError(ctx context.Context, err error) error {
 }
 
 func (r *HTTP) statusError(status int, body []byte) error {
-	detail := strings.TrimSpace(string(body))
-	if len(detail) > 300 {
-		detail = detail[:300] + "…"
-	}
-	if k := strings.TrimSpace(r.cfg.APIKey); k != "" {
-		detail = strings.ReplaceAll(detail, k, "[redacted]")
-	}
+	ue := upstream.ParseError(body)
+	detail := ue.Detail(r.scrub)
 	e := &pipeline.Error{Status: status}
-	switch {
-	case status == 401 || status == 403:
+	switch upstream.Classify(status, ue) {
+	case upstream.KindAuth:
 		e.Code = CodeRerankAuth
 		e.Message = fmt.Sprintf("the reranker at %s rejected the API key (HTTP %d)", r.shown, status)
 		e.Hint = "check " + r.cfg.KeyVar
-	case status == 408 || status == 504:
+	case upstream.KindTimeout:
 		e.Code = CodeRerankTimeout
 		e.Message = fmt.Sprintf("the reranker at %s timed out (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "lower top_k (fewer candidates)"
-	case status >= 500 || status == 429:
+	case upstream.KindUnavailable, upstream.KindRateLimited:
 		e.Code = CodeRerankUnavailable
 		e.Message = fmt.Sprintf("the reranker at %s failed (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "retry later; the reranker is failing or overloaded"

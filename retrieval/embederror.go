@@ -1,16 +1,17 @@
 package retrieval
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"regexp"
+	"net/http"
 	"strings"
+	"time"
 
 	"ragtime/pipeline"
+	"ragtime/upstream"
 )
 
 // Error codes of the remote embedders (retrieval/openai, retrieval/ollama),
@@ -25,136 +26,155 @@ const (
 	CodeEmbedBadRequest    = "embed_bad_request"
 )
 
-// EmbedFailure describes a failed call to a remote embedder, for
-// ClassifyEmbedFailure.
-type EmbedFailure struct {
+// EmbedRetries is how many times a remote embedding call that failed for a
+// reason worth retrying (no connection, 429, 502–504) is tried again.
+const EmbedRetries = 2
+
+// maxEmbedResponse bounds an embeddings response (64 texts of 3,072
+// dimensions as JSON are about 4 MB).
+const maxEmbedResponse = 64 << 20
+
+// RemoteEmbedder is what the remote embedders (retrieval/openai,
+// retrieval/ollama) share: the HTTP call through the upstream layer, its
+// retries and timing, and the classification of failures.
+type RemoteEmbedder struct {
 	// Provider names the technology ("openai", "ollama") and BaseURL where
-	// it was called; Model is the model asked for.
+	// it is called; Model is the model asked for.
 	Provider, BaseURL, Model string
-	// KeyVar names the variable holding the API key ("" when none is used)
-	// and KeySet tells whether it was set. Key itself is only used to scrub
-	// it from error text.
-	KeyVar string
-	KeySet bool
-	Key    string
-	// Status is the HTTP status (0 when no response came back) and Body
-	// the start of the error body.
-	Status int
-	Body   []byte
-	// Err is the transport error, when there was no response.
-	Err error
+	// Key is sent as a bearer token when set; KeyVar names its variable,
+	// for hints.
+	Key, KeyVar string
+	// Timeout bounds each request, retries included.
+	Timeout time.Duration
+	// HTTP is the upstream client of BaseURL's host.
+	HTTP *upstream.Client
 }
 
-// ClassifyEmbedFailure turns a failed embedding call into a *pipeline.Error
-// with an embed_* code, a message naming the endpoint and a hint naming the
-// flag or variable to check. The caller's own cancellation is returned as a
-// plain error wrapping it.
-func ClassifyEmbedFailure(ctx context.Context, f EmbedFailure) error {
-	where := fmt.Sprintf("the %s embedder at %s", f.Provider, RedactURL(f.BaseURL))
-	if f.Status == 0 {
-		var ne net.Error
-		switch {
-		case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
-			return fmt.Errorf("embedding: %w", ctx.Err())
-		case errors.Is(f.Err, context.DeadlineExceeded) || (errors.As(f.Err, &ne) && ne.Timeout()):
-			return &pipeline.Error{Code: CodeEmbedTimeout, Err: f.Err,
-				Message: where + " did not answer in time",
-				Hint:    "check the embedding server's load, or raise --embed-timeout"}
-		default:
-			return &pipeline.Error{Code: CodeEmbedUnavailable, Err: f.Err,
-				Message: fmt.Sprintf("%s is unreachable: %v", where, f.Err),
-				Hint:    "check --embed-base-url and that the embedding server is running"}
+// Where names the endpoint in messages, with any password masked.
+func (r *RemoteEmbedder) Where() string {
+	return fmt.Sprintf("the %s embedder at %s", r.Provider, upstream.RedactURL(r.BaseURL))
+}
+
+// Post sends payload as JSON to BaseURL+path and decodes the answer into
+// out. Failures are *pipeline.Error with an embed_* code, except the
+// caller's own cancellation, returned as a plain error wrapping it. The
+// connection and retries are reported to the pipeline.Call in ctx.
+func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any) error {
+	body, err := json.Marshal(payload)
+	if err != nil {
+		return fmt.Errorf("encoding the embed request: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.BaseURL+path, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("building the embed request to %s: %w", r.Where(), upstream.NewScrubber(r.Key).Wrap(err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+r.Key)
+	}
+	tr := &upstream.Trace{}
+	resp, retries, err := r.HTTP.DoIdempotent(req, tr, EmbedRetries)
+	if c := pipeline.CallFrom(ctx); c != nil {
+		c.Made, c.Conn, c.Retries = true, tr.Conn(), retries
+	}
+	if err != nil {
+		return r.failure(ctx, 0, nil, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return r.failure(ctx, resp.StatusCode, upstream.ReadErrorBody(resp.Body), nil)
+	}
+	data, err := upstream.ReadLimited(resp.Body, maxEmbedResponse)
+	if err != nil && !errors.Is(err, upstream.ErrTooLarge) {
+		return r.failure(ctx, 0, nil, err)
+	}
+	if err == nil {
+		err = json.Unmarshal(data, out)
+	}
+	if err != nil {
+		return &pipeline.Error{Code: CodeEmbedBadResponse, Err: err,
+			Message: fmt.Sprintf("%s sent a response that is not %s embeddings JSON: %v", r.Where(), r.Provider, err)}
+	}
+	return nil
+}
+
+// Check verifies one vector per text came back, each of dims dimensions
+// (any non-zero length when dims is 0).
+func (r *RemoteEmbedder) Check(vecs [][]float32, texts, dims int) error {
+	if len(vecs) != texts {
+		return &pipeline.Error{Code: CodeEmbedBadResponse,
+			Message: fmt.Sprintf("%s returned %d vectors for %d texts", r.Where(), len(vecs), texts)}
+	}
+	for i, v := range vecs {
+		if len(v) == 0 || (dims > 0 && len(v) != dims) {
+			return &pipeline.Error{Code: CodeEmbedBadResponse,
+				Message: fmt.Sprintf("%s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", r.Where(), len(v), i, dims),
+				Hint:    "set --embed-dimensions to the model's dimension, or to 0 to accept it"}
 		}
 	}
-	detail := scrubKey(embedErrorText(f.Body), f.Key)
-	e := &pipeline.Error{Status: f.Status}
-	model := strings.ToLower(detail)
-	switch {
-	case f.Status == 401 || f.Status == 403:
-		e.Code = CodeEmbedAuth
-		e.Message = fmt.Sprintf("%s rejected the API key (HTTP %d): %s", where, f.Status, detail)
-		e.Hint = fmt.Sprintf("check that %s holds a key for this provider", f.KeyVar)
-		if !f.KeySet {
-			e.Hint = fmt.Sprintf("%s is not set; set it to this provider's API key", f.KeyVar)
+	return nil
+}
+
+// failure turns a failed call into a *pipeline.Error with an embed_* code,
+// a message naming the endpoint and a hint naming the flag or variable to
+// check.
+func (r *RemoteEmbedder) failure(ctx context.Context, status int, body []byte, err error) error {
+	where := r.Where()
+	sc := upstream.NewScrubber(r.Key)
+	if status == 0 {
+		switch upstream.TransportKind(ctx, err) {
+		case upstream.KindCancelled:
+			return fmt.Errorf("embedding: %w", ctx.Err())
+		case upstream.KindTimeout:
+			return &pipeline.Error{Code: CodeEmbedTimeout, Err: sc.Wrap(err),
+				Message: where + " did not answer in time",
+				Hint:    "check the embedding server's load, or raise --embed-timeout"}
 		}
-	case f.Status == 404 || (strings.Contains(model, "model") && (strings.Contains(model, "not found") || strings.Contains(model, "does not exist"))):
+		return &pipeline.Error{Code: CodeEmbedUnavailable, Err: sc.Wrap(err),
+			Message: fmt.Sprintf("%s is unreachable: %v", where, sc.Wrap(err)),
+			Hint:    "check --embed-base-url and that the embedding server is running"}
+	}
+	ue := upstream.ParseError(body)
+	detail := ue.Detail(sc)
+	e := &pipeline.Error{Status: status}
+	switch upstream.Classify(status, ue) {
+	case upstream.KindAuth:
+		e.Code = CodeEmbedAuth
+		e.Message = fmt.Sprintf("%s rejected the API key (HTTP %d): %s", where, status, detail)
+		e.Hint = fmt.Sprintf("check that %s holds a key for this provider", r.KeyVar)
+		if r.Key == "" {
+			e.Hint = fmt.Sprintf("%s is not set; set it to this provider's API key", r.KeyVar)
+		}
+	case upstream.KindNotFound:
 		e.Code = CodeEmbedModelNotFound
-		e.Message = fmt.Sprintf("%s does not serve model %q (HTTP %d): %s", where, f.Model, f.Status, detail)
+		e.Message = fmt.Sprintf("%s does not serve model %q (HTTP %d): %s", where, r.Model, status, detail)
 		e.Hint = "check --embed-model (and --embed-base-url: OpenAI-compatible servers usually need the /v1 suffix)"
-	case f.Status == 429:
+	case upstream.KindRateLimited:
 		e.Code = CodeEmbedRateLimited
 		e.Message = fmt.Sprintf("%s is rate limiting (HTTP 429): %s", where, detail)
 		e.Hint = "lower --embed-concurrency or --batch-size"
-	case f.Status == 408 || f.Status == 504:
+	case upstream.KindTimeout:
 		e.Code = CodeEmbedTimeout
-		e.Message = fmt.Sprintf("%s timed out (HTTP %d): %s", where, f.Status, detail)
+		e.Message = fmt.Sprintf("%s timed out (HTTP %d): %s", where, status, detail)
 		e.Hint = "retry; if it persists, lower --batch-size"
-	case f.Status >= 500:
+	case upstream.KindUnavailable:
 		e.Code = CodeEmbedUnavailable
-		e.Message = fmt.Sprintf("%s failed (HTTP %d): %s", where, f.Status, detail)
+		e.Message = fmt.Sprintf("%s failed (HTTP %d): %s", where, status, detail)
 		e.Hint = "the embedding server is failing or overloaded; retry later"
 	default:
 		e.Code = CodeEmbedBadRequest
-		e.Message = fmt.Sprintf("%s rejected the request (HTTP %d): %s", where, f.Status, detail)
+		e.Message = fmt.Sprintf("%s rejected the request (HTTP %d): %s", where, status, detail)
 		e.Hint = "check --embed-model and --embed-dimensions (not every model accepts a dimension)"
 	}
 	return e
 }
 
-// keyLike matches what looks like an API key (sk-…, masked keys a provider
-// echoes back such as sk-ab****wxyz, bearer credentials).
-var keyLike = regexp.MustCompile(`(?i)\b(?:sk|pk|rk)-[A-Za-z0-9_*.\-]{6,}|[A-Za-z0-9_\-.]*\*{4,}[A-Za-z0-9_\-.]*|bearer\s+\S+`)
-
-// scrubKey removes the key and anything key-like from text that came from
-// the network, so it never reaches a log, the database or the stream.
-func scrubKey(text, key string) string {
-	text = keyLike.ReplaceAllString(text, "[redacted]")
-	if k := strings.TrimSpace(key); k != "" {
-		text = strings.ReplaceAll(text, k, "[redacted]")
+// CheckBaseURL checks an --embed-base-url: an http(s) URL with a host.
+func CheckBaseURL(raw string) error {
+	if !strings.HasPrefix(raw, "http://") && !strings.HasPrefix(raw, "https://") {
+		return fmt.Errorf("--embed-base-url %q must start with http:// or https://", upstream.RedactURL(raw))
 	}
-	return text
-}
-
-// embedErrorText extracts the message of an error body in the shapes
-// OpenAI-compatible servers and Ollama use, bounded in length.
-func embedErrorText(body []byte) string {
-	var env struct {
-		Error   json.RawMessage `json:"error"`
-		Message string          `json:"message"`
-	}
-	text := strings.TrimSpace(string(body))
-	if json.Unmarshal(body, &env) == nil {
-		var obj struct {
-			Message string `json:"message"`
-		}
-		var s string
-		switch {
-		case json.Unmarshal(env.Error, &obj) == nil && obj.Message != "":
-			text = obj.Message
-		case json.Unmarshal(env.Error, &s) == nil && s != "":
-			text = s
-		case env.Message != "":
-			text = env.Message
-		}
-	}
-	if len(text) > 300 {
-		text = text[:300] + "…"
-	}
-	if text == "" {
-		text = "(no error message)"
-	}
-	return text
-}
-
-// RedactURL masks the password of a URL with credentials in it: the
-// message it goes into reaches the stream, the query row and the logs.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
-			return "…" + raw[i:] // unparseable: keep only what follows the credentials
-		}
-		return raw
-	}
-	return u.Redacted()
+	return nil
 }

@@ -9,17 +9,15 @@ import (
 	"ragtime/pipeline"
 )
 
-// TestClassifyEmbedFailureHidesURLCredentials: the message goes to the SSE
-// error event, the query row and the logs, so a password in
-// --embed-base-url must not appear in it.
-func TestClassifyEmbedFailureHidesURLCredentials(t *testing.T) {
+// TestEmbedFailureHidesURLCredentials: the message goes to the SSE error
+// event, the query row and the logs, so a password in --embed-base-url must
+// not appear in it.
+func TestEmbedFailureHidesURLCredentials(t *testing.T) {
 	t.Parallel()
+	r := &RemoteEmbedder{Provider: "openai", BaseURL: "http://user:s3cret-pass@127.0.0.1:9/v1", Model: "m",
+		KeyVar: "RAGTIME_EMBED_API_KEY", Key: "sk-key"}
 	for _, status := range []int{0, 401, 404, 429, 504, 500, 400} {
-		err := ClassifyEmbedFailure(context.Background(), EmbedFailure{
-			Provider: "openai", BaseURL: "http://user:s3cret-pass@127.0.0.1:9/v1", Model: "m",
-			KeyVar: "RAGTIME_EMBED_API_KEY", KeySet: true, Key: "sk-key",
-			Status: status, Body: []byte(`{"error": {"message": "nope"}}`), Err: errors.New("connection refused"),
-		})
+		err := r.failure(context.Background(), status, []byte(`{"error": {"message": "nope"}}`), errors.New("connection refused"))
 		var pe *pipeline.Error
 		if !errors.As(err, &pe) {
 			t.Fatalf("status %d: %v is not a *pipeline.Error", status, err)

@@ -31,6 +31,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 const (
@@ -237,66 +238,131 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 	return g, nil
 }
 
-// buildGraph inserts every live slot of st into a fresh graph (see
-// linkFrom).
-func buildGraph(st *state, dim int) {
-	st.graph = newGraph()
-	linkFrom(st, dim, 0)
+// Linking in the background. Loading does not insert into the graph the
+// chunks it has no graph for (those the log added since the snapshot, or
+// all of them when the graph file is missing or of another generation):
+// that would cost about a millisecond per chunk before the first search.
+// It lists them in state.unlinked instead; searches scan those exactly and
+// merge them with what the graph finds, and a goroutine links them in,
+// a wave at a time, while searches and writes go on.
+
+// linkWave is the number of unlinked chunks planned in parallel (under the
+// read lock) and then linked (under the write lock) in one step.
+const linkWave = 256
+
+// linkStep is how many planned chunks are linked per hold of the write
+// lock.
+const linkStep = 16
+
+// liveFrom lists st's live slots from first on, in slot order (documents
+// in the order they were stored, chunks in order).
+func liveFrom(st *state, first int) []int32 {
+	var out []int32
+	for s := first; s < len(st.alive); s++ {
+		if st.alive[s] {
+			out = append(out, int32(s))
+		}
+	}
+	return out
 }
 
-// linkFrom inserts the live slots from first on into st's graph, document
-// by document in slot order: neighbours are planned in parallel against the
-// graph built so far, a wave at a time, then linked one by one. Loading
-// uses it for a whole index (first 0) and for the documents a replayed log
-// added (first: the slab size before the replay). st must not be visible
-// to searches yet.
-func linkFrom(st *state, dim int, first int32) {
-	st.graph.grow(len(st.alive))
-	type item struct {
-		slot  int32
-		level int
-		batch []int32 // earlier slots of the same document
+// linkSome links up to one wave of st's unlinked chunks into its graph and
+// reports whether any remain. Neighbours are planned in parallel under the
+// read lock; the links are made under writeMu (taken unless haveWriteMu)
+// and the write lock. It stops when st is no longer the index's state.
+func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
+	dim := ix.dim
+	ix.mu.RLock()
+	if ix.st != st || len(st.unlinked) == 0 {
+		ix.mu.RUnlock()
+		return false
 	}
-	var items []item
-	docs := make([]string, 0, len(st.docs))
-	for id, e := range st.docs {
-		if len(e.slots) > 0 && e.slots[0] >= first {
-			docs = append(docs, id)
-		}
+	n := min(len(st.unlinked), linkWave)
+	if st.graph.entry < 0 || len(st.alive)-len(st.unlinked) < 4*linkWave {
+		n = min(n, 16) // plans against a near-empty graph are mostly redone below
 	}
-	slices.SortFunc(docs, func(a, b string) int {
-		return int(st.docs[a].slots[0] - st.docs[b].slots[0])
-	})
-	for _, id := range docs {
-		slots := st.docs[id].slots
-		for i, s := range slots {
-			items = append(items, item{slot: s, level: levelFor(id, i), batch: slots[:i]})
-		}
-	}
-	const wave = 256
-	workers := runtime.GOMAXPROCS(0)
-	plans := make([]plan, wave)
-	for lo := 0; lo < len(items); lo += wave {
-		part := items[lo:min(lo+wave, len(items))]
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for i := int(next.Add(1) - 1); i < len(part); i = int(next.Add(1) - 1) {
-					it := part[i]
-					plans[i] = st.planInsert(dim, st.vecs[int(it.slot)*dim:(int(it.slot)+1)*dim], it.level)
+	part := slices.Clone(st.unlinked[:n])
+	plans := make([]plan, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				s := part[i]
+				if st.alive[s] {
+					c := &st.chunks[s]
+					plans[i] = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], levelFor(c.DocID, c.Index))
 				}
-			})
-		}
-		wg.Wait()
-		for i, it := range part {
-			p := plans[i]
-			if p.links == nil && st.graph.entry >= 0 {
-				p = st.planInsert(dim, st.vecs[int(it.slot)*dim:(int(it.slot)+1)*dim], it.level)
 			}
-			// Nodes of this wave planned without seeing each other: link
-			// each to the wave's earlier nodes of its document as well.
-			st.link(dim, it.slot, p, it.batch)
-		}
+		})
 	}
+	wg.Wait()
+	ix.mu.RUnlock()
+	if !haveWriteMu {
+		ix.writeMu.Lock()
+		defer ix.writeMu.Unlock()
+	}
+	// Linked a few at a time, so no search waits behind a whole wave.
+	for lo := 0; lo < n; lo += linkStep {
+		ix.mu.Lock()
+		if ix.st != st {
+			ix.mu.Unlock()
+			return false
+		}
+		st.graph.grow(len(st.alive))
+		hi := min(lo+linkStep, n)
+		for i, s := range part[lo:hi] {
+			if !st.alive[s] { // replaced or deleted since
+				continue
+			}
+			c := &st.chunks[s]
+			p := plans[lo+i]
+			if p.links == nil && st.graph.entry >= 0 {
+				p = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], p.level)
+			}
+			// The document's earlier chunks, linked already: chunks of a
+			// wave were planned without seeing each other.
+			st.link(dim, s, p, st.docs[c.DocID].slots[:c.Index])
+		}
+		st.unlinked = st.unlinked[hi-lo:]
+		ix.mu.Unlock()
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.st == st && len(st.unlinked) > 0
+}
+
+// linkInBackground links st's unlinked chunks in a goroutine (Close waits
+// for it) and logs when it is done; then runs after, if set.
+func (ix *Index) linkInBackground(st *state, after func()) {
+	ix.bgMu.Lock()
+	if ix.closing {
+		ix.bgMu.Unlock()
+		return
+	}
+	ix.bg.Add(1)
+	ix.bgMu.Unlock()
+	ix.mu.RLock()
+	n := len(st.unlinked)
+	ix.mu.RUnlock()
+	go func() {
+		defer ix.bg.Done()
+		start := time.Now()
+		for ix.linkSome(st, false) {
+			if ix.isClosing() {
+				return
+			}
+		}
+		ix.mu.RLock()
+		done := ix.st == st && len(st.unlinked) == 0
+		ix.mu.RUnlock()
+		if !done {
+			return // replaced by a newer state, or a compaction linked the rest
+		}
+		ix.logger.Info("linked the loaded chunks into the HNSW graph", "dir", ix.dir, "chunks", n,
+			"took", time.Since(start).Round(time.Millisecond))
+		if after != nil {
+			after()
+		}
+	}()
 }

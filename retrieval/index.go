@@ -166,8 +166,11 @@ type state struct {
 	live   int
 	// graph is the HNSW graph over the slots; nil when searches are exact.
 	// With a graph, freed slots are not reused (their vectors still route
-	// searches); they go when the index is next loaded from its file.
+	// searches); they go at the next compaction.
 	graph *graph
+	// unlinked lists, in slot order, loaded chunks not yet in the graph
+	// (see linkSome): searches scan them exactly.
+	unlinked []int32
 }
 
 type docEntry struct {
@@ -640,6 +643,18 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	switch {
 	case len(filter.DocIDs) > 0 || len(filter.Metadata) > 0:
 		top, err = st.searchFiltered(ctx, ix.dim, q, k, filter)
+	case st.graph != nil && len(st.alive) >= exactBelow && len(st.unlinked) > 0:
+		// Loaded chunks still being linked: the graph's best and the
+		// unlinked ones', scored exactly, merged.
+		top = topK{k: k, items: make([]scored, 0, k)}
+		for _, c := range st.annSearch(ix.dim, q, k, ix.ef) {
+			top.offer(scored{slot: c.s, score: 1 - c.d})
+		}
+		for _, s := range st.unlinked {
+			if st.alive[s] {
+				top.offer(scored{slot: s, score: dot(q, st.vecs[int(s)*ix.dim:(int(s)+1)*ix.dim])})
+			}
+		}
 	case st.graph != nil && len(st.alive) >= exactBelow:
 		found := st.annSearch(ix.dim, q, k, ix.ef)
 		hits := make([]pipeline.Hit, len(found))

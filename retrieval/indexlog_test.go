@@ -369,7 +369,7 @@ func TestCompactionCutBetweenRenames(t *testing.T) {
 		logged string
 	}{
 		{"cut after the graph's rename", map[string][]byte{indexFileName: old[indexFileName], graphFileName: cur[graphFileName], logFileName: old[logFileName]},
-			"rebuilt the index's HNSW graph"},
+			"rebuilding the index's HNSW graph"},
 		{"cut after the snapshot's rename", map[string][]byte{indexFileName: cur[indexFileName], graphFileName: cur[graphFileName], logFileName: old[logFileName]},
 			"replacing an index log the last compaction had folded"},
 	} {
@@ -396,5 +396,22 @@ func TestCompactionCutBetweenRenames(t *testing.T) {
 		if got := openIndex(t, dir, dim, false).Documents(); !slices.Equal(got, want) {
 			t.Errorf("%s: after the writer's repair %d documents, want %d", tc.name, len(got), len(want))
 		}
+	}
+}
+
+func TestCompactIfLogOver(t *testing.T) {
+	t.Parallel()
+	w := openIndexOpts(t, t.TempDir(), IndexOptions{Dimension: 8, Embedder: "test", Writable: true, CompactAfter: -1})
+	fillFixed(t, w, rand.New(rand.NewPCG(2, 3)), 10, 8)
+	logged := w.log.size - w.log.base
+	if _, did, err := w.CompactIfLogOver(context.Background(), logged); did || err != nil {
+		t.Errorf("compacted a log of %d bytes with a threshold of as many (%v)", logged, err)
+	}
+	if st, did, err := w.CompactIfLogOver(context.Background(), logged-1); !did || err != nil || st.Generation != 1 || st.LogBytes != logged {
+		t.Errorf("below the log's size: compacted %v, %+v, %v", did, st, err)
+	}
+	rd := openIndex(t, t.TempDir(), 8, false)
+	if _, _, err := rd.CompactIfLogOver(context.Background(), 0); !errors.Is(err, ErrReadOnly) {
+		t.Errorf("read-only: %v", err)
 	}
 }

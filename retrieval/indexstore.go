@@ -71,6 +71,9 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 	if err := ix.replayLog(ld); err != nil {
 		return nil, err
 	}
+	if ld.rebuilt {
+		ld.st.unlinked = liveFrom(ld.st, 0)
+	}
 	if follow && ld.logID != (fileID{}) && ld.logGen > ld.gen {
 		return nil, errNotYet
 	}
@@ -99,11 +102,10 @@ func (ix *Index) loadGraph(ld *loaded, follow bool) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		reason = "no graph file (the index was written with --store-exact, or before graphs were saved)"
 	}
-	start := time.Now()
-	buildGraph(ld.st, ix.dim)
+	ld.st.graph = newGraph()
 	ld.rebuilt = true
-	ix.logger.Info("rebuilt the index's HNSW graph from its vectors", "file", path, "reason", reason,
-		"chunks", ld.st.live, "took", time.Since(start).Round(time.Millisecond))
+	ix.logger.Info("rebuilding the index's HNSW graph from its vectors in the background (searches scan the chunks not yet linked)",
+		"file", path, "reason", reason, "chunks", ld.st.live)
 	return nil
 }
 
@@ -140,8 +142,8 @@ func (ix *Index) replayLog(ld *loaded) error {
 	}
 	ld.logEnd, ld.torn = sc.end, sc.torn
 	if sc.recs > 0 {
-		if ld.st.graph != nil {
-			linkFrom(ld.st, ix.dim, first)
+		if ld.st.graph != nil && !ld.rebuilt {
+			ld.st.unlinked = liveFrom(ld.st, int(first))
 		}
 		ix.logger.Info("replayed the index log", "file", ix.logPath, "records", sc.recs, "chunks", chunks,
 			"took", time.Since(start).Round(time.Millisecond))
@@ -168,6 +170,7 @@ func (ix *Index) open() error {
 	}
 	ix.publish(ld)
 	if !ix.writable {
+		ix.startLinking(ld)
 		return nil
 	}
 	switch {
@@ -196,10 +199,7 @@ func (ix *Index) open() error {
 		}
 		ix.log = l
 	}
-	if ld.rebuilt && ix.compactAfter >= 0 {
-		// Write the rebuilt graph out so the next open need not rebuild it.
-		ix.startCompaction()
-	}
+	ix.startLinking(ld)
 	return nil
 }
 
@@ -213,6 +213,31 @@ func (ix *Index) publish(ld *loaded) {
 	ix.snap, ix.logID, ix.logBase, ix.logEnd = ld.snap, ld.logID, ld.logBase, ld.logEnd
 	ix.snapBytes = ld.snap.size
 	ix.generation.Store(ld.gen)
+}
+
+// startLinking links ld's unlinked chunks in the background; a writer
+// whose graph file was missing or stale then compacts, so that the next
+// open finds a graph that matches.
+func (ix *Index) startLinking(ld *loaded) {
+	if len(ld.st.unlinked) == 0 {
+		return
+	}
+	if len(ld.st.unlinked) < exactBelow/4 { // a few: at once, the log line is noise
+		for ix.linkSome(ld.st, false) {
+		}
+	} else {
+		ix.logger.Info("linking loaded chunks into the HNSW graph in the background (searches scan them exactly meanwhile)",
+			"dir", ix.dir, "chunks", len(ld.st.unlinked))
+		var after func()
+		if ld.rebuilt && ix.writable && ix.compactAfter >= 0 {
+			after = ix.startCompaction
+		}
+		ix.linkInBackground(ld.st, after)
+		return
+	}
+	if ld.rebuilt && ix.writable && ix.compactAfter >= 0 {
+		ix.startCompaction()
+	}
 }
 
 // newLog starts an empty log following snapshot gen, replacing any.
@@ -306,6 +331,7 @@ func (ix *Index) reload() (bool, error) {
 		ix.writeMu.Lock()
 		ix.publish(ld)
 		ix.writeMu.Unlock()
+		ix.startLinking(ld)
 		return true, nil
 	}
 	fi, err = os.Stat(ix.logPath)
@@ -442,6 +468,32 @@ func (ix *Index) Compact(ctx context.Context) (CompactStats, error) {
 	return ix.compact()
 }
 
+// IngestCompactAfter is the log size (bytes) past which `ragtime ingest`
+// compacts when it has finished: about 1,300 chunks of 512 dimensions, so
+// the next open loads their graph rather than linking them again.
+const IngestCompactAfter = 4 << 20
+
+// CompactIfLogOver compacts (see Compact) when the log holds more than n
+// bytes of records, and reports whether it did.
+func (ix *Index) CompactIfLogOver(ctx context.Context, n int64) (CompactStats, bool, error) {
+	if !ix.writable {
+		return CompactStats{}, false, fmt.Errorf("compacting index: %w", ErrReadOnly)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.log == nil {
+		return CompactStats{}, false, fmt.Errorf("compacting index: the index was closed")
+	}
+	if ix.log.size-ix.log.base <= n {
+		return CompactStats{}, false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return CompactStats{}, false, fmt.Errorf("compacting index: %w", err)
+	}
+	st, err := ix.compact()
+	return st, err == nil, err
+}
+
 // compact is Compact; the caller holds writeMu, so st cannot change, and
 // reads it under the read lock, which searches share.
 func (ix *Index) compact() (CompactStats, error) {
@@ -461,6 +513,9 @@ func (ix *Index) compact() (CompactStats, error) {
 	// not become durable before the writes they fold in.
 	if err := ix.log.sync(); err != nil {
 		return fail(err)
+	}
+	// The graph file must hold every chunk: finish linking first.
+	for ix.linkSome(ix.st, true) {
 	}
 	ix.mu.RLock()
 	st := ix.st

@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
-DURATION=${DURATION:-30s}
+DURATION=${DURATION:-30s}   # whole seconds: 30s, 60s
 BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
 DB=${ABUSE_DATABASE:-ragtime_abuse}
 URL="$BASE/$DB?sslmode=disable"
@@ -74,7 +74,16 @@ one_run() {
   local spid=$!
   pids+=($spid)
   wait_up "http://127.0.0.1:$port/healthz"
-  timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$DURATION" --label "$label" "$@"
+  # The abusers run in their own process, started 2 s ahead of the measured
+  # client, which waits no longer for them.
+  local apid=
+  if [ $# -gt 0 ]; then
+    timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$(( ${DURATION%s} + 2 ))s" --label "$label" --steady=false "$@" &
+    apid=$!
+    sleep 2
+  fi
+  timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$DURATION" --label "$label"
+  [ -z "$apid" ] || wait "$apid"
   echo "$label: serve peak RSS $(awk '/VmHWM/ {printf "%.1f MB", $2/1024}' "/proc/$spid/status"), threads $(awk '/Threads/ {print $2}' "/proc/$spid/status")"
   kill -INT "$spid"; wait "$spid" 2>/dev/null || true
   echo "$label: serve logged $(grep -c '"level":"ERROR"' "$work/serve-$label.log" || true) errors"

@@ -4,9 +4,9 @@
 
 const rt = (() => {
   const SVG = "http://www.w3.org/2000/svg";
-  const stageOrder = ["queue", "embed", "search", "rerank", "assemble", "llm_connect", "llm_prefill", "llm_decode"];
+  const stageOrder = ["accept", "queue", "embed", "search", "rerank", "assemble", "llm_connect", "llm_prefill", "llm_decode"];
   const colors = {
-    queue: "#9aa3b2", embed: "#4e79a7", search: "#59a14f", rerank: "#76b7b2", assemble: "#c9a227",
+    accept: "#c7ccd6", queue: "#9aa3b2", embed: "#4e79a7", search: "#59a14f", rerank: "#76b7b2", assemble: "#c9a227",
     llm_connect: "#b07aa1", llm_prefill: "#e15759", llm_decode: "#f28e2b", overhead: "#8c8c8c",
     retrieval: "#4e79a7",
   };

@@ -187,7 +187,7 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 			stages: document.querySelectorAll("#stage-table tbody tr").length,
 			slow: document.querySelectorAll("#slow-table tbody tr").length,
 		})`))
-	if charts["ttft"] != 3 || charts["share"] == 0 || charts["topk"] != 12 || charts["cache"] != 1 || charts["stages"] != 8 || charts["slow"] != 3 {
+	if charts["ttft"] != 3 || charts["share"] == 0 || charts["topk"] != 12 || charts["cache"] != 1 || charts["stages"] != 9 || charts["slow"] != 3 {
 		t.Errorf("dashboard elements %v", charts)
 	}
 	screenshot(t, ctx, "dashboard.png")

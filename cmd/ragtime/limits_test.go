@@ -143,6 +143,19 @@ func TestAdmissionRefusesWith429And503AndRetryAfter(t *testing.T) {
 	if n := countRows(t, pool, "queries"); n != 0 {
 		t.Errorf("%d rows while only the open stream was admitted", n)
 	}
+	// Both refusals are counted by reason, and the open stream is running.
+	resp, err := http.Get(srv.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`ragtime_admission_rejected_total{reason="too_many_streams"} 1`,
+		`ragtime_admission_rejected_total{reason="server_busy"} 1`, `ragtime_streams_running 1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 func TestRateLimitPerCaller(t *testing.T) {
@@ -191,8 +204,9 @@ func TestQueuedAskWaitsInTheQueueStage(t *testing.T) {
 		t.Fatalf("queue_ms %v and %v: one ask must have waited for the other's ~300 ms stream", first.QueueMs, second.QueueMs)
 	}
 	for _, d := range []doneEvent{first, second} {
-		if d.Stages[0].Name != pipeline.StageQueue || d.Stages[0].Attrs["caller_limit"] != float64(1) {
-			t.Errorf("queue stage %+v", d.Stages[0])
+		// The accept stage (arrival to the queue's start) comes first.
+		if d.Stages[0].Name != pipeline.StageAccept || d.Stages[1].Name != pipeline.StageQueue || d.Stages[1].Attrs["caller_limit"] != float64(1) {
+			t.Errorf("accept and queue stages %+v %+v", d.Stages[0], d.Stages[1])
 		}
 		if d.TTFTMs < d.QueueMs {
 			t.Errorf("ttft_ms %v does not hold queue_ms %v", d.TTFTMs, d.QueueMs)
@@ -539,5 +553,33 @@ func TestLimitsFollowTheKey(t *testing.T) {
 		if status, _, body := call(t, "GET", short, free.token, nil, nil); status != http.StatusOK {
 			t.Fatalf("free key's ask %d: %d %s", i, status, body)
 		}
+	}
+}
+
+func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	srv := startServe(t, env, "--data-dir", ingestCorpus(t, env), "--idle-timeout", "200ms")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	// The connection is kept alive, then closed by the server once idle.
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("reading an idle keep-alive connection: %v, want EOF (closed by the server)", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("closed after %v, want about --idle-timeout 200ms", d)
 	}
 }

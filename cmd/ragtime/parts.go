@@ -19,6 +19,7 @@ import (
 	"ragtime/retrieval/ollama"
 	"ragtime/retrieval/openai"
 	"ragtime/retrieval/qdrant"
+	"ragtime/upstream"
 )
 
 // APIKeyEnv is the variable holding the LLM provider's key. The key is read
@@ -76,6 +77,9 @@ type partsConfig struct {
 	// lockedReadOnly opens the embedded index read-only when another
 	// process holds its writer lock, instead of failing (serve).
 	lockedReadOnly bool
+	// pool holds the upstream keep-alive transports of every HTTP part
+	// (serve sizes it to --max-concurrent); nil means upstream.Default().
+	pool *upstream.Pool
 }
 
 // llmConfig is the generator's configuration: flags, RAGTIME_* variables
@@ -88,6 +92,8 @@ type llmConfig struct {
 	timeout     time.Duration
 	ttftTimeout time.Duration
 	maxRetries  int
+	// pool: see partsConfig.pool.
+	pool *upstream.Pool
 }
 
 func (c *llmConfig) register(fs *flag.FlagSet) {
@@ -130,7 +136,7 @@ func (c *llmConfig) buildGenerator(getenv func(string) string) (gen pipeline.Gen
 	key, from := c.apiKey(getenv)
 	cfg := llm.Config{
 		BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: from,
-		Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, MaxRetries: c.maxRetries, Getenv: getenv,
+		Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, MaxRetries: c.maxRetries, Getenv: getenv, Pool: c.pool,
 	}
 	switch c.provider {
 	case "extractive":
@@ -268,7 +274,7 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 	case "openai":
 		e, err := openai.New(openai.Config{
 			BaseURL: c.embedURL, Model: c.embedModel, Dimensions: c.embedDim,
-			APIKey: env.getenv(c.embedKey), KeyVar: c.embedKey, BatchSize: c.embedBatch, Timeout: c.embedTime,
+			APIKey: env.getenv(c.embedKey), KeyVar: c.embedKey, BatchSize: c.embedBatch, Timeout: c.embedTime, Pool: c.pool,
 		})
 		if err != nil {
 			return nil, &usageError{msg: err.Error()}
@@ -277,7 +283,7 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 	case "ollama":
 		e, err := ollama.New(ollama.Config{
 			BaseURL: c.embedURL, Model: c.embedModel, Dimensions: c.embedDim, BatchSize: c.embedBatch, Timeout: c.embedTime,
-			APIKey: env.getenv(c.embedKey), KeyVar: c.embedKey,
+			APIKey: env.getenv(c.embedKey), KeyVar: c.embedKey, Pool: c.pool,
 		})
 		if err != nil {
 			return nil, &usageError{msg: err.Error()}
@@ -363,7 +369,7 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	case "http":
 		h, err := rerank.NewHTTP(rerank.HTTPConfig{
 			URL: c.rerankURL, Shape: c.rerankAPI, Model: c.rerankModel,
-			APIKey: env.getenv(c.rerankKey), KeyVar: c.rerankKey,
+			APIKey: env.getenv(c.rerankKey), KeyVar: c.rerankKey, Pool: c.pool,
 		})
 		if err != nil {
 			return nil, &usageError{msg: err.Error()}
@@ -376,6 +382,7 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	if err != nil {
 		return nil, fmt.Errorf("--token-encoding: %w", err)
 	}
+	c.llm.pool = c.pool
 	gen, remote, model, err := c.llm.buildGenerator(env.getenv)
 	if err != nil {
 		return nil, err

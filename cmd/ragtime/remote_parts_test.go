@@ -46,6 +46,11 @@ func TestRemoteEmbedderAndRerankerAgainstLLMSim(t *testing.T) {
 			if byName["embed"]["embedder"] != "openai:sim-embed" && byName["embed"]["embedder"] != "ollama:sim-embed" {
 				t.Errorf("embed attrs %v", byName["embed"])
 			}
+			for _, stage := range []string{"embed", "rerank"} {
+				if _, ok := byName[stage]["reused"].(bool); !ok || byName[stage]["connect_ms"] == nil || byName[stage]["dns_ms"] == nil || byName[stage]["tls_ms"] == nil {
+					t.Errorf("%s attrs %v lack the connection timings", stage, byName[stage])
+				}
+			}
 			if byName["search"]["store"] != "embedded" || byName["search"]["hits"] == nil {
 				t.Errorf("search attrs %v", byName["search"])
 			}

@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -22,6 +24,7 @@ import (
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/retrieval"
+	"ragtime/upstream"
 )
 
 // serveConfig holds serve's flags.
@@ -56,6 +59,7 @@ type serveConfig struct {
 	logFormat        string
 	hideReasoning    bool
 	warmup           warmupFlag
+	pprofAddr        string
 	insecureNoAuth   bool
 	allowedModels    listFlag
 	keysReload       time.Duration
@@ -118,6 +122,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's profiler (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060, apart from the API (empty: off)")
 	c.warmup = "off"
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
@@ -154,6 +159,21 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if c.ingestWait <= 0 {
 		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
 	}
+	if c.maxConcurrent < 0 {
+		problems["max-concurrent"] = fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)
+	}
+	if c.callerConcurrent < 0 {
+		problems["max-concurrent-per-caller"] = fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)
+	}
+	if c.writeTimeout <= 0 {
+		problems["stream-write-timeout"] = fmt.Sprintf("--stream-write-timeout must be positive (a client that stops reading must not hold a stream forever), got %s", c.writeTimeout)
+	}
+	for name, d := range map[string]time.Duration{"queue-timeout": c.queueTimeout, "body-timeout": c.bodyTimeout,
+		"idle-timeout": c.idleTimeout, "sse-heartbeat": c.heartbeat, "sse-retry": c.sseRetry} {
+		if d < 0 {
+			problems[name] = fmt.Sprintf("--%s must not be negative, got %s", name, d)
+		}
+	}
 	return problems
 }
 
@@ -185,6 +205,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
+		return err
+	}
 
 	db, err := cfg.db.open(ctx, true)
 	if err != nil {
@@ -197,6 +220,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
 	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
 	cfg.parts.lockedReadOnly = true
+	// Every concurrent ask may hold one connection per upstream host.
+	cfg.parts.pool = upstream.NewPool(upstream.Options{IdlePerHost: cfg.maxConcurrent})
 	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
@@ -267,6 +292,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	mx.Admission(admit)
 	asks := api.Track(pl)
 	store := postgres.NewStore(db)
 	handler := api.NewServer(api.Deps{
@@ -326,6 +352,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if parts.store.Len() == 0 {
 		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
 	}
+
+	stopPprof, err := servePprof(cfg.pprofAddr, log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	reload := cfg.reloadInterval
 	if !readOnly {
@@ -405,20 +437,8 @@ func shellQuote(s string) string {
 // sharing the CPU until every answer is late.
 func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
 
-// admission builds admission control from the flags.
+// admission builds admission control from the flags (checked by Valid).
 func (c *serveConfig) admission() (*admission.Controller, error) {
-	switch {
-	case c.maxConcurrent < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)}
-	case c.callerConcurrent < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)}
-	case c.queueTimeout < 0:
-		return nil, &usageError{msg: fmt.Sprintf("--queue-timeout must not be negative, got %s", c.queueTimeout)}
-	case c.bodyTimeout < 0 || c.idleTimeout < 0 || c.writeTimeout < 0 || c.heartbeat < 0 || c.sseRetry < 0:
-		return nil, &usageError{msg: "--body-timeout, --idle-timeout, --stream-write-timeout, --sse-heartbeat and --sse-retry must not be negative"}
-	case c.writeTimeout == 0:
-		return nil, &usageError{msg: "--stream-write-timeout must be positive: a client that stops reading must not hold a stream forever"}
-	}
 	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 
@@ -446,6 +466,44 @@ func newLogger(env *environment, format string) (*slog.Logger, error) {
 
 // roundMs is a duration in milliseconds with microsecond resolution.
 func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
+
+// servePprof serves net/http/pprof on addr, which must be a loopback
+// address: profiles show code paths and timings, not for the public port.
+// Empty addr serves nothing.
+func servePprof(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	if err := checkPprofAddr(addr); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("profiler serving", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { _ = srv.Close() }, nil
+}
+
+// checkPprofAddr refuses a --pprof-addr that is not loopback host:port.
+func checkPprofAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return &usageError{msg: fmt.Sprintf("--pprof-addr must be a loopback host:port such as 127.0.0.1:6060, got %q", addr)}
+	}
+	return nil
+}
 
 // keysSnapshotFile, under --data-dir, keeps the API keys as last loaded
 // (prefixes and hashes, never tokens), for a serve started while Postgres

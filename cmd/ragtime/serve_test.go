@@ -27,6 +27,7 @@ type doneEvent struct {
 	TTFTMs         float64         `json:"ttft_ms"`
 	FirstTokenMs   float64         `json:"first_token_ms"`
 	E2EMs          float64         `json:"e2e_ms"`
+	AcceptMs       float64         `json:"accept_ms"`
 	QueueMs        float64         `json:"queue_ms"`
 	RetrievalMs    float64         `json:"retrieval_ms"`
 	GenTTFTMs      float64         `json:"gen_ttft_ms"`
@@ -80,7 +81,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 	for range 3 {
 		events := ask(t, srv.url, "q="+url.QueryEscape("How does prefill time grow with prompt tokens?")+"&top_k=4&rerank_top_n=2&max_tokens=20")
 		// llm_connect and llm_prefill go out right after the first token.
-		want := "meta stage stage stage stage stage sources token stage stage token stage done"
+		want := "meta stage stage stage stage stage stage sources token stage stage token stage done"
 		if got := eventNames(events); got != want {
 			t.Fatalf("event order:\n got %s\nwant %s", got, want)
 		}
@@ -92,11 +93,11 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 				stageNames = append(stageNames, s.Name)
 			}
 		}
-		if got := strings.Join(stageNames, ","); got != "queue,embed,search,rerank,assemble,llm_connect,llm_prefill,llm_decode" {
+		if got := strings.Join(stageNames, ","); got != "accept,queue,embed,search,rerank,assemble,llm_connect,llm_prefill,llm_decode" {
 			t.Fatalf("stages %s", got)
 		}
 		var sources struct{ Sources []pipeline.Source }
-		events[6].decode(t, &sources)
+		events[7].decode(t, &sources)
 		if len(sources.Sources) != 2 || sources.Sources[0].DocID != "prefill.md" {
 			t.Fatalf("sources %+v", sources.Sources)
 		}
@@ -113,9 +114,14 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 		if d.ReasoningMs != 0 {
 			t.Errorf("reasoning_ms %v from a model that does not reason", d.ReasoningMs)
 		}
-		sum := d.QueueMs + d.RetrievalMs + d.GenTTFTMs + d.OverheadMs
+		sum := d.AcceptMs + d.QueueMs + d.RetrievalMs + d.GenTTFTMs + d.OverheadMs
 		if math.Abs(sum-d.TTFTMs) > 0.01 {
-			t.Errorf("queue+retrieval+gen_ttft+overhead = %.3f, ttft = %.3f", sum, d.TTFTMs)
+			t.Errorf("accept+queue+retrieval+gen_ttft+overhead = %.3f, ttft = %.3f", sum, d.TTFTMs)
+		}
+		// The clock starts when the request's first byte was read: the
+		// accept stage comes first and covers the time before the pipeline.
+		if first := d.Stages[0]; first.Name != pipeline.StageAccept || first.StartMs != 0 || d.AcceptMs != first.DurationMs || d.AcceptMs < 0 {
+			t.Errorf("first stage %+v, accept_ms %v: want the accept stage from 0", first, d.AcceptMs)
 		}
 		var stageSum float64
 		for _, s := range d.Stages {
@@ -424,7 +430,7 @@ func TestPostgresDownWhileAsking(t *testing.T) {
 	eventually(t, "the rows to appear once Postgres is back", func() bool { return countRows(t, pool, "queries") == 3 })
 	for _, id := range ids {
 		var n int
-		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM query_stages WHERE query_id = $1", id).Scan(&n); err != nil || n != 8 {
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM query_stages WHERE query_id = $1", id).Scan(&n); err != nil || n != 9 { // accept … llm_decode
 			t.Errorf("query %s has %d stage rows (%v)", id, n, err)
 		}
 	}
@@ -515,5 +521,35 @@ func TestServeDefaultsReachThePipeline(t *testing.T) {
 	err = run(context.Background(), []string{"serve", "--top-k", "0", "--rerank-top-n", "-1"}, envMap(env), &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "--top-k must be between 1 and 100") || !strings.Contains(err.Error(), "--rerank-top-n must be between 0") {
 		t.Errorf("serve with bad defaults: %v", err)
+	}
+}
+
+// TestPprofOnlyBehindTheFlag: the profiler is served on its own loopback
+// address when --pprof-addr is given, never on the API's.
+func TestPprofOnlyBehindTheFlag(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dir := ingestCorpus(t, env)
+	srv := startServe(t, env, "--data-dir", dir, "--pprof-addr", "127.0.0.1:0")
+	if resp, err := http.Get(srv.url + "/debug/pprof/"); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the API address serves the profiler: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	var u string
+	eventually(t, "the profiler's address in the log", func() bool {
+		m := regexp.MustCompile(`url=(http://127\.0\.0\.1:[0-9]+/debug/pprof/)`).FindStringSubmatch(srv.stderr.String())
+		if m != nil {
+			u = m[1]
+		}
+		return m != nil
+	})
+	resp, err := http.Get(u + "cmdline")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("profiler: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if _, _, err := runOut(t, env, "serve", "--addr", "127.0.0.1:0", "--data-dir", dir, "--pprof-addr", "0.0.0.0:6060"); err == nil || !strings.Contains(err.Error(), "--pprof-addr") {
+		t.Errorf("a public --pprof-addr was accepted: %v", err)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
+	"ragtime/jsontext"
 	"ragtime/llm/tokens"
 )
 
@@ -272,11 +272,11 @@ type chunkEncoder struct {
 func newChunkEncoder(id, model string, created int64) chunkEncoder {
 	e := chunkEncoder{id: id, model: model, created: created}
 	b := append([]byte(nil), `data: {"id":`...)
-	b = appendJSONString(b, id)
+	b = jsontext.AppendString(b, id)
 	b = append(b, `,"object":"chat.completion.chunk","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	e.pre = appendJSONString(b, model)
+	e.pre = jsontext.AppendString(b, model)
 	return e
 }
 
@@ -297,14 +297,14 @@ func (e *chunkEncoder) delta(b []byte, field string, first bool, word string) []
 	if !first {
 		b = append(b, ' ')
 	}
-	b = appendJSONStringBody(b, word)
+	b = jsontext.AppendStringBody(b, word)
 	return append(b, `"},"finish_reason":null}]}`+"\n\n"...)
 }
 
 func (e *chunkEncoder) finish(b []byte, reason string) []byte {
 	b = e.head(b)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
-	b = appendJSONString(b, reason)
+	b = jsontext.AppendString(b, reason)
 	return append(b, "}]}\n\n"...)
 }
 
@@ -325,69 +325,12 @@ func (e *chunkEncoder) usage(b []byte, u *usage, extras map[string]any) []byte {
 				continue
 			}
 			b = append(b, ',')
-			b = appendJSONString(b, k)
+			b = jsontext.AppendString(b, k)
 			b = append(b, ':')
 			b = append(b, j...)
 		}
 	}
 	return append(b, "}\n\n"...)
-}
-
-// appendJSONString appends s as a JSON string.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendJSONStringBody(b, s)
-	return append(b, '"')
-}
-
-// appendJSONStringBody appends s escaped for the inside of a JSON string, as
-// encoding/json would (HTML characters aside, which JSON does not require
-// escaping): quotes, backslashes and control characters escaped, invalid
-// UTF-8 replaced by U+FFFD, U+2028 and U+2029 escaped. Hand-written because
-// json.Marshal allocates once per token on the simulator's hot path.
-func appendJSONStringBody(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(b, s[start:]...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"slices"
 	"strings"
 	"time"
 
-	"github.com/tmc/langchaingo/embeddings"
-	lcopenai "github.com/tmc/langchaingo/llms/openai"
-
 	"ragtime/pipeline"
 	"ragtime/retrieval"
+	"ragtime/upstream"
 )
 
 var _ pipeline.Embedder = (*Embedder)(nil)
@@ -35,15 +30,23 @@ type Config struct {
 	KeyVar string
 	// BatchSize bounds the texts per request (0: 64).
 	BatchSize int
-	// Timeout bounds each request (0: 60 s).
+	// Timeout bounds each request, retries included (0: 60 s).
 	Timeout time.Duration
+	// Pool holds the shared keep-alive transport of the server's host;
+	// nil means upstream.Default().
+	Pool *upstream.Pool
 }
 
 // Embedder calls an OpenAI-compatible /embeddings endpoint. It is safe for
 // concurrent use.
+//
+// It is a small client of its own on the upstream layer (it used to be
+// langchaingo's, which reports a failure only as text and hides the
+// connection it used): one POST per batch, retried when idempotently safe,
+// timed with httptrace.
 type Embedder struct {
-	cfg Config
-	emb *embeddings.EmbedderImpl
+	cfg    Config
+	remote retrieval.RemoteEmbedder
 }
 
 // New returns an Embedder; it makes no request.
@@ -51,8 +54,8 @@ func New(cfg Config) (*Embedder, error) {
 	if cfg.BaseURL == "" {
 		return nil, errors.New("--embed-base-url is required for --embedder openai (e.g. https://api.openai.com/v1)")
 	}
-	if !strings.HasPrefix(cfg.BaseURL, "http://") && !strings.HasPrefix(cfg.BaseURL, "https://") {
-		return nil, fmt.Errorf("--embed-base-url %q must start with http:// or https://", retrieval.RedactURL(cfg.BaseURL))
+	if err := retrieval.CheckBaseURL(cfg.BaseURL); err != nil {
+		return nil, err
 	}
 	if cfg.Model == "" {
 		return nil, errors.New("--embed-model is required for --embedder openai (e.g. text-embedding-3-small)")
@@ -66,107 +69,71 @@ func New(cfg Config) (*Embedder, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 60 * time.Second
 	}
+	if cfg.Pool == nil {
+		cfg.Pool = upstream.Default()
+	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	token := cfg.APIKey
-	if token == "" {
-		// langchaingo refuses an empty token; local servers ignore it.
-		token = "none"
-	}
-	opts := []lcopenai.Option{
-		lcopenai.WithBaseURL(cfg.BaseURL), lcopenai.WithToken(token),
-		lcopenai.WithEmbeddingModel(cfg.Model), lcopenai.WithModel(cfg.Model),
-		lcopenai.WithHTTPClient(&statusDoer{client: &http.Client{Timeout: cfg.Timeout}}),
-	}
-	if cfg.Dimensions > 0 {
-		opts = append(opts, lcopenai.WithEmbeddingDimensions(cfg.Dimensions))
-	}
-	llm, err := lcopenai.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("creating the openai embedding client: %w", err)
-	}
-	emb, err := embeddings.NewEmbedder(llm, embeddings.WithBatchSize(cfg.BatchSize), embeddings.WithStripNewLines(false))
-	if err != nil {
-		return nil, fmt.Errorf("creating the openai embedder: %w", err)
-	}
-	return &Embedder{cfg: cfg, emb: emb}, nil
+	return &Embedder{cfg: cfg, remote: retrieval.RemoteEmbedder{
+		Provider: "openai", BaseURL: cfg.BaseURL, Model: cfg.Model, Key: strings.TrimSpace(cfg.APIKey), KeyVar: cfg.KeyVar,
+		Timeout: cfg.Timeout, HTTP: cfg.Pool.Client(cfg.BaseURL),
+	}}, nil
 }
 
 // Name identifies the embedder and model, as recorded by the stores.
 func (e *Embedder) Name() string { return "openai:" + e.cfg.Model }
 
-// Embed returns one vector per text, in order.
+type request struct {
+	Input      []string `json:"input"`
+	Model      string   `json:"model"`
+	Dimensions int      `json:"dimensions,omitempty"`
+}
+
+type response struct {
+	Data []struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"data"`
+}
+
+// Embed returns one vector per text, in order, in batches of BatchSize.
 func (e *Embedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	if len(texts) == 0 {
 		return nil, nil
 	}
-	// langchaingo may rewrite the slice it is given (newline stripping,
-	// batching); the contract says we must not touch the caller's.
-	in := slices.Clone(texts)
-	rec := &callRecord{}
-	vecs, err := e.emb.EmbedDocuments(withRecord(ctx, rec), in)
-	if err != nil {
-		return nil, retrieval.ClassifyEmbedFailure(ctx, retrieval.EmbedFailure{
-			Provider: "openai", BaseURL: e.cfg.BaseURL, Model: e.cfg.Model,
-			KeyVar: e.cfg.KeyVar, KeySet: e.cfg.APIKey != "", Key: e.cfg.APIKey,
-			Status: rec.status, Body: rec.body, Err: errOr(rec.err, err),
-		})
-	}
-	if len(vecs) != len(texts) {
-		return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse,
-			Message: fmt.Sprintf("the openai embedder at %s returned %d vectors for %d texts", retrieval.RedactURL(e.cfg.BaseURL), len(vecs), len(texts))}
-	}
-	for i, v := range vecs {
-		if len(v) == 0 || (e.cfg.Dimensions > 0 && len(v) != e.cfg.Dimensions) {
-			return nil, &pipeline.Error{Code: retrieval.CodeEmbedBadResponse,
-				Message: fmt.Sprintf("the openai embedder at %s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", retrieval.RedactURL(e.cfg.BaseURL), len(v), i, e.cfg.Dimensions),
-				Hint:    "set --embed-dimensions to the model's dimension, or to 0 to accept it"}
+	out := make([][]float32, 0, len(texts))
+	for lo := 0; lo < len(texts); lo += e.cfg.BatchSize {
+		part := texts[lo:min(lo+e.cfg.BatchSize, len(texts))]
+		var res response
+		if err := e.remote.Post(ctx, "/embeddings", request{Input: part, Model: e.cfg.Model, Dimensions: e.cfg.Dimensions}, &res); err != nil {
+			return nil, err
 		}
+		vecs := make([][]float32, len(res.Data))
+		for i, d := range res.Data {
+			vecs[i] = d.Embedding
+		}
+		if byIndex, ok := orderByIndex(res, len(part)); ok {
+			vecs = byIndex
+		}
+		if err := e.remote.Check(vecs, len(part), e.cfg.Dimensions); err != nil {
+			return nil, err
+		}
+		out = append(out, vecs...)
 	}
-	return vecs, nil
+	return out, nil
 }
 
-func errOr(a, b error) error {
-	if a != nil {
-		return a
+// orderByIndex places the vectors by their index field when every index is
+// valid and unique (servers may answer out of order).
+func orderByIndex(res response, n int) ([][]float32, bool) {
+	if len(res.Data) != n {
+		return nil, false
 	}
-	return b
-}
-
-// callRecord keeps what langchaingo does not return: the HTTP status and
-// error body of the failed request, and the transport error.
-type callRecord struct {
-	status int
-	body   []byte
-	err    error
-}
-
-type recordKey struct{}
-
-func withRecord(ctx context.Context, r *callRecord) context.Context {
-	return context.WithValue(ctx, recordKey{}, r)
-}
-
-// statusDoer is the HTTP client handed to langchaingo. langchaingo reports
-// a failed call only as text ("API returned unexpected status code: 401"),
-// so this records the status and error body on the request's callRecord
-// and the errors can be classified exactly.
-type statusDoer struct{ client *http.Client }
-
-func (d *statusDoer) Do(req *http.Request) (*http.Response, error) {
-	rec, _ := req.Context().Value(recordKey{}).(*callRecord)
-	resp, err := d.client.Do(req)
-	if rec == nil {
-		return resp, err
+	out := make([][]float32, n)
+	for _, d := range res.Data {
+		if d.Index < 0 || d.Index >= n || out[d.Index] != nil {
+			return nil, false
+		}
+		out[d.Index] = d.Embedding
 	}
-	if err != nil {
-		rec.err = err
-		return resp, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-		resp.Body.Close()
-		rec.status, rec.body = resp.StatusCode, body
-		resp.Body = io.NopCloser(strings.NewReader(string(body)))
-	}
-	return resp, nil
+	return out, true
 }

@@ -5,6 +5,10 @@
 // scripts/abuse-load.sh runs it twice (idle, then under abuse) against a
 // fresh serve each time and adds the server's peak RSS.
 //
+// With -steady=false it runs only the abuse, so that the attacker and the
+// measured client are separate processes, as they are separate machines in
+// life (the script does so).
+//
 // The abuse, from its own loopback address (-abuse-from, one attacking
 // host by default; the steady client and the health probe are 127.0.0.1):
 //   - -nonreaders clients that send GET /ask and never read a byte, each
@@ -48,6 +52,7 @@ type config struct {
 	abuseFrom   string
 	abuseHosts  int
 	label       string
+	steady      bool
 }
 
 func main() {
@@ -62,6 +67,7 @@ func main() {
 	flag.StringVar(&c.abuseFrom, "abuse-from", "127.0.0.2", "first loopback address the abusers connect from")
 	flag.IntVar(&c.abuseHosts, "abuse-hosts", 1, "how many consecutive loopback addresses the abusers spread over")
 	flag.StringVar(&c.label, "label", "run", "name printed with the results")
+	flag.BoolVar(&c.steady, "steady", true, "run the steady client and the /healthz probe (false: only the abuse, e.g. from another process)")
 	flag.Parse()
 	if err := c.check(); err != nil {
 		fmt.Fprintln(os.Stderr, "abuseload:", err)
@@ -132,6 +138,13 @@ func run(c config) error {
 		wg.Go(func() { c.slowLoris(ctx, host, c.nonreaders+c.slowbodies+i, &abuse) })
 	}
 
+	if !c.steady {
+		<-ctx.Done()
+		wg.Wait()
+		fmt.Printf("%s: abuse connections opened %d, dial errors %d, answers seen by status %s\n", c.label,
+			abuse.opened.Load(), abuse.dialErr.Load(), abuse.statuses())
+		return nil
+	}
 	// Let the abusers open their connections before measuring.
 	if c.nonreaders+c.slowbodies+c.slowloris > 0 {
 		select {

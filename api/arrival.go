@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// A request's arrival is when its first byte was read from the connection,
+// before the server parsed it, routed it and started the handler: under load
+// that wait is part of what the client sees as TTFT, so the pipeline's clock
+// starts there (the accept stage), not at the handler.
+
+// clockBase anchors arrival stamps on the monotonic clock: a stamp is kept
+// as nanoseconds since clockBase, so it fits an atomic and comes back as a
+// time.Time with its monotonic reading.
+var clockBase = time.Now()
+
+// arrivalListener wraps each accepted connection in an arrivalConn.
+type arrivalListener struct{ net.Listener }
+
+func (l arrivalListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	ac := &arrivalConn{Conn: c}
+	ac.armed.Store(true)
+	return ac, nil
+}
+
+// arrivalConn stamps the first read of each request: armed from the
+// connection's start and again after each handler returns, disarmed by the
+// first read that returns bytes.
+type arrivalConn struct {
+	net.Conn
+	armed atomic.Bool
+	at    atomic.Int64 // nanoseconds since clockBase; 0: no stamp
+}
+
+func (c *arrivalConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && c.armed.Load() && c.armed.CompareAndSwap(true, false) {
+		c.at.Store(int64(time.Since(clockBase)) | 1) // never 0
+	}
+	return n, err
+}
+
+// take returns the current request's arrival and forgets it.
+func (c *arrivalConn) take() (time.Time, bool) {
+	ns := c.at.Swap(0)
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	return clockBase.Add(time.Duration(ns)), true
+}
+
+type connKey struct{}
+
+// connContext puts the arrivalConn in every request's context
+// (http.Server.ConnContext).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if ac, ok := c.(*arrivalConn); ok {
+		return context.WithValue(ctx, connKey{}, ac)
+	}
+	return ctx
+}
+
+// withArrival hands each request its arrival through the context
+// (pipeline.WithArrival) and re-arms the connection for the next request
+// once the handler is done.
+func withArrival(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ac, _ := r.Context().Value(connKey{}).(*arrivalConn)
+		if ac == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		defer ac.armed.Store(true)
+		if at, ok := ac.take(); ok {
+			r = r.WithContext(pipeline.WithArrival(r.Context(), at))
+		}
+		h.ServeHTTP(w, r)
+	})
+}

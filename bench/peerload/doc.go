@@ -1,0 +1,13 @@
+// Command peerload is the load client of `make bench-peer`: it opens N
+// concurrent SSE streams against the inference simulator directly, against
+// ragtime's /ask and against the LangChain.js peer's /ask, in alternation
+// over several rounds, and prints per concurrency the TTFT each adds over the
+// simulator, asks per second, CPU milliseconds per ask and RSS of each
+// process (read from /proc/<pid>), with their ratios. For ragtime it also
+// prints the client-observed TTFT minus ragtime's own ttft_ms, the embed
+// stage against the simulator's modelled latency, embed errors, and the
+// sockets left in TIME_WAIT towards the simulator.
+//
+// Everything is bounded: asks per stream, a time limit per trial, loopback
+// addresses only. See docs/performance.md for how to read the table.
+package main

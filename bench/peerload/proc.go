@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clkTck is USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on every
+// Linux architecture Go supports.
+const clkTck = 100
+
+// cpuMs is the CPU time (user + system, all threads) process pid has used,
+// in milliseconds; 0 when pid is 0 or unreadable.
+func cpuMs(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which may hold spaces) start at the
+	// state, field 3; utime and stime are fields 14 and 15.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) * 1000 / clkTck
+}
+
+// rssKB is the resident set size of process pid, in KB.
+func rssKB(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// timeWaitTo returns the sockets in TIME_WAIT whose remote port is port
+// (connections this machine closed towards that server), keyed by their
+// address pair.
+func timeWaitTo(port int) map[string]bool {
+	out := map[string]bool{}
+	if port <= 0 {
+		return out
+	}
+	want := fmt.Sprintf(":%04X", port)
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		f, err := os.Open(file)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if len(fields) < 4 || fields[3] != "06" || !strings.HasSuffix(fields[2], want) {
+				continue
+			}
+			out[fields[1]+" "+fields[2]] = true
+		}
+		f.Close()
+	}
+	return out
+}
+
+// newTimeWait counts the TIME_WAIT sockets in after that were not in before.
+func newTimeWait(before, after map[string]bool) int {
+	n := 0
+	for k := range after {
+		if !before[k] {
+			n++
+		}
+	}
+	return n
+}

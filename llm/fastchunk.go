@@ -1,0 +1,172 @@
+package llm
+
+import (
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/valyala/fastjson"
+
+	"ragtime/pipeline"
+)
+
+// The content chunk of an OpenAI-compatible stream is the one message per
+// token, and decoding it into streamChunk through encoding/json's
+// reflection was the largest share of ragtime's CPU per ask after the
+// socket writes. fastChunk reads the common shape with valyala/fastjson (a
+// validating parser without reflection, reused per stream) and hands
+// everything else to the full decode, so the two paths cannot disagree:
+// anything it is not sure of — usage, timings, an error, a non-string
+// delta, a key that differs from a known one only in case, a repeated key,
+// text that is not valid UTF-8 — is not its to handle.
+
+// chunkKeys are the top-level keys streamChunk reads besides choices; the
+// fast path takes a chunk only when each is absent or null.
+var chunkKeys = []string{"usage", "error", "timings", "metrics", "x_groq"}
+
+// fastChunk delivers the deltas of a plain content chunk. handled is false
+// when the chunk must go through the full decode instead (nothing was
+// delivered then).
+func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err error) {
+	v, perr := s.fast.ParseBytes(data)
+	if perr != nil {
+		return false, nil // the full decode words the error
+	}
+	obj, oerr := v.Object()
+	if oerr != nil {
+		return false, nil
+	}
+	var choices *fastjson.Value
+	ok := true
+	seen := 0
+	obj.Visit(func(key []byte, val *fastjson.Value) {
+		k := string(key)
+		switch {
+		case !ok:
+		case k == "choices":
+			seen++
+			choices = val
+		default:
+			for _, known := range chunkKeys {
+				if strings.EqualFold(k, known) && (k != known || val.Type() != fastjson.TypeNull) {
+					ok = false
+				}
+			}
+			if strings.EqualFold(k, "choices") {
+				ok = false
+			}
+		}
+	})
+	if !ok || seen != 1 || choices.Type() != fastjson.TypeArray {
+		return false, nil
+	}
+	type delta struct {
+		text      string
+		reasoning bool
+	}
+	var out [2]delta // the common chunk: one choice, one delta
+	deltas := out[:0]
+	finished := false
+	for _, ch := range choices.GetArray() {
+		fields, err := ch.Object()
+		if err != nil {
+			return false, nil
+		}
+		var content, reasoningContent, reasoning string
+		ok := true
+		fields.Visit(func(key []byte, val *fastjson.Value) {
+			switch k := string(key); {
+			case !ok:
+			case k == "delta":
+				ok = readDelta(val, &content, &reasoningContent, &reasoning)
+			case k == "finish_reason":
+				switch val.Type() {
+				case fastjson.TypeNull:
+				case fastjson.TypeString:
+					if len(val.GetStringBytes()) > 0 {
+						finished = true
+					}
+				default:
+					ok = false
+				}
+			case strings.EqualFold(k, "delta") || strings.EqualFold(k, "finish_reason"):
+				ok = false
+			}
+		})
+		if !ok {
+			return false, nil
+		}
+		if r := cmpOr(reasoningContent, reasoning); r != "" {
+			deltas = append(deltas, delta{r, true})
+		}
+		if content != "" {
+			deltas = append(deltas, delta{content, false})
+		}
+	}
+	if finished {
+		s.finished = true
+	}
+	d := deliverer{s.gen, s.emit}
+	for _, dl := range deltas {
+		if err := d.deliver(pipeline.Delta{Text: dl.text, Reasoning: dl.reasoning, At: at}); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// readDelta reads a choice's delta: an object whose content,
+// reasoning_content and reasoning are strings or null. ok is false for
+// anything else.
+func readDelta(v *fastjson.Value, content, reasoningContent, reasoning *string) bool {
+	fields, err := v.Object()
+	if err != nil {
+		return false
+	}
+	ok := true
+	var seen uint8 // a bit per field: a repeated key is the full decode's
+	fields.Visit(func(key []byte, val *fastjson.Value) {
+		var dst *string
+		var bit uint8
+		switch k := string(key); {
+		case !ok:
+			return
+		case k == "content":
+			dst, bit = content, 1
+		case k == "reasoning_content":
+			dst, bit = reasoningContent, 2
+		case k == "reasoning":
+			dst, bit = reasoning, 4
+		case strings.EqualFold(k, "content") || strings.EqualFold(k, "reasoning_content") || strings.EqualFold(k, "reasoning"):
+			ok = false
+			return
+		default:
+			return
+		}
+		if seen&bit != 0 {
+			ok = false
+			return
+		}
+		seen |= bit
+		switch val.Type() {
+		case fastjson.TypeNull:
+		case fastjson.TypeString:
+			b := val.GetStringBytes()
+			if !utf8.Valid(b) {
+				ok = false
+				return
+			}
+			*dst = string(b)
+		default:
+			ok = false
+		}
+	})
+	return ok
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

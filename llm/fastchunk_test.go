@@ -1,0 +1,79 @@
+package llm
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// TestFastChunkAgreesWithFullDecode: every chunk the fast path takes yields
+// exactly the deltas and finish state of the full encoding/json decode, and
+// the chunks it must not take (usage, errors, odd types, case variants,
+// repeats, bad UTF-8, bad JSON) are left to the full decode.
+func TestFastChunkAgreesWithFullDecode(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		chunk string
+		fast  bool
+	}{
+		{`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}`, true},
+		{`{"choices":[{"delta":{"content":"a \"quoted\" \u00e9 \n word"},"finish_reason":null}],"usage":null}`, true},
+		{`{"choices":[{"delta":{"reasoning_content":"think","content":null},"finish_reason":null}]}`, true},
+		{`{"choices":[{"delta":{"reasoning":"think","content":"and say"}}]}`, true},
+		{`{"choices":[{"delta":{},"finish_reason":"stop"}]}`, true},
+		{`{"choices":[]}`, true},
+		{`{"choices":[{"delta":{"role":"assistant","content":""},"finish_reason":null}]}`, true},
+		{`{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"},"finish_reason":"length"}]}`, true},
+		{`{"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}`, false},
+		{`{"choices":[{"delta":{"content":"x"}}],"error":{"message":"boom"}}`, false},
+		{`{"choices":[{"delta":{"content":"x"}}],"timings":{"prompt_ms":1}}`, false},
+		{`{"choices":[{"delta":{"content":"x"}}],"Usage":null}`, false},
+		{`{"Choices":[{"delta":{"content":"x"}}]}`, false},
+		{`{"choices":[{"delta":{"content":"x"}}],"choices":[]}`, false},
+		{`{"choices":[{"delta":{"content":"x","content":"y"}}]}`, false},
+		{`{"choices":[{"delta":{"Content":"x"}}]}`, false},
+		{`{"choices":[{"delta":{"content":["x"]}}]}`, false},
+		{`{"choices":[{"delta":{"content":7}}]}`, false},
+		{`{"choices":[{"delta":null}]}`, false},
+		{`{"choices":[{"delta":{"content":"x"},"finish_reason":3}]}`, false},
+		{`{"choices":null}`, false},
+		{"{\"choices\":[{\"delta\":{\"content\":\"bad \xff utf8\"}}]}", false},
+		{`{"choices":[{"delta":{"content":"x"}}]`, false},
+		{`[1,2]`, false},
+	}
+	for _, c := range cases {
+		var fastGot, fullGot []pipeline.Delta
+		gen1, gen2 := pipeline.Generation{}, pipeline.Generation{}
+		fast := &streamReader{gen: &gen1, emit: func(d pipeline.Delta) error { fastGot = append(fastGot, d); return nil }}
+		full := &streamReader{gen: &gen2, emit: func(d pipeline.Delta) error { fullGot = append(fullGot, d); return nil }}
+		at := time.Now()
+		handled, err := fast.fastChunk([]byte(c.chunk), at)
+		if handled != c.fast {
+			t.Errorf("%s: fast path handled %v, want %v", c.chunk, handled, c.fast)
+			continue
+		}
+		if !handled {
+			if len(fastGot) > 0 {
+				t.Errorf("%s: not handled but delivered %v", c.chunk, fastGot)
+			}
+			continue
+		}
+		ferr := full.fullChunk([]byte(c.chunk), at)
+		if (err != nil) != (ferr != nil) || !reflect.DeepEqual(strip(fastGot), strip(fullGot)) || fast.finished != full.finished {
+			t.Errorf("%s: fast %v %v finished %v; full %v %v finished %v", c.chunk, strip(fastGot), err, fast.finished, strip(fullGot), ferr, full.finished)
+		}
+	}
+}
+
+// strip keeps what the comparison needs (At is the same on both sides;
+// Timing pointers differ by address).
+func strip(ds []pipeline.Delta) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = fmt.Sprintf("%v:%q", d.Reasoning, d.Text)
+	}
+	return out
+}

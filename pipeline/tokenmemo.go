@@ -1,0 +1,49 @@
+package pipeline
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// tokenMemo remembers the token count of texts that come back ask after
+// ask: the retrieved chunks and their titles. Counting (a regexp
+// pre-tokenizer and BPE merges) of the context was a third of ragtime's CPU
+// per ask; a chunk's count is now computed the first time it is retrieved
+// and looked up after. Keys are 64-bit hashes of the text, so the memo holds
+// no text; it is emptied when it reaches memoMax entries.
+type tokenMemo struct {
+	counter TokenCounter
+	seed    maphash.Seed
+	mu      sync.RWMutex
+	counts  map[uint64]int32
+}
+
+// memoMax bounds the memo: 1M entries is about 40 MB at most, far more
+// than a corpus's distinct chunks.
+const memoMax = 1 << 20
+
+func newTokenMemo(c TokenCounter) *tokenMemo {
+	return &tokenMemo{counter: c, seed: maphash.MakeSeed(), counts: map[uint64]int32{}}
+}
+
+// Count returns the token count of text, counting it on first sight.
+func (m *tokenMemo) Count(text string) int {
+	if text == "" {
+		return 0
+	}
+	h := maphash.String(m.seed, text)
+	m.mu.RLock()
+	n, ok := m.counts[h]
+	m.mu.RUnlock()
+	if ok {
+		return int(n)
+	}
+	c := m.counter.Count(text)
+	m.mu.Lock()
+	if len(m.counts) >= memoMax {
+		clear(m.counts)
+	}
+	m.counts[h] = int32(c)
+	m.mu.Unlock()
+	return c
+}

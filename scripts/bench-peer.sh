@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# make bench-peer: ragtime against a LangChain.js peer, both answering over the
+# same documents (docs/) through the same `ragtime llmsim` (embeddings and
+# chat), with the simulator measured directly as the baseline. Prints, per
+# concurrency, the TTFT each service adds, asks/s, CPU ms per ask and RSS, with
+# ratios (bench/peerload). Everything listens on 127.0.0.1; every load loop is
+# bounded. Knobs (environment):
+#   CONCURRENCY=1,10,100  ROUNDS=3  PER_STREAM=3 (asks per stream per trial)  MIN_ASKS=30  ITL_MS=5  PREFILL_MS=15
+#   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
+#   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
+# Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
+# bench/peer/node_modules) and PostgreSQL (ragtime records every ask).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/go/bin:$PATH
+CONCURRENCY=${CONCURRENCY:-1,10,100}
+ROUNDS=${ROUNDS:-3}
+PER_STREAM=${PER_STREAM:-3}
+MIN_ASKS=${MIN_ASKS:-30}
+ITL_MS=${ITL_MS:-5}
+PREFILL_MS=${PREFILL_MS:-15}
+EMBED_MS=${EMBED_MS:-5}
+MAX_TOKENS=${MAX_TOKENS:-64}
+TOP_K=${TOP_K:-4}
+MAX_CONCURRENT=${MAX_CONCURRENT:-0}
+BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
+DB_URL="$BASE/ragtime_bench_peer?sslmode=disable"
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# waitfor FILE REGEX: the first match of REGEX in FILE (a process's log), within 60 s.
+waitfor() {
+  for _ in $(seq 600); do
+    if m=$(grep -oE "$2" "$1" 2>/dev/null | head -1) && [ -n "$m" ]; then echo "$m"; return; fi
+    sleep 0.1
+  done
+  echo "bench-peer: no '$2' in $1 within 60 s:" >&2; cat "$1" >&2; exit 1
+}
+
+go build -o bin/ragtime ./cmd/ragtime
+go build -o bin/peerload ./bench/peerload
+scripts/ensure-postgres.sh "$DB_URL"
+# npm ci only when the installed packages are not those of the lock file.
+(cd bench/peer && if ! cmp -s package-lock.json node_modules/.ragtime-lock 2>/dev/null; then
+  npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.ragtime-lock; fi)
+
+./bin/ragtime llmsim --addr 127.0.0.1:0 --prefill-ms "$PREFILL_MS" --prefill-ms-per-token 0 --prefill-ms-quadratic 0 \
+  --itl-ms "$ITL_MS" --output-tokens "$MAX_TOKENS" --embed-ms "$EMBED_MS" --embed-ms-per-input 0.5 >"$work/sim.log" 2>&1 &
+pids+=($!); sim_pid=$!
+sim=$(waitfor "$work/sim.log" 'http://127\.0\.0\.1:[0-9]+/v1')
+
+embed=(--embedder openai --embed-base-url "$sim" --embed-model sim-embed)
+./bin/ragtime migrate --database-url "$DB_URL" >/dev/null
+./bin/ragtime ingest --data-dir "$work/data" "${embed[@]}" docs >/dev/null
+./bin/ragtime serve --addr 127.0.0.1:0 --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
+  --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 \
+  >"$work/ragtime.log" 2>&1 &
+pids+=($!); ragtime_pid=$!
+ragtime=$(waitfor "$work/ragtime.log" 'http://127\.0\.0\.1:[0-9]+')
+
+PEER_BASE_URL="$sim" PEER_DOCS=docs PEER_TOP_K="$TOP_K" PEER_MAX_TOKENS="$MAX_TOKENS" \
+  node bench/peer/server.js >"$work/peer.log" 2>&1 &
+pids+=($!); peer_pid=$!
+peer=$(waitfor "$work/peer.log" 'http://127\.0\.0\.1:[0-9]+')
+
+echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer $peer (pid $peer_pid, node $(node --version))" >&2
+./bin/peerload -sim "$sim" -ragtime "$ragtime" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$ragtime_pid" -peer-pid "$peer_pid" \
+  -concurrency "$CONCURRENCY" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
+  -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
+if grep -qiE 'panic|fatal' "$work/ragtime.log"; then
+  echo "ragtime's log:" >&2; tail -20 "$work/ragtime.log" >&2
+fi

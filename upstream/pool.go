@@ -1,0 +1,211 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultIdlePerHost is the idle pool per host when Options leaves it 0: a
+// server without a concurrency limit may hold this many upstream calls at
+// once without opening a connection per call.
+const DefaultIdlePerHost = 1024
+
+// Options tunes a Pool.
+type Options struct {
+	// IdlePerHost is how many idle keep-alive connections are kept per
+	// upstream host: the concurrency limit of the caller (serve's
+	// --max-concurrent), so that every concurrent call finds one. 0 means
+	// DefaultIdlePerHost.
+	IdlePerHost int
+}
+
+// Pool hands out Clients that share one tuned transport per upstream host
+// (scheme, host and port), so the LLM, the embedder and the reranker on the
+// same server draw from one keep-alive pool. It is safe for concurrent use.
+type Pool struct {
+	idle  int
+	mu    sync.Mutex
+	hosts map[string]*Client
+}
+
+// NewPool returns an empty Pool.
+func NewPool(o Options) *Pool {
+	if o.IdlePerHost <= 0 {
+		o.IdlePerHost = DefaultIdlePerHost
+	}
+	return &Pool{idle: o.IdlePerHost, hosts: map[string]*Client{}}
+}
+
+var defaultPool = sync.OnceValue(func() *Pool { return NewPool(Options{}) })
+
+// Default is the process-wide Pool used when a caller is given none.
+func Default() *Pool { return defaultPool() }
+
+// Client returns the Client for base's host, creating its transports on
+// first use. base must be an absolute http(s) URL; its path is ignored.
+func (p *Pool) Client(base string) *Client {
+	key := base
+	if u, err := url.Parse(base); err == nil {
+		key = u.Scheme + "://" + u.Host
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.hosts[key]; ok {
+		return c
+	}
+	c := &Client{pooled: &http.Client{Transport: p.transport(false)}, fresh: &http.Client{Transport: p.transport(true)}}
+	p.hosts[key] = c
+	return c
+}
+
+// transport is the keep-alive transport of one host (or, single, one that
+// opens a new connection per request: the retry after a stale one).
+func (p *Pool) transport(single bool) *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   10 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		DisableKeepAlives:     single,
+		MaxIdleConns:          p.idle,
+		MaxIdleConnsPerHost:   p.idle,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		// Bodies are small JSON or an SSE stream read as it comes.
+		ReadBufferSize:  16 << 10,
+		WriteBufferSize: 16 << 10,
+	}
+}
+
+// Client sends requests to one upstream host. The zero value is not usable;
+// get one from a Pool, or wrap an *http.Client with FromHTTP.
+type Client struct {
+	pooled *http.Client
+	fresh  *http.Client
+}
+
+// FromHTTP wraps hc (tests, or a caller with its own transport); the retry
+// after a stale connection goes through hc too.
+func FromHTTP(hc *http.Client) *Client { return &Client{pooled: hc, fresh: hc} }
+
+// CloseIdleConnections closes the idle connections of this host.
+func (c *Client) CloseIdleConnections() { c.pooled.CloseIdleConnections() }
+
+// Do sends req, timing it into tr (nil: not timed). When the request fails
+// on a reused keep-alive connection before any response byte came back —
+// the server had closed the connection, so nothing reached it — it is sent
+// once more on a fresh connection (tr then reports FreshRetry). This is not
+// a retry of the call: a request that got any answer is never sent again.
+// A request with a body is retried only if req.GetBody can rewind it
+// (http.NewRequest sets it for bytes and strings readers).
+func (c *Client) Do(req *http.Request, tr *Trace) (*http.Response, error) {
+	if tr == nil {
+		tr = &Trace{}
+	}
+	ctx := req.Context()
+	resp, err := c.pooled.Do(req.WithContext(httptrace.WithClientTrace(ctx, tr.hooks())))
+	if err == nil || ctx.Err() != nil || !tr.staleFailure() || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
+		return resp, err
+	}
+	again := req.Clone(ctx)
+	if req.GetBody != nil {
+		body, berr := req.GetBody()
+		if berr != nil {
+			return resp, err
+		}
+		again.Body = body
+	}
+	tr.restart(true)
+	return c.fresh.Do(again.WithContext(httptrace.WithClientTrace(ctx, tr.hooks())))
+}
+
+// Backoff of DoIdempotent: short, because embed and rerank sit on the
+// request path, and bounded by the caller's context.
+const (
+	idemBase     = 25 * time.Millisecond
+	idemCap      = time.Second
+	idemMaxAfter = 2 * time.Second
+)
+
+// DoIdempotent sends an idempotent request (an embedding, a rerank), trying
+// it up to retries more times when it could not be sent or was answered
+// 429, 502, 503 or 504, after a jittered backoff (at least Retry-After, up
+// to 2 s). It returns the last response or error and how many retries it
+// made. Timeouts and cancellations of ctx are not retried.
+func (c *Client) DoIdempotent(req *http.Request, tr *Trace, retries int) (resp *http.Response, made int, err error) {
+	ctx := req.Context()
+	for attempt := 0; ; attempt++ {
+		r := req
+		if attempt > 0 {
+			r = req.Clone(ctx)
+			if req.GetBody != nil {
+				if r.Body, err = req.GetBody(); err != nil {
+					return nil, attempt, fmt.Errorf("rewinding the request body: %w", err)
+				}
+			}
+		}
+		if attempt > 0 && tr != nil {
+			tr.restart(false)
+		}
+		resp, err = c.Do(r, tr)
+		if attempt >= retries || ctx.Err() != nil || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
+			return resp, attempt, err
+		}
+		var after time.Duration
+		switch {
+		case err != nil:
+			var ne net.Error
+			if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+				return resp, attempt, err
+			}
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadGateway ||
+			resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
+			after = RetryAfter(resp.Header)
+			if after > idemMaxAfter {
+				return resp, attempt, nil
+			}
+			_, _ = ReadLimited(resp.Body, 64<<10)
+			resp.Body.Close()
+		default:
+			return resp, attempt, nil
+		}
+		d := min(idemBase<<attempt, idemCap)
+		d = max(d/2+rand.N(d/2+1), after)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, attempt, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// RetryAfter reads a Retry-After header (seconds or an HTTP date) as a
+// duration; 0 when absent or unreadable.
+func RetryAfter(h http.Header) time.Duration {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}

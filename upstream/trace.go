@@ -1,0 +1,122 @@
+package upstream
+
+import (
+	"crypto/tls"
+	"net/http/httptrace"
+	"sync"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// Trace collects the httptrace events of one call. Hooks may run on other
+// goroutines, even after the request finished, hence the mutex. The zero
+// value is ready to use; Client.Do fills it.
+type Trace struct {
+	mu                  sync.Mutex
+	dnsStart, dnsDone   time.Time
+	connStart, connDone time.Time
+	tlsStart, tlsDone   time.Time
+	gotConn, wrote      time.Time
+	firstByte           time.Time
+	reused              bool
+	freshRetry          bool
+}
+
+func (t *Trace) hooks() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		DNSStart: func(httptrace.DNSStartInfo) { t.set(&t.dnsStart, false) },
+		DNSDone:  func(httptrace.DNSDoneInfo) { t.set(&t.dnsDone, true) },
+		ConnectStart: func(string, string) {
+			t.set(&t.connStart, false)
+		},
+		ConnectDone: func(_, _ string, err error) {
+			if err == nil {
+				t.set(&t.connDone, true)
+			}
+		},
+		TLSHandshakeStart: func() { t.set(&t.tlsStart, false) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err == nil {
+				t.set(&t.tlsDone, true)
+			}
+		},
+		GotConn: func(info httptrace.GotConnInfo) {
+			t.mu.Lock()
+			t.gotConn = time.Now()
+			t.reused = info.Reused
+			t.mu.Unlock()
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				t.set(&t.wrote, true)
+			}
+		},
+		GotFirstResponseByte: func() { t.set(&t.firstByte, false) },
+	}
+}
+
+// set records now in *at: the first time when overwrite is false (a start),
+// the latest time otherwise (a done).
+func (t *Trace) set(at *time.Time, overwrite bool) {
+	now := time.Now()
+	t.mu.Lock()
+	if overwrite || at.IsZero() {
+		*at = now
+	}
+	t.mu.Unlock()
+}
+
+// staleFailure reports whether the call failed the way a keep-alive
+// connection the server had already closed fails: reused, and not one
+// response byte read.
+func (t *Trace) staleFailure() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.reused && t.firstByte.IsZero()
+}
+
+// restart forgets a failed attempt before the next one; fresh marks the
+// retry on a fresh connection after a stale one.
+func (t *Trace) restart(fresh bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var zero time.Time
+	t.dnsStart, t.dnsDone, t.connStart, t.connDone = zero, zero, zero, zero
+	t.tlsStart, t.tlsDone, t.gotConn, t.wrote, t.firstByte = zero, zero, zero, zero, zero
+	t.reused, t.freshRetry = false, fresh
+}
+
+// Conn describes the connection the call used.
+func (t *Trace) Conn() pipeline.ConnInfo {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return pipeline.ConnInfo{
+		Reused:     t.reused,
+		DNS:        span(t.dnsStart, t.dnsDone),
+		Connect:    span(t.connStart, t.connDone),
+		TLS:        span(t.tlsStart, t.tlsDone),
+		FreshRetry: t.freshRetry,
+	}
+}
+
+// GotConn is when a connection was obtained (zero: none was).
+func (t *Trace) GotConn() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.gotConn
+}
+
+// WroteRequest is when the request was fully written (zero: it was not).
+func (t *Trace) WroteRequest() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.wrote
+}
+
+func span(start, done time.Time) time.Duration {
+	if start.IsZero() || done.IsZero() || done.Before(start) {
+		return 0
+	}
+	return done.Sub(start)
+}
