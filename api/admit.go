@@ -22,31 +22,23 @@ type Admitter interface {
 	MaxStreams() int
 }
 
-// admissionCaller is who caller is to admission control: its key (a
-// publishable key per key and client address, as it sits in many browsers)
-// with the key's own --rate and --concurrency, each defaulting to
-// Deps.CallerLimits; or, without a key, its client IP (an IPv6 client by
-// its /64, which one host usually holds whole) with Deps.CallerLimits. The
-// address is the connection's peer: behind a reverse proxy every keyless
-// caller is the proxy.
-func (s *server) admissionCaller(r *http.Request, caller auth.Caller) admission.Caller {
+// admissionCaller is who caller is to admission control: auth.Caller.ID
+// (its key; a publishable key per key and client address, as it sits in
+// many browsers; without a key its client IP, an IPv6 client by its /64,
+// which one host usually holds whole) with the key's own --rate and
+// --concurrency, each defaulting to Deps.CallerLimits. The address is the
+// connection's peer: behind a reverse proxy every keyless caller is the
+// proxy.
+func (s *server) admissionCaller(caller auth.Caller) admission.Caller {
 	limits := s.deps.CallerLimits
-	if caller.Key == nil {
-		return admission.Caller{ID: "ip:" + clientIP(r), Limits: limits}
+	rt, n := caller.Limits()
+	if rt.N > 0 {
+		limits.Rate = rt
 	}
-	id := caller.ID()
-	if caller.Key.Kind == auth.Publishable {
-		id += "@" + clientIP(r)
+	if n > 0 {
+		limits.Concurrent = n
 	}
-	if rt, n := caller.Limits(); rt.N > 0 || n > 0 {
-		if rt.N > 0 {
-			limits.Rate = rt
-		}
-		if n > 0 {
-			limits.Concurrent = n
-		}
-	}
-	return admission.Caller{ID: id, Limits: limits}
+	return admission.Caller{ID: caller.ID(), Limits: limits}
 }
 
 func clientIP(r *http.Request) string {
@@ -68,7 +60,7 @@ func clientIP(r *http.Request) string {
 // stream ends.
 func (s *server) admit(c echo.Context, caller auth.Caller, req *pipeline.Request) (*admission.Ticket, error) {
 	arrived := time.Now()
-	who := s.admissionCaller(c.Request(), caller)
+	who := s.admissionCaller(caller)
 	attrs := map[string]any{"limit": 0, "caller_limit": who.Limits.Concurrent}
 	if s.deps.Admission == nil {
 		req.Queue = &pipeline.QueueWait{Start: arrived, End: arrived, Attrs: attrs}

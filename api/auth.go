@@ -2,7 +2,6 @@ package api
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -61,11 +60,7 @@ func (s *server) need(scope auth.Scope) echo.MiddlewareFunc {
 // without a key gets a caller without one; Authorize refuses it.
 func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	r := c.Request()
-	ip, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		ip = r.RemoteAddr
-	}
-	caller := auth.Caller{IP: ip}
+	caller := auth.Caller{IP: clientIP(r)}
 	if s.deps.Keys == nil || !s.deps.Keys.Enabled() {
 		caller.Open = true
 		return caller, nil

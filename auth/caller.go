@@ -12,7 +12,7 @@ import (
 type Caller struct {
 	// Key is the request's key; nil when it carried none.
 	Key *Key
-	// IP is the client's address (no port).
+	// IP is the client's address (no port; an IPv6 client's /64).
 	IP string
 	// Open is set when the server runs without keys (no key was ever
 	// created): the caller may do everything.

@@ -83,12 +83,14 @@ func writeGraph(f *os.File, st *state, dim int, order []int32, gen uint64) error
 	return w.finish(f, crc)
 }
 
-// liveLinks returns s's neighbours on level l with the deleted ones
-// replaced by live nodes found through them (up to two deleted hops), then
-// pruned back to M (M0 on layer 0) with the selection heuristic: the
-// repair hnswlib makes when it drops a node. In memory deleted nodes keep
-// routing searches; the file leaves them out, and without the repair a
-// node whose neighbours were mostly replaced documents would be cut off.
+// liveLinks returns s's neighbours on level l without the deleted ones,
+// and in the room they and any spare capacity leave (up to the list's cap,
+// 1.5 × M), the live nodes nearest to s found through the deleted ones (up
+// to two deleted hops): the repair hnswlib makes when it drops a node. In
+// memory deleted nodes keep routing searches; the file leaves them out, and
+// without the repair a node reached only through replaced documents would
+// be cut off. It costs inner products only for the nodes found, so a
+// compaction after heavy churn stays a matter of seconds.
 func (st *state) liveLinks(dim int, s int32, l int) []cand {
 	g := st.graph
 	ids, ds := g.neighbours(s, l), g.distances(s, l)
@@ -104,13 +106,19 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 	if len(frontier) == 0 {
 		return out
 	}
+	room := hnswCap - len(out)
+	if l == 0 {
+		room = hnswCap0 - len(out)
+	}
 	seen := map[int32]bool{s: true}
 	for _, t := range ids {
 		seen[t] = true
 	}
 	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
-	for hop := 0; hop < 2 && len(frontier) > 0; hop++ {
+	var extra []cand
+	for hop := 0; hop < 2 && len(frontier) > 0 && len(extra) < 2*room; hop++ {
 		var next []int32
+	walk:
 		for _, d := range frontier {
 			if g.level(d) < l {
 				continue
@@ -121,7 +129,10 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 				}
 				seen[t] = true
 				if st.alive[t] {
-					out = append(out, cand{1 - simdDot(q, st.vecs[int(t)*dim:(int(t)+1)*dim]), t})
+					extra = append(extra, cand{1 - simdDot(q, st.vecs[int(t)*dim:(int(t)+1)*dim]), t})
+					if len(extra) >= 2*room {
+						break walk
+					}
 				} else {
 					next = append(next, t)
 				}
@@ -129,12 +140,8 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 		}
 		frontier = next
 	}
-	m := hnswM
-	if l == 0 {
-		m = hnswM0
-	}
-	sortCands(out)
-	return st.selectNeighbours(dim, out, m)
+	sortCands(extra)
+	return append(out, extra[:min(len(extra), room)]...)
 }
 
 // distances returns the distances stored beside s's neighbours on level l.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -555,5 +556,42 @@ func TestKeysSurviveAPostgresOutageAtStart(t *testing.T) {
 	loadKeys(context.Background(), blind, postgres.NewKeys(away), filepath.Join(t.TempDir(), "none.json"), log)
 	if _, err := blind.Authenticate(k.token, time.Now()); !errors.Is(err, auth.ErrUnavailable) || !blind.Enabled() {
 		t.Errorf("with neither Postgres nor a snapshot: %v, enabled %v; want ErrUnavailable (fail closed)", err, blind.Enabled())
+	}
+}
+
+// TestPublishableKeyRateIsPerVisitor: a publishable key sits in every
+// visitor's browser, so its rate counts per key and client address: one
+// visitor spending it leaves the others theirs.
+func TestPublishableKeyRateIsPerVisitor(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dir := ingestCorpus(t, env)
+	pub := createKey(t, env, "--name", "site", "--kind", "publishable", "--origins", "https://app.example.com", "--rate", "6/min") // a burst of 1
+	srv := startServe(t, env, "--data-dir", dir)
+	from := func(ip string) *http.Client {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+		return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+	}
+	ask := func(c *http.Client) (int, string) {
+		req, _ := http.NewRequestWithContext(context.Background(), "GET", srv.url+"/ask?q=prefill&max_tokens=2&key="+pub.token, nil)
+		req.Header.Set("Origin", "https://app.example.com")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	first, second := from("127.0.0.1"), from("127.0.0.2")
+	if status, body := ask(first); status != 200 {
+		t.Fatalf("visitor 1's first ask: %d %s", status, body)
+	}
+	if status, body := ask(first); status != 429 || !strings.Contains(body, "rate_limited") {
+		t.Errorf("visitor 1's second ask: %d %s, want 429 rate_limited", status, body)
+	}
+	if status, body := ask(second); status != 200 {
+		t.Errorf("visitor 2's first ask, after visitor 1 spent theirs: %d %s, want 200", status, body)
 	}
 }

@@ -86,9 +86,10 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test-key-1234"}
 	dataDir := ingestCorpus(t, env)
 	_, simURL := startSim(t, func(c *sim.Config) {
-		// A visible prefill and a decode slow enough (40 × 25 ms) that the
-		// page is seen mid-stream.
-		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 150, 0, 25, 40
+		// A visible prefill and a decode slow enough (120 × 25 ms) that the
+		// page is seen mid-stream even on a loaded machine (with 40 tokens,
+		// one second, the poll missed it under a load average of 16).
+		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 150, 0, 25, 120
 	})
 	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "sim-7b")
 	// A few queries with other top_k values, for the lists and charts.
@@ -118,7 +119,8 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 				["embed", "search", "rerank", "assemble"].every(s => bars.includes(s)) && !bars.includes("llm_decode");
 		})()`, chromedp.WithPollingInterval(5*time.Millisecond), chromedp.WithPollingTimeout(20*time.Second)))
 	if err != nil || !midStream {
-		t.Fatalf("never saw the answer streaming with the retrieval bars drawn: %v", err)
+		state, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.body.dataset.done || "running") + ": " + document.querySelector("#error").textContent`))
+		t.Fatalf("never saw the answer streaming with the retrieval bars drawn: %v (page: %s)", err, state)
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
 		t.Fatalf("waiting for the done event on the page: %v", err)
