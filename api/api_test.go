@@ -137,6 +137,38 @@ func TestStatusTable(t *testing.T) {
 	}
 }
 
+// TestReadyzDegraded: a check failing with ErrDegraded (the database away
+// while a spool keeps the records) answers 200 "degraded"; any other
+// failure still answers 503. ReadyDetails' keys are in the body.
+func TestReadyzDegraded(t *testing.T) {
+	t.Parallel()
+	var indexDown atomic.Bool
+	ts := newTestServer(t, Deps{
+		Asker: &scriptedAsker{},
+		Ready: map[string]ReadyCheck{
+			"index": func(context.Context) error {
+				if indexDown.Load() {
+					return errors.New("index not loaded")
+				}
+				return nil
+			},
+			"postgres": func(context.Context) error { return fmt.Errorf("unreachable; records are spooled: %w", ErrDegraded) },
+		},
+		ReadyDetails: func() map[string]any {
+			return map[string]any{"recorder": map[string]any{"spool": map[string]int{"records": 3}}}
+		},
+	})
+	status, body, _ := get(t, ts.URL+"/readyz")
+	if status != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, `"index":"ok"`) ||
+		!strings.Contains(body, `records are spooled`) || !strings.Contains(body, `"spool":{"records":3}`) {
+		t.Errorf("readyz = %d %s, want 200 degraded with the spool", status, body)
+	}
+	indexDown.Store(true)
+	if status, body, _ := get(t, ts.URL+"/readyz"); status != 503 || !strings.Contains(body, `"status":"unavailable"`) {
+		t.Errorf("readyz with the index down = %d %s, want 503", status, body)
+	}
+}
+
 // askerFunc runs a query by calling itself.
 type askerFunc func(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record
 

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -17,7 +18,8 @@ func (s *server) handleHealthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// handleReadyz runs every readiness check; 503 when any fails.
+// handleReadyz runs every readiness check: 503 when any fails, 200 with
+// status "degraded" when the only failures wrap ErrDegraded.
 func (s *server) handleReadyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
@@ -27,26 +29,37 @@ func (s *server) handleReadyz(c echo.Context) error {
 	}
 	sort.Strings(names)
 	checks := make(map[string]string, len(names))
-	status := http.StatusOK
+	status, word := http.StatusOK, "ok"
 	for _, name := range names {
-		if err := s.deps.Ready[name](ctx); err != nil {
-			checks[name] = err.Error()
-			status = http.StatusServiceUnavailable
-		} else {
+		err := s.deps.Ready[name](ctx)
+		switch {
+		case err == nil:
 			checks[name] = "ok"
+		case errors.Is(err, ErrDegraded):
+			checks[name] = err.Error()
+			if status == http.StatusOK {
+				word = "degraded"
+			}
+		default:
+			checks[name] = err.Error()
+			status, word = http.StatusServiceUnavailable, "unavailable"
 		}
-	}
-	word := "ok"
-	if status != http.StatusOK {
-		word = "unavailable"
 	}
 	s.logReadiness(word, checks)
 	// Which check fails, and why, can name hosts and paths: only admin
-	// keys (or anyone, when the server runs without keys) see it.
+	// keys (or anyone, when the server runs without keys) see it, and
+	// the recorder's figures with it.
 	if !s.optionalCaller(c).Admin() {
 		return c.JSON(status, map[string]any{"status": word})
 	}
-	return c.JSON(status, map[string]any{"status": word, "checks": checks})
+	body := map[string]any{}
+	if s.deps.ReadyDetails != nil {
+		for k, v := range s.deps.ReadyDetails() {
+			body[k] = v
+		}
+	}
+	body["status"], body["checks"] = word, checks
+	return c.JSON(status, body)
 }
 
 // handleGetQuery serves GET /v1/queries/:id: the stored query and stages.

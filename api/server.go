@@ -30,7 +30,13 @@ type QueryReader interface {
 }
 
 // ReadyCheck is one readiness condition for /readyz; nil error means ready.
+// An error wrapping ErrDegraded means the part is not ready but answers
+// still go out without loss (PostgreSQL away while a spool keeps the
+// records): /readyz then says "degraded" with 200, not 503.
 type ReadyCheck func(ctx context.Context) error
+
+// ErrDegraded marks a ReadyCheck failure that does not stop the service.
+var ErrDegraded = errors.New("degraded")
 
 // Deps is everything the server needs.
 type Deps struct {
@@ -44,6 +50,9 @@ type Deps struct {
 	Metrics http.Handler
 	// Ready maps a check's name to the check; /readyz runs them all.
 	Ready map[string]ReadyCheck
+	// ReadyDetails, when set, adds its keys to the /readyz body (such as
+	// the recorder's queue and spool).
+	ReadyDetails func() map[string]any
 	// Logger receives one line per request (never the query string).
 	Logger *slog.Logger
 	// CORSOrigins lists the origins allowed to call the API from a browser

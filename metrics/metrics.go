@@ -131,6 +131,39 @@ func (m *Metrics) registerRecorder(rec RecorderStats) {
 			Name: "ragtime_recorder_failed_total",
 			Help: "Finished queries PostgreSQL rejected as invalid (logged and skipped).",
 		}, func() float64 { return float64(rec.Stats().Failed) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_recorder_spooling",
+			Help: "1 while finished queries go to the disk spool (PostgreSQL away or the memory queue full), else 0.",
+		}, func() float64 {
+			if rec.Stats().Spooling {
+				return 1
+			}
+			return 0
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_recorder_spooled_total",
+			Help: "Finished queries written to the disk spool.",
+		}, func() float64 { return float64(rec.Stats().Spooled) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_recorder_replayed_total",
+			Help: "Spooled queries settled from the spool into PostgreSQL (written, or rejected as invalid).",
+		}, func() float64 { return float64(rec.Stats().Replayed) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_spool_bytes",
+			Help: "Size of the disk spool's segment files (bounded by --spool-max-bytes).",
+		}, func() float64 { return float64(rec.Stats().Spool.Bytes) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_spool_records",
+			Help: "Finished queries in the disk spool, waiting to be written to PostgreSQL.",
+		}, func() float64 { return float64(rec.Stats().Spool.Records) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_spool_oldest_age_seconds",
+			Help: "Age of the oldest finished query in the disk spool; 0 when it is empty.",
+		}, func() float64 { return rec.Stats().Spool.OldestAgeSeconds }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_spool_corrupt_total",
+			Help: "Corrupt records (bad checksum, length or magic) found in the disk spool, logged and skipped.",
+		}, func() float64 { return float64(rec.Stats().Spool.Corrupt) }),
 	)
 }
 

@@ -113,11 +113,7 @@ func New(cfg Config) (*Pipeline, error) {
 // (context.WithCancelCause) is stored as cancelled with the cause's code.
 func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
 	q := p.start(ctx, req)
-	rec := q.run(ctx, out)
-	if p.cfg.Recorder != nil {
-		p.cfg.Recorder.Record(rec)
-	}
-	return rec
+	return q.run(ctx, out)
 }
 
 // query is one run's state: its clock and what it has observed so far.
@@ -507,7 +503,8 @@ func stageErr(ctx context.Context, stage string, err error) error {
 	return AsError(stage, err)
 }
 
-// finish derives the numbers, writes done or error, and builds the record.
+// finish derives the numbers, builds the record, hands it to the Recorder
+// and then writes done or error.
 func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) Record {
 	cfg := q.p.cfg
 	rec := Record{
@@ -598,6 +595,12 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		}
 	}
 	rec.E2EMs = q.ms(q.now())
+	// Record before done or error goes out: a client that saw done can
+	// count on the record being at least queued (or spooled), even if the
+	// process dies right after.
+	if cfg.Recorder != nil {
+		cfg.Recorder.Record(rec)
+	}
 	switch rec.Status {
 	case StatusOK:
 		_ = out.Done(rec)

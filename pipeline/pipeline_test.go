@@ -576,6 +576,45 @@ func TestGenerationStagesGoOutWithTheFirstToken(t *testing.T) {
 	}
 }
 
+// orderStream notes, at done or error, how many records the recorder held.
+type orderStream struct {
+	recStream
+	rec           *memRecorder
+	recordedAtEnd int
+}
+
+func (s *orderStream) Done(r Record) error {
+	s.rec.mu.Lock()
+	s.recordedAtEnd = len(s.rec.recs)
+	s.rec.mu.Unlock()
+	return s.recStream.Done(r)
+}
+
+func (s *orderStream) Fail(e *Error) error {
+	s.rec.mu.Lock()
+	s.recordedAtEnd = len(s.rec.recs)
+	s.rec.mu.Unlock()
+	return s.recStream.Fail(e)
+}
+
+// TestRecordedBeforeDone: the record reaches the Recorder before done (or
+// error) is written, so a client that saw done can count on it being at
+// least queued even if the process dies right after.
+func TestRecordedBeforeDone(t *testing.T) {
+	t.Parallel()
+	for name, gen := range map[string]*scriptGenerator{
+		"done":  {deltas: []Delta{{Text: "x"}}},
+		"error": {err: &Error{Code: "llm_unavailable", Message: "down"}},
+	} {
+		p, recorder := newTestPipeline(t, gen, nil)
+		out := &orderStream{rec: recorder}
+		p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), out)
+		if out.recordedAtEnd != 1 {
+			t.Errorf("%s: the recorder held %d records when %s was written, want 1", name, out.recordedAtEnd, name)
+		}
+	}
+}
+
 func TestNearestRank(t *testing.T) {
 	t.Parallel()
 	twenty := make([]float64, 20)

@@ -228,6 +228,31 @@ type RecorderStats struct {
 	// Retries is the batch writes that failed for a reason other than the
 	// data (PostgreSQL away, schema missing) and were tried again.
 	Retries int64 `json:"retries"`
+	// Spooled is the records written to the disk spool.
+	Spooled int64 `json:"spooled"`
+	// Replayed is the spooled records settled from the spool: written
+	// into PostgreSQL (included in Written) or rejected as invalid.
+	Replayed int64 `json:"replayed"`
+	// Spooling is true while records go to the spool rather than the
+	// memory queue.
+	Spooling bool `json:"spooling"`
+	// Spool is what the spool holds; zero without a spool.
+	Spool SpoolStats `json:"spool"`
+}
+
+// SpoolStats describe what the recorder's disk spool holds now.
+type SpoolStats struct {
+	// Bytes is the size of the spool's files on disk.
+	Bytes int64 `json:"bytes"`
+	// Records is the records spooled and not yet written to the database.
+	Records int64 `json:"records"`
+	// Oldest is when the oldest record held was spooled; zero when empty.
+	Oldest time.Time `json:"-"`
+	// OldestAgeSeconds is the age of the oldest record held; 0 when empty.
+	OldestAgeSeconds float64 `json:"oldest_age_seconds"`
+	// Corrupt is the corrupt records (or runs of garbage) found in the
+	// spool's files and skipped since it was opened.
+	Corrupt int64 `json:"corrupt"`
 }
 
 // DocumentInfo describes a stored document, as the vector stores list it

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,10 +32,15 @@ func Setup(ctx context.Context, dbURL string, migrate bool) (*pgxpool.Pool, erro
 	if _, err := pgx.ParseConfig(dbURL); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
 	}
-	if err := EnsureDatabase(ctx, dbURL); err != nil {
+	// Bound the connection attempts (not the migrations, which may take
+	// long on a big table): a server that drops packets counts as
+	// unreachable rather than hanging the command.
+	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := EnsureDatabase(cctx, dbURL); err != nil {
 		return nil, err
 	}
-	pool, err := Open(ctx, dbURL)
+	pool, err := Open(cctx, dbURL)
 	if err != nil {
 		return nil, err
 	}
@@ -46,6 +52,9 @@ func Setup(ctx context.Context, dbURL string, migrate bool) (*pgxpool.Pool, erro
 	}
 	return pool, nil
 }
+
+// connectTimeout bounds Setup's connection attempts.
+const connectTimeout = 15 * time.Second
 
 // maintenanceDatabase is the database every PostgreSQL server has, used to
 // create the target database.

@@ -5,5 +5,9 @@
 // derived from pipeline.Record's db tags (columns.go).
 //
 // The request path never waits on the database: Recorder.Record only queues,
-// and a background writer retries while PostgreSQL is away.
+// and a background writer writes batches. With a spool (package spool),
+// what PostgreSQL cannot take now goes to disk and a replayer writes it
+// when PostgreSQL is back; Bootstrap creates and migrates the database for
+// a process that started while it was away. docs/recording.md says when a
+// record counts as safe.
 package postgres

@@ -22,6 +22,7 @@ const migrationLockID int64 = 0x72616774696d65
 // Migrate applies the pending embedded migrations (package migrations) to
 // the database pool is connected to. It is idempotent, and safe when several
 // processes run it at once: they take turns under a PostgreSQL advisory lock.
+// It refuses, with a *SchemaNewerError, a database a newer ragtime migrated.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
@@ -56,8 +57,30 @@ func migrateDB(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
 	}
+	if err := refuseNewer(ctx, provider); err != nil {
+		return err
+	}
 	if _, err := provider.Up(ctx); err != nil {
 		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}
+
+// refuseNewer returns a *SchemaNewerError when the database has a
+// migration applied beyond the last one this binary has. A database with
+// no version table yet (fresh) is not newer.
+func refuseNewer(ctx context.Context, provider *goose.Provider) error {
+	sources := provider.ListSources()
+	if len(sources) == 0 {
+		return nil
+	}
+	known := sources[len(sources)-1].Version
+	current, err := provider.GetDBVersion(ctx)
+	if err != nil {
+		return nil // no version table yet; Up creates it and reports real trouble
+	}
+	if current > known {
+		return &SchemaNewerError{DBVersion: current, Known: known}
 	}
 	return nil
 }

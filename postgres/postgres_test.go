@@ -143,6 +143,20 @@ func countRows(t *testing.T, pool *pgxpool.Pool, table string) int {
 
 // waitFor polls cond until it holds; it fails the test after a generous
 // limit (a hang, not a timing assertion).
+// proxiedPool makes a fresh migrated database and a pool on it through a
+// Proxy that can cut it away; it returns the database's own URL too.
+func proxiedPool(t *testing.T) (string, *postgrestest.Proxy, *pgxpool.Pool) {
+	t.Helper()
+	u := postgrestest.NewDatabase(t)
+	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
+	pool, err := postgres.Open(ctxFor(t), proxy.URL(u))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return u, proxy, pool
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -484,13 +498,7 @@ func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 func TestRecorderSurvivesOutage(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)
-	u := postgrestest.NewDatabase(t)
-	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
-	pool, err := postgres.Open(ctx, proxy.URL(u))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, proxy, pool := proxiedPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
 		QueueSize: 1000, BatchSize: 16, FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger(),
 	})
@@ -547,13 +555,7 @@ func TestRecorderSurvivesOutage(t *testing.T) {
 func TestRecorderBoundExceeded(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)
-	u := postgrestest.NewDatabase(t)
-	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
-	pool, err := postgres.Open(ctx, proxy.URL(u))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, proxy, pool := proxiedPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
 		QueueSize: 10, BatchSize: 4, FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger(),
 	})
@@ -604,13 +606,7 @@ func TestRecorderCloseFlushes(t *testing.T) {
 // when its context ends, and counts what it could not write.
 func TestRecorderCloseDeadline(t *testing.T) {
 	t.Parallel()
-	u := postgrestest.NewDatabase(t)
-	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
-	pool, err := postgres.Open(ctxFor(t), proxy.URL(u))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, proxy, pool := proxiedPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger()})
 	proxy.Cut()
 	for i := range 7 {
@@ -619,7 +615,7 @@ func TestRecorderCloseDeadline(t *testing.T) {
 	waitFor(t, "a retry", func() bool { return rec.Stats().Retries > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	err = rec.Close(ctx)
+	err := rec.Close(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "7 records not written") {
 		t.Errorf("Close = %v, want 7 records not written: deadline exceeded", err)
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/pipeline"
+	"ragtime/spool"
 )
 
 // Recorder defaults.
@@ -25,6 +27,11 @@ const (
 // firstBackoff is the wait before the first retry; it doubles up to
 // RecorderOptions.RetryBackoff.
 const firstBackoff = 50 * time.Millisecond
+
+// writeTimeout bounds one batch write, so that a PostgreSQL that stops
+// answering without closing the connection counts as away (and the
+// recorder spools) instead of holding the writer.
+const writeTimeout = 30 * time.Second
 
 // logEvery bounds how often the recorder logs drops, retries and failures;
 // what it does not log it counts and reports with the next line.
@@ -46,6 +53,18 @@ type RecorderOptions struct {
 	// Logger receives drops, retries and rejected records (rate-limited).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Spool, when set, takes the records PostgreSQL cannot take now
+	// instead of the memory queue dropping them: everything queued once a
+	// write fails for a reason other than the data, every record that
+	// finds the queue full, and every record while the spool holds any
+	// (so that it drains oldest first). A replayer writes the spool into
+	// PostgreSQL, and a spool left by a previous process is replayed from
+	// the start. The caller opens and closes it (after Close).
+	Spool *spool.Spool
+	// StartSpooling starts the recorder spooling, for a caller that knows
+	// PostgreSQL is away (so that no record waits in memory for the first
+	// failed write to notice). Only with Spool.
+	StartSpooling bool
 }
 
 // Recorder stores finished queries in PostgreSQL without making the caller
@@ -64,19 +83,24 @@ type Recorder struct {
 	queue    []pipeline.Record // waiting, oldest first
 	inflight int               // taken by the writer, not yet settled
 	closed   bool
+	spooling bool      // records go to the spool (only with opts.Spool)
+	spoolAt  time.Time // when spooling started
 
-	wake   chan struct{} // a full batch is waiting
-	stop   chan struct{} // Close was called: drain and exit
-	done   chan struct{} // the writer has exited
-	ctx    context.Context
-	cancel context.CancelFunc
+	wake       chan struct{} // a full batch is waiting
+	spoolWake  chan struct{} // the spool has records to replay
+	stop       chan struct{} // Close was called: drain and exit
+	done       chan struct{} // the writer has exited
+	replayDone chan struct{} // the replayer has exited
+	ctx        context.Context
+	cancel     context.CancelFunc
 
 	closeOnce sync.Once
 
 	written, dropped, failed, retries atomic.Int64
 	abandoned                         atomic.Int64 // dropped by Close
+	spooled, replayed                 atomic.Int64
 
-	dropLog, retryLog, failLog limiter
+	dropLog, retryLog, failLog, replayLog limiter
 }
 
 var _ pipeline.Recorder = (*Recorder)(nil)
@@ -101,19 +125,40 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Recorder{
-		pool:     pool,
-		opts:     opts,
-		log:      opts.Logger,
-		wake:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
-		dropLog:  limiter{every: logEvery},
-		retryLog: limiter{every: logEvery},
-		failLog:  limiter{every: logEvery},
+		pool:       pool,
+		opts:       opts,
+		log:        opts.Logger,
+		wake:       make(chan struct{}, 1),
+		spoolWake:  make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		replayDone: make(chan struct{}),
+		ctx:        ctx,
+		cancel:     cancel,
+		dropLog:    limiter{every: logEvery},
+		retryLog:   limiter{every: logEvery},
+		failLog:    limiter{every: logEvery},
+		replayLog:  limiter{every: logEvery},
 	}
 	go r.run()
+	if opts.Spool != nil {
+		if opts.StartSpooling {
+			r.mu.Lock()
+			r.startSpooling("PostgreSQL was unavailable at start")
+			r.mu.Unlock()
+		}
+		if st := opts.Spool.Stats(); st.Records > 0 {
+			if !r.spooling {
+				r.spooling, r.spoolAt = true, time.Now()
+			}
+			r.log.Warn("postgres recorder: the spool holds finished queries from a previous run; replaying them into PostgreSQL, oldest first",
+				"dir", opts.Spool.Dir(), "records", st.Records, "bytes", st.Bytes, "oldest_age_s", st.OldestAgeSeconds)
+			r.wakeReplayer()
+		}
+		go r.replay()
+	} else {
+		close(r.replayDone)
+	}
 	return r
 }
 
@@ -126,7 +171,16 @@ func (r *Recorder) Record(rec pipeline.Record) {
 		rec.CreatedAt = time.Now()
 	}
 	r.mu.Lock()
-	if r.closed || len(r.queue)+r.inflight >= r.opts.QueueSize {
+	full := len(r.queue)+r.inflight >= r.opts.QueueSize
+	if r.opts.Spool != nil && (r.spooling || r.closed || full) {
+		if !r.spooling && !r.closed {
+			r.startSpooling("memory queue full")
+		}
+		r.spoolLocked([]pipeline.Record{rec})
+		r.mu.Unlock()
+		return
+	}
+	if r.closed || full {
 		closed := r.closed
 		r.mu.Unlock()
 		reason := "queue full"
@@ -151,14 +205,22 @@ func (r *Recorder) Record(rec pipeline.Record) {
 func (r *Recorder) Stats() pipeline.RecorderStats {
 	r.mu.Lock()
 	queued := int64(len(r.queue) + r.inflight)
+	spooling := r.spooling
 	r.mu.Unlock()
-	return pipeline.RecorderStats{
-		Queued:  queued,
-		Written: r.written.Load(),
-		Dropped: r.dropped.Load(),
-		Failed:  r.failed.Load(),
-		Retries: r.retries.Load(),
+	st := pipeline.RecorderStats{
+		Queued:   queued,
+		Written:  r.written.Load(),
+		Dropped:  r.dropped.Load(),
+		Failed:   r.failed.Load(),
+		Retries:  r.retries.Load(),
+		Spooled:  r.spooled.Load(),
+		Replayed: r.replayed.Load(),
+		Spooling: spooling,
 	}
+	if r.opts.Spool != nil {
+		st.Spool = r.opts.Spool.Stats()
+	}
+	return st
 }
 
 // Close stops accepting records, writes everything the recorder holds and
@@ -181,13 +243,18 @@ func (r *Recorder) Close(ctx context.Context) error {
 		<-r.done
 	}
 	r.cancel()
+	<-r.replayDone
 
 	r.mu.Lock()
-	left := len(r.queue)
+	left := r.queue
 	r.queue = nil
+	if len(left) > 0 && r.opts.Spool != nil {
+		r.spoolLocked(left)
+		left = nil
+	}
 	r.mu.Unlock()
-	if left > 0 {
-		r.abandon(left)
+	if len(left) > 0 {
+		r.abandon(len(left))
 	}
 	lost := r.abandoned.Load()
 	if first && lost > 0 {
@@ -256,63 +323,298 @@ func (r *Recorder) settle(n int) {
 	r.mu.Unlock()
 }
 
-// deliver writes batch, retrying while PostgreSQL is away. When PostgreSQL
-// rejects the batch's data it writes the records one by one, so that only
-// the invalid ones are counted failed. It returns when every record is
-// settled or the recorder is cancelled.
+// deliver writes batch, retrying while PostgreSQL is away, or, with a
+// spool, spooling what it could not write together with the queue. It
+// returns when every record is settled or the recorder is cancelled.
 func (r *Recorder) deliver(batch []pipeline.Record) {
-	pending := make([]row, 0, len(batch))
-	for i := range batch {
-		rw, err := newRow(batch[i])
+	backoff := min(firstBackoff, r.opts.RetryBackoff)
+	for len(batch) > 0 {
+		n, err := r.store(r.ctx, batch)
+		r.settle(n)
+		batch = batch[n:]
+		if err == nil {
+			return
+		}
+		if r.opts.Spool != nil {
+			r.spill(batch, err)
+			return
+		}
+		if r.ctx.Err() != nil {
+			r.settle(len(batch))
+			r.abandon(len(batch))
+			return
+		}
+		r.retries.Add(1)
+		if ok, suppressed := r.retryLog.allow(); ok {
+			r.log.Warn("postgres recorder: write failed, will retry",
+				"err", err, "records", len(batch), "backoff", backoff, "queued", r.Stats().Queued,
+				"retries_not_logged", suppressed)
+		}
+		if !sleep(r.ctx, backoff) {
+			r.settle(len(batch))
+			r.abandon(len(batch))
+			return
+		}
+		backoff = min(backoff*2, r.opts.RetryBackoff)
+	}
+}
+
+// store writes recs into PostgreSQL, one transaction per batch; when
+// PostgreSQL rejects the data it writes them one by one, so that only the
+// invalid ones are counted failed. It returns how many records from the
+// front are settled (written or failed) and, when that is not all of them,
+// the error (PostgreSQL away, schema missing, ctx ended) that stopped it.
+func (r *Recorder) store(ctx context.Context, recs []pipeline.Record) (int, error) {
+	type bad struct {
+		i   int
+		err error
+	}
+	var invalid []bad
+	rows := make([]row, 0, len(recs))
+	at := make([]int, 0, len(recs)) // rows[k] is recs[at[k]]
+	for i := range recs {
+		rw, err := newRow(recs[i])
 		if err != nil {
-			r.fail(batch[i].QueryID, err)
-			r.settle(1)
+			invalid = append(invalid, bad{i, err})
 			continue
 		}
-		pending = append(pending, rw)
+		rows = append(rows, rw)
+		at = append(at, i)
+	}
+	// failBefore counts the unconvertible records before recs[end] as
+	// failed, once, when they are settled.
+	failBefore := func(end int) {
+		for _, b := range invalid {
+			if b.i < end {
+				r.fail(recs[b.i].QueryID, b.err)
+			}
+		}
 	}
 
+	done := 0
 	singles := false
-	backoff := min(firstBackoff, r.opts.RetryBackoff)
-	for len(pending) > 0 {
-		chunk := pending
+	for done < len(rows) {
+		chunk := rows[done:]
 		if singles {
-			chunk = pending[:1]
+			chunk = chunk[:1]
 		}
-		err := writeRows(r.ctx, r.pool, chunk)
+		wctx, cancel := context.WithTimeout(ctx, writeTimeout)
+		err := writeRows(wctx, r.pool, chunk)
+		cancel()
 		switch {
 		case err == nil:
 			r.written.Add(int64(len(chunk)))
-			r.settle(len(chunk))
-			pending = pending[len(chunk):]
-			backoff = min(firstBackoff, r.opts.RetryBackoff)
-		case r.ctx.Err() != nil:
-			r.settle(len(pending))
-			r.abandon(len(pending))
-			return
-		case isInvalidData(err):
+			done += len(chunk)
+		case ctx.Err() == nil && isInvalidData(err):
 			if len(chunk) > 1 {
 				singles = true
 				continue
 			}
 			r.fail(chunk[0].queryID, err)
-			r.settle(1)
-			pending = pending[1:]
+			done++
 		default:
-			r.retries.Add(1)
-			if ok, suppressed := r.retryLog.allow(); ok {
-				r.log.Warn("postgres recorder: write failed, will retry",
-					"err", err, "records", len(chunk), "backoff", backoff, "queued", r.Stats().Queued,
-					"retries_not_logged", suppressed)
-			}
-			if !sleep(r.ctx, backoff) {
-				r.settle(len(pending))
-				r.abandon(len(pending))
-				return
-			}
-			backoff = min(backoff*2, r.opts.RetryBackoff)
+			failBefore(at[done])
+			return at[done], err
 		}
 	}
+	failBefore(len(recs))
+	return len(recs), nil
+}
+
+// spill moves batch (taken by the writer, not written) and everything
+// queued into the spool, after PostgreSQL failed with cause, and switches
+// Record to the spool until the replayer has drained it.
+func (r *Recorder) spill(batch []pipeline.Record, cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.spooling {
+		r.startSpooling(fmt.Sprintf("writing to PostgreSQL failed: %v", cause))
+	}
+	queue := r.queue
+	r.queue = nil
+	r.spoolLocked(batch)
+	r.spoolLocked(queue)
+	r.inflight -= len(batch)
+}
+
+// startSpooling switches Record to the spool. Called with r.mu held.
+func (r *Recorder) startSpooling(reason string) {
+	r.spooling, r.spoolAt = true, time.Now()
+	st := r.opts.Spool.Stats()
+	r.log.Warn("postgres recorder: spooling finished queries to disk until PostgreSQL takes them",
+		"reason", reason, "dir", r.opts.Spool.Dir(), "spool_records", st.Records, "spool_bytes", st.Bytes)
+}
+
+// spoolLocked appends recs to the spool as their pipeline.Record JSON (a
+// shape independent of the SQL that stores them); what the spool refuses is
+// dropped and counted. Called with r.mu held, so that records enter the
+// spool in the order they are recorded.
+func (r *Recorder) spoolLocked(recs []pipeline.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	for i := range recs {
+		b, err := marshalRecord(&recs[i])
+		if err != nil {
+			r.fail(recs[i].QueryID, fmt.Errorf("%w: encode for the spool: %w", errInvalidRecord, err))
+			continue
+		}
+		if err := r.opts.Spool.Append(b, recs[i].CreatedAt); err != nil {
+			reason := "spool: " + err.Error()
+			if errors.Is(err, spool.ErrFull) {
+				reason = "spool full (--spool-max-bytes)"
+			}
+			r.drop(1, reason, recs[i].QueryID)
+			continue
+		}
+		r.spooled.Add(1)
+	}
+	r.wakeReplayer()
+}
+
+// marshalRecord encodes rec as JSON, turning a panicking MarshalJSON of an
+// attribute value into an error.
+func marshalRecord(rec *pipeline.Record) (b []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("encoding panicked: %v", p)
+		}
+	}()
+	return json.Marshal(rec)
+}
+
+func (r *Recorder) wakeReplayer() {
+	select {
+	case r.spoolWake <- struct{}{}:
+	default:
+	}
+}
+
+// replay drains the spool into PostgreSQL, oldest first, a batch at a time,
+// with capped backoff while PostgreSQL is away; a record is removed from the
+// spool once its batch is committed (a record written twice, as after a
+// crash between commit and removal, is stored once: the insert skips a
+// known query id). It exits at Close, leaving the rest for the next start.
+func (r *Recorder) replay() {
+	defer close(r.replayDone)
+	backoff := min(firstBackoff, r.opts.RetryBackoff)
+	wait := time.Duration(0)
+	for {
+		if !r.replayWait(wait) {
+			return
+		}
+		wait = 0
+		for {
+			select {
+			case <-r.stop:
+				return
+			default:
+			}
+			n, err := r.replayBatch()
+			if err != nil {
+				r.retries.Add(1)
+				if ok, suppressed := r.replayLog.allow(); ok {
+					st := r.opts.Spool.Stats()
+					r.log.Warn("postgres recorder: replaying the spool failed, will retry",
+						"err", err, "backoff", backoff, "spool_records", st.Records, "spool_bytes", st.Bytes,
+						"oldest_age_s", st.OldestAgeSeconds, "retries_not_logged", suppressed)
+				}
+				wait = backoff
+				backoff = min(backoff*2, r.opts.RetryBackoff)
+				break
+			}
+			backoff = min(firstBackoff, r.opts.RetryBackoff)
+			if n == 0 {
+				break
+			}
+		}
+	}
+}
+
+// replayWait waits for a record to replay, or for d when d > 0 (a backoff
+// new records do not shorten); it reports false at Close.
+func (r *Recorder) replayWait(d time.Duration) bool {
+	if d <= 0 {
+		select {
+		case <-r.stop:
+			return false
+		case <-r.spoolWake:
+			return true
+		}
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// replayBatch writes the spool's oldest batch into PostgreSQL and removes
+// what is settled from the spool. It returns 0 when the spool is drained
+// (and switches Record back to the memory queue).
+func (r *Recorder) replayBatch() (int, error) {
+	entries, err := r.opts.Spool.Peek(r.opts.BatchSize)
+	if err != nil {
+		return 0, fmt.Errorf("read spool: %w", err)
+	}
+	if len(entries) == 0 {
+		r.endSpooling()
+		return 0, nil
+	}
+	recs := make([]pipeline.Record, 0, len(entries))
+	at := make([]int, 0, len(entries)) // recs[k] came from entries[at[k]]
+	var undecodable []int
+	var decodeErr error
+	for i, e := range entries {
+		var rec pipeline.Record
+		if err := json.Unmarshal(e.Data, &rec); err != nil {
+			undecodable, decodeErr = append(undecodable, i), err
+			continue
+		}
+		recs = append(recs, rec)
+		at = append(at, i)
+	}
+	n, werr := r.store(r.ctx, recs)
+	settled := len(entries)
+	if n < len(recs) {
+		settled = at[n]
+	}
+	for _, i := range undecodable {
+		if i < settled {
+			// The checksum matched, so these are the bytes written: a
+			// record this binary cannot read. Count it and move on.
+			r.fail("", fmt.Errorf("%w: decode spooled record: %w", errInvalidRecord, decodeErr))
+		}
+	}
+	r.replayed.Add(int64(n))
+	if err := r.opts.Spool.Ack(entries[:settled]); err != nil {
+		return 0, err
+	}
+	if werr != nil {
+		return 0, werr
+	}
+	return settled, nil
+}
+
+// endSpooling switches Record back to the memory queue once the spool is
+// empty, checked under r.mu so that no Record appends in between.
+func (r *Recorder) endSpooling() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.spooling || r.closed {
+		return
+	}
+	if es, err := r.opts.Spool.Peek(1); err != nil || len(es) > 0 {
+		r.wakeReplayer()
+		return
+	}
+	r.spooling = false
+	r.log.Info("postgres recorder: spool drained into PostgreSQL; recording through the memory queue again",
+		"spooled_for", time.Since(r.spoolAt).Round(time.Millisecond), "replayed_total", r.replayed.Load(),
+		"corrupt_skipped", r.opts.Spool.Stats().Corrupt)
 }
 
 // drop counts n lost records and logs it (rate-limited).

@@ -106,7 +106,10 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, nil, `unknown command "frobnicate"`},
-		{[]string{"serve", "--reranker", "magic"}, map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"}, "cannot reach PostgreSQL"},
+		// An unreachable database does not stop serve (it spools); the
+		// next mistake does.
+		{[]string{"serve", "--reranker", "magic", "--data-dir", t.TempDir()}, map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"}, "--reranker must be"},
+		{[]string{"migrate"}, map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"}, "cannot reach PostgreSQL"},
 		{[]string{"serve", "--log-format", "xml"}, nil, "--log-format"},
 		{[]string{"ingest"}, nil, "at least one PATH"},
 		{[]string{"serve"}, map[string]string{"RAGTIME_MAX_CONCURRENT": "many"}, "RAGTIME_MAX_CONCURRENT"},

@@ -24,6 +24,7 @@ import (
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/retrieval"
+	"ragtime/spool"
 	"ragtime/upstream"
 )
 
@@ -56,6 +57,8 @@ type serveConfig struct {
 	chunkSize        int
 	chunkOverlap     int
 	recorderQueue    int
+	spoolDir         string
+	spoolMaxBytes    int64
 	logFormat        string
 	hideReasoning    bool
 	warmup           warmupFlag
@@ -119,7 +122,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ingestWait, "ingest-wait", api.DefaultIngestWait, "how long a POST /v1/documents waits for one of --max-concurrent-ingests before 503 ingest_busy")
 	fs.IntVar(&c.chunkSize, "chunk-size", retrieval.DefaultChunkSize, "chunk size in characters, for documents posted to /v1/documents")
 	fs.IntVar(&c.chunkOverlap, "chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks, for documents posted to /v1/documents")
-	fs.IntVar(&c.recorderQueue, "recorder-queue", 10000, "finished queries held in memory while Postgres is slow or away; beyond this they are dropped and counted")
+	fs.IntVar(&c.recorderQueue, "recorder-queue", postgres.DefaultQueueSize, "finished queries held in memory while Postgres is slow; when Postgres is away or this is full they go to the disk spool (--spool-dir)")
+	fs.StringVar(&c.spoolDir, "spool-dir", "", "directory of the disk spool that keeps finished queries while Postgres is away, replayed into it when it is back (default: DATA-DIR/spool; off: no spool, records past --recorder-queue are dropped)")
+	fs.Int64Var(&c.spoolMaxBytes, "spool-max-bytes", spool.DefaultMaxBytes, "largest the disk spool may grow, in bytes (about 1.9 KB per query: the 1 GiB default holds ~550,000); past it records are dropped, counted and logged")
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's profiler (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060, apart from the API (empty: off)")
@@ -152,6 +157,9 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if c.maxDocBytes < 1 {
 		problems["max-document-bytes"] = fmt.Sprintf("--max-document-bytes must be positive, got %d", c.maxDocBytes)
+	}
+	if c.spoolMaxBytes < 1 {
+		problems["spool-max-bytes"] = fmt.Sprintf("--spool-max-bytes must be positive, got %d", c.spoolMaxBytes)
 	}
 	if c.maxIngests < 1 {
 		problems["max-concurrent-ingests"] = fmt.Sprintf("--max-concurrent-ingests must be at least 1, got %d", c.maxIngests)
@@ -209,11 +217,28 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		return err
 	}
 
+	// A database that is away is no reason not to serve: answers come
+	// from the index, records go to the spool, and the database is
+	// created and migrated once it answers. Anything else (a bad URL, a
+	// refused login, a schema newer than this binary) stops serve here.
 	db, err := cfg.db.open(ctx, true)
+	var boot *postgres.Bootstrap
+	if postgres.Unavailable(err) {
+		log.Warn("PostgreSQL is unavailable: serving anyway; finished queries are spooled to disk and the database is migrated when it answers",
+			"err", err)
+		cause := err
+		db, err = postgres.NewPool(cfg.db.url)
+		if err == nil {
+			boot = postgres.StartBootstrap(cfg.db.url, db, cause, log)
+		}
+	}
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	if boot != nil {
+		defer boot.Stop() // before db.Close
+	}
 
 	keys := auth.NewKeyring()
 	keyStore := postgres.NewKeys(db)
@@ -269,12 +294,21 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// is written while the pool is still open.
 	defer func() { stopSync(); <-synced }()
 
-	rec := postgres.NewRecorder(db, postgres.RecorderOptions{QueueSize: cfg.recorderQueue, Logger: log})
+	sp, err := cfg.openSpool(log)
+	if err != nil {
+		return err
+	}
+	if sp != nil {
+		defer sp.Close() // after the recorder's Close, which may spool
+	}
+	rec := postgres.NewRecorder(db, postgres.RecorderOptions{
+		QueueSize: cfg.recorderQueue, Logger: log, Spool: sp, StartSpooling: sp != nil && boot != nil,
+	})
 	// Deferred after db.Close, so it runs first: the recorder flushes while
 	// the pool is still open.
 	defer closeRecorder(rec, log)
 	// Metrics observe each finished query on its way to the recorder,
-	// after its stream has ended, so they never touch its timings.
+	// after its timings are taken, so they never touch them.
 	mx := metrics.New(rec)
 	pl, err := pipeline.New(pipeline.Config{
 		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
@@ -302,9 +336,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Stats:   store,
 		Metrics: mx.Handler(),
 		Ready: map[string]api.ReadyCheck{
-			"postgres": store.Ping,
+			"postgres": databaseReady(boot, store, rec, sp != nil, cfg.spoolMaxBytes),
 			"index":    parts.store.Ready,
 		},
+		ReadyDetails:         func() map[string]any { return map[string]any{"recorder": rec.Stats()} },
 		Documents:            newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
 		MaxDocumentBytes:     cfg.maxDocBytes,
 		MaxConcurrentIngests: cfg.maxIngests,
@@ -442,6 +477,64 @@ func (c *serveConfig) admission() (*admission.Controller, error) {
 	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
 }
 
+// openSpool opens the disk spool --spool-dir names (DATA-DIR/spool by
+// default); nil with --spool-dir off, or when another process uses it (a
+// --read-only serve next to a writer sharing its data dir).
+func (c *serveConfig) openSpool(log *slog.Logger) (*spool.Spool, error) {
+	dir := c.spoolDir
+	switch dir {
+	case "off":
+		log.Warn("--spool-dir off: finished queries past --recorder-queue are dropped while Postgres is away")
+		return nil, nil
+	case "":
+		dir = filepath.Join(c.parts.dataDir, "spool")
+	}
+	sp, err := spool.Open(dir, spool.Options{MaxBytes: c.spoolMaxBytes, Logger: log})
+	if errors.Is(err, spool.ErrLocked) {
+		log.Warn("another process uses the spool directory: this one has no spool (records past --recorder-queue are dropped while Postgres is away); give it its own --spool-dir",
+			"spool_dir", dir)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the spool under --spool-dir %s: %w", dir, err)
+	}
+	return sp, nil
+}
+
+// spoolHeadroom is the free spool space below which a database outage
+// makes serve not ready (503) rather than degraded: records are about to be
+// dropped.
+const spoolHeadroom = 1 << 20
+
+// databaseReady is the readiness check of the database part: ready when
+// it is migrated and answers; otherwise degraded (200) while the spool
+// keeps the records, and not ready (503) without a spool, with a full one,
+// or with a schema newer than this binary.
+func databaseReady(boot *postgres.Bootstrap, store *postgres.Store, rec *postgres.Recorder, spooled bool, spoolMax int64) api.ReadyCheck {
+	return func(ctx context.Context) error {
+		var err error
+		if boot != nil {
+			err = boot.Err()
+		}
+		if err == nil {
+			err = store.Ping(ctx)
+		}
+		if err == nil || !spooled {
+			return err
+		}
+		var newer *postgres.SchemaNewerError
+		if errors.As(err, &newer) {
+			return err // someone must act; waiting will not cure it
+		}
+		st := rec.Stats().Spool
+		if spoolMax-st.Bytes < spoolHeadroom {
+			return fmt.Errorf("%w; the spool is full (--spool-max-bytes %d): finished queries are being dropped", err, spoolMax)
+		}
+		return fmt.Errorf("%v; finished queries are spooled to disk (%d held) and written when it is back (%w)",
+			err, st.Records, api.ErrDegraded)
+	}
+}
+
 // closeRecorder flushes what the recorder still holds, for up to 10 s.
 func closeRecorder(rec *postgres.Recorder, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -450,7 +543,8 @@ func closeRecorder(rec *postgres.Recorder, log *slog.Logger) {
 		log.Error("flushing recorded queries", "err", err)
 	}
 	st := rec.Stats()
-	log.Info("recorder flushed", "written", st.Written, "dropped", st.Dropped, "failed", st.Failed)
+	log.Info("recorder flushed", "written", st.Written, "dropped", st.Dropped, "failed", st.Failed,
+		"spool_records", st.Spool.Records, "spool_bytes", st.Spool.Bytes)
 }
 
 func newLogger(env *environment, format string) (*slog.Logger, error) {
