@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build run test bench bench-outage bench-ann bench-pgdocs bench-peer vet fmt clean llmsim
+.PHONY: build run test fuzz bench bench-ann bench-pgdocs bench-peer vet fmt clean llmsim bench-outage
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ragtime
@@ -26,6 +26,12 @@ test:
 	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+# Every native fuzz target for FUZZTIME each (e.g. FUZZTIME=2m make fuzz);
+# `make test` replays their seeds and the inputs they found (testdata/fuzz).
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 # Benchmarks; figures go in issue notes, never into assertions.
 bench:

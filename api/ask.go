@@ -23,6 +23,8 @@ type askBody struct {
 	MaxTokens  *int             `json:"max_tokens"`
 	Model      string           `json:"model"`
 	Filters    *pipeline.Filter `json:"filters"`
+	// PromptNonce goes first after the system prompt (pipeline.Request).
+	PromptNonce string `json:"prompt_nonce"`
 }
 
 // handleAskGet serves GET /ask?q=…&top_k=…&rerank_top_n=…&max_tokens=…&model=…&doc_id=…
@@ -36,13 +38,13 @@ func (s *server) handleAskGet(c echo.Context) error {
 	// the query run with the default, as POST /ask refuses unknown fields.
 	for name := range qs {
 		switch name {
-		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", keyParam:
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", keyParam:
 		default:
-			return badRequest(name, "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id", name))
+			return badRequest(nameOf(name), "unknown_parameter",
+				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce", name))
 		}
 	}
-	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}}
+	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}, PromptNonce: qs.Get("prompt_nonce")}
 	if req.Question == "" {
 		req.Question = qs.Get("question")
 	}
@@ -98,7 +100,7 @@ func (s *server) handleAskPost(c echo.Context) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
-	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset}
+	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, PromptNonce: body.PromptNonce}
 	if body.Question != nil {
 		req.Question = *body.Question
 	}
@@ -129,6 +131,8 @@ func bodyError(err error, limit int64) error {
 	case errors.As(err, &tooBig):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large",
 			Message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return badRequest("", "body_invalid", fmt.Sprintf("the body must be a JSON object, got %s", typeErr.Value))
 	case errors.As(err, &typeErr):
 		return badRequest(typeErr.Field, typeErr.Field+"_invalid",
 			fmt.Sprintf("%s must be a JSON %s, got %s", typeErr.Field, typeErr.Type.Kind(), typeErr.Value))
@@ -138,7 +142,7 @@ func bodyError(err error, limit int64) error {
 		return badRequest("question", "question_required", "the body is empty; send {\"question\": \"...\"}")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(field, "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters", field))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce", field))
 	default:
 		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
 	}

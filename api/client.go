@@ -55,6 +55,9 @@ func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Str
 	}
 	body := map[string]any{"question": req.Question, "top_k": req.TopK, "rerank_top_n": req.RerankTopN,
 		"max_tokens": req.MaxTokens, "model": req.Model, "filters": req.Filter}
+	if req.PromptNonce != "" {
+		body["prompt_nonce"] = req.PromptNonce
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})

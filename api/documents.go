@@ -246,7 +246,7 @@ func documentBodyError(err error, limit int64) error {
 		return badRequest("", "body_invalid", `the body is empty; send {"id": "...", "title": "...", "text": "...", "metadata": {}}`)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(field, "unknown_field", fmt.Sprintf("unknown field %q; known: id, title, text, kind, metadata", field))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: id, title, text, kind, metadata", field))
 	}
 	e := bodyError(err, limit)
 	var ae *apiError

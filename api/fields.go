@@ -15,3 +15,13 @@ func renameField(err error, field string) error {
 	}
 	return err
 }
+
+// nameOf is how an error names a parameter or field the caller sent:
+// itself, or "(empty)" for a name that is the empty string (?=x, {"": 1}),
+// so the error still names something.
+func nameOf(name string) string {
+	if name == "" {
+		return "(empty)"
+	}
+	return name
+}

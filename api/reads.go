@@ -79,7 +79,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		switch name {
 		case "since", "until", "status", "model", "top_k", "limit", "cursor":
 		default:
-			return badRequest(name, "unknown_parameter",
+			return badRequest(nameOf(name), "unknown_parameter",
 				fmt.Sprintf("unknown parameter %q; known: since, until, status, model, top_k, limit, cursor", name))
 		}
 	}
@@ -156,7 +156,7 @@ func (s *server) handleStats(c echo.Context) error {
 	since := now.Add(-time.Hour)
 	for name, v := range c.QueryParams() {
 		if name != "since" {
-			return badRequest(name, "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since", name))
+			return badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since", name))
 		}
 		var err error
 		if since, err = parseMoment(v[0], "since", now); err != nil {

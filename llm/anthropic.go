@@ -199,14 +199,17 @@ func (s *anthropicStream) usage(u *anthropicUsage) {
 	}
 	if u.CacheReadInputTokens != nil {
 		read = *u.CacheReadInputTokens
-		g.CachedTokens = read
+		g.CachedTokens = &read
 	}
 	if u.CacheCreationInputTokens != nil {
 		write = *u.CacheCreationInputTokens
 		g.CacheCreationTokens = write
 	}
 	if u.InputTokens != nil || u.CacheReadInputTokens != nil || u.CacheCreationInputTokens != nil {
-		g.PromptTokens = in + g.CachedTokens + g.CacheCreationTokens
+		g.PromptTokens = in + g.CacheCreationTokens
+		if g.CachedTokens != nil {
+			g.PromptTokens += *g.CachedTokens
+		}
 	}
 	if u.OutputTokens != nil {
 		g.CompletionTokens = *u.OutputTokens

@@ -54,7 +54,7 @@ var questionFiller = map[string]bool{"tell": true, "explain": true, "describe": 
 // own. A word counts as one token: GenerateRequest.MaxTokens (when > 0)
 // bounds the words streamed and Usage.CompletionTokens counts them;
 // Usage.PromptTokens stays 0, so the pipeline reports its own tiktoken count
-// of the assembled prompt.
+// of the assembled prompt; Usage.CachedTokens is 0 (it has no cache).
 // Citation markers are not counted as words. It is safe for concurrent use.
 type Extractive struct {
 	bm25 lexical.BM25
@@ -92,6 +92,8 @@ func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest,
 		GotConn:      start,
 		WroteRequest: start,
 		Conn:         pipeline.ConnInfo{Reused: true},
+		// no prefix cache: none of the prompt was cached, and that is known
+		Usage: pipeline.Usage{CachedTokens: new(0)},
 	}
 	if err := ctx.Err(); err != nil {
 		return gen, cancelledError(&gen, err)

@@ -201,8 +201,9 @@ func (s *ollamaStream) line(line []byte, at time.Time) error {
 	ns(pipeline.ServerLoadMs, c.LoadDuration)
 	ns(pipeline.ServerPrefillMs, c.PromptEvalDuration)
 	ns(pipeline.ServerDecodeMs, c.EvalDuration)
-	if c.PromptEvalCachedCount != nil {
-		gen.Usage.CachedTokens = *c.PromptEvalCachedCount
+	if c.PromptEvalCachedCount != nil { // most versions send none: unknown
+		cached := *c.PromptEvalCachedCount
+		gen.Usage.CachedTokens = &cached
 	}
 	if c.PromptEvalCount != nil {
 		gen.Usage.PromptTokens = *c.PromptEvalCount

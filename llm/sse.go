@@ -334,7 +334,8 @@ func (s *streamReader) fullChunk(data []byte, at time.Time) error {
 func (s *streamReader) usage(w *wireUsage) {
 	u := pipeline.Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, CachedTokens: s.gen.Usage.CachedTokens}
 	if w.PromptTokensDetails != nil {
-		u.CachedTokens = w.PromptTokensDetails.CachedTokens
+		cached := w.PromptTokensDetails.CachedTokens
+		u.CachedTokens = &cached
 	}
 	if w.CompletionTokensDetails != nil {
 		u.ReasoningTokens = w.CompletionTokensDetails.ReasoningTokens
@@ -384,11 +385,15 @@ func (s *streamReader) serverTimings(t *serverTimings) {
 	if t.QueueMS != nil {
 		setTiming(s.gen, pipeline.ServerQueueMs, *t.QueueMS)
 	}
-	if t.CacheN != nil && s.gen.Usage.CachedTokens == 0 {
-		s.gen.Usage.CachedTokens = *t.CacheN
+	if c := s.gen.Usage.CachedTokens; t.CacheN != nil && (c == nil || *c == 0) {
+		cached := *t.CacheN
+		s.gen.Usage.CachedTokens = &cached
 	}
 	if t.PromptN != nil && s.gen.Usage.PromptTokens == 0 {
-		s.gen.Usage.PromptTokens = *t.PromptN + s.gen.Usage.CachedTokens
+		s.gen.Usage.PromptTokens = *t.PromptN
+		if c := s.gen.Usage.CachedTokens; c != nil {
+			s.gen.Usage.PromptTokens += *c
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package llm
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -94,7 +95,7 @@ func TestStreamReaderFraming(t *testing.T) {
 			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
 				t.Errorf("deltas %q, want %q", got, tt.want)
 			}
-			if gen.Usage != tt.usage {
+			if !reflect.DeepEqual(gen.Usage, tt.usage) {
 				t.Errorf("usage %+v, want %+v", gen.Usage, tt.usage)
 			}
 		})

@@ -231,7 +231,7 @@ func (m *Metrics) Observe(rec pipeline.Record) {
 		n    int
 	}{
 		{"prompt", rec.Usage.PromptTokens}, {"completion", rec.Usage.CompletionTokens},
-		{"cached", rec.Usage.CachedTokens}, {"reasoning", rec.Usage.ReasoningTokens},
+		{"cached", deref(rec.Usage.CachedTokens)}, {"reasoning", rec.Usage.ReasoningTokens},
 	} {
 		if t.n > 0 {
 			m.tokens.WithLabelValues(t.name).Add(float64(t.n))
@@ -257,4 +257,13 @@ func (o observingRecorder) Record(rec pipeline.Record) {
 	if o.next != nil {
 		o.next.Record(rec)
 	}
+}
+
+// deref is *p, or 0 when p is nil (a count the provider did not report
+// adds nothing to a counter).
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }

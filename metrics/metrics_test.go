@@ -68,7 +68,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 			RetrievalMs:    50,
 			RetrievalShare: ptr(0.2),
 			OverheadMs:     ptr(0.4),
-			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: 300},
+			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: new(300)},
 		},
 	}
 	failed := pipeline.Record{

@@ -549,6 +549,10 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	}
 	rec.RetrievalMs = round3(rec.RetrievalMs)
 	rec.GenTTFTMs = round3(rec.GenTTFTMs)
+	if rec.ServerPrefillMs != nil {
+		unexplained := round3(rec.LLMPrefillMs - *rec.ServerPrefillMs)
+		rec.PrefillUnexplainedMs = &unexplained
+	}
 	if !q.firstAt.IsZero() {
 		v := q.ms(q.firstAt)
 		rec.FirstTokenMs = &v
@@ -676,6 +680,12 @@ func (q *query) assemble(hits []Hit) promptParts {
 		})
 	}
 	var user strings.Builder
+	if q.req.PromptNonce != "" {
+		// first, so nothing after the system prompt matches an earlier prompt
+		user.WriteString("Request ")
+		user.WriteString(q.req.PromptNonce)
+		user.WriteString("\n\n")
+	}
 	user.WriteString("Sources:\n\n")
 	for _, b := range blocks {
 		user.WriteString(b)

@@ -54,6 +54,8 @@ type scriptGenerator struct {
 	err     error
 	got     GenerateRequest
 	timing  bool // hand the timings over with the first delta
+	// server are the server timings reported with the last chunk.
+	server map[string]float64
 	// started, when set, is sent to (without blocking) as a generation
 	// starts; release, when set, is waited for before the first delta.
 	started chan struct{}
@@ -98,6 +100,7 @@ func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emi
 		}
 	}
 	gen.Usage = Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
+	gen.ServerTimings = g.server
 	return gen, nil
 }
 
@@ -671,5 +674,58 @@ func TestArrivalStartsTheClock(t *testing.T) {
 	rec = p.Run(WithArrival(context.Background(), time.Now().Add(time.Hour)), request(t, "What is TTFT?", 5, 2), &recStream{})
 	if rec.Stages[0].Name == StageAccept || rec.AcceptMs != 0 {
 		t.Errorf("a future arrival made stage %+v", rec.Stages[0])
+	}
+}
+
+// TestPromptNonceFollowsTheSystemPrompt: the nonce is the first thing after
+// the system prompt, so two requests share the system prompt and nothing
+// more; a bad nonce is refused naming the field.
+func TestPromptNonceFollowsTheSystemPrompt(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	var users []string
+	for _, nonce := range []string{"sweep 1 query 1", "sweep 1 query 2"} {
+		req := request(t, "same question", 3, 0)
+		req.PromptNonce = nonce
+		if err := req.Normalize(DefaultMaxQuestion); err != nil {
+			t.Fatal(err)
+		}
+		p.Run(context.Background(), req, &recStream{})
+		if gen.got.Messages[0].Role != "system" || gen.got.Messages[0].Content != DefaultSystemPrompt {
+			t.Fatalf("first message %+v, want the system prompt", gen.got.Messages[0])
+		}
+		users = append(users, gen.got.Messages[1].Content)
+		if !strings.HasPrefix(gen.got.Messages[1].Content, "Request "+nonce+"\n\n") {
+			t.Errorf("user message starts %.40q, want the nonce first", gen.got.Messages[1].Content)
+		}
+	}
+	if strings.TrimPrefix(users[0], "Request sweep 1 query 1") != strings.TrimPrefix(users[1], "Request sweep 1 query 2") {
+		t.Errorf("the nonce changed more than itself:\n%q\n%q", users[0], users[1])
+	}
+	for _, bad := range []string{strings.Repeat("n", MaxPromptNonce+1), "line\nbreak", "naïve"} {
+		r := Request{Question: "q", TopK: 1, MaxTokens: 1, PromptNonce: bad}
+		var ve *ValidationError
+		if err := r.Normalize(DefaultMaxQuestion); !errors.As(err, &ve) || ve.Field != "prompt_nonce" {
+			t.Errorf("nonce %q: %v, want a ValidationError naming prompt_nonce", bad, err)
+		}
+	}
+}
+
+// TestPrefillUnexplained: when the server reports its prefill, the rest of
+// llm_prefill is its own figure; when it does not, the figure is nil.
+func TestPrefillUnexplained(t *testing.T) {
+	gen := &scriptGenerator{prefill: 15 * time.Millisecond, deltas: []Delta{{Text: "x"}}, server: map[string]float64{ServerPrefillMs: 4.25}}
+	p, _ := newTestPipeline(t, gen, nil)
+	rec := p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
+	if rec.ServerPrefillMs == nil || rec.PrefillUnexplainedMs == nil || *rec.PrefillUnexplainedMs != round3(rec.LLMPrefillMs-4.25) || *rec.PrefillUnexplainedMs < 10 {
+		t.Errorf("llm_prefill %.3f, server prefill %v, unexplained %v; want llm_prefill − 4.25 (≥ 10)", rec.LLMPrefillMs, rec.ServerPrefillMs, rec.PrefillUnexplainedMs)
+	}
+	if d := rec.DoneEvent(); d.PrefillUnexplainedMs != rec.PrefillUnexplainedMs {
+		t.Errorf("the done event lacks prefill_unexplained_ms")
+	}
+	gen.server = nil
+	rec = p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
+	if rec.PrefillUnexplainedMs != nil {
+		t.Errorf("unexplained %v without a server prefill, want nil", *rec.PrefillUnexplainedMs)
 	}
 }

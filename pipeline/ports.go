@@ -213,8 +213,11 @@ func CallFrom(ctx context.Context) *Call {
 type Usage struct {
 	PromptTokens     int `json:"prompt_tokens" db:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens" db:"completion_tokens"`
-	CachedTokens     int `json:"cached_tokens" db:"cached_tokens"`
-	ReasoningTokens  int `json:"reasoning_tokens" db:"reasoning_tokens"`
+	// CachedTokens are the prompt tokens the provider served from its
+	// prefix cache; nil when it does not say (Ollama reuses its cache but
+	// reports nothing): unknown, not 0.
+	CachedTokens    *int `json:"cached_tokens" db:"cached_tokens"`
+	ReasoningTokens int  `json:"reasoning_tokens" db:"reasoning_tokens"`
 	// CacheCreationTokens are prompt tokens written to the provider's
 	// prefix cache (Anthropic's cache_creation_input_tokens).
 	CacheCreationTokens int `json:"cache_creation_tokens,omitempty" db:"cache_creation_tokens"`

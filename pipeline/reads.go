@@ -68,7 +68,7 @@ type QuerySummary struct {
 	PrefillShare     *float64           `json:"prefill_share" db:"prefill_share"`
 	PromptTokens     int                `json:"prompt_tokens" db:"prompt_tokens"`
 	CompletionTokens int                `json:"completion_tokens" db:"completion_tokens"`
-	CachedTokens     int                `json:"cached_tokens" db:"cached_tokens"`
+	CachedTokens     *int               `json:"cached_tokens" db:"cached_tokens"`
 	Stages           map[string]float64 `json:"stages" db:"stages"`
 }
 
@@ -176,8 +176,13 @@ type CacheHitRate struct {
 	Model        string    `json:"model" db:"model"`
 	Queries      int64     `json:"queries" db:"queries"`
 	PromptTokens int64     `json:"prompt_tokens" db:"prompt_tokens"`
-	CachedTokens int64     `json:"cached_tokens" db:"cached_tokens"`
-	HitRate      *float64  `json:"hit_rate" db:"hit_rate"`
+	// CachedTokens and HitRate count the queries whose provider reported
+	// cached tokens; both are nil when none did (Ollama): unknown, not 0.
+	CachedTokens *int64   `json:"cached_tokens" db:"cached_tokens"`
+	HitRate      *float64 `json:"hit_rate" db:"hit_rate"`
+	// UnknownQueries counts the queries whose provider reported no cached
+	// tokens.
+	UnknownQueries int64 `json:"unknown_queries" db:"unknown_queries"`
 }
 
 // NetworkHealth is one row of the network_health view.

@@ -110,6 +110,12 @@ type Figures struct {
 	ReasoningMs    *float64 `json:"reasoning_ms" db:"reasoning_ms"`
 	RetrievalShare *float64 `json:"retrieval_share" db:"retrieval_share"`
 	PrefillShare   *float64 `json:"prefill_share" db:"prefill_share"`
+	// PrefillUnexplainedMs is llm_prefill_ms − the server's own prefill
+	// (server_prefill_ms): the time before the server's prefill — its queue,
+	// tokenizing and templating the prompt, the network — which grows with
+	// the prompt and under contention. Nil when the server reports no
+	// prefill.
+	PrefillUnexplainedMs *float64 `json:"prefill_unexplained_ms" db:"prefill_unexplained_ms"`
 
 	Usage Usage `json:"usage"`
 }

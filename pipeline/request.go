@@ -17,6 +17,7 @@ const (
 	DefaultMaxTokens   = 256
 	MaxMaxTokens       = 4096
 	DefaultMaxQuestion = 4000
+	MaxPromptNonce     = 64
 	// DefaultRerankTopN is the most reranked chunks a request gets into its
 	// context when it names no rerank_top_n and serve sets no default.
 	DefaultRerankTopN = 3
@@ -71,6 +72,14 @@ type Request struct {
 	// Model overrides the configured model when not empty.
 	Model  string `json:"model"`
 	Filter Filter `json:"filters"`
+
+	// PromptNonce, when not empty, is written first in the user message,
+	// right after the system prompt, so the prompt shares no prefix beyond
+	// the system prompt with any request sent before it: a server's prefix
+	// cache can reuse the system prompt and nothing else. Measurements that
+	// must time a cold prefill (ragtime sweep) set it; at most
+	// MaxPromptNonce printable ASCII characters.
+	PromptNonce string `json:"prompt_nonce"`
 
 	// MaxContextTokens overrides the configured context budget when > 0.
 	// Only in-process callers (the sweep) set it; the API does not.
@@ -156,6 +165,10 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 	}
 	if err := CheckModel(r.Model); err != nil {
 		return err
+	}
+	if len(r.PromptNonce) > MaxPromptNonce || strings.ContainsFunc(r.PromptNonce, func(c rune) bool { return c < ' ' || c > '~' }) {
+		return &ValidationError{Field: "prompt_nonce", Code: "prompt_nonce_invalid",
+			Message: fmt.Sprintf("prompt_nonce must be at most %d printable ASCII characters", MaxPromptNonce)}
 	}
 	if r.MaxContextTokens < 0 {
 		return &ValidationError{Field: "max_context_tokens", Code: "max_context_tokens_out_of_range",

@@ -84,7 +84,7 @@ func record(i int) pipeline.Record {
 			ReasoningMs:    ptr(0.25),
 			RetrievalShare: ptr(35.125 / 412.731),
 			PrefillShare:   ptr(365.9 / 412.731),
-			Usage:          pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: 1024, ReasoningTokens: 12, CacheCreationTokens: 512},
+			Usage:          pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: new(1024), ReasoningTokens: 12, CacheCreationTokens: 512},
 		},
 	}
 }

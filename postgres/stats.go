@@ -31,7 +31,7 @@ const totalsSQL = `SELECT count(*) AS queries,
 	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[1] AS ttft_p50_ms,
 	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[2] AS ttft_p95_ms,
 	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[3] AS ttft_p99_ms,
-	sum(cached_tokens)::double precision / nullif(sum(prompt_tokens), 0) AS cache_hit_rate
+	sum(cached_tokens)::double precision / nullif(sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), 0) AS cache_hit_rate
 FROM queries WHERE created_at >= $1 AND created_at < $2%s`
 
 const seriesSQL = `SELECT date_bin($3::interval, created_at, '2000-01-01 00:00:00+00') AS time,
@@ -44,7 +44,7 @@ const seriesSQL = `SELECT date_bin($3::interval, created_at, '2000-01-01 00:00:0
 	avg((gen_ttft_ms - llm_prefill_ms) / nullif(ttft_ms, 0)) AS llm_connect_share,
 	avg(prefill_share) AS llm_prefill_share,
 	avg(overhead_ms / nullif(ttft_ms, 0)) AS overhead_share,
-	sum(cached_tokens)::double precision / nullif(sum(prompt_tokens), 0) AS cache_hit_rate
+	sum(cached_tokens)::double precision / nullif(sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), 0) AS cache_hit_rate
 FROM queries WHERE created_at >= $1 AND created_at < $2%s
 GROUP BY 1 ORDER BY 1`
 

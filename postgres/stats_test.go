@@ -41,7 +41,7 @@ func dashboardData(t *testing.T) (*postgres.Store, []pipeline.Record) {
 		r.OverheadMs = ptr(0.0)
 		r.RetrievalShare = ptr(10 / ttft)
 		r.PrefillShare = ptr((ttft - 20) / ttft)
-		r.Usage.PromptTokens, r.Usage.CachedTokens = 1000, 250
+		r.Usage.PromptTokens, r.Usage.CachedTokens = 1000, ptr(250)
 		r.ConnReused = ptr(i%2 == 0)
 		r.Stages[6].DurationMs = ttft - 20 // llm_prefill
 		r.Stages[5].DurationMs = 10        // llm_connect
@@ -187,7 +187,9 @@ func TestStatsReadsEveryView(t *testing.T) {
 	var prompt, cached int64
 	for _, c := range st.CacheHitRate {
 		prompt += c.PromptTokens
-		cached += c.CachedTokens
+		if c.CachedTokens != nil {
+			cached += *c.CachedTokens
+		}
 	}
 	if prompt != 10000 || cached != 2500 || !near(st.Totals.CacheHitRate, 0.25) {
 		t.Errorf("cache: %d of %d prompt tokens, totals rate %v", cached, prompt, deref(st.Totals.CacheHitRate))
@@ -308,5 +310,67 @@ func TestReadsScopedToAKey(t *testing.T) {
 	all, err := store.Stats(ctx, now.Add(-time.Hour), "")
 	if err != nil || all.Totals.Queries != 6 || len(all.TopK) != 2 || all.StagePercentiles[0].N != 6 {
 		t.Errorf("every key's stats: %+v, %v", all.Totals, err)
+	}
+}
+
+// TestCacheHitRateLeavesUnreportedOut: a provider that reports no cached
+// tokens (Ollama) stores NULL, and the hit rates count only the queries
+// whose provider said: 250 of 1,000 is 25 %, not 250 of 2,000; a window of
+// Ollama queries alone has an unknown rate, not 0 %.
+func TestCacheHitRateLeavesUnreportedOut(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
+	now := time.Now()
+	reported, unreported := record(1), record(2)
+	reported.CreatedAt, unreported.CreatedAt = now.Add(-time.Minute), now.Add(-2*time.Minute)
+	reported.Model, unreported.Model = "m", "m"
+	reported.Usage.PromptTokens, reported.Usage.CachedTokens = 1000, ptr(250)
+	unreported.Provider, unreported.Usage.PromptTokens, unreported.Usage.CachedTokens = "ollama", 1000, nil
+	rec.Record(reported)
+	rec.Record(unreported)
+	if err := rec.Close(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	store := postgres.NewStore(pool)
+	ctx := ctxFor(t)
+	got, err := store.GetQuery(ctx, unreported.QueryID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Usage.CachedTokens != nil {
+		t.Errorf("Ollama's query reads back %d cached tokens, want nil (unknown)", *got.Usage.CachedTokens)
+	}
+	st, err := store.Stats(ctx, now.Add(-time.Hour), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(st.Totals.CacheHitRate, 0.25) {
+		t.Errorf("totals hit rate %v, want 0.25 (the unreported query left out)", deref(st.Totals.CacheHitRate))
+	}
+	var unknown int64
+	for _, c := range st.CacheHitRate {
+		unknown += c.UnknownQueries
+		if c.Model == "m" && !near(c.HitRate, 0.25) {
+			t.Errorf("cache_hit_rate row %+v, want hit rate 0.25", c)
+		}
+	}
+	if unknown != 1 {
+		t.Errorf("%d unknown queries in cache_hit_rate, want 1", unknown)
+	}
+
+	var rate *float64
+	if err := pool.QueryRow(ctx, `SELECT hit_rate FROM cache_hit_rate WHERE model = 'ollama-only'`).Scan(&rate); err == nil {
+		t.Fatalf("unexpected row")
+	}
+	only := record(3)
+	only.CreatedAt, only.Model, only.Provider, only.Usage.CachedTokens = now.Add(-time.Minute), "ollama-only", "ollama", nil
+	rec = postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
+	rec.Record(only)
+	if err := rec.Close(ctxFor(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT hit_rate FROM cache_hit_rate WHERE model = 'ollama-only'`).Scan(&rate); err != nil || rate != nil {
+		t.Errorf("hit rate of an Ollama-only hour: %v (%v), want NULL (unknown, not 0 %%)", deref(rate), err)
 	}
 }

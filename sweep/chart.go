@@ -65,8 +65,12 @@ func (r *Report) Chart(w io.Writer, format string) error {
 
 func (r *Report) plot() (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("TTFT by stage against top-k: left bar p50, right bar p95 (lighter)\n%d questions x %d runs, %s, sweep %s",
-		r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID))
+	prompts := "each prompt unique after the system prompt (cold prefill)"
+	if r.Params.WarmCache {
+		prompts = "prompts repeated (--warm-cache: prefix-cache hits)"
+	}
+	p.Title.Text = fmt.Sprintf("TTFT by stage against top-k: left bar p50, right bar p95 (lighter)\n%d questions x %d runs, %s, sweep %s\n%s; under each k: prompt tokens cached",
+		r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID), prompts)
 	p.X.Label.Text = "top_k"
 	p.Y.Label.Text = "TTFT (ms)"
 	p.Legend.Top = true
@@ -83,6 +87,10 @@ func (r *Report) plot() (*plot.Plot, error) {
 			if s.MaxContextTokens > 0 {
 				labels[i] += fmt.Sprintf("\nbudget %d", s.MaxContextTokens)
 			}
+		}
+		labels[i] += "\ncached " + fmtShare(s.CachedShare)
+		if s.MostlyCached() {
+			labels[i] += " (!)"
 		}
 		maxMs = math.Max(maxMs, s.TTFTP95Ms)
 	}

@@ -24,22 +24,28 @@ const (
 // WriteTable prints the per-setting figures and the recommendation.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "top_k\trerank\tbudget\tok\tfailed\tttft p50\tttft p95\tretrieval p50\tprefill p50\tprompt tok\tretr share\thit@k\trecall@k\tMRR\t")
+	fmt.Fprintln(tw, "top_k\trerank\tbudget\tok\tfailed\tttft p50\tttft p95\tretrieval p50\tprefill p50\tprompt tok\tcached\tretr share\thit@k\trecall@k\tMRR\t")
 	for _, s := range r.Settings {
 		budget := "server"
 		if s.MaxContextTokens > 0 {
 			budget = strconv.Itoa(s.MaxContextTokens)
 		}
 		if s.OK == 0 {
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", s.TopK, s.RerankTopN, budget, s.OK, s.Failed)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t\n", s.TopK, s.RerankTopN, budget, s.OK, s.Failed)
 			continue
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%.1f ms\t%.1f ms\t%.2f ms\t%.1f ms\t%.0f\t%.1f%%\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%.1f ms\t%.1f ms\t%.2f ms\t%.1f ms\t%.0f\t%s\t%.1f%%\t%s\t%s\t%s\t\n",
 			s.TopK, s.RerankTopN, budget, s.OK, s.Failed, s.TTFTP50Ms, s.TTFTP95Ms, s.RetrievalP50Ms,
-			s.LLMPrefillP50Ms, s.PromptTokensMean, 100*s.RetrievalShareP50, fmtPtr(s.HitRate), fmtPtr(s.Recall), fmtPtr(s.MRR))
+			s.LLMPrefillP50Ms, s.PromptTokensMean, fmtShare(s.CachedShare), 100*s.RetrievalShareP50, fmtPtr(s.HitRate), fmtPtr(s.Recall), fmtPtr(s.MRR))
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the table: %w", err)
+	}
+	if r.Params.WarmCache {
+		fmt.Fprintln(w, "\n--warm-cache: queries were sent without a nonce, so the server's prefix cache served what it could.")
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "\nwarning: %s\n", warn)
 	}
 	if r.Recommendation.Setting != nil {
 		rs := r.Recommendation.Setting
@@ -107,6 +113,22 @@ func writeFile(path string, f func(io.Writer) error) error {
 
 func ftoa(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
+// fmtShare prints a cached share as a percentage, "unknown" when the server
+// reported no cached tokens.
+func fmtShare(p *float64) string {
+	if p == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.1f%%", 100**p)
+}
+
+func itoaPtr(p *int) string {
+	if p == nil {
+		return ""
+	}
+	return strconv.Itoa(*p)
+}
+
 func ptoa(p *float64) string {
 	if p == nil {
 		return ""
@@ -118,7 +140,7 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"sweep_id", "top_k", "rerank_top_n", "max_context_tokens", "queries", "ok", "failed",
 		"ttft_p50_ms", "ttft_p95_ms", "retrieval_p50_ms", "llm_prefill_p50_ms", "prompt_tokens_mean",
-		"retrieval_share_p50", "hit_rate", "recall", "mrr",
+		"retrieval_share_p50", "cached_share", "cache_hits", "hit_rate", "recall", "mrr",
 		"p50_retrieval_ms", "p50_llm_connect_ms", "p50_llm_prefill_ms", "p50_other_ms",
 		"p95_retrieval_ms", "p95_llm_connect_ms", "p95_llm_prefill_ms", "p95_other_ms", "recommended"})
 	for _, s := range r.Settings {
@@ -126,7 +148,7 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 		_ = cw.Write([]string{r.SweepID, strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens),
 			strconv.Itoa(s.Queries), strconv.Itoa(s.OK), strconv.Itoa(s.Failed),
 			ftoa(s.TTFTP50Ms), ftoa(s.TTFTP95Ms), ftoa(s.RetrievalP50Ms), ftoa(s.LLMPrefillP50Ms), ftoa(s.PromptTokensMean),
-			ftoa(s.RetrievalShareP50), ptoa(s.HitRate), ptoa(s.Recall), ptoa(s.MRR),
+			ftoa(s.RetrievalShareP50), ptoa(s.CachedShare), strconv.Itoa(s.CacheHits), ptoa(s.HitRate), ptoa(s.Recall), ptoa(s.MRR),
 			ftoa(s.Stack50.Retrieval), ftoa(s.Stack50.LLMConnect), ftoa(s.Stack50.LLMPrefill), ftoa(s.Stack50.Other),
 			ftoa(s.Stack95.Retrieval), ftoa(s.Stack95.LLMConnect), ftoa(s.Stack95.LLMPrefill), ftoa(s.Stack95.Other),
 			strconv.FormatBool(rec)})
@@ -138,13 +160,13 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 func (r *Report) writeSamplesCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"order", "query_id", "question", "run", "top_k", "rerank_top_n", "max_context_tokens", "status", "error",
-		"ttft_ms", "retrieval_ms", "llm_connect_ms", "llm_prefill_ms", "other_ms", "prompt_tokens", "retrieval_share",
+		"ttft_ms", "retrieval_ms", "llm_connect_ms", "llm_prefill_ms", "other_ms", "prompt_tokens", "cached_tokens", "retrieval_share",
 		"hit", "recall", "rr"})
 	for _, s := range r.Samples {
 		_ = cw.Write([]string{strconv.Itoa(s.Order), s.QueryID, strconv.Itoa(s.Question + 1), strconv.Itoa(s.Run),
 			strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens), s.Status, s.Error,
 			ftoa(s.TTFTMs), ftoa(s.RetrievalMs), ftoa(s.Stages.LLMConnect), ftoa(s.LLMPrefillMs), ftoa(s.Stages.Other),
-			strconv.Itoa(s.PromptTokens), ftoa(s.RetrievalShare), ptoa(s.Hit), ptoa(s.Recall), ptoa(s.RR)})
+			strconv.Itoa(s.PromptTokens), itoaPtr(s.CachedTokens), ftoa(s.RetrievalShare), ptoa(s.Hit), ptoa(s.Recall), ptoa(s.RR)})
 	}
 	cw.Flush()
 	return cw.Error()

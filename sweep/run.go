@@ -59,6 +59,12 @@ type Params struct {
 	Provider         string    `json:"provider,omitempty"`
 	Seed             int64     `json:"seed"`
 	WarmupPerSetting int       `json:"warmup_per_setting"`
+	// WarmCache measures the warm path: no per-query nonce, so repeated
+	// runs and queries sharing a context prefix may be served from the
+	// server's prefix cache. By default (false) every query carries a nonce
+	// right after the system prompt and shares at most the system prompt
+	// with anything sent before it.
+	WarmCache bool `json:"warm_cache"`
 }
 
 // Config is one sweep to run.
@@ -97,7 +103,10 @@ type Report struct {
 	Tagged         int64          `json:"tagged"`
 	Settings       []Result       `json:"settings"`
 	Recommendation Recommendation `json:"recommendation"`
-	Samples        []Sample       `json:"samples"`
+	// Warnings say what the figures cannot be trusted for, such as
+	// settings whose samples were mostly prefix-cache hits.
+	Warnings []string `json:"warnings,omitempty"`
+	Samples  []Sample `json:"samples"`
 }
 
 // summary is what goes into sweeps.summary.
@@ -106,6 +115,7 @@ type summary struct {
 	Measured       int            `json:"measured"`
 	Settings       []Result       `json:"settings"`
 	Recommendation Recommendation `json:"recommendation"`
+	Warnings       []string       `json:"warnings,omitempty"`
 }
 
 // job is one scheduled query.
@@ -114,6 +124,8 @@ type job struct {
 	setting  Setting
 	question int
 	run      int
+	// nonce goes right after the system prompt (empty with WarmCache).
+	nonce string
 }
 
 // Run runs the sweep: an uncounted warm-up query per setting, then every
@@ -151,8 +163,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// Warm-up: one query per setting, not counted and not tagged, so cold
 	// connections, caches and lazy loading do not land in the first setting.
 	logf("warm-up: %d queries (not counted)", len(cfg.Settings))
-	for _, st := range cfg.Settings {
-		s := cfg.ask(ctx, job{setting: st}, "")
+	for i, st := range cfg.Settings {
+		s := cfg.ask(ctx, job{setting: st, nonce: cfg.nonce(rep.SweepID, fmt.Sprintf("w%d", i+1))}, "")
 		if ctx.Err() != nil {
 			break
 		}
@@ -166,6 +178,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	jobs := cfg.schedule()
+	for i := range jobs {
+		jobs[i].nonce = cfg.nonce(rep.SweepID, fmt.Sprint(jobs[i].order))
+	}
 	rep.Planned = len(jobs)
 	sweepID := ""
 	if cfg.Mode == ModeInProcess {
@@ -214,9 +229,10 @@ feed:
 	}
 	rep.Settings = Summarize(cfg.Settings, samples)
 	rep.Recommendation = Recommend(rep.Settings, cfg.RecallTolerance, cfg.TTFTBudgetMs)
+	rep.Warnings = cacheWarnings(rep.Settings, cfg.WarmCache)
 	rep.FinishedAt = time.Now().UTC()
 	if cfg.Store != nil {
-		sum := summary{Planned: rep.Planned, Measured: rep.Measured, Settings: rep.Settings, Recommendation: rep.Recommendation}
+		sum := summary{Planned: rep.Planned, Measured: rep.Measured, Settings: rep.Settings, Recommendation: rep.Recommendation, Warnings: rep.Warnings}
 		if err := cfg.Store.Finish(finishCtx, rep.SweepID, rep.Status, sum); err != nil {
 			return rep, err
 		}
@@ -269,13 +285,22 @@ func (cfg *Config) schedule() []job {
 	return jobs
 }
 
+// nonce names one query of the sweep for the prompt (empty with
+// WarmCache): unique within the sweep, and across sweeps by the sweep id.
+func (cfg *Config) nonce(sweepID, query string) string {
+	if cfg.WarmCache {
+		return ""
+	}
+	return "sweep " + shortID(sweepID) + " query " + query
+}
+
 // ask runs one job and turns its record into a sample.
 func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 	q := cfg.Questions[j.question]
 	req := pipeline.Request{
 		Question: q.Text, TopK: j.setting.TopK, RerankTopN: j.setting.RerankTopN,
 		MaxTokens: cfg.MaxTokens, Model: cfg.Model,
-		MaxContextTokens: j.setting.MaxContextTokens, SweepID: sweepID,
+		MaxContextTokens: j.setting.MaxContextTokens, SweepID: sweepID, PromptNonce: j.nonce,
 	}
 	var out collector
 	rec := cfg.Asker.Run(ctx, req, &out)
@@ -299,6 +324,7 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 		s.RetrievalShare = *rec.RetrievalShare
 	}
 	s.PromptTokens = rec.Usage.PromptTokens
+	s.CachedTokens = rec.Usage.CachedTokens
 	other := rec.QueueMs
 	if rec.OverheadMs != nil {
 		other += *rec.OverheadMs

@@ -50,12 +50,15 @@ type Sample struct {
 	Status   string `json:"status"`
 	Error    string `json:"error,omitempty"`
 
-	TTFTMs         float64   `json:"ttft_ms"`
-	RetrievalMs    float64   `json:"retrieval_ms"`
-	LLMPrefillMs   float64   `json:"llm_prefill_ms"`
-	RetrievalShare float64   `json:"retrieval_share"`
-	PromptTokens   int       `json:"prompt_tokens"`
-	Stages         Breakdown `json:"stages"`
+	TTFTMs         float64 `json:"ttft_ms"`
+	RetrievalMs    float64 `json:"retrieval_ms"`
+	LLMPrefillMs   float64 `json:"llm_prefill_ms"`
+	RetrievalShare float64 `json:"retrieval_share"`
+	PromptTokens   int     `json:"prompt_tokens"`
+	// CachedTokens are the prompt tokens the server served from its prefix
+	// cache; nil when it does not say (Ollama).
+	CachedTokens *int      `json:"cached_tokens"`
+	Stages       Breakdown `json:"stages"`
 	// Docs are the distinct documents of the context's chunks, in rank order.
 	Docs []string `json:"docs"`
 	// Hit, Recall and RR (reciprocal rank) are set when the question has
@@ -122,6 +125,14 @@ type Result struct {
 	LLMPrefillP50Ms   float64 `json:"llm_prefill_p50_ms"`
 	PromptTokensMean  float64 `json:"prompt_tokens_mean"`
 	RetrievalShareP50 float64 `json:"retrieval_share_p50"`
+	// CachedShare is the share of the prompt tokens the server served from
+	// its prefix cache, over the queries whose server said (nil when none
+	// did: Ollama reports no cached tokens, so unknown, not 0).
+	CachedShare *float64 `json:"cached_share"`
+	// CacheHits counts the queries with more than half of their prompt
+	// cached; CacheKnown those whose server reported cached tokens.
+	CacheHits  int `json:"cache_hits"`
+	CacheKnown int `json:"cache_known"`
 	// Stack50 and Stack95 split TTFT p50 and p95 by stage: the mean stage
 	// shares of the queries nearest each percentile, times the percentile.
 	Stack50 Breakdown `json:"stack_p50"`
@@ -198,6 +209,25 @@ func summarizeOK(r *Result, ok []Sample) {
 		tokens += float64(s.PromptTokens)
 	}
 	r.PromptTokensMean = math.Round(tokens/float64(len(ok))*10) / 10
+	var cached, prompt float64
+	for _, s := range ok {
+		if s.CachedTokens == nil {
+			continue
+		}
+		r.CacheKnown++
+		cached += float64(*s.CachedTokens)
+		prompt += float64(s.PromptTokens)
+		if 2**s.CachedTokens > s.PromptTokens {
+			r.CacheHits++
+		}
+	}
+	if r.CacheKnown > 0 {
+		share := 0.0
+		if prompt > 0 {
+			share = round4(cached / prompt)
+		}
+		r.CachedShare = &share
+	}
 	r.Stack50 = stackAt(ok, 0.5, r.TTFTP50Ms)
 	r.Stack95 = stackAt(ok, 0.95, r.TTFTP95Ms)
 
@@ -251,6 +281,35 @@ func stackAt(ok []Sample, p, v float64) Breakdown {
 		LLMPrefill: round3(share.LLMPrefill / count * v),
 		Other:      round3(share.Other / count * v),
 	}
+}
+
+// MostlyCached reports whether most of the setting's queries had more than
+// half of their prompt served from the server's prefix cache: its TTFT then
+// times cache hits, not prefill.
+func (r Result) MostlyCached() bool { return r.CacheKnown > 0 && 2*r.CacheHits > r.CacheKnown }
+
+// cacheWarnings says which settings' figures rest on prefix-cache hits.
+func cacheWarnings(results []Result, warm bool) []string {
+	var out []string
+	for _, r := range results {
+		if !r.MostlyCached() {
+			continue
+		}
+		why := "a per-query nonce follows the system prompt, so only the system prompt can be cached: it is over half of these prompts"
+		if warm {
+			why = "--warm-cache: repeated runs and queries sharing a context prefix"
+		}
+		out = append(out, fmt.Sprintf("%s: %d of %d queries had over half of their prompt served from the server's prefix cache (%.0f %% of all prompt tokens; %s): its TTFT and prefill figures time cache hits, not prefill",
+			r.Setting, r.CacheHits, r.CacheKnown, 100*derefOr(r.CachedShare, 0), why))
+	}
+	return out
+}
+
+func derefOr(p *float64, v float64) float64 {
+	if p == nil {
+		return v
+	}
+	return *p
 }
 
 func round3(x float64) float64 { return math.Round(x*1e3) / 1e3 }

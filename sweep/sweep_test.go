@@ -3,10 +3,12 @@ package sweep
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"ragtime/golden"
@@ -301,4 +303,125 @@ type failingAsker struct{}
 
 func (failingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
 	return pipeline.Record{Status: pipeline.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
+}
+
+// cacheAsker stands for a server with a prefix cache: a prompt is its
+// nonce, question and k, after a 20-token system prompt; a prompt seen
+// before is served from the cache but for its last token, a new one has
+// only the system prompt cached. It keeps every nonce it was sent.
+type cacheAsker struct {
+	mu     sync.Mutex
+	seen   map[string]bool
+	nonces []string
+}
+
+func (a *cacheAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nonces = append(a.nonces, req.PromptNonce)
+	key := fmt.Sprintf("%s|%s|%d", req.PromptNonce, req.Question, req.TopK)
+	prompt, cached := 20+100*req.TopK, 20
+	if a.seen[key] {
+		cached = prompt - 1
+	}
+	a.seen[key] = true
+	ttft := float64(prompt-cached) / 10
+	return pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
+		OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: prompt, CachedTokens: &cached}}}
+}
+
+// TestSweepMeasuresColdPrefillsByDefault: every measured query carries its
+// own nonce (so it shares at most the system prompt with what was sent
+// before it), the cached share is in the table, files and chart, and
+// --warm-cache, which repeats prompts, is warned about per setting.
+func TestSweepMeasuresColdPrefillsByDefault(t *testing.T) {
+	t.Parallel()
+	settings := []Setting{{TopK: 1, RerankTopN: 1}, {TopK: 4, RerankTopN: 4}}
+	run := func(warm bool) (*Report, *cacheAsker) {
+		a := &cacheAsker{seen: map[string]bool{}}
+		cfg := Config{Params: Params{Settings: settings, Runs: 3, Concurrency: 1, Seed: 7, WarmCache: warm},
+			Mode: ModeInProcess, Questions: []Question{{Text: "a"}, {Text: "b"}}, Asker: a}
+		rep, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep, a
+	}
+
+	rep, a := run(false)
+	seen := map[string]bool{}
+	for _, n := range a.nonces {
+		if n == "" || seen[n] {
+			t.Errorf("nonce %q is empty or was sent twice: %q", n, a.nonces)
+		}
+		seen[n] = true
+	}
+	if len(rep.Warnings) != 0 {
+		t.Errorf("cold sweep warned: %q", rep.Warnings)
+	}
+	for _, s := range rep.Settings {
+		want := round4(20 / float64(20+100*s.TopK)) // the system prompt alone
+		if s.CachedShare == nil || *s.CachedShare != want || s.CacheHits != 0 || s.CacheKnown != 6 {
+			t.Errorf("%s: cached share %v, %d hits of %d, want %v, 0 of 6", s.Setting, s.CachedShare, s.CacheHits, s.CacheKnown, want)
+		}
+	}
+
+	rep, a = run(true)
+	for _, n := range a.nonces {
+		if n != "" {
+			t.Fatalf("--warm-cache sent nonce %q", n)
+		}
+	}
+	if len(rep.Warnings) != 2 {
+		t.Fatalf("warm sweep: %d warnings, want one per setting: %q", len(rep.Warnings), rep.Warnings)
+	}
+	for _, s := range rep.Settings {
+		// runs 2 and 3 of each question hit; run 1 of k=1 follows the warm-up
+		if !s.MostlyCached() || s.CacheHits < 4 {
+			t.Errorf("%s: %d cache hits of %d, want runs 2 and 3 at least", s.Setting, s.CacheHits, s.CacheKnown)
+		}
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	table := buf.String()
+	if !strings.Contains(table, "cached") || !strings.Contains(table, "warning: k=4 rerank=4:") || !strings.Contains(table, "prefix cache") {
+		t.Errorf("table lacks the cached column or the warning:\n%s", table)
+	}
+	dir := t.TempDir()
+	if _, err := rep.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	results, _ := os.ReadFile(filepath.Join(dir, ResultsCSV))
+	samples, _ := os.ReadFile(filepath.Join(dir, SamplesCSV))
+	js, _ := os.ReadFile(filepath.Join(dir, ReportJSON))
+	svg, _ := os.ReadFile(filepath.Join(dir, ChartSVG))
+	if !bytes.Contains(results, []byte("cached_share,cache_hits")) || !bytes.Contains(samples, []byte(",cached_tokens,")) ||
+		!bytes.Contains(js, []byte(`"warnings"`)) || !bytes.Contains(svg, []byte("cached")) {
+		t.Errorf("the files lack the cached share: results.csv %q…, samples.csv %q…", results[:min(len(results), 200)], samples[:min(len(samples), 200)])
+	}
+}
+
+// TestCachedShareUnknown: a server that reports no cached tokens (Ollama)
+// gives an unknown share, not 0 %.
+func TestCachedShareUnknown(t *testing.T) {
+	t.Parallel()
+	st := Setting{TopK: 2}
+	var samples []Sample
+	for range 3 {
+		samples = append(samples, Sample{Setting: st, Status: "ok", TTFTMs: 5, PromptTokens: 300})
+	}
+	res := Summarize([]Setting{st}, samples)
+	if res[0].CachedShare != nil || res[0].MostlyCached() {
+		t.Errorf("cached share %v with no server figure, want nil (unknown)", res[0].CachedShare)
+	}
+	rep := &Report{Settings: res}
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "unknown") {
+		t.Errorf("table:\n%s", buf.String())
+	}
 }

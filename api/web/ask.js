@@ -79,7 +79,8 @@
       $("summary").innerHTML = tile("TTFT", rt.fmtMs(d.ttft_ms)) + tile("end to end", rt.fmtMs(d.e2e_ms)) +
         tile("retrieval", rt.fmtMs(d.retrieval_ms)) + tile("retrieval share", rt.pct(d.retrieval_share)) +
         tile("prefill share", rt.pct(d.prefill_share)) + tile("overhead", rt.fmtMs(d.overhead_ms)) +
-        tile("prompt / cached tokens", `${u.prompt_tokens ?? 0} / ${u.cached_tokens ?? 0}`) +
+        tile("prompt / cached tokens", `${u.prompt_tokens ?? 0} / ${u.cached_tokens ?? "unknown"}`) +
+        (d.prefill_unexplained_ms != null ? tile("before the server's prefill", rt.fmtMs(d.prefill_unexplained_ms)) : "") +
         `<div class="tile"><b><a href="/queries/${encodeURIComponent(d.query_id)}">details →</a></b><span>stored query</span></div>`;
       document.body.dataset.done = "1";
     });

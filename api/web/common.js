@@ -170,6 +170,9 @@ const rt = (() => {
       this.ttftApprox = false;
       this.pending = null; // {from, to}: the model is working, its stages not yet reported
       this.shares = null;
+      // unexplained is the part of llm_prefill before the server's own
+      // prefill (prefill_unexplained_ms), when the server reported it.
+      this.unexplained = null;
       this.render();
     }
     add(span) {
@@ -183,13 +186,19 @@ const rt = (() => {
       this.pending = null;
       if (done.ttft_ms !== null && done.ttft_ms !== undefined) { this.ttft = done.ttft_ms; this.ttftApprox = false; }
       this.shares = { retrieval: done.retrieval_share, prefill: done.prefill_share };
+      this.unexplained = done.prefill_unexplained_ms ?? null;
       this.render();
     }
     render() {
       const el = this.el;
       el.innerHTML = "";
       const W = Math.max(el.clientWidth || 0, 480), left = 96, right = 150, top = 30, rowH = 24, barH = 15;
-      const rows = this.spans.length + (this.pending ? 1 : 0);
+      const pi = this.spans.findIndex(s => s.name === "llm_prefill");
+      const prefill = this.spans[pi];
+      const split = !!prefill && this.unexplained !== null;
+      // the split's row goes right under llm_prefill's; later rows move down
+      const rowOf = i => i + (split && i > pi ? 1 : 0);
+      const rows = this.spans.length + (this.pending ? 1 : 0) + (split ? 1 : 0);
       const H = top + Math.max(rows, 1) * rowH + 30;
       const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "waterfall", role: "img", "aria-label": "stage waterfall" }, el);
       const defs = svg("defs", {}, root);
@@ -226,7 +235,7 @@ const rt = (() => {
 
       // Bars, in the order the stages arrived.
       this.spans.forEach((s, i) => {
-        const y = top + i * rowH;
+        const y = top + rowOf(i) * rowH;
         text(root, left - 8, y + barH - 3, s.name, { "text-anchor": "end" });
         const w = Math.max((s.duration_ms / max) * plotW, 1.5);
         const r = svg("rect", { x: x(s.start_ms), y, width: w, height: barH, rx: 2, fill: colors[s.name] || "#888", class: "bar", "data-stage": s.name }, root);
@@ -236,8 +245,18 @@ const rt = (() => {
         if (s.name === "llm_prefill" && sh.prefill !== null) label += ` (${pct(sh.prefill)} of TTFT)`;
         text(root, x(s.start_ms) + w + 5, y + barH - 3, label);
       });
+      if (split) {
+        // The part of llm_prefill before the server's own prefill, under it.
+        const y = top + (pi + 1) * rowH, u = this.unexplained;
+        const what = "before the server's prefill: queue, tokenize, network";
+        text(root, left - 8, y + barH - 3, "↳ pre-prefill", { "text-anchor": "end" });
+        const w = Math.max((Math.max(u, 0) / max) * plotW, 1.5);
+        const r = svg("rect", { x: x(prefill.start_ms), y, width: w, height: barH, rx: 2, fill: "#f6c7c8", stroke: colors.llm_prefill, class: "part", "data-part": "prefill_unexplained" }, root);
+        svg("title", {}, r).textContent = `${what}: ${fmtMs(u)} of llm_prefill's ${fmtMs(prefill.duration_ms)} (the rest is the server's own prefill)`;
+        text(root, x(prefill.start_ms) + w + 5, y + barH - 3, `${fmtMs(u)} ${what}`, { class: "part-label" });
+      }
       if (this.pending) {
-        const y = top + this.spans.length * rowH;
+        const y = top + (this.spans.length + (split ? 1 : 0)) * rowH;
         text(root, left - 8, y + barH - 3, "llm …", { "text-anchor": "end" });
         svg("rect", { x: x(this.pending.from), y, width: Math.max(x(this.pending.to) - x(this.pending.from), 1.5), height: barH, rx: 2, class: "pending" }, root);
         text(root, x(this.pending.to) + 5, y + barH - 3, "generating", { fill: "#6b7280" });

@@ -38,7 +38,9 @@
     $("totals").innerHTML = tile("queries", t.queries) + tile("ok / error / cancelled", `${t.ok} / ${t.errors} / ${t.cancelled}`) +
       tile("TTFT p50", rt.fmtMs(t.ttft_p50_ms)) + tile("TTFT p95", rt.fmtMs(t.ttft_p95_ms)) + tile("TTFT p99", rt.fmtMs(t.ttft_p99_ms)) +
       tile("p99 / p50", t.ttft_p50_ms ? (t.ttft_p99_ms / t.ttft_p50_ms).toFixed(1) + "×" : "–") +
-      tile("cache hit rate", rt.pct(t.cache_hit_rate));
+      // null when no provider in the window reported cached tokens (Ollama
+      // reuses its cache but says nothing): unknown, not 0 %
+      tile("cache hit rate", t.cache_hit_rate == null ? (t.queries ? "unknown" : "–") : rt.pct(t.cache_hit_rate));
 
     rt.lineChart($("ttft-chart"), st.series, [
       { key: "ttft_p50_ms", label: "p50", color: "#4e79a7" },

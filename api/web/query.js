@@ -27,7 +27,8 @@
     tile("retrieval share", rt.pct(q.retrieval_share)) + tile("LLM connect + prefill", rt.fmtMs(q.gen_ttft_ms)) +
     tile("prefill share", rt.pct(q.prefill_share)) + tile("overhead", rt.fmtMs(q.overhead_ms)) +
     tile("top_k / rerank_top_n", `${q.top_k} / ${q.rerank_top_n}`) +
-    tile("prompt / cached / completion tokens", `${u.prompt_tokens} / ${u.cached_tokens} / ${u.completion_tokens}`) +
+    tile("prompt / cached / completion tokens", `${u.prompt_tokens} / ${u.cached_tokens ?? "unknown"} / ${u.completion_tokens}`) +
+    (q.prefill_unexplained_ms != null ? tile("before the server's prefill: queue, tokenize, network", rt.fmtMs(q.prefill_unexplained_ms)) : "") +
     tile("connection", q.conn_reused === undefined ? "–" : q.conn_reused ? "reused" : "new");
 
   const wf = new rt.Waterfall($("waterfall"));

@@ -90,6 +90,7 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		// page is seen mid-stream even on a loaded machine (with 40 tokens,
 		// one second, the poll missed it under a load average of 16).
 		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 150, 0, 25, 120
+		c.ServerTimings = true // llama.cpp-style timings: the waterfall splits llm_prefill
 	})
 	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "sim-7b")
 	// A few queries with other top_k values, for the lists and charts.
@@ -174,6 +175,10 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 	attrRows := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#stages tr").length`))
 	if detailBars != len(q.Stages) || attrRows != len(q.Stages) {
 		t.Errorf("query page: %d bars and %d attribute rows, want %d", detailBars, attrRows, len(q.Stages))
+	}
+	part := browse(t, ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("#waterfall text.part-label")].map(e => e.textContent).join("|")`))
+	if !strings.Contains(part, "before the server's prefill: queue, tokenize, network") {
+		t.Errorf("query page: the waterfall does not name the part of llm_prefill before the server's prefill (labels %q)", part)
 	}
 	screenshot(t, ctx, "query.png")
 

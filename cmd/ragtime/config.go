@@ -5,9 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"net/url"
-	"strings"
 	"text/tabwriter"
 
+	"ragtime/llm"
 	"ragtime/postgres"
 )
 
@@ -41,19 +41,8 @@ func runConfig(ctx context.Context, env *environment, args []string) error {
 	key, from := cfg.parts.llm.apiKey(env.getenv)
 	shown := "(not set)"
 	if key != "" {
-		shown = maskKey(key)
+		shown = llm.MaskKey(key)
 	}
 	fmt.Fprintf(tw, "api key\t%s\tenv %s\n", shown, from)
 	return tw.Flush()
-}
-
-// maskKey shows a key as its first three and last four characters
-// (sk-…abcd), enough to tell keys apart and never enough to use one. Keys
-// shorter than 12 characters show only their length.
-func maskKey(key string) string {
-	key = strings.TrimSpace(key)
-	if len(key) < 12 {
-		return fmt.Sprintf("(set, %d characters)", len(key))
-	}
-	return key[:3] + "…" + key[len(key)-4:]
 }

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 )
@@ -61,6 +63,12 @@ func loadConfigFile(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, &usageError{msg: fmt.Sprintf("--config: reading %s: %v", path, err)}
 	}
+	return parseConfigFile(path, raw)
+}
+
+// parseConfigFile is loadConfigFile on the content raw of the file path.
+func parseConfigFile(path string, raw []byte) (map[string]string, error) {
+	var err error
 	var doc map[string]any
 	ext := strings.ToLower(filepath.Ext(path))
 	isJSON := ext == ".json" || (ext != ".toml" && bytes.HasPrefix(bytes.TrimSpace(raw), []byte("{")))
@@ -126,6 +134,10 @@ func loadConfigFile(path string) (map[string]string, error) {
 	return out, nil
 }
 
+// maxConfigSeconds is the longest timeout a config file may give: the
+// largest whole number of seconds a time.Duration holds.
+const maxConfigSeconds = float64(math.MaxInt64 / int64(time.Second))
+
 // configValue renders a file value as the flag's text.
 func configValue(key string, v any) (string, error) {
 	num := func() (float64, error) {
@@ -145,8 +157,10 @@ func configValue(key string, v any) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if f < 0 {
-			return "", fmt.Errorf("must not be negative, got %v", f)
+		// Finite, and within what a time.Duration holds (NaN, Inf and 1e300
+		// would otherwise become flag text the flag refuses).
+		if !(f >= 0 && f <= maxConfigSeconds) {
+			return "", fmt.Errorf("want seconds from 0 to %d, got %v", int64(maxConfigSeconds), f)
 		}
 		return strconv.FormatFloat(f, 'f', -1, 64) + "s", nil
 	case "max_retries", "top_k", "rerank_top_n", "max_context_tokens":

@@ -121,46 +121,28 @@ func (c *llmConfig) apiKey(getenv func(string) string) (key, from string) {
 
 // remoteGenerator is what doctor, ttft and serve's warm-up need of an HTTP
 // generator beyond pipeline.Generator.
-type remoteGenerator interface {
-	pipeline.Generator
-	ListModels(ctx context.Context) ([]string, error)
-	Warmup(ctx context.Context, request bool) error
-	CloseIdleConnections()
-	Model() string
-	BaseURL() string
-}
+type remoteGenerator = llm.Remote
 
 // buildGenerator returns the configured generator; remote is nil for the
 // extractive one.
 func (c *llmConfig) buildGenerator(getenv func(string) string) (gen pipeline.Generator, remote remoteGenerator, model string, err error) {
-	key, from := c.apiKey(getenv)
-	cfg := llm.Config{
-		BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: from,
-		Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, MaxRetries: c.maxRetries, Getenv: getenv, Pool: c.pool,
+	if c.provider == "extractive" {
+		return llm.NewExtractive(), nil, "extractive", nil
 	}
 	switch c.provider {
-	case "extractive":
-		return llm.NewExtractive(), nil, "extractive", nil
-	case llm.ProviderOpenAI:
-		g, err := llm.NewOpenAI(cfg)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		return g, g, g.Model(), nil
-	case llm.ProviderAnthropic:
-		g, err := llm.NewAnthropic(cfg)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		return g, g, g.Model(), nil
-	case llm.ProviderOllama:
-		g, err := llm.NewOllama(cfg)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		return g, g, g.Model(), nil
+	case llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama:
+	default:
+		return nil, nil, "", &usageError{msg: fmt.Sprintf("--llm-provider must be extractive, openai, anthropic or ollama, got %q", c.provider)}
 	}
-	return nil, nil, "", &usageError{msg: fmt.Sprintf("--llm-provider must be extractive, openai, anthropic or ollama, got %q", c.provider)}
+	key, from := c.apiKey(getenv)
+	g, err := llm.New(c.provider, llm.Config{
+		BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: from,
+		Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, MaxRetries: c.maxRetries, Getenv: getenv, Pool: c.pool,
+	})
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return g, g, g.Model(), nil
 }
 
 // register adds every part's flags (serve).

@@ -168,6 +168,7 @@ func TestDoctorAgainstLLMSim(t *testing.T) {
 	_, faultyURL := startSim(t, func(c *sim.Config) { c.Faults, c.Model = "500=1", "sim-7b" })
 	_, limitedURL := startSim(t, func(c *sim.Config) { c.Faults, c.RetryAfterSeconds, c.Model = "429=1", 3, "sim-7b" })
 	_, stallURL := startSim(t, func(c *sim.Config) { c.Faults, c.StallMs, c.Model = "stall=1", 5000, "sim-7b" })
+	_, anyURL := startSim(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs = 1, 1 }) // answers any model name, as llama.cpp's server
 	closed := closedAddr(t)
 	base := func(u string) []string {
 		return []string{"doctor", "--llm-provider", "openai", "--llm-base-url", u, "--llm-model", "sim-7b"}
@@ -181,14 +182,16 @@ func TestDoctorAgainstLLMSim(t *testing.T) {
 	}{
 		{name: "all well", args: base(simURL), env: map[string]string{"RAGTIME_LLM_API_KEY": key},
 			wantInOut: []string{"ok    api key        sk-…abcd from RAGTIME_LLM_API_KEY", "ok    models         1 listed", "ok    first token    TTFT"}},
+		{name: "a model answered but not listed", args: append(base(anyURL)[:5], "--llm-model", "any"), env: nil,
+			wantInOut: []string{`WARN  models         llm_model_not_found: "any" is not among the 1 models the provider lists: llmsim`, "ok    first token    TTFT"}},
 		{name: "key with a newline", args: base(simURL), env: map[string]string{"RAGTIME_LLM_API_KEY": key + "\n"},
 			failAt: "api key", wantInOut: []string{"llm_auth", "newline", "hint:"}},
 		{name: "missing key, remote host", args: base("https://api.example.com/v1"), env: nil,
 			failAt: "api key", wantInOut: []string{"RAGTIME_LLM_API_KEY is not set", "export RAGTIME_LLM_API_KEY"}},
 		{name: "wrong key", args: base(simURL), env: map[string]string{"RAGTIME_LLM_API_KEY": "sk-wrong-000000000000"},
-			failAt: "models", wantInOut: []string{"llm_auth", "HTTP 401", "hint: check that RAGTIME_LLM_API_KEY"}},
+			failAt: "first token", wantInOut: []string{"WARN  models         llm_auth", "HTTP 401", "hint: check that RAGTIME_LLM_API_KEY"}},
 		{name: "unknown model", args: append(base(simURL)[:5], "--llm-model", "gpt-nope"), env: map[string]string{"RAGTIME_LLM_API_KEY": key},
-			failAt: "models", wantInOut: []string{"llm_model_not_found", `"gpt-nope" is not among`, "sim-7b"}},
+			failAt: "first token", wantInOut: []string{"WARN  models         llm_model_not_found", `"gpt-nope" is not among the 1 models the provider lists: sim-7b`, "FAIL  first token    llm_model_not_found", "one of: sim-7b"}},
 		{name: "connection refused", args: base("http://" + closed + "/v1"), env: nil,
 			failAt: "connect", wantInOut: []string{"llm_connect", "tcp connect to " + closed, "hint: check the host and port"}},
 		{name: "dns", args: base("https://llm.nonexistent.invalid/v1"), env: map[string]string{"RAGTIME_LLM_API_KEY": key},

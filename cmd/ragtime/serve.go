@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
+	"ragtime/llm"
 	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -422,17 +422,28 @@ func preflightLLM(ctx context.Context, c llmConfig, configFile string, getenv fu
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := doctor{w: io.Discard}.checkLLM(ctx, c, getenv, timeout, true)
-	if err == nil {
-		log.Info("LLM preflight passed (key, DNS, connect)", "provider", c.provider, "model", c.model)
+	key, keyFrom := c.apiKey(getenv)
+	checks := llm.Diagnose(ctx, llm.DiagnoseConfig{
+		Provider: c.provider, CheckTimeout: timeout, ConnectOnly: true,
+		Config: llm.Config{BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: keyFrom,
+			Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, Getenv: getenv},
+	})
+	for _, ch := range checks {
+		if ch.Status != llm.CheckFail {
+			continue
+		}
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			return // serve is stopping
+		}
+		msg := ch.Detail
+		if ch.Code != "" {
+			msg = ch.Code + ": " + msg
+		}
+		log.Warn(fmt.Sprintf("LLM preflight failed at %s: %s; serving anyway, asks will fail until it is fixed; run `%s` for every check",
+			ch.Name, msg, doctorCommand(c, configFile)))
 		return
 	}
-	var failed *checkFailed
-	if !errors.As(err, &failed) || errors.Is(context.Cause(ctx), context.Canceled) {
-		return // serve is stopping
-	}
-	log.Warn(fmt.Sprintf("LLM preflight failed at %s: %s; serving anyway, asks will fail until it is fixed; run `%s` for every check",
-		failed.Check, failed.Msg, doctorCommand(c, configFile)))
+	log.Info("LLM preflight passed (key, DNS, connect)", "provider", c.provider, "model", c.model)
 }
 
 // doctorCommand is the ragtime doctor command line that checks the same

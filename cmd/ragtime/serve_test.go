@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -158,7 +159,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 	})
 	if stored.Status != "ok" || *stored.TTFTMs != d.TTFTMs || *stored.OverheadMs != d.OverheadMs ||
 		stored.RetrievalMs != d.RetrievalMs || stored.GenTTFTMs != d.GenTTFTMs || stored.LLMPrefillMs != d.LLMPrefillMs ||
-		stored.E2EMs != d.E2EMs || *stored.FirstTokenMs != d.FirstTokenMs || stored.Usage != d.Usage {
+		stored.E2EMs != d.E2EMs || *stored.FirstTokenMs != d.FirstTokenMs || !reflect.DeepEqual(stored.Usage, d.Usage) {
 		t.Errorf("stored %+v\n done %+v", stored, d)
 	}
 	if stored.Model != "sim-7b" || stored.Provider != "openai" || stored.TopK != 4 || stored.RerankTopN != 2 {

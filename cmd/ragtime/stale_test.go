@@ -43,7 +43,7 @@ func TestStaleKeepAliveIsRetriedEverywhere(t *testing.T) {
 
 	dbURL, _ := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
-	embed := []string{"--embedder", "openai", "--embed-base-url", base, "--embed-model", "sim-embed", "--embed-dimensions", "256"}
+	embed := []string{"--embedder", "openai", "--embed-base-url", base, "--embed-model", "sim-7b", "--embed-dimensions", "256"} // llmsim serves its one --model on /v1/embeddings too
 	dir := t.TempDir()
 	if out := runCmd(t, env, append(append([]string{"ingest", "--data-dir", dir}, embed...), "testdata/corpus")...); !strings.Contains(out, "ingested 4 documents") {
 		t.Fatalf("ingest: %s", out)

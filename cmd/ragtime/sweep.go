@@ -41,6 +41,7 @@ type sweepConfig struct {
 	maxTokens       int
 	model           string
 	storeQuestion   bool
+	warmCache       bool
 }
 
 func (c *sweepConfig) register(fs *flag.FlagSet) {
@@ -63,6 +64,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxTokens, "max-tokens", pipeline.DefaultMaxTokens, "answer token limit per query")
 	fs.StringVar(&c.model, "model", "", "model override sent with each query (empty: the configured model)")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "in-process: store the question text; false stores only its SHA-256")
+	fs.BoolVar(&c.warmCache, "warm-cache", false, "measure the warm path: send no per-query nonce, so repeated runs and queries sharing a context prefix may be answered from the server's prefix cache (default: a nonce right after the system prompt, so each query shares at most the system prompt with what came before)")
 }
 
 // settings expands the knob lists into the sweep's settings, ordered by
@@ -192,7 +194,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	params := sweep.Params{
 		QuestionsFile: cfg.questions, Settings: settings, Runs: cfg.runs, Concurrency: cfg.concurrency,
 		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
-		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, Seed: seed,
+		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, Seed: seed, WarmCache: cfg.warmCache,
 	}
 	run := sweep.Config{
 		Params: params, Questions: questions, Store: postgres.NewSweeps(db),

@@ -115,6 +115,16 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 	if len(rep.Settings) != 3 {
 		t.Fatalf("settings %+v", rep.Settings)
 	}
+	// the simulator caches prefixes (by default, as vLLM), but every query
+	// carries its own nonce after the system prompt: only that is cached
+	if len(rep.Warnings) != 0 {
+		t.Errorf("a default sweep warned of cache hits: %q", rep.Warnings)
+	}
+	for _, s := range rep.Settings {
+		if s.CachedShare == nil || *s.CachedShare >= 0.5 || s.CacheHits != 0 {
+			t.Errorf("%s: cached share %v, %d cache hits; want the system prompt's share only, no hits", s.Setting, s.CachedShare, s.CacheHits)
+		}
+	}
 	for i, s := range rep.Settings {
 		if want := []int{1, 4, 16}[i]; s.TopK != want || s.RerankTopN != want || s.MaxContextTokens != 6000 {
 			t.Errorf("setting %d = %+v, want k=%d rerank=%d budget 6000", i, s.Setting, want, want)
@@ -420,5 +430,27 @@ func TestWriteApplyHidesThePassword(t *testing.T) {
 	}
 	if !strings.Contains(out, "ragtime serve --top-k 8 --rerank-top-n 3\n") || strings.Contains(out, "max_context_tokens") {
 		t.Errorf("a server-mode setting (no budget) must not print a budget:\n%s", out)
+	}
+}
+
+// TestSweepWarmCacheWarns: with --warm-cache the simulator's prefix cache
+// serves the repeated runs, and the sweep says the setting's figures rest
+// on cache hits, in its table and its files.
+func TestSweepWarmCacheWarns(t *testing.T) {
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	out := t.TempDir()
+	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
+		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "4", "--runs", "3",
+		"--max-tokens", "3", "--seed", "7", "--warm-cache", "--out", out)
+	if !strings.Contains(stdout, "warning: k=4 rerank=3 budget=6000:") || !strings.Contains(stdout, "prefix cache") || !strings.Contains(stdout, "--warm-cache") {
+		t.Errorf("stdout lacks the cache warning:\n%s", stdout)
+	}
+	rep := readReport(t, out)
+	s := rep.Settings[0]
+	if !rep.Params.WarmCache || len(rep.Warnings) != 1 || s.CachedShare == nil || *s.CachedShare < 0.5 || s.CacheHits < 12 {
+		t.Errorf("warm cache %v, warnings %q, cached share %v, %d hits of %d; want runs 2 and 3 of all 6 questions served from the cache",
+			rep.Params.WarmCache, rep.Warnings, s.CachedShare, s.CacheHits, s.CacheKnown)
 	}
 }

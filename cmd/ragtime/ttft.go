@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,8 @@ type ttftConfig struct {
 	promptTokens  countsFlag
 	maxTokens     countsFlag
 	newConnection bool
+	samePrompt    bool
+	compareCache  bool
 	jsonOut       bool
 	encoding      string
 }
@@ -65,9 +68,20 @@ func (c *ttftConfig) register(fs *flag.FlagSet) {
 	c.maxTokens = countsFlag{64}
 	fs.Var(&c.maxTokens, "max-tokens", "comma-separated answer limits in tokens, one series each (e.g. 200,4000): TTFT does not rise with output length")
 	fs.BoolVar(&c.newConnection, "new-connection", false, "close the connection before every run, so each one pays DNS/TCP/TLS (the cold path)")
+	fs.BoolVar(&c.samePrompt, "same-prompt", false, "send the identical prompt in every run, so from run 2 on a server with a prefix cache answers from it: measures the cached path (default: each run's prompt starts with a unique nonce, so no prefix is shared and every run pays the full prefill)")
+	fs.BoolVar(&c.compareCache, "compare-cache", false, "measure every series twice, with unique prompts and then with the same prompt, and print both")
 	fs.BoolVar(&c.jsonOut, "json", false, "print the results as JSON")
 	fs.StringVar(&c.encoding, "token-encoding", "o200k_base", "tiktoken encoding used to size --prompt-tokens prompts")
 }
+
+// Prompt modes of a ttft series.
+const (
+	// promptUnique starts every run's prompt with a nonce: no run shares a
+	// prefix with another, so a prefix cache serves none of it.
+	promptUnique = "unique"
+	// promptSame sends the identical prompt every run: the cached path.
+	promptSame = "same"
+)
 
 // ttftRun is one measured request.
 type ttftRun struct {
@@ -81,10 +95,19 @@ type ttftRun struct {
 	Cold      bool     `json:"cold"`
 	Reasoning bool     `json:"reasoning"`
 	Tokens    int      `json:"completion_tokens"`
+	// PromptTokens is the prompt's length as the server counted it (0 when
+	// it reported none).
+	PromptTokens int `json:"prompt_tokens"`
+	// CachedTokens are the prompt tokens the server served from its prefix
+	// cache, so a user sees which path was timed; nil when the server does
+	// not say (Ollama).
+	CachedTokens *int `json:"cached_tokens"`
 }
 
 // ttftSeries is the runs of one prompt length and answer limit.
 type ttftSeries struct {
+	// Prompt is "unique" (a nonce first in every run) or "same".
+	Prompt       string    `json:"prompt"`
 	PromptTokens int       `json:"prompt_tokens"`
 	MaxTokens    int       `json:"max_tokens"`
 	Runs         []ttftRun `json:"runs"`
@@ -94,6 +117,9 @@ type ttftSeries struct {
 	P95Ms        float64   `json:"p95_ms"`
 	// AnswerMedianMs is set when the model reasoned first.
 	AnswerMedianMs *float64 `json:"answer_median_ms,omitempty"`
+	// CachedRuns counts the runs the server answered partly from its
+	// prefix cache (cached_tokens > 0).
+	CachedRuns int `json:"cached_runs"`
 }
 
 // runTTFT is the seed's TTFT measurement as a tool: N streaming requests on
@@ -115,6 +141,9 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 	if len(cfg.maxTokens) == 0 {
 		return &usageError{msg: "--max-tokens needs at least one value"}
 	}
+	if cfg.samePrompt && cfg.compareCache {
+		return &usageError{msg: "--same-prompt and --compare-cache exclude each other: --compare-cache already measures the same prompt after the unique ones"}
+	}
 	if cfg.llm.provider == "extractive" {
 		return &usageError{msg: "ttft measures a model provider: set --llm-provider (openai, anthropic, ollama) and --llm-base-url, e.g. against `ragtime llmsim`"}
 	}
@@ -125,42 +154,62 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 	}
 	defer remote.CloseIdleConnections()
 
+	counter, err := tokens.New(cfg.encoding)
+	if err != nil {
+		return fmt.Errorf("--token-encoding: %w", err)
+	}
+	// The nonce takes the place of as many filler tokens, so a unique
+	// prompt is as long as the same one.
+	nonceTokens := counter.Count(nonceLine(0) + "\n\n")
 	prompts := map[int]string{0: cfg.prompt}
+	unique := map[int]string{0: cfg.prompt}
 	lengths := []int{0}
 	if len(cfg.promptTokens) > 0 {
-		counter, err := tokens.New(cfg.encoding)
-		if err != nil {
-			return fmt.Errorf("--token-encoding: %w", err)
-		}
 		lengths = cfg.promptTokens
 		for _, n := range lengths {
 			prompts[n] = padPrompt(counter, cfg.prompt, n)
+			unique[n] = padPrompt(counter, cfg.prompt, n-nonceTokens)
 		}
+	}
+	modes := []string{promptUnique}
+	switch {
+	case cfg.samePrompt:
+		modes = []string{promptSame}
+	case cfg.compareCache:
+		modes = []string{promptUnique, promptSame}
 	}
 
 	var all []ttftSeries
 	first := true
-	for _, n := range lengths {
-		for _, mt := range cfg.maxTokens {
-			s := ttftSeries{PromptTokens: n, MaxTokens: mt}
-			req := pipeline.GenerateRequest{MaxTokens: mt, Messages: []pipeline.Message{{Role: "user", Content: prompts[n]}}}
-			for range cfg.runs {
-				if cfg.newConnection {
-					remote.CloseIdleConnections()
+	perRun := !cfg.jsonOut && len(lengths) == 1 && len(cfg.maxTokens) == 1 && len(modes) == 1
+	for _, mode := range modes {
+		for _, n := range lengths {
+			for _, mt := range cfg.maxTokens {
+				s := ttftSeries{Prompt: mode, PromptTokens: n, MaxTokens: mt}
+				for range cfg.runs {
+					prompt := prompts[n]
+					if mode == promptUnique {
+						// first, before everything: no run shares a prefix
+						prompt = nonceLine(rand.Uint64()) + "\n\n" + unique[n]
+					}
+					req := pipeline.GenerateRequest{MaxTokens: mt, Messages: []pipeline.Message{{Role: "user", Content: prompt}}}
+					if cfg.newConnection {
+						remote.CloseIdleConnections()
+					}
+					r, err := measureRun(ctx, remote, req)
+					if err != nil {
+						return fmt.Errorf("ttft run %d (%s prompt, %d tokens, max %d): %w", len(s.Runs)+1, mode, n, mt, err)
+					}
+					r.Cold = first || cfg.newConnection
+					first = false
+					s.Runs = append(s.Runs, r)
+					if perRun {
+						printRun(env, len(s.Runs), r)
+					}
 				}
-				r, err := measureRun(ctx, remote, req)
-				if err != nil {
-					return fmt.Errorf("ttft run %d (prompt %d tokens, max %d): %w", len(s.Runs)+1, n, mt, err)
-				}
-				r.Cold = first || cfg.newConnection
-				first = false
-				s.Runs = append(s.Runs, r)
-				if !cfg.jsonOut && len(lengths) == 1 && len(cfg.maxTokens) == 1 {
-					printRun(env, len(s.Runs), r)
-				}
+				summarize(&s)
+				all = append(all, s)
 			}
-			summarize(&s)
-			all = append(all, s)
 		}
 	}
 
@@ -174,15 +223,15 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 	}
 	if len(all) == 1 {
 		s := all[0]
-		fmt.Fprintf(env.stdout, "%s %s, %d runs: median %.1f ms, min %.1f, max %.1f, p95 %.1f", cfg.llm.provider, remote.Model(), len(s.Runs), s.MedianMs, s.MinMs, s.MaxMs, s.P95Ms)
+		fmt.Fprintf(env.stdout, "%s %s, %d runs, %s prompt: median %.1f ms, min %.1f, max %.1f, p95 %.1f", cfg.llm.provider, remote.Model(), len(s.Runs), s.Prompt, s.MedianMs, s.MinMs, s.MaxMs, s.P95Ms)
 		if s.AnswerMedianMs != nil {
 			fmt.Fprintf(env.stdout, "; first answer token median %.1f ms", *s.AnswerMedianMs)
 		}
-		fmt.Fprintln(env.stdout)
+		fmt.Fprintf(env.stdout, "; %d of %d runs served partly from the prefix cache\n", s.CachedRuns, len(s.Runs))
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "prompt_tokens\tmax_tokens\truns\tmedian_ms\tp95_ms\tmin_ms\tmax_ms\tanswer_median_ms\t")
+	fmt.Fprintln(tw, "prompt\tprompt_tokens\tmax_tokens\truns\tmedian_ms\tp95_ms\tmin_ms\tmax_ms\tanswer_median_ms\tcached_runs\t")
 	for _, s := range all {
 		pt := "-"
 		if s.PromptTokens > 0 {
@@ -192,14 +241,19 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 		if s.AnswerMedianMs != nil {
 			ans = fmt.Sprintf("%.1f", *s.AnswerMedianMs)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t\n", pt, s.MaxTokens, len(s.Runs), s.MedianMs, s.P95Ms, s.MinMs, s.MaxMs, ans)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%d/%d\t\n", s.Prompt, pt, s.MaxTokens, len(s.Runs), s.MedianMs, s.P95Ms, s.MinMs, s.MaxMs, ans, s.CachedRuns, len(s.Runs))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(env.stdout, "TTFT is measured from the request start to the first token of any kind; the first run of all paid a new connection.")
+	fmt.Fprintln(env.stdout, "unique: every run's prompt starts with a nonce, so no prefix cache serves it (the prefill); same: the identical prompt every run (the cached path); cached_runs: runs with cached_tokens > 0.")
 	return nil
 }
+
+// nonceLine is the line a unique prompt starts with: 18 decimal digits,
+// which tokenizers split into a fixed number of tokens (hex would vary).
+func nonceLine(n uint64) string { return fmt.Sprintf("Run %018d.", n%1e18) }
 
 // measureRun sends one streaming request and times it.
 func measureRun(ctx context.Context, g remoteGenerator, req pipeline.GenerateRequest) (ttftRun, error) {
@@ -226,7 +280,7 @@ func measureRun(ctx context.Context, g remoteGenerator, req pipeline.GenerateReq
 	r := ttftRun{
 		TTFTMs: ms(firstAny.Sub(gen.RequestStart)), E2EMs: ms(end.Sub(gen.RequestStart)),
 		ConnectMs: ms(gen.GotConn.Sub(gen.RequestStart)), Reused: gen.Conn.Reused, Reasoning: reasoning,
-		Tokens: gen.Usage.CompletionTokens,
+		Tokens: gen.Usage.CompletionTokens, PromptTokens: gen.Usage.PromptTokens, CachedTokens: gen.Usage.CachedTokens,
 	}
 	if !firstAnswer.IsZero() {
 		a := ms(firstAnswer.Sub(gen.RequestStart))
@@ -245,6 +299,14 @@ func printRun(env *environment, i int, r ttftRun) {
 		conn = fmt.Sprintf("new connection, %.1f ms to connect", r.ConnectMs)
 	}
 	line += " (" + conn + ")"
+	if r.PromptTokens > 0 {
+		line += fmt.Sprintf(", %d prompt tokens", r.PromptTokens)
+	}
+	if r.CachedTokens != nil {
+		line += fmt.Sprintf(", %d cached", *r.CachedTokens)
+	} else {
+		line += ", cached unknown (the server does not say)"
+	}
 	if r.Cold {
 		line += "  [cold]"
 	}
@@ -257,6 +319,9 @@ func summarize(s *ttftSeries) {
 	var answers []float64
 	for i, r := range s.Runs {
 		v[i] = r.TTFTMs
+		if r.CachedTokens != nil && *r.CachedTokens > 0 {
+			s.CachedRuns++
+		}
 		if r.Reasoning && r.AnswerMs != nil {
 			answers = append(answers, *r.AnswerMs)
 		}
@@ -297,3 +362,6 @@ func padPrompt(c pipeline.TokenCounter, prompt string, n int) string {
 	}
 	return strings.Join(words[:lo], " ") + "\n\n" + prompt
 }
+
+// ms is a duration in milliseconds.
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }

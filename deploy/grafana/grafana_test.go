@@ -143,7 +143,7 @@ func record(i int, now time.Time) pipeline.Record {
 			OverheadMs:     ptr(0.5),
 			RetrievalShare: ptr(12 / ttft),
 			PrefillShare:   ptr((ttft - 14.5) / ttft),
-			Usage:          pipeline.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: 200 * (i % 3)},
+			Usage:          pipeline.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: new(200 * (i % 3))},
 		},
 	}
 }

@@ -40,22 +40,64 @@ func (t *tokenMemo) put(text string, ids []int) {
 	t.size += len(text)
 }
 
-// promptIDs returns the token ids of every message's content, in order.
+// Token ids of the chat template's special tokens: above any tiktoken
+// vocabulary, so they never collide with a content token.
+const (
+	tokenIMStart = 1<<30 + iota
+	tokenIMEnd
+)
+
+// promptIDs returns the token ids of the prompt as a server sees it after
+// applying a ChatML chat template (Qwen's, and the shape of most others):
+// every message is "<|im_start|>ROLE\nCONTENT<|im_end|>\n", and the prompt
+// ends with the generation prompt "<|im_start|>assistant\n". So "hi" from
+// the user is 9 tokens, not 1, as llama.cpp's server and vLLM count it.
 func (s *Server) promptIDs(msgs []chatMessage) []int {
 	var ids []int
+	newline := s.encodeMemo("\n")
 	for _, m := range msgs {
-		text := string(m.Content)
-		if text == "" {
-			continue
-		}
-		part, ok := s.memo.get(text)
-		if !ok {
-			part = s.counter.Encode(text)
-			s.memo.put(text, part)
-		}
-		ids = append(ids, part...)
+		ids = append(ids, tokenIMStart)
+		ids = append(ids, s.encodeMemo(m.Role)...)
+		ids = append(ids, newline...)
+		ids = append(ids, s.encodeMemo(string(m.Content))...)
+		ids = append(ids, tokenIMEnd)
+		ids = append(ids, newline...)
+	}
+	ids = append(ids, tokenIMStart)
+	ids = append(ids, s.encodeMemo("assistant")...)
+	return append(ids, newline...)
+}
+
+// encodeMemo returns text's token ids, memoised.
+func (s *Server) encodeMemo(text string) []int {
+	if text == "" {
+		return nil
+	}
+	ids, ok := s.memo.get(text)
+	if !ok {
+		ids = s.counter.Encode(text)
+		s.memo.put(text, ids)
 	}
 	return ids
+}
+
+// boundOutput splits a request's output into reasoning and answer tokens.
+// max_tokens (or max_completion_tokens, whichever is smaller) bounds both
+// together, as OpenAI and vLLM count it: reasoning comes first and may use
+// up the whole budget, leaving no answer; finish is "length" when the
+// limit cut anything.
+func boundOutput(reasoning, answer int, limits ...*int) (r, a int, finish string) {
+	budget := -1
+	for _, l := range limits {
+		if l != nil && (budget < 0 || *l < budget) {
+			budget = *l
+		}
+	}
+	if budget < 0 || budget >= reasoning+answer {
+		return reasoning, answer, "stop"
+	}
+	r = min(reasoning, budget)
+	return r, budget - r, "length"
 }
 
 // route picks the replica for a prompt.
@@ -169,18 +211,13 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.KVCacheBlocks > 0 || (s.cfg.Routing == "prefix" && len(s.drivers) > 1) {
 		blocks = blockHashes(ids)
 	}
-	answer, finish := s.cfg.OutputTokens, "stop"
-	for _, limit := range []*int{req.MaxTokens, req.MaxCompletionTokens} {
-		if limit != nil && *limit < answer {
-			answer, finish = *limit, "length"
-		}
-	}
+	reasoning, answer, finish := boundOutput(s.cfg.ReasoningTokens, s.cfg.OutputTokens, req.MaxTokens, req.MaxCompletionTokens)
 	// The engine's clock starts once the prompt is tokenized: tiktoken takes
 	// about 2 µs per token here (20 ms for 8k), and a sequence handed over
 	// after the engine moved past its arrival could not be scheduled at its
 	// modelled time. Clients see the tokenizer's time on top of the model's
 	// (repeated message contents are memoised).
-	sq := newSeq(time.Now(), len(ids), blocks, s.cfg.ReasoningTokens, answer)
+	sq := newSeq(time.Now(), len(ids), blocks, reasoning, answer)
 	replica := s.route(blocks)
 	sq.replica = replica
 	d := s.drivers[replica]
@@ -208,8 +245,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	a := answerer{
 		s: s, w: w, req: req, sq: sq, fault: fault, finish: finish,
-		text:    newTextSource(s.cfg.Seed, req.Messages),
-		enc:     newChunkEncoder(s.idPrefix+strconv.FormatUint(s.nextID.Add(1), 10), s.modelName(req.Model), arrival.Unix()),
+		text: newTextSource(s.cfg.Seed, req.Messages),
+		enc: newChunkEncoder(s.idPrefix+strconv.FormatUint(s.nextID.Add(1), 10), s.modelName(req.Model), arrival.Unix(),
+			req.StreamOptions != nil && req.StreamOptions.IncludeUsage),
 		timings: s.cfg.ServerTimings || r.Header.Get("X-Llmsim-Timings") != "",
 	}
 	defer a.watch(ctx)()

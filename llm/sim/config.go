@@ -68,7 +68,8 @@ type Config struct {
 	// instead of holding them back.
 	ChunkedPrefillTokens int
 	// KVCacheBlocks is the prefix cache's size per engine in 16-token
-	// blocks; 0 disables prefix caching.
+	// blocks; 0 disables prefix caching. DefaultConfig turns it on with
+	// DefaultKVCacheBlocks, as vLLM has prefix caching on by default.
 	KVCacheBlocks int
 	// Replicas is the number of independent engines (each with its own
 	// prefix cache); 0 and 1 mean one.
@@ -126,10 +127,20 @@ type Config struct {
 	MaxBodyBytes int64
 }
 
+// DefaultKVCacheBlocks is the default prefix cache per engine: 6,144
+// blocks of 16 tokens, 98,304 tokens. A 7B-class model in fp16 with full
+// multi-head attention (32 layers × 4,096 dimensions, K and V) keeps
+// 0.5 MiB of KV cache per token; on an 80 GB A100 at vLLM's default 0.9
+// memory utilisation, the pool left after 13.5 GB of weights and a few GB
+// of activations is about 50 GB, ≈ 100k tokens (docs/llmsim.md).
+const DefaultKVCacheBlocks = 6144
+
 // DefaultConfig returns the configuration the flags default to: costs
-// roughly those of a 7B-class model on one data-centre GPU (see docs/llmsim.md).
+// roughly those of a 7B-class model on one data-centre GPU, with prefix
+// caching on (see docs/llmsim.md).
 func DefaultConfig() Config {
 	return Config{
+		KVCacheBlocks:      DefaultKVCacheBlocks,
 		Encoding:           "o200k_base",
 		PrefillMs:          15,
 		PrefillMsPerToken:  0.08,
@@ -166,7 +177,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxNumSeqs, "max-num-seqs", c.MaxNumSeqs, "sequences an engine runs at once with continuous batching, in slots (0: unlimited, each request on its own timeline)")
 	fs.IntVar(&c.MaxQueue, "max-queue", c.MaxQueue, "requests waiting for a slot per engine before 429, in requests (0: unbounded; needs max-num-seqs)")
 	fs.IntVar(&c.ChunkedPrefillTokens, "chunked-prefill-tokens", c.ChunkedPrefillTokens, "prompt tokens a sequence prefills per engine step, interleaved with decode (0: whole prefill in one step that blocks decode)")
-	fs.IntVar(&c.KVCacheBlocks, "kv-cache-blocks", c.KVCacheBlocks, "prefix cache size per engine, in 16-token blocks, LRU (0: no prefix cache)")
+	fs.IntVar(&c.KVCacheBlocks, "kv-cache-blocks", c.KVCacheBlocks, "prefix cache size per engine, in 16-token blocks, LRU (0: no prefix cache; the default 6144 is a 7B model's KV pool on one 80 GB GPU, as vLLM caches prefixes by default)")
 	fs.IntVar(&c.Replicas, "replicas", c.Replicas, "independent engines in this process, each with its own prefix cache, in engines")
 	fs.StringVar(&c.Routing, "routing", c.Routing, "how requests pick a replica: round-robin or prefix (affinity by the prompt's first blocks)")
 	fs.IntVar(&c.ReasoningTokens, "reasoning-tokens", c.ReasoningTokens, "reasoning tokens streamed before the answer, in tokens")

@@ -130,7 +130,11 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, dialect
 		return
 	}
 	if req.Model == "" {
-		fail(http.StatusBadRequest, "model", "model is required (llmsim, a simulator, embeds with any model name)")
+		fail(http.StatusBadRequest, "model", "model is required (llmsim, a simulator, embeds with any model name unless --model names one)")
+		return
+	}
+	if s.cfg.Model != "" && req.Model != s.cfg.Model {
+		fail(http.StatusNotFound, "model", fmt.Sprintf("The model %q does not exist on llmsim (a simulator); it serves %q (--model).", req.Model, s.cfg.Model))
 		return
 	}
 	if len(req.Input) == 0 || string(req.Input) == "null" {

@@ -95,7 +95,7 @@ func TestLaggingWriterCoalesces(t *testing.T) {
 	msgs := []chatMessage{{Role: "user", Content: "five words come out together"}}
 	a := answerer{
 		s: s, w: w, req: &chatRequest{Stream: true, Messages: msgs}, sq: sq, finish: "stop",
-		text: newTextSource(0, msgs), enc: newChunkEncoder("chatcmpl-test", "m", t0.Unix()),
+		text: newTextSource(0, msgs), enc: newChunkEncoder("chatcmpl-test", "m", t0.Unix(), false),
 	}
 	if !a.stream(context.Background()) {
 		t.Fatal("stream did not finish")

@@ -267,10 +267,17 @@ type chunkEncoder struct {
 	created   int64
 	// pre is every chunk's opening, `data: {"id":…,"model":…`, encoded once.
 	pre []byte
+	// end closes every chunk but the usage chunk: `}` and the blank line,
+	// after `,"usage":null` when the client asked for usage (OpenAI then
+	// sends the field on every chunk, null until the last).
+	end string
 }
 
-func newChunkEncoder(id, model string, created int64) chunkEncoder {
-	e := chunkEncoder{id: id, model: model, created: created}
+func newChunkEncoder(id, model string, created int64, includeUsage bool) chunkEncoder {
+	e := chunkEncoder{id: id, model: model, created: created, end: "}\n\n"}
+	if includeUsage {
+		e.end = `,"usage":null}` + "\n\n"
+	}
 	b := append([]byte(nil), `data: {"id":`...)
 	b = jsontext.AppendString(b, id)
 	b = append(b, `,"object":"chat.completion.chunk","created":`...)
@@ -284,7 +291,8 @@ func (e *chunkEncoder) head(b []byte) []byte { return append(b, e.pre...) }
 
 func (e *chunkEncoder) role(b []byte) []byte {
 	b = e.head(b)
-	return append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`+"\n\n"...)
+	b = append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]`...)
+	return append(b, e.end...)
 }
 
 // delta appends one token's chunk: word, after a space unless first, in the
@@ -298,14 +306,16 @@ func (e *chunkEncoder) delta(b []byte, field string, first bool, word string) []
 		b = append(b, ' ')
 	}
 	b = jsontext.AppendStringBody(b, word)
-	return append(b, `"},"finish_reason":null}]}`+"\n\n"...)
+	b = append(b, `"},"finish_reason":null}]`...)
+	return append(b, e.end...)
 }
 
 func (e *chunkEncoder) finish(b []byte, reason string) []byte {
 	b = e.head(b)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
 	b = jsontext.AppendString(b, reason)
-	return append(b, "}]}\n\n"...)
+	b = append(b, "}]"...)
+	return append(b, e.end...)
 }
 
 // usage writes the chunk after the final one: no choices, the usage (when

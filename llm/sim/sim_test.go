@@ -159,7 +159,9 @@ func TestStreamWireFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantPrompt := counter.Count("Answer from the context.") + counter.Count("why is prefill quadratic")
+	// ChatML: 5 tokens around each message (<|im_start|>, role, \n,
+	// <|im_end|>, \n) and 3 for the generation prompt
+	wantPrompt := counter.Count("Answer from the context.") + counter.Count("why is prefill quadratic") + 2*5 + 3
 	if u == nil || len(evs[7].c.Choices) != 0 || u.PromptTokens != wantPrompt || u.CompletionTokens != 5 || u.TotalTokens != wantPrompt+5 {
 		t.Errorf("usage chunk %s, want prompt %d completion 5 and no choices", evs[7].raw, wantPrompt)
 	}

@@ -102,8 +102,10 @@ func TestPrefixRoutingKeepsTheCacheHits(t *testing.T) {
 		if rep.Failed > 0 || rep.Completed < 100 {
 			t.Fatalf("%s: %d completed, failures %v", routing, rep.Completed, rep.Failures)
 		}
-		if want := int64(rep.Completed) * 2050; rep.PromptTokens != want {
-			t.Errorf("%s: servers counted %d prompt tokens, want %d (2,000 + 50 per request): prompts are not sized exactly", routing, rep.PromptTokens, want)
+		// the simulator counts a ChatML template: 5 tokens per message
+		// (system and user) and 3 for the generation prompt
+		if want := int64(rep.Completed) * (2050 + 13); rep.PromptTokens != want {
+			t.Errorf("%s: servers counted %d prompt tokens, want %d (2,000 + 50 + 13 of chat template per request): prompts are not sized exactly", routing, rep.PromptTokens, want)
 		}
 		share[routing] = rep.CachedShare
 	}
