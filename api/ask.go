@@ -152,7 +152,7 @@ func bodyError(err error, limit int64) error {
 // its model, starts the stream. The caller's tenant filter and key id go
 // with the request.
 func (s *server) ask(c echo.Context, req pipeline.Request) error {
-	if err := req.Normalize(s.deps.MaxQuestionChars); err != nil {
+	if err := req.NormalizeWith(s.deps.MaxQuestionChars, s.deps.Defaults); err != nil {
 		return err
 	}
 	caller, _ := auth.CallerFrom(c.Request().Context())

@@ -68,6 +68,9 @@ type Deps struct {
 	AllowedModels []string
 	// MaxQuestionChars bounds the question (0: pipeline.DefaultMaxQuestion).
 	MaxQuestionChars int
+	// Defaults are the top_k and rerank_top_n an ask gets when it omits
+	// them (serve's --top-k, --rerank-top-n).
+	Defaults pipeline.Defaults
 	// MaxBodyBytes bounds a request body (0: 1 MiB).
 	MaxBodyBytes int64
 	// Documents serves /v1/documents; nil answers 503.

@@ -84,6 +84,9 @@ type DiagnoseConfig struct {
 	// CheckTimeout bounds each network step (dns, connect, models); the
 	// first-token request gets the longer of it and Config.TTFTTimeout.
 	CheckTimeout time.Duration
+	// ConnectOnly stops after the TCP (and TLS) connect, so that nothing is
+	// requested of the provider (nor billed): serve's start-up preflight.
+	ConnectOnly bool
 }
 
 // Diagnose checks the way to a provider step by step — the key, the base
@@ -100,7 +103,11 @@ func Diagnose(ctx context.Context, cfg DiagnoseConfig) []Check {
 		cfg.Getenv = func(string) string { return "" }
 	}
 	d.cfg = cfg
-	for _, step := range []func(context.Context) bool{d.apiKey, d.baseURL, d.proxy, d.dns, d.connect, d.models, d.firstToken} {
+	steps := []func(context.Context) bool{d.apiKey, d.baseURL, d.proxy, d.dns, d.connect, d.models, d.firstToken}
+	if cfg.ConnectOnly {
+		steps = steps[:5]
+	}
+	for _, step := range steps {
 		if !step(ctx) {
 			break
 		}

@@ -18,7 +18,46 @@ const (
 	MaxMaxTokens       = 4096
 	DefaultMaxQuestion = 4000
 	MaxPromptNonce     = 64
+	// DefaultRerankTopN is the most reranked chunks a request gets into its
+	// context when it names no rerank_top_n and serve sets no default.
+	DefaultRerankTopN = 3
 )
+
+// Defaults are the knobs a request gets when it omits them: serve's
+// --top-k and --rerank-top-n, or the sweep's setting. Zero fields mean the
+// package defaults (DefaultTopK, DefaultRerankTopN).
+type Defaults struct {
+	TopK int
+	// RerankTopN is the default rerank_top_n; a request's top_k caps it.
+	RerankTopN int
+	// RerankOff, when set, makes the default rerank_top_n 0 (no reranking),
+	// which a zero RerankTopN cannot say.
+	RerankOff bool
+}
+
+// TopKOr returns topK, or the default top_k when it is Unset.
+func (d Defaults) TopKOr(topK int) int {
+	switch {
+	case topK != Unset:
+		return topK
+	case d.TopK > 0:
+		return d.TopK
+	}
+	return DefaultTopK
+}
+
+// RerankTopNFor is the one rule for a rerank_top_n the caller did not give,
+// shared by /ask and the sweep: the default (DefaultRerankTopN unless
+// configured), capped at top_k.
+func (d Defaults) RerankTopNFor(topK int) int {
+	switch {
+	case d.RerankOff:
+		return 0
+	case d.RerankTopN > 0:
+		return min(topK, d.RerankTopN)
+	}
+	return min(topK, DefaultRerankTopN)
+}
 
 // Request is one question and its tuning knobs.
 type Request struct {
@@ -82,11 +121,13 @@ func (e *ValidationError) Error() string { return e.Message }
 // Unset marks an integer knob the caller did not give, so defaults apply.
 const Unset = math.MinInt
 
-// Normalize applies defaults to knobs set to Unset and checks every field,
-// returning a *ValidationError naming
-// the first field that is wrong. maxQuestion bounds the question in
-// characters (runes).
-func (r *Request) Normalize(maxQuestion int) error {
+// Normalize is NormalizeWith the package defaults.
+func (r *Request) Normalize(maxQuestion int) error { return r.NormalizeWith(maxQuestion, Defaults{}) }
+
+// NormalizeWith applies d to knobs set to Unset and checks every field,
+// returning a *ValidationError naming the first field that is wrong.
+// maxQuestion bounds the question in characters (runes).
+func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 	r.Question = strings.TrimSpace(r.Question)
 	if r.Question == "" {
 		return &ValidationError{Field: "question", Code: "question_required", Message: "question is required"}
@@ -103,15 +144,13 @@ func (r *Request) Normalize(maxQuestion int) error {
 		return &ValidationError{Field: "question", Code: "question_too_long",
 			Message: fmt.Sprintf("question has %d characters; at most %d are allowed (--max-question-chars)", n, maxQuestion)}
 	}
-	if r.TopK == Unset {
-		r.TopK = DefaultTopK
-	}
+	r.TopK = d.TopKOr(r.TopK)
 	if r.TopK < 1 || r.TopK > MaxTopK {
 		return &ValidationError{Field: "top_k", Code: "top_k_out_of_range",
 			Message: fmt.Sprintf("top_k must be between 1 and %d, got %d", MaxTopK, r.TopK)}
 	}
 	if r.RerankTopN == Unset {
-		r.RerankTopN = min(r.TopK, 3)
+		r.RerankTopN = d.RerankTopNFor(r.TopK)
 	}
 	if r.RerankTopN < 0 || r.RerankTopN > r.TopK {
 		return &ValidationError{Field: "rerank_top_n", Code: "rerank_top_n_out_of_range",

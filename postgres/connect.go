@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,7 +65,8 @@ const maintenanceDatabase = "postgres"
 var ErrUnreachable = errors.New("cannot reach PostgreSQL")
 
 // UnreachableError says that no PostgreSQL server answered at Addr. Its
-// message is one line that ends with StartHint, so a CLI can print it as is.
+// message is one line that ends with the Hint for its error, so a CLI can
+// print it as is.
 type UnreachableError struct {
 	// Addr is host:port (or the socket directory) that was dialled.
 	Addr string
@@ -74,7 +76,7 @@ type UnreachableError struct {
 
 // Error returns "cannot reach PostgreSQL at ADDR (CAUSE): HINT".
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach PostgreSQL at %s (%s): %s", e.Addr, rootCause(e.Err), StartHint())
+	return fmt.Sprintf("cannot reach PostgreSQL at %s (%s): %s", e.Addr, rootCause(e.Err), Hint(e.Err))
 }
 
 // Unwrap returns the underlying dial error.
@@ -83,15 +85,79 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // Is reports whether target is ErrUnreachable.
 func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachable }
 
-// StartHint says how to get a PostgreSQL server to talk to: the
-// pg_ctlcluster command for the local cluster when one is installed, and the
-// DATABASE_URL variable.
-func StartHint() string {
-	if versions, err := os.ReadDir("/etc/postgresql"); err == nil && len(versions) > 0 {
-		return fmt.Sprintf("start it with `pg_ctlcluster --skip-systemctl-redirect %s main start` or set DATABASE_URL",
-			versions[len(versions)-1].Name())
+// connectHints maps what went wrong connecting to the advice that fits it,
+// first match wins: a server that runs but refuses the password must not be
+// told to start, nor a mistyped host to start the local cluster.
+var connectHints = []struct {
+	match  func(error) bool
+	advice func(error) string
+}{
+	{func(err error) bool { var d *net.DNSError; return errors.As(err, &d) },
+		func(error) string {
+			return "the host name does not resolve: check the host in DATABASE_URL (or --database-url), e.g. 127.0.0.1 for a local server"
+		}},
+	{func(err error) bool { return isPgCode(err, "28P01") || isPgCode(err, "28000") },
+		func(error) string {
+			return "the server runs but refused the user or password: check the user and password in DATABASE_URL (or --database-url), or the server's pg_hba.conf"
+		}},
+	{func(err error) bool { return isPgCode(err, "3D000") },
+		func(error) string {
+			return "the server runs but the database does not exist: create it (createdb NAME) or name an existing one in DATABASE_URL (or --database-url)"
+		}},
+	{func(err error) bool { return isPgCode(err, "42501") },
+		func(error) string {
+			return "the server runs but this user may not create the database: create it as a superuser (createdb NAME) or name an existing one in DATABASE_URL"
+		}},
+	{func(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) },
+		func(err error) string {
+			if !dialledLocal(err) {
+				return "nothing listens at that host and port: check the port in DATABASE_URL (or --database-url) and that the server runs there"
+			}
+			if versions, rerr := os.ReadDir("/etc/postgresql"); rerr == nil && len(versions) > 0 {
+				return fmt.Sprintf("nothing listens there: start the local cluster with `pg_ctlcluster --skip-systemctl-redirect %s main start`, or if PostgreSQL runs on another port or host, set DATABASE_URL",
+					versions[len(versions)-1].Name())
+			}
+			return "nothing listens there: start PostgreSQL (`docker compose up -d postgres`, or `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`), or if it runs on another port or host, set DATABASE_URL"
+		}},
+	{func(err error) bool {
+		return pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+	},
+		func(error) string {
+			return "no answer in time: check the host and port in DATABASE_URL (or --database-url) and any firewall between"
+		}},
+}
+
+// Hint returns the advice that fits a failed connection's error (unknown
+// host, refused connection, wrong password, missing database, timeout),
+// or a general one naming DATABASE_URL.
+func Hint(err error) string {
+	for _, h := range connectHints {
+		if h.match(err) {
+			return h.advice(err)
+		}
 	}
-	return "start it (`docker compose up -d postgres`, or `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`) or set DATABASE_URL"
+	return "check DATABASE_URL (or --database-url) and that PostgreSQL runs there"
+}
+
+// dialledLocal reports whether err's dial went to this machine: a loopback
+// address or a Unix socket, where starting the local cluster is the fix.
+func dialledLocal(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Addr == nil {
+		return true // pgx names no address: the usual case is the local default
+	}
+	switch a := op.Addr.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	host, _, serr := net.SplitHostPort(op.Addr.String())
+	if serr != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 // RedactURL returns databaseURL with its password replaced by "xxxxx", for
@@ -180,7 +246,7 @@ func EnsureDatabase(ctx context.Context, databaseURL string) error {
 	// 42P04 duplicate_database, 23505 unique_violation: another process
 	// created it between our check and our CREATE.
 	if err != nil && !isPgCode(err, "42P04") && !isPgCode(err, "23505") {
-		return fmt.Errorf("create database %q: %w", name, err)
+		return fmt.Errorf("create database %q: %w; %s", name, err, Hint(err))
 	}
 	return nil
 }
@@ -193,7 +259,7 @@ func connectError(cfg *pgx.ConnConfig, err error) error {
 	if isUnreachable(err) {
 		return &UnreachableError{Addr: addr, Err: err}
 	}
-	return fmt.Errorf("connect to PostgreSQL at %s, database %q: %w", addr, cfg.Database, err)
+	return fmt.Errorf("connect to PostgreSQL at %s, database %q: %w; %s", addr, cfg.Database, err, Hint(err))
 }
 
 // serverAddr is host:port, or the socket path for a Unix socket.

@@ -129,6 +129,18 @@ func decodeCursor(c string) (time.Time, uuid.UUID, error) {
 	return time.UnixMicro(us), parsed, nil
 }
 
+// CountOlder returns how many queries were created before cutoff and how
+// many stages they hold: what Prune with the same cutoff would delete.
+func (s *Store) CountOlder(ctx context.Context, cutoff time.Time) (queries, stages int64, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM queries WHERE created_at < $1),
+		(SELECT count(*) FROM query_stages st JOIN queries q ON q.id = st.query_id WHERE q.created_at < $1)`, cutoff).Scan(&queries, &stages)
+	if err != nil {
+		return 0, 0, fmt.Errorf("count queries older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
+	}
+	return queries, stages, nil
+}
+
 // Prune deletes the queries created before cutoff, with their stages, in
 // batches of batch rows (10000 when batch ≤ 0) so that no transaction holds
 // locks for long or grows large; it returns how many queries it deleted.

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/url"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -281,7 +284,7 @@ func TestUnreachableServer(t *testing.T) {
 				t.Fatalf("error = %v, want ErrUnreachable", err)
 			}
 			msg := err.Error()
-			if !strings.HasPrefix(msg, "cannot reach PostgreSQL at 127.0.0.1:1 (") || !strings.HasSuffix(msg, postgres.StartHint()) {
+			if !strings.HasPrefix(msg, "cannot reach PostgreSQL at 127.0.0.1:1 (") || !strings.HasSuffix(msg, postgres.Hint(err)) || !strings.Contains(msg, "nothing listens there") {
 				t.Errorf("message = %q, want \"cannot reach PostgreSQL at 127.0.0.1:1 (…): <hint>\"", msg)
 			}
 			if strings.Contains(msg, "\n") || strings.Contains(msg, "s3cret") {
@@ -293,9 +296,6 @@ func TestUnreachableServer(t *testing.T) {
 	// error must still not carry the password.
 	if err := postgres.EnsureDatabase(ctx, u); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("EnsureDatabase through a cut proxy: %v", err)
-	}
-	if !strings.Contains(postgres.StartHint(), "DATABASE_URL") {
-		t.Errorf("hint %q does not name DATABASE_URL", postgres.StartHint())
 	}
 }
 
@@ -713,4 +713,58 @@ func TestEveryRecordFieldIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalRecords(t, got, want)
+}
+
+// TestHintFitsTheError: each way a connection fails gets its own advice,
+// checked against a real server where one can produce the failure.
+func TestHintFitsTheError(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	base := postgrestest.NewEmptyDatabase(t)
+	withUser := func(user, db string) string {
+		u, err := url.Parse(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if user != "" {
+			u.User = url.User(user)
+		}
+		if db != "" {
+			u.Path = "/" + db
+		}
+		return u.String()
+	}
+	refusedRemote := &net.OpError{Op: "dial", Net: "tcp", Addr: &net.TCPAddr{IP: net.ParseIP("10.1.2.3"), Port: 5432},
+		Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	for _, tc := range []struct {
+		name string
+		err  func() error
+		want string
+	}{
+		{"refused locally", func() error {
+			_, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=5")
+			return err
+		}, "nothing listens there: start"},
+		{"refused remotely", func() error { return refusedRemote }, "check the port in DATABASE_URL"},
+		{"dns", func() error { return &net.DNSError{Err: "no such host", Name: "pg.invalid", IsNotFound: true} }, "does not resolve"},
+		{"auth", func() error { _, err := postgres.Open(ctx, withUser("no_such_role_hint_test", "")); return err }, "refused the user or password"},
+		{"database missing", func() error { _, err := postgres.Open(ctx, withUser("", "no_such_database_hint_test")); return err }, "database does not exist"},
+		{"timeout", func() error { return fmt.Errorf("dial: %w", context.DeadlineExceeded) }, "no answer in time"},
+	} {
+		err := tc.err()
+		if err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		hint := postgres.Hint(err)
+		if !strings.Contains(hint, tc.want) {
+			t.Errorf("%s: Hint(%v) = %q, want it to contain %q", tc.name, err, hint, tc.want)
+		}
+		if tc.name != "refused locally" && strings.Contains(hint, "pg_ctlcluster") {
+			t.Errorf("%s: hint %q tells to start the local cluster, which is not the problem", tc.name, hint)
+		}
+		if !strings.Contains(hint, "DATABASE_URL") {
+			t.Errorf("%s: hint %q does not name DATABASE_URL", tc.name, hint)
+		}
+	}
 }

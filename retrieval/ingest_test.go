@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"ragtime/pipeline"
@@ -527,5 +528,34 @@ func TestIngestContentTitleFallsBackToTheID(t *testing.T) {
 		if res.Title != c.want {
 			t.Errorf("%s: title %q, want %q", c.id, res.Title, c.want)
 		}
+	}
+}
+
+func TestProgressAfter(t *testing.T) {
+	t.Parallel()
+	clock := time.Unix(0, 0)
+	now := func() time.Time { return clock }
+	var got []Progress
+	report := ProgressAfter(func(p Progress) { got = append(got, p) }, time.Second, now)
+	report(Progress{Files: 1, TotalFiles: 4})
+	clock = clock.Add(999 * time.Millisecond)
+	report(Progress{Files: 2, TotalFiles: 4})
+	if len(got) != 0 {
+		t.Fatalf("progress shown before a second passed: %+v", got)
+	}
+	clock = clock.Add(time.Millisecond)
+	report(Progress{Files: 3, TotalFiles: 4})
+	report(Progress{Files: 4, TotalFiles: 4, Done: true})
+	if len(got) != 2 || got[0].Files != 3 || !got[1].Done {
+		t.Errorf("after a second: %+v, want files 3 and the end", got)
+	}
+
+	// A quick run shows nothing, not even its end.
+	var quick []Progress
+	fast := ProgressAfter(func(p Progress) { quick = append(quick, p) }, time.Second, func() time.Time { return time.Unix(0, 0) })
+	fast(Progress{Files: 1, TotalFiles: 1})
+	fast(Progress{Files: 1, TotalFiles: 1, Done: true})
+	if len(quick) != 0 {
+		t.Errorf("a quick ingest showed %+v", quick)
 	}
 }

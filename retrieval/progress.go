@@ -3,6 +3,7 @@ package retrieval
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 )
@@ -28,6 +29,22 @@ func ProgressBar(w io.Writer, isTerminal bool) func(Progress) {
 		}
 		lastStep = step
 		fmt.Fprintf(w, "read %d/%d files, %d chunks stored so far\n", p.Files, p.TotalFiles, p.Chunks)
+	}
+}
+
+// ProgressAfter returns report held back until after has passed since
+// ProgressAfter was called (now reads the clock): an ingest quicker than that shows no
+// progress at all, not even the final line, since the caller prints its own
+// summary; a slower one shows progress from then on, and its end.
+func ProgressAfter(report func(Progress), after time.Duration, now func() time.Time) func(Progress) {
+	start := now()
+	showing := false
+	return func(p Progress) {
+		if !showing && now().Sub(start) < after {
+			return
+		}
+		showing = true
+		report(p)
 	}
 }
 

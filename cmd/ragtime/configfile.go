@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -29,11 +30,25 @@ var configKeys = map[string]string{
 	"max_retries":          "llm-max-retries",
 }
 
+// serveConfigKeys maps the keys of a config file's serve section to the
+// flags they set: the defaults an ask gets when it omits them, which the
+// sweep's recommendation prints as a snippet of this section.
+var serveConfigKeys = map[string]string{
+	"top_k":              "top-k",
+	"rerank_top_n":       "rerank-top-n",
+	"max_context_tokens": "max-context-tokens",
+}
+
 // configKeyOf names the file key behind a flag, for errors.
 func configKeyOf(flagName string) string {
 	for k, f := range configKeys {
 		if f == flagName {
 			return "llm." + k
+		}
+	}
+	for k, f := range serveConfigKeys {
+		if f == flagName {
+			return "serve." + k
 		}
 	}
 	return flagName
@@ -72,14 +87,36 @@ func parseConfigFile(path string, raw []byte) (map[string]string, error) {
 		return nil, &usageError{msg: fmt.Sprintf("--config %s is not valid %s: %v", path, kind, err)}
 	}
 	section, ok := doc["llm"]
+	serveSection, hasServe := doc["serve"]
+	if !ok && !hasServe {
+		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s) nor serve section (want keys %s)", path,
+			strings.Join(sortedKeys(), ", "), strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "))}
+	}
+	out := map[string]string{}
+	if hasServe {
+		serve, isMap := serveSection.(map[string]any)
+		if !isMap {
+			return nil, &usageError{msg: fmt.Sprintf("--config %s: serve must be a table/object, got %T", path, serveSection)}
+		}
+		for k, v := range serve {
+			flagName, known := serveConfigKeys[k]
+			if !known {
+				return nil, &usageError{msg: fmt.Sprintf("--config %s: unknown key serve.%s (known: %s)", path, k, strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "))}
+			}
+			s, err := configValue(k, v)
+			if err != nil {
+				return nil, &usageError{msg: fmt.Sprintf("--config %s: serve.%s: %v", path, k, err)}
+			}
+			out[flagName] = s
+		}
+	}
 	if !ok {
-		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s)", path, strings.Join(sortedKeys(), ", "))}
+		return out, nil
 	}
 	llm, ok := section.(map[string]any)
 	if !ok {
 		return nil, &usageError{msg: fmt.Sprintf("--config %s: llm must be a table/object, got %T", path, section)}
 	}
-	out := map[string]string{}
 	for k, v := range llm {
 		flagName, known := configKeys[k]
 		if k == "api_key" || k == "key" {
@@ -126,7 +163,7 @@ func configValue(key string, v any) (string, error) {
 			return "", fmt.Errorf("want seconds from 0 to %d, got %v", int64(maxConfigSeconds), f)
 		}
 		return strconv.FormatFloat(f, 'f', -1, 64) + "s", nil
-	case "max_retries":
+	case "max_retries", "top_k", "rerank_top_n", "max_context_tokens":
 		f, err := num()
 		if err != nil {
 			return "", err

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -232,5 +235,35 @@ func TestServeReadOnlyLetsIngestWrite(t *testing.T) {
 	out2 := runCmd(t, env, "ingest", "--data-dir", dataDir, "--concurrency", "3", "testdata/corpus")
 	if !strings.Contains(out2, "documents/s") || !strings.Contains(out2, "chunks/s") {
 		t.Errorf("ingest output %q lacks the rates", out2)
+	}
+}
+
+// TestIngestChecksPathsFirst: a missing path fails before anything is
+// opened (no index directory, no summary), and a quick ingest prints its
+// summary without progress lines.
+func TestIngestChecksPathsFirst(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "index")
+	var stdout, stderr syncBuffer
+	err := run(context.Background(), []string{"ingest", "--data-dir", dataDir, "testdata/corpus", "testdata/no-such-folder"}, envMap(nil), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "testdata/no-such-folder does not exist") {
+		t.Errorf("ingest of a missing path: %v, want an error naming it", err)
+	}
+	if stdout.String() != "" {
+		t.Errorf("ingest of a missing path printed %q", stdout.String())
+	}
+	if _, serr := os.Stat(dataDir); !errors.Is(serr, os.ErrNotExist) {
+		t.Errorf("ingest of a missing path created %s (stat: %v)", dataDir, serr)
+	}
+
+	var out, errOut syncBuffer
+	if err := run(context.Background(), []string{"ingest", "--data-dir", dataDir, "testdata/corpus"}, envMap(nil), &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "ingested 4 documents") {
+		t.Errorf("ingest said %q", out.String())
+	}
+	if strings.Contains(errOut.String(), "files") {
+		t.Errorf("a quick ingest printed progress: %q", errOut.String())
 	}
 }

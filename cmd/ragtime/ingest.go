@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/mattn/go-isatty"
 
@@ -29,6 +31,16 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	if *concurrency < 1 {
 		return &usageError{msg: fmt.Sprintf("--concurrency must be at least 1, got %d", *concurrency)}
 	}
+	// Every path must exist before anything is opened: a typo must not
+	// create the index directory nor print a summary.
+	for _, path := range fs.Args() {
+		if _, err := os.Stat(path); err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("ingest: %s does not exist (nothing was ingested)", path)
+			}
+			return fmt.Errorf("ingest: cannot read %s (nothing was ingested): %w", path, err)
+		}
+	}
 	emb, err := pc.buildEmbedder(ctx, env)
 	if err != nil {
 		return err
@@ -41,9 +53,12 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	defer p.Close()
 	in := retrieval.Ingester{Embedder: emb, Store: p.store, ChunkSize: *chunkSize, ChunkOverlap: *chunkOverlap,
 		BatchSize: *batchSize, Concurrency: *concurrency}
-	progress := retrieval.ProgressBar(env.stderr, isTerminal(env.stderr))
+	progress := retrieval.ProgressAfter(retrieval.ProgressBar(env.stderr, isTerminal(env.stderr)), progressDelay, time.Now)
 	st, err := in.Ingest(ctx, fs.Args(), progress)
-	if c, ok := p.store.(compactor); ok && err == nil {
+	if err != nil {
+		return err
+	}
+	if c, ok := p.store.(compactor); ok {
 		// Fold what was written into a snapshot and its graph, so the next
 		// open loads them instead of linking every new chunk again.
 		cst, did, cerr := c.CompactIfLogOver(ctx, retrieval.IngestCompactAfter)
@@ -58,8 +73,12 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	where := p.store.Describe()
 	fmt.Fprintf(env.stdout, "ingested %d documents (%d unchanged, skipped), %d chunks, in %.2fs: %.1f documents/s, %.1f chunks/s; %s\n",
 		st.Documents, st.Skipped, st.Chunks, st.Elapsed.Seconds(), float64(st.Documents)/secs, float64(st.Chunks)/secs, where)
-	return err
+	return nil
 }
+
+// progressDelay is how long an ingest runs before it shows progress: a
+// quick one prints only its summary.
+const progressDelay = time.Second
 
 // compactor is a store that keeps a log to fold in after a bulk write (the
 // embedded index; see docs/index.md).

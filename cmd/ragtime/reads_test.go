@@ -150,17 +150,24 @@ func TestPrune(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), "UPDATE queries SET created_at = now() - interval '40 days'"); err != nil {
 		t.Fatal(err)
 	}
-	if out := runCmd(t, env, "prune", "--older-than", "30d"); !strings.HasPrefix(out, "pruned 1 queries created before ") {
-		t.Errorf("prune said %q", out)
+	if out := runCmd(t, env, "prune", "--older-than", "30d", "--dry-run"); !strings.HasPrefix(out, "dry run: would delete 1 queries (") || !strings.Contains(out, "nothing deleted") {
+		t.Errorf("prune --dry-run said %q", out)
+	}
+	if n := countRows(t, pool, "queries"); n != 1 {
+		t.Fatalf("--dry-run left %d queries, want 1", n)
+	}
+	out := runCmd(t, env, "prune", "--older-than", "30d")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "deleting 1 queries (") || !strings.HasPrefix(lines[1], "pruned 1 queries created before ") {
+		t.Errorf("prune said %q, want what will go, then what went", out)
 	}
 	if n := countRows(t, pool, "query_stages"); n != 0 {
 		t.Errorf("%d stages left", n)
 	}
-	if out := runCmd(t, env, "prune", "--older-than", "36h"); !strings.HasPrefix(out, "pruned 0 queries") {
+	if out := runCmd(t, env, "prune", "--older-than", "36h"); !strings.Contains(out, "pruned 0 queries") {
 		t.Errorf("second prune said %q", out)
 	}
 
-	for _, args := range [][]string{{"prune"}, {"prune", "--older-than", "soon"}, {"prune", "--older-than", "-3d"}, {"prune", "--older-than", "1d", "--batch", "0"}} {
+	for _, args := range [][]string{{"prune"}, {"prune", "--older-than", "soon"}, {"prune", "--older-than", "-3d"}, {"prune", "--older-than", "1m"}, {"prune", "--older-than", "90m"}, {"prune", "--older-than", "30"}, {"prune", "--older-than", "1d", "--batch", "0"}} {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var out, errOut syncBuffer
 		err := run(ctx, args, envMap(env), &out, &errOut)
@@ -169,5 +176,32 @@ func TestPrune(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error()+errOut.String(), "older-than") && !strings.Contains(err.Error(), "--batch") {
 			t.Errorf("ragtime %v: %v (%s), want a usage error naming the flag", args, err, errOut.String())
 		}
+	}
+}
+
+func TestParseAge(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{"36h": 36 * time.Hour, "30d": 30 * 24 * time.Hour, "1.5d": 36 * time.Hour, "2w": 14 * 24 * time.Hour, " 1h ": time.Hour} {
+		if got, err := parseAge(in); err != nil || got != want {
+			t.Errorf("parseAge(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"1m", "1M", "90m", "1mo", "1y", "30", "-3d", "0d", "d", "1s", "1h30m", ""} {
+		_, err := parseAge(in)
+		if err == nil {
+			t.Errorf("parseAge(%q) accepted an ambiguous or bad age", in)
+			continue
+		}
+		if !strings.Contains(err.Error(), "h (hours), d (days) or w (weeks)") {
+			t.Errorf("parseAge(%q) error %q does not name the units", in, err)
+		}
+	}
+	if _, err := parseAge("1m"); err == nil || !strings.Contains(err.Error(), "minutes or months") {
+		t.Errorf("parseAge(1m) error %v does not say why m is refused", err)
+	}
+	var out, errOut syncBuffer
+	err := run(context.Background(), []string{"prune", "--older-than", "1m"}, envMap(nil), &out, &errOut)
+	if msg := err.Error() + errOut.String(); !strings.Contains(msg, "older-than") || !strings.Contains(msg, "d (days)") {
+		t.Errorf("prune --older-than 1m: %q, want the flag and the units named", msg)
 	}
 }

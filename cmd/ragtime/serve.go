@@ -19,6 +19,7 @@ import (
 	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
+	"ragtime/llm"
 	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -45,6 +46,8 @@ type serveConfig struct {
 	heartbeat        time.Duration
 	sseRetry         time.Duration
 	maxContextTokens int
+	topK             int
+	rerankTopN       int
 	shutdownTimeout  time.Duration
 	reloadInterval   time.Duration
 	readOnly         bool
@@ -108,7 +111,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
 	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
 	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
-	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit")
+	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")
+	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
+	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent ragtime ingest saved (0: never)")
@@ -137,6 +142,15 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if err := api.ValidateOrigins(c.corsOrigins); err != nil {
 		problems["cors-origins"] = "--cors-origins: " + err.Error()
+	}
+	if c.topK < 1 || c.topK > pipeline.MaxTopK {
+		problems["top-k"] = fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, c.topK)
+	}
+	if c.rerankTopN < 0 || c.rerankTopN > pipeline.MaxTopK {
+		problems["rerank-top-n"] = fmt.Sprintf("--rerank-top-n must be between 0 and %d, got %d", pipeline.MaxTopK, c.rerankTopN)
+	}
+	if c.maxContextTokens < 1 {
+		problems["max-context-tokens"] = fmt.Sprintf("--max-context-tokens must be at least 1, got %d", c.maxContextTokens)
 	}
 	if c.keysReload <= 0 {
 		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
@@ -169,6 +183,11 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 		}
 	}
 	return problems
+}
+
+// defaults are the top_k and rerank_top_n an ask without them gets.
+func (c *serveConfig) defaults() pipeline.Defaults {
+	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0}
 }
 
 // problemsError is a usage error listing every problem, ordered by flag.
@@ -330,11 +349,21 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Keys:                 keys,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
+		Defaults:             cfg.defaults(),
 		Admission:            admit,
 		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
 		BodyTimeout:          cfg.bodyTimeout,
 		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
 	})
+
+	// The preflight runs beside serving: a broken LLM configuration is
+	// named at start, not at the first ask, and serve starts as quickly.
+	preflightDone := make(chan struct{})
+	go func() {
+		defer close(preflightDone)
+		preflightLLM(ctx, cfg.parts.llm, cfg.parts.configFile, env.getenv, preflightTimeout, log)
+	}()
+	defer func() { <-preflightDone }()
 
 	if cfg.warmup != "off" && parts.remote != nil {
 		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -378,6 +407,74 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	log.Info("server stopped; flushing recorded queries")
 	return nil
+}
+
+// preflightTimeout bounds serve's start-up check of the LLM provider.
+const preflightTimeout = 3 * time.Second
+
+// preflightLLM runs doctor's checks up to the connection (key, base URL,
+// proxy, DNS, TCP and TLS; nothing is requested of the provider, so nothing
+// is billed) within timeout, and logs one warning naming the failing check
+// and the doctor command that shows every check. It never stops serve.
+func preflightLLM(ctx context.Context, c llmConfig, configFile string, getenv func(string) string, timeout time.Duration, log *slog.Logger) {
+	if c.provider == "extractive" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	key, keyFrom := c.apiKey(getenv)
+	checks := llm.Diagnose(ctx, llm.DiagnoseConfig{
+		Provider: c.provider, CheckTimeout: timeout, ConnectOnly: true,
+		Config: llm.Config{BaseURL: c.baseURL, Model: c.model, APIKey: key, KeyEnv: keyFrom,
+			Timeout: c.timeout, TTFTTimeout: c.ttftTimeout, Getenv: getenv},
+	})
+	for _, ch := range checks {
+		if ch.Status != llm.CheckFail {
+			continue
+		}
+		if errors.Is(context.Cause(ctx), context.Canceled) {
+			return // serve is stopping
+		}
+		msg := ch.Detail
+		if ch.Code != "" {
+			msg = ch.Code + ": " + msg
+		}
+		log.Warn(fmt.Sprintf("LLM preflight failed at %s: %s; serving anyway, asks will fail until it is fixed; run `%s` for every check",
+			ch.Name, msg, doctorCommand(c, configFile)))
+		return
+	}
+	log.Info("LLM preflight passed (key, DNS, connect)", "provider", c.provider, "model", c.model)
+}
+
+// doctorCommand is the ragtime doctor command line that checks the same
+// LLM configuration as c (from configFile when one was given).
+func doctorCommand(c llmConfig, configFile string) string {
+	args := []string{"ragtime doctor"}
+	if configFile != "" {
+		args = append(args, "--config "+shellQuote(configFile))
+	}
+	args = append(args, "--llm-provider "+shellQuote(c.provider))
+	if c.baseURL != "" {
+		args = append(args, "--llm-base-url "+shellQuote(c.baseURL))
+	}
+	if c.model != "" {
+		args = append(args, "--llm-model "+shellQuote(c.model))
+	}
+	if c.keyEnv != APIKeyEnv {
+		args = append(args, "--llm-api-key-env "+shellQuote(c.keyEnv))
+	}
+	return strings.Join(args, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe
+// characters.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // defaultMaxConcurrent is --max-concurrent's default: 16 streams per core.

@@ -8,6 +8,8 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -436,6 +438,94 @@ func TestPostgresDownWhileAsking(t *testing.T) {
 		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM query_stages WHERE query_id = $1", id).Scan(&n); err != nil || n != 9 { // accept … llm_decode
 			t.Errorf("query %s has %d stage rows (%v)", id, n, err)
 		}
+	}
+}
+
+// TestServePreflightWarnsAndKeepsServing: a broken LLM configuration is
+// named in one warning at start (the failing check and the doctor command),
+// and serve answers anyway; a healthy one gives no warning.
+func TestServePreflightWarnsAndKeepsServing(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	closed := closedAddr(t)
+	_, simURL := startSim(t, func(c *sim.Config) { c.Model = "sim-7b" })
+	for _, tc := range []struct {
+		name, baseURL, want string
+	}{
+		{"refused port", "http://" + closed + "/v1", "LLM preflight failed at connect: llm_connect: tcp connect to " + closed},
+		{"missing key for a hosted provider", "https://api.example.com/v1", "LLM preflight failed at api key: llm_auth: RAGTIME_LLM_API_KEY is not set"},
+		{"healthy", simURL, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := startServe(t, env, "--data-dir", t.TempDir(), "--llm-provider", "openai", "--llm-base-url", tc.baseURL, "--llm-model", "sim-7b")
+			resp, err := http.Get(srv.url + "/healthz")
+			if err != nil {
+				t.Fatalf("serve does not answer: %v", err)
+			}
+			resp.Body.Close()
+			if tc.want == "" {
+				eventually(t, "the preflight's all-clear", func() bool { return strings.Contains(srv.stderr.String(), "LLM preflight passed") })
+				if strings.Contains(srv.stderr.String(), "preflight failed") {
+					t.Errorf("a healthy provider got a preflight warning:\n%s", srv.stderr.String())
+				}
+				return
+			}
+			eventually(t, "the preflight warning", func() bool { return strings.Contains(srv.stderr.String(), "preflight failed") })
+			var lines []string
+			for _, l := range strings.Split(srv.stderr.String(), "\n") {
+				if strings.Contains(l, "preflight") {
+					lines = append(lines, l)
+				}
+			}
+			doctorCmd := "ragtime doctor --llm-provider openai --llm-base-url " + tc.baseURL + " --llm-model sim-7b"
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) || !strings.Contains(lines[0], doctorCmd) || !strings.Contains(lines[0], "level=WARN") {
+				t.Errorf("preflight lines %q, want one warning with %q and %q", lines, tc.want, doctorCmd)
+			}
+		})
+	}
+}
+
+// TestServeDefaultsReachThePipeline: serve's top_k, rerank_top_n and
+// max_context_tokens defaults (from --config's serve section, a RAGTIME_*
+// variable and a flag) are what an ask that omits them runs with and
+// stores; an ask that names them keeps its own.
+func TestServeDefaultsReachThePipeline(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := testDB(t)
+	cfgFile := filepath.Join(t.TempDir(), "ragtime.toml")
+	if err := os.WriteFile(cfgFile, []byte("[serve]\ntop_k = 7\nrerank_top_n = 6\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_RERANK_TOP_N": "2"}
+	srv := startServe(t, env, "--data-dir", ingestCorpus(t, env), "--config", cfgFile, "--max-context-tokens", "900")
+	ask(t, srv.url, "q=prefill")
+	ask(t, srv.url, "q=prefill&top_k=4&rerank_top_n=1")
+	ask(t, srv.url, "q=prefill&top_k=1")
+	eventually(t, "three stored queries", func() bool { return countRows(t, pool, "queries") == 3 })
+	rows, err := pool.Query(context.Background(), "SELECT top_k, rerank_top_n, max_context_tokens FROM queries ORDER BY created_at")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got [][2]int
+	for rows.Next() {
+		var k, n, budget int
+		if err := rows.Scan(&k, &n, &budget); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, [2]int{k, n})
+		if budget != 900 {
+			t.Errorf("stored max_context_tokens = %d, want --max-context-tokens 900", budget)
+		}
+	}
+	if want := [][2]int{{7, 2}, {4, 1}, {1, 1}}; !slices.Equal(got, want) {
+		t.Errorf("stored (top_k, rerank_top_n) = %v, want %v (config top_k 7, env rerank 2 over the file's 6, capped at the ask's top_k)", got, want)
+	}
+	var out, errOut syncBuffer
+	err = run(context.Background(), []string{"serve", "--top-k", "0", "--rerank-top-n", "-1"}, envMap(env), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "--top-k must be between 1 and 100") || !strings.Contains(err.Error(), "--rerank-top-n must be between 0") {
+		t.Errorf("serve with bad defaults: %v", err)
 	}
 }
 

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"ragtime/api"
@@ -45,10 +48,10 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	c.parts.register(fs)
 	c.db.register(fs)
 	c.topK = listFlag{"1", "2", "4", "8", "16", "32"}
-	c.rerankTopN = listFlag{"k"}
+	c.rerankTopN = listFlag{"default"}
 	fs.StringVar(&c.questions, "questions", "", "questions file: JSONL {\"question\", \"relevant\": [doc_id, ...]} or TSV question<TAB>doc_id,doc_id (relevance optional) (required)")
 	fs.Var(&c.topK, "top-k", "comma-separated top_k values to sweep (1-100)")
-	fs.Var(&c.rerankTopN, "rerank-top-n", "comma-separated rerank_top_n values: k (rerank and keep all k), 0 (reranking off) or N (keep the best N, at most k)")
+	fs.Var(&c.rerankTopN, "rerank-top-n", "comma-separated rerank_top_n values: default (what an ask without rerank_top_n gets from serve's default rule: min(k, 3)), k (rerank and keep all k), 0 (reranking off) or N (keep the best N, at most k)")
 	fs.Var(&c.maxContext, "max-context-tokens", "comma-separated context budgets in tokens to sweep (in-process only; default: 6000)")
 	fs.IntVar(&c.runs, "runs", 3, "times each (question, setting) is asked")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "queries in flight at once")
@@ -85,17 +88,19 @@ func (c *sweepConfig) settings() ([]sweep.Setting, error) {
 		budgets = []int{0} // the server's own
 	}
 	if len(c.rerankTopN) == 0 {
-		return nil, &usageError{msg: "--rerank-top-n needs at least one value (k, 0 or a number)"}
+		return nil, &usageError{msg: "--rerank-top-n needs at least one value (default, k, 0 or a number)"}
 	}
 	seen := map[sweep.Setting]bool{}
 	var out []sweep.Setting
 	for _, k := range ks {
 		for _, raw := range c.rerankTopN {
 			n := k
-			if raw != "k" {
+			if raw == "default" {
+				n = pipeline.Defaults{}.RerankTopNFor(k)
+			} else if raw != "k" {
 				v, err := strconv.Atoi(raw)
 				if err != nil || v < 0 {
-					return nil, &usageError{msg: fmt.Sprintf("--rerank-top-n: %q is not k, 0 or a positive number", raw)}
+					return nil, &usageError{msg: fmt.Sprintf("--rerank-top-n: %q is not default, k, 0 or a positive number", raw)}
 				}
 				n = min(v, k)
 			}
@@ -207,7 +212,11 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		// One keep-alive connection per worker, as a browser or app would hold.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.concurrency
-		run.Asker = &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv)}
+		client := &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv)}
+		if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), questions[0].Text, cfg.server, cfg.db.url, serverRecordWait); err != nil {
+			return err
+		}
+		run.Asker = client
 	} else {
 		parts, err := cfg.parts.build(ctx, env, false)
 		if err != nil {
@@ -264,6 +273,9 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		abs, _ := filepath.Abs(p)
 		fmt.Fprintf(env.stdout, "wrote %s\n", abs)
 	}
+	if rs := rep.Recommendation.Setting; rs != nil {
+		writeApply(env.stdout, *rs, args)
+	}
 	if werr != nil {
 		return werr
 	}
@@ -271,4 +283,87 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		return runErr
 	}
 	return nil
+}
+
+// serverRecordWait bounds how long the sweep waits for the server's
+// recorder to store its check query.
+const serverRecordWait = 10 * time.Second
+
+// checkServerRecordsHere asks the server once and looks the query id up in
+// the sweep's database, so that a sweep whose --database-url is not the
+// server's is refused before it measures (it could tag none of its
+// queries). The check query is an ordinary ask, stored untagged.
+func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postgres.Store, question, serverURL, dbURL string, wait time.Duration) error {
+	req := pipeline.Request{Question: question, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: 1}
+	rec := asker.Run(ctx, req, discardStream{})
+	if rec.QueryID == "" {
+		return fmt.Errorf("--server %s: the check question got no query id (%s: %s)", serverURL, rec.ErrorCode, rec.ErrorMessage)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		_, err := store.GetQuery(ctx, rec.QueryID)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, pipeline.ErrNotFound) {
+			return fmt.Errorf("looking up the server's check query %s in --database-url %s: %w", rec.QueryID, postgres.RedactURL(dbURL), err)
+		}
+		if time.Now().After(deadline) {
+			return &usageError{msg: fmt.Sprintf("--server %s does not record into this sweep's database --database-url %s: its query %s is not there after %s, so no measured query could be tagged; "+
+				"run the sweep with --database-url (or DATABASE_URL) set to the server's database", serverURL, postgres.RedactURL(dbURL), rec.QueryID, wait)}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// discardStream is a pipeline.Stream that drops every event.
+type discardStream struct{}
+
+func (discardStream) Meta(pipeline.Meta) error        { return nil }
+func (discardStream) Stage(pipeline.Span) error       { return nil }
+func (discardStream) Sources([]pipeline.Source) error { return nil }
+func (discardStream) Delta(pipeline.Delta) error      { return nil }
+func (discardStream) Done(pipeline.Record) error      { return nil }
+func (discardStream) Fail(*pipeline.Error) error      { return nil }
+
+// writeApply prints how to apply the recommended setting (serve's flags and
+// the --config snippet, which set the defaults an ask without top_k or
+// rerank_top_n gets) and the sweep that measures it alone to confirm it: the
+// same arguments with the knob lists replaced by the recommended values.
+func writeApply(w io.Writer, rs sweep.Setting, args []string) {
+	flags := fmt.Sprintf("--top-k %d --rerank-top-n %d", rs.TopK, rs.RerankTopN)
+	snippet := fmt.Sprintf("  [serve]\n  top_k = %d\n  rerank_top_n = %d\n", rs.TopK, rs.RerankTopN)
+	if rs.MaxContextTokens > 0 {
+		flags += fmt.Sprintf(" --max-context-tokens %d", rs.MaxContextTokens)
+		snippet += fmt.Sprintf("  max_context_tokens = %d\n", rs.MaxContextTokens)
+	}
+	fmt.Fprintf(w, "\napply the recommendation: ragtime serve %s\nor in serve's --config file (TOML):\n%s", flags, snippet)
+	rerun := []string{"ragtime", "sweep"}
+	skip := map[string]bool{"top-k": true, "rerank-top-n": true, "max-context-tokens": true, "out": true}
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if strings.HasPrefix(args[i], "-") && skip[name] {
+			if !hasValue {
+				i++ // the value follows
+			}
+			continue
+		}
+		arg := args[i]
+		if name == "database-url" { // the URL may carry a password
+			if hasValue {
+				arg = args[i][:strings.Index(args[i], "=")+1] + postgres.RedactURL(args[i][strings.Index(args[i], "=")+1:])
+			} else if i+1 < len(args) {
+				rerun = append(rerun, arg)
+				i++
+				arg = postgres.RedactURL(args[i])
+			}
+		}
+		rerun = append(rerun, shellQuote(arg))
+	}
+	rerun = append(rerun, strings.Fields(flags)...)
+	fmt.Fprintf(w, "confirm it with a sweep of that setting alone:\n  %s\n", strings.Join(rerun, " "))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -12,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/api"
 	"ragtime/llm/sim"
+	"ragtime/pipeline"
+	"ragtime/postgres"
 	"ragtime/sweep"
 )
 
@@ -80,7 +85,7 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 	simURL := sweepSim(t)
 	out := t.TempDir()
 	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "16,1,4", "--runs", "1",
+		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "16,1,4", "--rerank-top-n", "k", "--runs", "1",
 		"--max-tokens", "3", "--seed", "42", "--ttft-budget-ms", "60000", "--out", out)
 
 	for _, want := range []string{"seed 42", "recall@k", "recommended: top_k=", "sweep_results", "chart.png"} {
@@ -90,6 +95,20 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 	}
 	checkFiles(t, out)
 	rep := readReport(t, out)
+	if rs := rep.Recommendation.Setting; rs == nil {
+		t.Error("no recommendation")
+	} else {
+		flags := fmt.Sprintf("--top-k %d --rerank-top-n %d --max-context-tokens %d", rs.TopK, rs.RerankTopN, rs.MaxContextTokens)
+		for _, want := range []string{
+			"apply the recommendation: ragtime serve " + flags + "\n",
+			fmt.Sprintf("  [serve]\n  top_k = %d\n  rerank_top_n = %d\n  max_context_tokens = %d\n", rs.TopK, rs.RerankTopN, rs.MaxContextTokens),
+			"  ragtime sweep --data-dir " + dataDir + " --llm-provider openai --llm-base-url " + simURL + " --llm-model sim --questions testdata/sweep/questions.jsonl --runs 1 --max-tokens 3 --seed 42 --ttft-budget-ms 60000 " + flags + "\n",
+		} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("stdout lacks %q:\n%s", want, stdout)
+			}
+		}
+	}
 	if rep.Status != "done" || rep.Planned != 18 || rep.Measured != 18 || rep.Tagged != 18 {
 		t.Fatalf("status %s, planned %d, measured %d, tagged %d", rep.Status, rep.Planned, rep.Measured, rep.Tagged)
 	}
@@ -248,6 +267,19 @@ func TestSweepAgainstServer(t *testing.T) {
 	if views != 3 {
 		t.Errorf("sweep_results rows with recall: %d, want 3", views)
 	}
+
+	// A sweep whose database is not the server's is refused before it
+	// measures, naming both URLs.
+	otherURL, otherPool := testDB(t)
+	client := &api.Client{BaseURL: srv.url, HTTP: http.DefaultClient}
+	err = checkServerRecordsHere(context.Background(), client, postgres.NewStore(otherPool), "What is prefill?", srv.url, otherURL, 300*time.Millisecond)
+	var ue *usageError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--server "+srv.url+" does not record into this sweep's database --database-url "+postgres.RedactURL(otherURL)) {
+		t.Errorf("sweep against another database: %v, want a refusal naming both URLs", err)
+	}
+	if err := checkServerRecordsHere(context.Background(), client, postgres.NewStore(pool), "What is prefill?", srv.url, dbURL, 10*time.Second); err != nil {
+		t.Errorf("sweep against the server's own database: %v", err)
+	}
 }
 
 func TestSweepCtrlCWritesWhatWasMeasured(t *testing.T) {
@@ -339,6 +371,68 @@ func TestSweepRejectsBadInput(t *testing.T) {
 	}
 }
 
+// TestSweepRerankDefaultIsServes: without --rerank-top-n the sweep measures
+// what an ask without rerank_top_n gets from serve (one rule, in pipeline),
+// so its recommendation applies as measured.
+func TestSweepRerankDefaultIsServes(t *testing.T) {
+	t.Parallel()
+	fs := newFlagSet(&environment{getenv: envMap(nil), stderr: io.Discard}, "sweep", "")
+	var cfg sweepConfig
+	cfg.register(fs)
+	if err := fs.Parse([]string{"--top-k", "1,2,16"}); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range settings {
+		if want := (pipeline.Defaults{}).RerankTopNFor(s.TopK); s.RerankTopN != want {
+			t.Errorf("k=%d: sweep's default rerank_top_n %d, /ask's %d", s.TopK, s.RerankTopN, want)
+		}
+		req := pipeline.Request{Question: "q", TopK: s.TopK, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset}
+		if err := req.Normalize(pipeline.DefaultMaxQuestion); err != nil || req.RerankTopN != s.RerankTopN {
+			t.Errorf("k=%d: an ask without rerank_top_n gets %d (%v), the sweep measured %d", s.TopK, req.RerankTopN, err, s.RerankTopN)
+		}
+	}
+}
+
+// TestDocsQuestionsFile: the README's sweep example uses docs/questions.jsonl;
+// every question loads and every label names a document `make run` ingests.
+func TestDocsQuestionsFile(t *testing.T) {
+	t.Parallel()
+	qs, err := sweep.LoadQuestions("../../docs/questions.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) < 10 {
+		t.Errorf("%d questions, want at least 10", len(qs))
+	}
+	for _, q := range qs {
+		if len(q.Relevant) == 0 {
+			t.Errorf("line %d: %q has no relevance label", q.Line, q.Text)
+		}
+		for _, id := range q.Relevant {
+			if _, err := os.Stat(filepath.Join("../../docs", id)); err != nil {
+				t.Errorf("line %d: label %q is not a document under docs/: %v", q.Line, id, err)
+			}
+		}
+	}
+}
+
+func TestWriteApplyHidesThePassword(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	writeApply(&b, sweep.Setting{TopK: 8, RerankTopN: 3}, []string{"--database-url", "postgres://u:s3cret@h/db", "--top-k=1,2", "--out", "x", "--runs", "2"})
+	out := b.String()
+	if strings.Contains(out, "s3cret") || !strings.Contains(out, "ragtime sweep --database-url postgres://u:xxxxx@h/db --runs 2 --top-k 8 --rerank-top-n 3\n") {
+		t.Errorf("writeApply:\n%s", out)
+	}
+	if !strings.Contains(out, "ragtime serve --top-k 8 --rerank-top-n 3\n") || strings.Contains(out, "max_context_tokens") {
+		t.Errorf("a server-mode setting (no budget) must not print a budget:\n%s", out)
+	}
+}
+
 // TestSweepWarmCacheWarns: with --warm-cache the simulator's prefix cache
 // serves the repeated runs, and the sweep says the setting's figures rest
 // on cache hits, in its table and its files.
@@ -350,7 +444,7 @@ func TestSweepWarmCacheWarns(t *testing.T) {
 	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
 		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "4", "--runs", "3",
 		"--max-tokens", "3", "--seed", "7", "--warm-cache", "--out", out)
-	if !strings.Contains(stdout, "warning: k=4 rerank=4 budget=6000:") || !strings.Contains(stdout, "prefix cache") || !strings.Contains(stdout, "--warm-cache") {
+	if !strings.Contains(stdout, "warning: k=4 rerank=3 budget=6000:") || !strings.Contains(stdout, "prefix cache") || !strings.Contains(stdout, "--warm-cache") {
 		t.Errorf("stdout lacks the cache warning:\n%s", stdout)
 	}
 	rep := readReport(t, out)

@@ -37,7 +37,7 @@ func BaseURL() string {
 // it (WITH (FORCE), so open connections do not keep it). It first makes sure
 // the server answers (starting the local cluster with pg_ctlcluster when it
 // is down and installed) and that the base database exists; when PostgreSQL
-// cannot be reached it fails the test with postgres.StartHint, never skips.
+// cannot be reached it fails the test with postgres.Hint's advice, never skips.
 func NewDatabase(t testing.TB) string {
 	t.Helper()
 	u := NewEmptyDatabase(t)
