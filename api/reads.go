@@ -21,10 +21,11 @@ type QueryLister interface {
 	ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error)
 }
 
-// StatsReader reads the dashboard views for the queries since a moment.
+// StatsReader reads the dashboard views for the queries a filter selects:
+// since a moment, of one provider and model when given, of one API key when
+// its KeyID is set.
 type StatsReader interface {
-	// A keyID restricts it to the queries asked with that API key.
-	Stats(ctx context.Context, since time.Time, keyID string) (pipeline.Stats, error)
+	Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Stats, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -69,7 +70,8 @@ func parseAge(v string) (time.Duration, error) {
 }
 
 // handleListQueries serves GET /v1/queries: stored queries newest first,
-// filtered by since, until, status, model and top_k, a page at a time.
+// filtered by since, until, status, provider, model and top_k, a page at a
+// time.
 func (s *server) handleListQueries(c echo.Context) error {
 	if s.deps.List == nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
@@ -77,10 +79,10 @@ func (s *server) handleListQueries(c echo.Context) error {
 	qs := c.QueryParams()
 	for name := range qs {
 		switch name {
-		case "since", "until", "status", "model", "top_k", "limit", "cursor":
+		case "since", "until", "status", "provider", "model", "top_k", "limit", "cursor":
 		default:
 			return badRequest(nameOf(name), "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: since, until, status, model, top_k, limit, cursor", name))
+				fmt.Sprintf("unknown parameter %q; known: since, until, status, provider, model, top_k, limit, cursor", name))
 		}
 	}
 	now := timeNow()
@@ -101,9 +103,8 @@ func (s *server) handleListQueries(c echo.Context) error {
 	default:
 		return badRequest("status", "status_invalid", fmt.Sprintf("status must be ok, error or cancelled, got %q", f.Status))
 	}
-	f.Model = qs.Get("model")
-	if err := pipeline.CheckModel(f.Model); err != nil {
-		return err // PostgreSQL refuses NUL and invalid UTF-8: a 400, not a 500
+	if f.Provider, f.Model, err = providerModel(qs); err != nil {
+		return err
 	}
 	if v := qs.Get("top_k"); v != "" {
 		k, err := strconv.Atoi(v)
@@ -146,22 +147,44 @@ func (s *server) handleListQueries(c echo.Context) error {
 	return c.JSON(http.StatusOK, body)
 }
 
-// handleStats serves GET /v1/stats?since=1h: every dashboard view for the
-// queries of the window, as JSON.
+// providerModel reads the provider and model filters of a read.
+func providerModel(qs url.Values) (provider, model string, err error) {
+	provider, model = qs.Get("provider"), qs.Get("model")
+	if err := pipeline.CheckProvider(provider); err != nil {
+		return "", "", err // PostgreSQL refuses NUL and invalid UTF-8: a 400, not a 500
+	}
+	if err := pipeline.CheckModel(model); err != nil {
+		return "", "", err
+	}
+	return provider, model, nil
+}
+
+// handleStats serves GET /v1/stats?since=1h&provider=...&model=...: every
+// dashboard view for the queries of the window (of one provider and model
+// when given), as JSON.
 func (s *server) handleStats(c echo.Context) error {
 	if s.deps.Stats == nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
 	}
 	now := timeNow()
 	since := now.Add(-time.Hour)
-	for name, v := range c.QueryParams() {
-		if name != "since" {
-			return badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since", name))
+	qs := c.QueryParams()
+	for name := range qs {
+		switch name {
+		case "since", "provider", "model":
+		default:
+			return badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since, provider, model", name))
 		}
+	}
+	if v := qs.Get("since"); v != "" || qs.Has("since") {
 		var err error
-		if since, err = parseMoment(v[0], "since", now); err != nil {
+		if since, err = parseMoment(v, "since", now); err != nil {
 			return err
 		}
+	}
+	provider, model, err := providerModel(qs)
+	if err != nil {
+		return err
 	}
 	if since.After(now) {
 		return badRequest("since", "since_invalid", "since must be in the past")
@@ -169,7 +192,7 @@ func (s *server) handleStats(c echo.Context) error {
 	if now.Sub(since) > maxStatsWindow {
 		return badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
 	}
-	st, err := s.deps.Stats.Stats(c.Request().Context(), since, ownQueries(c))
+	st, err := s.deps.Stats.Stats(c.Request().Context(), pipeline.StatsFilter{Since: since, Provider: provider, Model: model, KeyID: ownQueries(c)})
 	if err != nil {
 		return err
 	}

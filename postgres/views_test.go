@@ -46,7 +46,7 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	t.Parallel()
 	pool, store := twoProviders(t)
 	ctx := ctxFor(t)
-	st, err := store.Stats(ctx, time.Now().Add(-time.Hour), "")
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,5 +167,51 @@ func TestViewsRoundMilliseconds(t *testing.T) {
 			}
 		}
 		rows.Close()
+	}
+}
+
+// TestStatsFilterByProviderAndModel: /v1/stats's filter reaches every read,
+// and Models lists the window's providers and models whatever the filter.
+func TestStatsFilterByProviderAndModel(t *testing.T) {
+	t.Parallel()
+	_, store := twoProviders(t)
+	ctx := ctxFor(t)
+	since := time.Now().Add(-time.Hour)
+	for _, f := range []pipeline.StatsFilter{
+		{Since: since, Provider: "openai"},
+		{Since: since, Model: "gpt-x"},
+		{Since: since, Provider: "openai", Model: "gpt-x"},
+	} {
+		st, err := store.Stats(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Totals.Queries != 5 || !near(st.Totals.TTFTP50Ms, 150) || st.Provider != f.Provider || st.Model != f.Model {
+			t.Errorf("%+v: totals %+v (p50 %v), want 5 queries at 150 ms", f, st.Totals, deref(st.Totals.TTFTP50Ms))
+		}
+		var series int64
+		for _, p := range st.Series {
+			series += p.Queries
+		}
+		if series != 5 || len(st.TopK) != 1 || len(st.TTFTTail) != 1 || len(st.CacheHitRate) != 1 || len(st.NetworkHealth) != 1 || len(st.SlowQueries) != 5 {
+			t.Errorf("%+v: series %d, topk %d, ttft_tail %d, cache %d, network %d, slow %d; want 5 and one row each, 5 slow",
+				f, series, len(st.TopK), len(st.TTFTTail), len(st.CacheHitRate), len(st.NetworkHealth), len(st.SlowQueries))
+		}
+		for _, sp := range st.StagePercentiles {
+			if sp.Provider != "openai" {
+				t.Errorf("%+v: stage_percentiles row of %s", f, sp.Provider)
+			}
+		}
+		if len(st.Models) != 2 || st.Models[0].Provider != "extractive" || st.Models[1].Model != "gpt-x" || st.Models[1].Queries != 5 {
+			t.Errorf("%+v: models %+v, want extractive and openai/gpt-x", f, st.Models)
+		}
+	}
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: since, Provider: "extractive", Model: "gpt-x"})
+	if err != nil || st.Totals.Queries != 0 || len(st.StagePercentiles) != 0 || len(st.SlowQueries) != 0 {
+		t.Errorf("a provider and model that never met: %+v, %v; want nothing", st.Totals, err)
+	}
+	page, err := store.ListQueries(ctx, pipeline.QueryFilter{Provider: "extractive"})
+	if err != nil || len(page.Queries) != 5 {
+		t.Errorf("ListQueries(provider extractive) = %d queries, %v; want 5", len(page.Queries), err)
 	}
 }

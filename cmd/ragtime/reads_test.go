@@ -82,6 +82,9 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		{"/v1/stats?since=0s", "since", "since_invalid"},
 		{"/v1/stats?since=91d", "since", "since_out_of_range"},
 		{"/v1/stats?window=1h", "window", "unknown_parameter"},
+		{"/v1/stats?provider=%00", "provider", "provider_invalid"},
+		{"/v1/stats?model=a%0Ab", "model", "model_invalid"},
+		{"/v1/queries?provider=%07", "provider", "provider_invalid"},
 	} {
 		var e apiErr
 		if code := getJSON(t, srv.url, tc.path, &e); code != 400 || e.Error.Code != tc.code || e.Error.Field != tc.field || e.Error.Message == "" {
@@ -90,6 +93,12 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	}
 
 	var st struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		Models   []struct {
+			Provider, Model string
+			Queries         int
+		} `json:"models"`
 		Totals struct {
 			Queries int `json:"queries"`
 			OK      int `json:"ok"`
@@ -105,6 +114,25 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	if code := getJSON(t, srv.url, "/v1/stats?since=1h", &st); code != 200 || st.Totals.Queries != 3 || st.Totals.OK != 3 ||
 		len(st.TopK) != 3 || len(st.SlowQueries) != 3 || len(st.StagePercentiles) < 5 || st.SlowQueries[0].DominantStage == "" {
 		t.Errorf("stats: %d %+v", code, st)
+	}
+	if len(st.Models) != 1 || st.Models[0].Provider != "extractive" || st.Models[0].Queries != 3 {
+		t.Fatalf("stats models %+v, want the one extractive model with 3 queries", st.Models)
+	}
+	// Filtered to the model that answered, and to one that did not.
+	only := "/v1/stats?since=1h&provider=extractive&model=" + url.QueryEscape(st.Models[0].Model)
+	if code := getJSON(t, srv.url, only, &st); code != 200 || st.Totals.Queries != 3 || len(st.TopK) != 3 || st.Provider != "extractive" || st.Model == "" {
+		t.Errorf("stats of %s: %d %+v", only, code, st)
+	}
+	st.TopK, st.SlowQueries = nil, nil
+	if code := getJSON(t, srv.url, "/v1/stats?since=1h&provider=openai", &st); code != 200 || st.Totals.Queries != 0 || len(st.TopK) != 0 ||
+		len(st.SlowQueries) != 0 || len(st.Models) != 1 {
+		t.Errorf("stats of provider openai (no queries): %d %+v, want nothing but the window's models", code, st)
+	}
+	for prov, want := range map[string]int{"extractive": 3, "openai": 0} {
+		var p page
+		if getJSON(t, srv.url, "/v1/queries?provider="+prov, &p); len(p.Queries) != want {
+			t.Errorf("/v1/queries?provider=%s: %d queries, want %d", prov, len(p.Queries), want)
+		}
 	}
 
 	resp, err := http.Get(srv.url + "/metrics")
