@@ -26,6 +26,9 @@ type QueryLister interface {
 // its KeyID is set.
 type StatsReader interface {
 	Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Stats, error)
+	// Models lists the providers and models of the window's queries (of
+	// the key's, with a KeyID); it ignores f's Provider and Model.
+	Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.ProviderModel, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -159,13 +162,9 @@ func providerModel(qs url.Values) (provider, model string, err error) {
 	return provider, model, nil
 }
 
-// handleStats serves GET /v1/stats?since=1h&provider=...&model=...: every
-// dashboard view for the queries of the window (of one provider and model
-// when given), as JSON.
-func (s *server) handleStats(c echo.Context) error {
-	if s.deps.Stats == nil {
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
-	}
+// statsFilter reads the query parameters of /v1/stats and
+// /v1/stats/models: since (default 1h, at most 90d), provider, model.
+func statsFilter(c echo.Context) (pipeline.StatsFilter, error) {
 	now := timeNow()
 	since := now.Add(-time.Hour)
 	qs := c.QueryParams()
@@ -173,30 +172,62 @@ func (s *server) handleStats(c echo.Context) error {
 		switch name {
 		case "since", "provider", "model":
 		default:
-			return badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since, provider, model", name))
+			return pipeline.StatsFilter{}, badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since, provider, model", name))
 		}
 	}
-	if v := qs.Get("since"); v != "" || qs.Has("since") {
+	if qs.Has("since") {
 		var err error
-		if since, err = parseMoment(v, "since", now); err != nil {
-			return err
+		if since, err = parseMoment(qs.Get("since"), "since", now); err != nil {
+			return pipeline.StatsFilter{}, err
 		}
+	}
+	if since.After(now) {
+		return pipeline.StatsFilter{}, badRequest("since", "since_invalid", "since must be in the past")
+	}
+	if now.Sub(since) > maxStatsWindow {
+		return pipeline.StatsFilter{}, badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
 	}
 	provider, model, err := providerModel(qs)
 	if err != nil {
+		return pipeline.StatsFilter{}, err
+	}
+	return pipeline.StatsFilter{Since: since, Provider: provider, Model: model, KeyID: ownQueries(c)}, nil
+}
+
+// handleStats serves GET /v1/stats?since=1h&provider=...&model=...: every
+// dashboard view for the queries of the window (of one provider and model
+// when given), as JSON.
+func (s *server) handleStats(c echo.Context) error {
+	if s.deps.Stats == nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
+	}
+	f, err := statsFilter(c)
+	if err != nil {
 		return err
 	}
-	if since.After(now) {
-		return badRequest("since", "since_invalid", "since must be in the past")
-	}
-	if now.Sub(since) > maxStatsWindow {
-		return badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
-	}
-	st, err := s.deps.Stats.Stats(c.Request().Context(), pipeline.StatsFilter{Since: since, Provider: provider, Model: model, KeyID: ownQueries(c)})
+	st, err := s.deps.Stats.Stats(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, st)
+}
+
+// handleStatsModels serves GET /v1/stats/models?since=7d: the providers and
+// models of the window's queries, the choices of the pages' model selector,
+// without aggregating anything else.
+func (s *server) handleStatsModels(c echo.Context) error {
+	if s.deps.Stats == nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
+	}
+	f, err := statsFilter(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.deps.Stats.Models(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"since": f.Since.UTC(), "models": list})
 }
 
 // ownQueries is the key whose queries the caller may read: "" (every

@@ -130,6 +130,30 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 	return runStatsReads(ctx, tx, &st, reads)
 }
 
+// Models lists the providers and models of the queries created in
+// [f.Since, now) (of f.KeyID's queries when set), with their query counts;
+// f.Provider and f.Model are ignored: these are the choices of a filter.
+func (s *Store) Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.ProviderModel, error) {
+	var byKey []filterCond
+	if f.KeyID != "" {
+		k, err := uuid.Parse(f.KeyID)
+		if err != nil {
+			return []pipeline.ProviderModel{}, nil // no query has that key
+		}
+		byKey = []filterCond{{"key_id = ?", k}}
+	}
+	b := and([]any{f.Since, time.Now()}, byKey)
+	rows, err := s.pool.Query(ctx, strings.Replace(modelsSQL, "%s", b.cond, 1), b.args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the models of the queries: %w", err)
+	}
+	var list []pipeline.ProviderModel
+	if err := collect(&list)(rows); err != nil {
+		return nil, fmt.Errorf("read the models of the queries: %w", err)
+	}
+	return list, nil
+}
+
 // filterCond is one condition of a read, its value's place written "?".
 type filterCond struct {
 	sql string

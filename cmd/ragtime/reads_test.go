@@ -36,6 +36,9 @@ type apiErr struct {
 	Error struct{ Code, Message, Field string } `json:"error"`
 }
 
+// uuidZero is a query id no query has.
+const uuidZero = "00000000-0000-0000-0000-000000000000"
+
 func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	t.Parallel()
 	dbURL, pool := testDB(t)
@@ -128,6 +131,12 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		len(st.SlowQueries) != 0 || len(st.Models) != 1 {
 		t.Errorf("stats of provider openai (no queries): %d %+v, want nothing but the window's models", code, st)
 	}
+	var models struct {
+		Models []struct{ Provider, Model string } `json:"models"`
+	}
+	if code := getJSON(t, srv.url, "/v1/stats/models?since=1h", &models); code != 200 || len(models.Models) != 1 || models.Models[0].Provider != "extractive" {
+		t.Errorf("/v1/stats/models: %d %+v, want the extractive model", code, models)
+	}
 	for prov, want := range map[string]int{"extractive": 3, "openai": 0} {
 		var p page
 		if getJSON(t, srv.url, "/v1/queries?provider="+prov, &p); len(p.Queries) != want {
@@ -148,7 +157,7 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	}
 
 	for path, want := range map[string]string{
-		"/": "<title>ragtime · ask</title>", "/queries": "queries.js", "/queries/abc": "query.js",
+		"/": "<title>ragtime · ask</title>", "/queries": "queries.js", "/queries/" + uuidZero: "query.js",
 		"/dashboard": "dashboard.js", "/static/common.js": "class Waterfall", "/static/app.css": "--accent",
 	} {
 		resp, err := http.Get(srv.url + path)
@@ -160,6 +169,11 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("GET %s: %d, want a body with %q", path, resp.StatusCode, want)
 		}
+	}
+	// A page for an id that cannot be a query's is a 404 (its script says
+	// "no query with id ..."); for a UUID the script asks the API.
+	if code := getJSON(t, srv.url, "/queries/abc", nil); code != 404 {
+		t.Errorf("GET /queries/abc: %d, want 404", code)
 	}
 	for _, path := range []string{"/static/", "/static/nope.js", "/static/../pages.go"} {
 		if code := getJSON(t, srv.url, path, nil); code != 404 {
