@@ -16,6 +16,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/queries/:id", s.page("query.html"))
 	e.GET("/dashboard", s.page("dashboard.html"))
 	e.GET("/static/*", s.handleStatic)
+	e.GET("/client.js", s.handleClientJS)
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 	e.GET("/ask", s.handleAskGet, ask)
