@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"ragtime/pipeline"
 )
@@ -248,5 +249,26 @@ func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 	status, body, _ := get(t, ts.URL+"/v1/models")
 	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
 		t.Errorf("%d %s", status, body)
+	}
+}
+
+// slowAsker waits before its answer, as a long prefill does.
+type slowAsker struct{ wait time.Duration }
+
+func (a slowAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
+	time.Sleep(a.wait)
+	_ = out.Delta(pipeline.Delta{Text: "late"})
+	rec := pipeline.Record{QueryID: "q1"}
+	_ = out.Done(rec)
+	return rec
+}
+
+func TestChatStreamSendsHeartbeatsWhileSilent(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: slowAsker{wait: 300 * time.Millisecond}, Stream: StreamOptions{Heartbeat: 50 * time.Millisecond}})
+	status, _, body := postChat(t, ts.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`)
+	if status != 200 || !strings.Contains(body, ": keep-alive\n\n") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("%d\n%s", status, body)
 	}
 }

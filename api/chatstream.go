@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,7 +36,13 @@ type chatStream struct {
 
 	id, model string
 	created   int64
+
+	// mu guards the connection: the pipeline writes chunks, the heartbeat
+	// writes ": keep-alive" comments while the stream is silent.
+	mu        sync.Mutex
 	started   bool // the stream's headers went out
+	ended     bool // no more writes: the heartbeat stops
+	lastWrite time.Time
 	text      strings.Builder
 	reasoning strings.Builder
 	sources   []pipeline.Source
@@ -113,6 +120,8 @@ func (s *chatStream) chunk(choices ...chatChoice) chatChunk {
 // write sends one data line and flushes it within the write timeout. A
 // client that takes nothing for that long is cut as client_stalled.
 func (s *chatStream) write(v any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	b := append(s.scratch[:0], "data: "...)
 	if raw, ok := v.([]byte); ok {
 		b = append(b, raw...)
@@ -125,6 +134,10 @@ func (s *chatStream) write(v any) error {
 	}
 	b = append(b, "\n\n"...)
 	s.scratch = b
+	return s.writeLocked(b)
+}
+
+func (s *chatStream) writeLocked(b []byte) error {
 	w := s.c.Response()
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
@@ -132,6 +145,7 @@ func (s *chatStream) write(v any) error {
 	if err == nil {
 		err = rc.Flush()
 	}
+	s.lastWrite = time.Now()
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("writing a chat completion chunk: %w", pipeline.ErrClientStalled)
 	}
@@ -154,7 +168,34 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 	s.c.Response().WriteHeader(http.StatusOK)
 	s.started = true
 	empty := ""
-	return s.write(s.chunk(chatChoice{Delta: &chatDelta{Role: "assistant", Content: &empty}}))
+	err := s.write(s.chunk(chatChoice{Delta: &chatDelta{Role: "assistant", Content: &empty}}))
+	if err == nil && s.opts.Heartbeat > 0 {
+		go s.heartbeat(s.opts.Heartbeat)
+	}
+	return err
+}
+
+// heartbeat writes an SSE comment whenever the stream has been silent for
+// every (--sse-heartbeat), as /ask's streams do, so that proxies do not
+// cut it during a long prefill; OpenAI clients skip comments.
+func (s *chatStream) heartbeat(every time.Duration) {
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for range t.C {
+		s.mu.Lock()
+		if s.ended {
+			s.mu.Unlock()
+			return
+		}
+		next := every
+		if idle := time.Since(s.lastWrite); idle < every {
+			next = every - idle
+		} else if err := s.writeLocked(keepAlive); err != nil {
+			s.ended = true
+		}
+		s.mu.Unlock()
+		t.Reset(next)
+	}
 }
 
 // Stage sends nothing: the stages arrive together in the ragtime object.
@@ -266,6 +307,14 @@ func failureStatus(code string) int {
 // in OpenAI's error shape. A streamed request has been answered already;
 // a query cancelled because its client left is answered nothing.
 func (s *chatStream) finish() {
+	s.mu.Lock()
+	s.ended = true
+	if s.started {
+		// The per-chunk write deadline must not outlive the stream (the
+		// chunked body's end, the next request on the connection).
+		_ = http.NewResponseController(s.c.Response()).SetWriteDeadline(time.Time{})
+	}
+	s.mu.Unlock()
 	if s.stream || s.c.Response().Committed {
 		return
 	}
