@@ -143,9 +143,12 @@ const rt = (() => {
   class Waterfall {
     constructor(container) {
       this.el = container;
-      this.reset();
+      this.reset(false);
     }
-    reset() {
+    // reset clears the waterfall; waiting (the default) says a query is on
+    // its way, else it says where the stages will appear.
+    reset(waiting = true) {
+      this.waiting = waiting;
       this.spans = [];
       this.ttft = null;
       this.ttftApprox = false;
@@ -200,11 +203,11 @@ const rt = (() => {
       const axisY = top + Math.max(rows, 1) * rowH + 4;
       const axis = svg("g", { class: "axis" }, root);
       svg("line", { x1: left, x2: left + plotW, y1: axisY, y2: axisY }, axis);
-      for (let v = 0; v <= max; v += step) {
+      for (let v = 0; rows && v <= max; v += step) { // no time axis before the first stage
         svg("line", { x1: x(v), x2: x(v), y1: top - 6, y2: axisY, class: "grid" }, root);
         text(axis, x(v), axisY + 14, v === 0 ? "0" : fmtMs(v), { "text-anchor": "middle" });
       }
-      if (!rows) text(root, left, top + 14, "waiting for the first stage…", { class: "muted", fill: "#6b7280" });
+      if (!rows) text(root, left, top + 14, this.waiting ? "waiting for the first stage…" : "ask a question: its stages appear here as they happen", { class: "muted idle", fill: "#6b7280" });
 
       // Shares.
       const sh = this.currentShares();

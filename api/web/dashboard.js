@@ -17,6 +17,7 @@
   // The choice: from the address, then from the selector; "all" pools.
   let choice = params.has("provider") || params.has("model") || params.get("all") === "1"
     ? { provider: params.get("provider") || "", model: params.get("model") || "", all: params.get("all") === "1" } : null;
+  const hourOf = r => new Date(r.hour).toLocaleString([], { month: "short", day: "numeric", hour: "2-digit" });
   const modelOf = r => `${rt.esc(r.model)} <span class="muted">${rt.esc(r.provider)}</span>`;
 
   function table(el, cols, rows, empty) {
@@ -110,20 +111,20 @@
       { label: "max", num: true, fmt: r => rt.fmtMs(r.max_ms) },
     ], st.stage_percentiles);
     table($("tail-table"), [
-      { label: "hour", fmt: r => rt.dateTime(r.hour) }, { label: "model", fmt: modelOf },
+      { label: "hour", cls: "nowrap", fmt: hourOf }, { label: "model", fmt: modelOf },
       { label: "answered", num: true, fmt: r => r.answered }, { label: "p50", num: true, fmt: r => rt.fmtMs(r.ttft_p50_ms) },
       { label: "p99", num: true, fmt: r => rt.fmtMs(r.ttft_p99_ms) },
       { label: "p99/p50", num: true, fmt: r => r.p99_over_p50 == null ? "–" : (r.p99_over_p50 >= 5 ? "<b class=status-error>" : "<b>") + r.p99_over_p50.toFixed(1) + "×</b>" },
     ], st.ttft_tail);
     table($("network-table"), [
-      { label: "hour", fmt: r => rt.dateTime(r.hour) }, { label: "model", fmt: modelOf },
-      { label: "LLM calls", num: true, fmt: r => r.llm_calls }, { label: "reused", num: true, fmt: r => rt.pct(r.reused_share) },
+      { label: "hour", cls: "nowrap", fmt: hourOf }, { label: "model", fmt: modelOf },
+      { label: "calls", num: true, fmt: r => r.llm_calls }, { label: "reused", num: true, fmt: r => rt.pct(r.reused_share) },
       { label: "connect p95", num: true, fmt: r => rt.fmtMs(r.llm_connect_p95_ms) },
-      { label: "new conn p95", num: true, fmt: r => rt.fmtMs(r.new_conn_connect_p95_ms) },
-      { label: "upstream errors", num: true, fmt: r => r.upstream_errors },
+      { label: "new conn. p95", num: true, fmt: r => rt.fmtMs(r.new_conn_connect_p95_ms) },
+      { label: "HTTP errors", num: true, fmt: r => r.upstream_errors },
     ], st.network_health, "no model reached over the network in this window (extractive answers in-process)");
     table($("slow-table"), [
-      { label: "time", fmt: r => rt.dateTime(r.created_at) }, { label: "question", cls: "q", fmt: r => rt.esc(r.question || "") },
+      { label: "time", cls: "nowrap", fmt: r => rt.dateTime(r.created_at) }, { label: "question", cls: "q", fmt: r => rt.esc(r.question || "") },
       { label: "model", fmt: modelOf },
       { label: "top_k", num: true, fmt: r => r.top_k }, { label: "status", fmt: r => `<span class="status-${r.status}">${r.status}</span>` },
       { label: "TTFT", num: true, fmt: r => rt.fmtMs(r.ttft_ms) },
