@@ -22,7 +22,7 @@ const (
 	chartWidth   = 9 * vg.Inch
 	chartHeight  = 5.5 * vg.Inch
 	rightMargin  = 0.75 * vg.Inch
-	legendHeight = 0.8 * vg.Inch
+	legendHeight = 0.75 * vg.Inch
 	legendRows   = 3
 )
 
@@ -75,6 +75,7 @@ func (r *Report) Chart(w io.Writer, format string) error {
 		l := plot.NewLegend()
 		l.TextStyle = p.Legend.TextStyle
 		l.Top, l.Left = true, true
+		l.Padding = vg.Points(2)
 		for _, k := range keys[col*legendRows : min((col+1)*legendRows, len(keys))] {
 			l.Add(k.name, k.thumbs...)
 		}
@@ -122,9 +123,9 @@ func (r *Report) plot() (*plot.Plot, []legendItem, error) {
 		maxMs = 1
 	}
 	// The left axis tops out at a round number; recall 1.0 sits there on
-	// the right axis, and the space above is the legend's.
+	// the right axis. The legend is under the plot (Chart), not above.
 	top := niceCeil(maxMs * 1.1)
-	p.Y.Max = top * 1.4
+	p.Y.Max = top * 1.05
 	p.Y.Tick.Marker = quarterTicks{top: top}
 	if rec := r.Recommendation.Setting; rec != nil {
 		for i, s := range r.Settings {
