@@ -68,8 +68,8 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 // writeRows writes rows in one transaction with three round trips' worth of
 // work whatever their number: both tables are loaded with COPY into
 // session-local staging tables, then one statement moves the queries into
-// queries (ON CONFLICT DO NOTHING: a query id stored before is left as it
-// is) and the stages of the newly inserted ones into query_stages. A
+// queries (ON CONFLICT DO NOTHING: a query stored before, the same id at the
+// same created_at as a replayed spool record has, is left as it is) and the stages of the newly inserted ones into query_stages. A
 // pipelined INSERT per query parsed, planned and executed 36 parameters per
 // row; COPY streams them.
 func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
@@ -122,9 +122,9 @@ var stagingTables = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE
 
 // moveStaged moves the staged rows into the real tables in one statement.
 var moveStaged = "WITH q AS (INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id) DO NOTHING RETURNING id) " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id, created_at) DO NOTHING RETURNING id, created_at) " +
 	"INSERT INTO query_stages (" + strings.Join(stageColumns, ", ") + ") SELECT " +
-	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id"
+	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id AND q.created_at = s.created_at"
 
 // isInvalidData reports whether err is about the data written rather than
 // the connection or the schema: the recorder refused the record, or
