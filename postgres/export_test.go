@@ -6,4 +6,5 @@ var (
 	SelectQuery  = selectQuery
 	SelectStages = selectStages
 	IDWindow     = idWindow
+	RollupBucket = rollupBucket
 )

@@ -143,6 +143,11 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time, batch int) (PruneRe
 			break
 		}
 	}
+	// The roll-ups of whole minutes and hours before the cutoff.
+	if _, err := s.pool.Exec(ctx, `DELETE FROM query_rollups
+		WHERE (span = 'minute' AND start + interval '1 minute' <= $1) OR (span = 'hour' AND start + interval '1 hour' <= $1)`, cutoff); err != nil {
+		return res, fmt.Errorf("delete roll-ups older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
+	}
 	// Stages whose query is gone (none, unless written by hand).
 	for {
 		tag, err := s.pool.Exec(ctx, `DELETE FROM query_stages WHERE created_at < $1 AND (query_id, created_at, seq) IN (
