@@ -12,10 +12,10 @@
 -- 0.001 × 1.02^i × 2·1.02/2.02 (the value whose relative distance to both
 -- ends is equal) is off by at most 0.02/2.02 = 0.99 % of any duration in it.
 --
--- Besides the pipeline's stages, three pseudo-stages summarise queries:
--- 'ttft' (ttft_ms of the queries that had a first answer token), 'e2e'
--- (e2e_ms of every query, so its n counts queries) and 'e2e_error' (e2e_ms
--- of the queries whose status is not ok).
+-- Besides the pipeline's stages, pseudo-stages summarise queries: 'ttft'
+-- (ttft_ms of the queries that had a first answer token), 'e2e' (e2e_ms of
+-- every query, so its n counts queries), and 'e2e_error' and
+-- 'e2e_cancelled' (e2e_ms of the queries with that status).
 
 -- +goose Up
 CREATE TABLE query_rollups (
@@ -36,7 +36,7 @@ COMMENT ON COLUMN query_rollups.span IS 'minute or hour: the length of the perio
 COMMENT ON COLUMN query_rollups.start IS 'Start of the UTC minute or hour the queries were created in (their created_at).';
 COMMENT ON COLUMN query_rollups.provider IS 'The queries'' provider.';
 COMMENT ON COLUMN query_rollups.model IS 'The queries'' model.';
-COMMENT ON COLUMN query_rollups.stage IS 'A stage name (queue, embed, ..., llm_decode), or ttft (ttft_ms of answered queries), e2e (e2e_ms of every query: n counts queries) or e2e_error (e2e_ms of the queries that did not end ok).';
+COMMENT ON COLUMN query_rollups.stage IS 'A stage name (queue, embed, ..., llm_decode), or ttft (ttft_ms of answered queries), e2e (e2e_ms of every query: n counts queries) e2e_error and e2e_cancelled (e2e_ms of the queries with that status).';
 COMMENT ON COLUMN query_rollups.n IS 'How many durations.';
 COMMENT ON COLUMN query_rollups.sum_ms IS 'Their sum, milliseconds (sum_ms / n is the mean).';
 COMMENT ON COLUMN query_rollups.max_ms IS 'The largest, milliseconds.';
@@ -186,7 +186,7 @@ LANGUAGE sql AS $$
         SELECT created_at, provider, model, 'e2e', e2e_ms FROM queries
         WHERE created_at >= since AND created_at < until
         UNION ALL
-        SELECT created_at, provider, model, 'e2e_error', e2e_ms FROM queries
+        SELECT created_at, provider, model, 'e2e_' || status, e2e_ms FROM queries
         WHERE created_at >= since AND created_at < until AND status <> 'ok'
     ),
     buckets AS (
@@ -194,15 +194,20 @@ LANGUAGE sql AS $$
                rollup_bucket(ms) AS bucket, count(*) AS n, sum(ms) AS sum_ms, max(ms) AS max_ms
         FROM durations GROUP BY 1, 2, 3, 4, 5
     ),
+    hour_buckets AS (
+        SELECT date_trunc('hour', start AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start, provider, model, stage, bucket,
+               sum(n) AS n, sum(sum_ms) AS sum_ms, max(max_ms) AS max_ms
+        FROM buckets GROUP BY 1, 2, 3, 4, 5
+    ),
     minutes AS (
         SELECT start, provider, model, stage, sum(n)::bigint AS n, sum(sum_ms) AS sum_ms, max(max_ms) AS max_ms,
-               rollup_hist_of(array_agg(bucket), array_agg(n)) AS hist
+               rollup_hist_of(array_agg(bucket), array_agg(n::bigint)) AS hist
         FROM buckets GROUP BY 1, 2, 3, 4
     ),
     hours AS (
-        SELECT date_trunc('hour', start AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start, provider, model, stage,
-               sum(n)::bigint AS n, sum(sum_ms) AS sum_ms, max(max_ms) AS max_ms, rollup_hist_sum(hist) AS hist
-        FROM minutes GROUP BY 1, 2, 3, 4
+        SELECT start, provider, model, stage, sum(n)::bigint AS n, sum(sum_ms) AS sum_ms, max(max_ms) AS max_ms,
+               rollup_hist_of(array_agg(bucket), array_agg(n::bigint)) AS hist
+        FROM hour_buckets GROUP BY 1, 2, 3, 4
     ),
     ins AS (
         INSERT INTO query_rollups (span, start, provider, model, stage, n, sum_ms, max_ms, hist)

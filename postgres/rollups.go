@@ -22,9 +22,10 @@ const (
 
 // Pseudo-stages of the roll-ups, beside the pipeline's stages.
 const (
-	rollupTTFT     = "ttft"      // ttft_ms of the queries with a first answer token
-	rollupE2E      = "e2e"       // e2e_ms of every query: its n counts queries
-	rollupE2EError = "e2e_error" // e2e_ms of the queries that did not end ok
+	rollupTTFT = "ttft" // ttft_ms of the queries with a first answer token
+	rollupE2E  = "e2e"  // e2e_ms of every query: its n counts queries
+	// e2e_error, e2e_cancelled: e2e_ms of the queries with that status.
+	rollupE2EPrefix = "e2e_"
 )
 
 var logRollupBase = math.Log(rollupBase)
@@ -99,7 +100,7 @@ func rollupsOf(recs []*pipeline.Record) []*rollupRow {
 			}
 			add(p.span, p.start, rec, rollupE2E, rec.E2EMs)
 			if rec.Status != pipeline.StatusOK {
-				add(p.span, p.start, rec, rollupE2EError, rec.E2EMs)
+				add(p.span, p.start, rec, rollupE2EPrefix+rec.Status, rec.E2EMs)
 			}
 		}
 	}

@@ -44,8 +44,11 @@ func TestRollupPercentilesWithinOnePercent(t *testing.T) {
 		r.Stages[0].DurationMs = 0 // queue: zero without a limit
 		r.Stages[1].DurationMs = 0.002 + 3*rng.ExpFloat64()
 		r.Stages[6].DurationMs = ttft * 0.8
-		if i%50 == 0 {
+		switch i % 50 {
+		case 0:
 			r.Status, r.ErrorCode = pipeline.StatusError, "llm_unavailable"
+		case 1:
+			r.Status = pipeline.StatusCancelled
 		}
 		recs[i] = r
 	}
@@ -64,7 +67,7 @@ func TestRollupPercentilesWithinOnePercent(t *testing.T) {
 		SELECT q.model, s.name AS stage, s.duration_ms AS ms FROM query_stages s JOIN queries q ON q.id = s.query_id
 		UNION ALL SELECT model, 'ttft', ttft_ms FROM queries WHERE ttft_ms IS NOT NULL
 		UNION ALL SELECT model, 'e2e', e2e_ms FROM queries
-		UNION ALL SELECT model, 'e2e_error', e2e_ms FROM queries WHERE status <> 'ok'),
+		UNION ALL SELECT model, 'e2e_' || status, e2e_ms FROM queries WHERE status <> 'ok'),
 	exact AS (
 		SELECT model, stage, count(*) AS n, max(ms) AS max_ms,
 		       percentile_cont(ARRAY[0.01, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999]) WITHIN GROUP (ORDER BY ms) AS p
@@ -110,8 +113,8 @@ func TestRollupPercentilesWithinOnePercent(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if checked < 2*2*10*8 {
-		t.Errorf("checked %d percentiles, want both spans × both models × 10 stages × 8", checked)
+	if checked < 2*2*11*8 {
+		t.Errorf("checked %d percentiles, want both spans × both models × 11 stages × 8", checked)
 	}
 	t.Logf("%d percentiles checked, worst error %.3f %%", checked, 100*worst)
 }
@@ -167,5 +170,88 @@ func TestRollupFillMatchesRecorder(t *testing.T) {
 	}
 	if byFill := digest(); byFill != byRecorder {
 		t.Errorf("rollup_fill made %s, the recorder %s", byFill, byRecorder)
+	}
+}
+
+// TestLongWindowsReadRollups: stage_percentiles over more than an hour and
+// ttft_tail's earlier hours answer from the roll-ups — within 1 % of the
+// exact figures, and the same once the raw rows are gone — while the last
+// hour stays exact from the raw rows.
+func TestLongWindowsReadRollups(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	ctx := ctxFor(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	from := time.Now().Add(-30 * time.Hour).Truncate(time.Hour)
+	var recs []pipeline.Record
+	for i := range 600 {
+		r := record(i)
+		r.QueryID = uuid.NewString()
+		r.CreatedAt = from.Add(time.Duration(i) * 18 * time.Second) // three hours
+		ttft := 100 + 400*rng.Float64()
+		r.TTFTMs = &ttft
+		r.Stages[6].DurationMs = ttft - 20
+		recs = append(recs, r)
+	}
+	recordAll(t, pool, recs...)
+
+	type row struct {
+		stage string
+		n     int64
+		p50   float64
+		p99   float64
+	}
+	read := func() map[string]row {
+		rows, err := pool.Query(ctx, "SELECT stage, n, p50_ms::float8, p99_ms::float8 FROM stage_percentiles($1)", from.Add(-time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]row{}
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.stage, &r.n, &r.p50, &r.p99); err != nil {
+				t.Fatal(err)
+			}
+			out[r.stage] = r
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	var exactP50, exactP99 float64
+	if err := pool.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms), percentile_cont(0.99) WITHIN GROUP (ORDER BY duration_ms)
+		FROM query_stages WHERE name = 'llm_prefill'`).Scan(&exactP50, &exactP99); err != nil {
+		t.Fatal(err)
+	}
+	before := read()
+	prefill := before["llm_prefill"]
+	if len(before) != 8 || prefill.n != 600 {
+		t.Fatalf("stage_percentiles over 30 hours: %+v, want 8 stages, 600 llm_prefill", before)
+	}
+	for _, c := range []struct{ got, want float64 }{{prefill.p50, exactP50}, {prefill.p99, exactP99}} {
+		if math.Abs(c.got-c.want)/c.want > 0.01 {
+			t.Errorf("llm_prefill from the roll-ups %.3f ms, exact %.3f ms: off by more than 1 %%", c.got, c.want)
+		}
+	}
+	var tailHours int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM ttft_tail WHERE hour >= $1 AND answered > 0 AND ttft_p99_ms IS NOT NULL", from).Scan(&tailHours); err != nil || tailHours != 3 {
+		t.Errorf("ttft_tail has %d hours with a tail, %v; want 3", tailHours, err)
+	}
+
+	// Without the raw rows the long window reads the same; the last hour
+	// (exact, from the raw rows) has nothing.
+	if _, err := pool.Exec(ctx, "TRUNCATE queries, query_stages"); err != nil {
+		t.Fatal(err)
+	}
+	if after := read(); after["llm_prefill"] != prefill || len(after) != len(before) {
+		t.Errorf("without raw rows stage_percentiles reads %+v, want %+v", after["llm_prefill"], prefill)
+	}
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM ttft_tail WHERE hour >= $1 AND answered > 0", from).Scan(&tailHours); err != nil || tailHours != 3 {
+		t.Errorf("without raw rows ttft_tail has %d hours, %v; want 3", tailHours, err)
+	}
+	var recent int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM stage_percentiles(now() - interval '59 minutes')").Scan(&recent); err != nil || recent != 0 {
+		t.Errorf("the last hour (raw rows) has %d stages, %v; want 0", recent, err)
 	}
 }
