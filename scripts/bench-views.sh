@@ -173,8 +173,8 @@ explain "SELECT * FROM stage_percentiles(now() - interval '24 hours')"
 # of the range: the window the id's time gives (one partition), and the
 # fallback for an id without a time (every partition).
 IFS="|" read -r ID AT < <(psql -X -Atc "SELECT id, created_at FROM queries WHERE created_at >= now() - interval '15 days' ORDER BY created_at LIMIT 1" "$URL")
-T=$(psql -X -Atc "SELECT to_timestamp(('x' || substr(replace('$ID', '-', ''), 1, 12))::bit(48)::bigint / 1000.0)" "$URL")
-explain "SELECT id, created_at, model FROM queries WHERE id = '$ID' AND created_at >= timestamptz '$T' - interval '15 minutes' AND created_at < timestamptz '$T' + interval '1 minute'"
+IFS="|" read -r LO HI < <(psql -X -Atc "SELECT t - interval '15 minutes', t + interval '1 minute' FROM (SELECT to_timestamp(('x' || substr(replace('$ID', '-', ''), 1, 12))::bit(48)::bigint / 1000.0) AS t) x" "$URL")
+explain "SELECT id, created_at, model FROM queries WHERE id = '$ID' AND created_at >= '$LO' AND created_at < '$HI'"
 explain "SELECT seq, name, start_ms, duration_ms, attrs FROM query_stages WHERE query_id = '$ID' AND created_at = timestamptz '$AT' ORDER BY seq"
 explain "SELECT id, created_at, model FROM queries WHERE id = '$ID'"
 
