@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/llm/sim"
@@ -410,6 +411,21 @@ func TestTracesInJaeger(t *testing.T) {
 			resp.Body.Close()
 			if !strings.Contains(string(metrics), `# {trace_id="`+callerTrace+`"}`) {
 				t.Errorf("no trace_id exemplar of %s on /metrics", callerTrace)
+			}
+
+			// The query's page links to its trace (screenshot kept with
+			// go test -artifacts: docs/tracing-query.png).
+			if protocol == "http/protobuf" {
+				ctx := newBrowser(t)
+				if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/queries/"+ids[1]),
+					chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
+					t.Fatalf("query page: %v", err)
+				}
+				link := browse(t, ctx, chromedp.Evaluate[string](`(document.querySelector("#trace-link") || {}).href || ""`))
+				if want := j.query + "/trace/" + callerTrace; link != want {
+					t.Errorf("the query page links the trace as %q, want %q", link, want)
+				}
+				screenshot(t, ctx, "tracing-query.png")
 			}
 
 			// Stopping serve flushes the traces.
