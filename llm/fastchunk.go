@@ -84,7 +84,7 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 				case fastjson.TypeNull:
 				case fastjson.TypeString:
 					if b := val.GetStringBytes(); len(b) > 0 {
-						finished = string(b)
+						finished = finishReason(b)
 					}
 				default:
 					ok = false
@@ -170,4 +170,22 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// finishReason is b as a string, without an allocation for the reasons
+// OpenAI-compatible servers send (the last chunk of every answer has one).
+func finishReason(b []byte) string {
+	switch string(b) {
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
+	case "tool_calls":
+		return "tool_calls"
+	case "content_filter":
+		return "content_filter"
+	case "eos":
+		return "eos"
+	}
+	return string(b)
 }
