@@ -253,8 +253,8 @@ type storedStage struct {
 	startMs, durationMs float64
 }
 
-// storedQuery reads a query's trace_id, created_at and stages from Postgres.
-func storedQuery(t testing.TB, pool *pgxpool.Pool, id string) (string, time.Time, []storedStage) {
+// storedTrace reads a query's trace_id, created_at and stages from Postgres.
+func storedTrace(t testing.TB, pool *pgxpool.Pool, id string) (string, time.Time, []storedStage) {
 	t.Helper()
 	ctx := context.Background()
 	var traceID *string
@@ -434,7 +434,7 @@ func TestTracesInJaeger(t *testing.T) {
 			}
 			seen := proxy.saw()
 			for i, id := range ids {
-				traceID, created, stages := storedQuery(t, pool, id)
+				traceID, created, stages := storedTrace(t, pool, id)
 				spans := jaegerTrace(t, j, traceID, len(stages)+2)
 				compareTrace(t, id, traceID, created, stages, spans, i == 1, callerTrace, callerSpan, seen)
 			}
