@@ -352,6 +352,27 @@ func askTraced(t testing.TB, base, query, traceparent string) string {
 	return id
 }
 
+// chatTraced sends a non-streaming POST /v1/chat/completions with a
+// traceparent and returns the query id from its X-Ragtime-Query-Id.
+func chatTraced(t testing.TB, base, traceparent string) string {
+	t.Helper()
+	body := `{"model":"sim-1","max_tokens":6,"messages":[{"role":"user","content":"how is decode timed"}]}`
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", traceparent)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	id := resp.Header.Get("X-Ragtime-Query-Id")
+	if resp.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("POST /v1/chat/completions: %d (query id %q) %s", resp.StatusCode, id, b)
+	}
+	return id
+}
+
 // TestTracesInJaeger sends asks through serve (against the simulator, behind
 // a loopback proxy that records traceparent) with --otlp-endpoint pointing
 // at a real Jaeger v2, over OTLP/HTTP and OTLP/gRPC, reads each trace back
@@ -384,11 +405,14 @@ func TestTracesInJaeger(t *testing.T) {
 			if protocol == "grpc" {
 				callerTrace = "5cf92f3577b34da6a3ce929d0e0e4737"
 			}
+			// The OpenAI-compatible front door continues its caller's trace too.
+			chatTrace := strings.Replace(callerTrace, "4", "7", 1)
 			ids := []string{
 				askTraced(t, srv.url, "q=how+does+prefill+grow&top_k=3&max_tokens=6", ""),
 				askTraced(t, srv.url, "q=what+is+ttft&top_k=2&max_tokens=6", "00-"+callerTrace+"-"+callerSpan+"-01"),
+				chatTraced(t, srv.url, "00-"+chatTrace+"-"+callerSpan+"-01"),
 			}
-			eventually(t, "both queries stored", func() bool { return countRows(t, pool, "queries") == 2 })
+			eventually(t, "the queries stored", func() bool { return countRows(t, pool, "queries") == len(ids) })
 
 			// trace_url on the API, and an exemplar on /metrics.
 			var q struct {
@@ -436,7 +460,8 @@ func TestTracesInJaeger(t *testing.T) {
 			for i, id := range ids {
 				traceID, created, stages := storedTrace(t, pool, id)
 				spans := jaegerTrace(t, j, traceID, len(stages)+2)
-				compareTrace(t, id, traceID, created, stages, spans, i == 1, callerTrace, callerSpan, seen)
+				caller := map[int]string{1: callerTrace, 2: chatTrace}[i]
+				compareTrace(t, id, traceID, created, stages, spans, caller != "", caller, callerSpan, seen)
 			}
 		})
 	}
