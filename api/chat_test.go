@@ -1,11 +1,14 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -243,6 +246,24 @@ func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	}
 }
 
+func TestChatQueryIDIsReadableByBrowserApps(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, CORSOrigins: []string{"https://app.example.com"}})
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"q"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "https://app.example.com")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), HeaderQueryID) {
+		t.Errorf("%d %v", resp.StatusCode, resp.Header)
+	}
+}
+
 func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "big"}})
@@ -271,4 +292,50 @@ func TestChatStreamSendsHeartbeatsWhileSilent(t *testing.T) {
 	if status != 200 || !strings.Contains(body, ": keep-alive\n\n") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Errorf("%d\n%s", status, body)
 	}
+}
+
+// FuzzChatCompletions: whatever the body, the route answers OpenAI's error
+// shape (naming the field for a field's error) or runs a request within
+// every bound, its question the last message, and never panics.
+func FuzzChatCompletions(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"q"}]}`,
+		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":"b"},{"role":"user","content":"q"}],"ragtime":{"top_k":3,"rerank_top_n":1,"filters":{"doc_id":["a.md"],"metadata":{"k":"v"}}}}`,
+		`{"model":"m","messages":[{"role":"user","content":"q"}],"max_tokens":9,"max_completion_tokens":9,"temperature":0.5,"n":1,"top_p":1}`,
+		`{}`, ``, `[]`, `{"model":1}`, `{"model":"m","messages":{}}`, `{"model":"m","messages":[1]}`,
+		`{"model":"m","messages":[{"role":"user","content":{}}]}`, `{"model":"m","messages":[{"role":"user","content":[1]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"q"}],"ragtime":[]}`, `{"model":"m","messages":[null]}`,
+		`{"model":"m","messages":[{"role":"user","content":"\u0000"}]}`, `{"model":"m","messages":[{"role":"user","content":"q"}],"ragtime":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	asker := &chatScriptAsker{}
+	var mu sync.Mutex
+	h := NewServer(Deps{Asker: asker, MaxBodyBytes: 64 << 10})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		asker.got = pipeline.Request{}
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		w := serve(h, req)
+		if w.Code != http.StatusOK {
+			var e openAIErrBody
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" || e.Error.Type == "" {
+				t.Fatalf("status %d with body %q: want OpenAI's error shape", w.Code, w.Body.String())
+			}
+			if w.Code != http.StatusBadRequest && w.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status %d (%s)", w.Code, e.Error.Code)
+			}
+			if aboutAField(e.Error.Code) && (e.Error.Param == nil || *e.Error.Param == "") {
+				t.Fatalf("%s (%s) names no param", e.Error.Code, e.Error.Message)
+			}
+			return
+		}
+		got := asker.got
+		checkAccepted(t, got)
+		if err := (&pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1, History: got.History}).Normalize(0); err != nil {
+			t.Fatalf("accepted history %+v: %v", got.History, err)
+		}
+	})
 }
