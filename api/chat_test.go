@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/admission"
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -338,4 +340,27 @@ func FuzzChatCompletions(f *testing.F) {
 			t.Fatalf("accepted history %+v: %v", got.History, err)
 		}
 	})
+}
+
+// TestChatCompletionsShareAsksLimits: the chat route is admitted like
+// /ask, per caller, and its refusals come in OpenAI's shape with
+// Retry-After, which OpenAI's clients honour.
+func TestChatCompletionsShareAsksLimits(t *testing.T) {
+	t.Parallel()
+	ctl, err := admission.New(admission.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One ask per minute: the burst is ten seconds' worth, rounded up to one.
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, Admission: ctl,
+		CallerLimits: admission.Limits{Rate: auth.Rate{N: 1, Per: time.Minute}}})
+	if status, _, body := get(t, ts.URL+"/ask?q=first"); status != 200 {
+		t.Fatalf("the first ask: %d %s", status, body)
+	}
+	status, h, body := postChat(t, ts.URL, `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
+	var e openAIErrBody
+	if status != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "rate_limited" ||
+		e.Error.Type != "rate_limit_error" || h.Get("Retry-After") == "" {
+		t.Errorf("%d %v %s", status, h, body)
+	}
 }
