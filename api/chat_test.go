@@ -364,3 +364,39 @@ func TestChatCompletionsShareAsksLimits(t *testing.T) {
 		t.Errorf("%d %v %s", status, h, body)
 	}
 }
+
+// waitingAsker starts a stream and waits for its context to end, as a
+// generation does when its client leaves.
+type waitingAsker struct{ cancelled chan error }
+
+func (a waitingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
+	select {
+	case <-ctx.Done():
+		a.cancelled <- context.Cause(ctx)
+	case <-time.After(10 * time.Second):
+		a.cancelled <- nil
+	}
+	return pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+}
+
+// TestChatClientThatLeavesCancelsItsQuery: a chat stream cannot be
+// resumed, so a client that disconnects cancels its query at once.
+func TestChatClientThatLeavesCancelsItsQuery(t *testing.T) {
+	t.Parallel()
+	asker := waitingAsker{cancelled: make(chan error, 1)}
+	ts := newTestServer(t, Deps{Asker: asker})
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 64)
+	if _, err := io.ReadAtLeast(resp.Body, first, 6); err != nil || !strings.HasPrefix(string(first), "data: ") {
+		t.Fatalf("first chunk %q: %v", first, err)
+	}
+	resp.Body.Close()
+	if cause := <-asker.cancelled; cause == nil {
+		t.Error("the query ran on for 10 s after its client left")
+	}
+}
