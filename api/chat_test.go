@@ -69,7 +69,7 @@ func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]}`, "messages_invalid", "messages[1].role", 400},
 		{`{"model":"m","messages":[{"role":"user"}]}`, "messages_invalid", "messages[0].content", 400},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "messages_invalid", "messages[0].content[0]", 400},
-		{`{"model":"m","messages":[{"role":"user","content":"  "}]}`, "question_required", "messages", 400},
+		{`{"model":"m","messages":[{"role":"user","content":"  "}]}`, "question_required", "messages[0].content", 400},
 		{`{"model":"m","messages":[{"role":"user","content":"a\u0000b"},{"role":"user","content":"q"}]}`, "history_invalid", "messages[0].content", 400},
 		{`{"model":"elsewhere",` + user + `}`, "model_denied", "model", 403},
 		{`{"model":"m",` + user + `} {}`, "body_invalid", "", 400},
