@@ -61,14 +61,18 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 			t.Errorf("topk_tradeoff row %s/%s top_k %d ok %d p50 %v, want p50 %v", k.Provider, k.Model, k.TopK, k.OK, deref(k.TTFTP50Ms), w)
 		}
 	}
-	if len(st.TTFTTail) != 2 {
-		t.Fatalf("ttft_tail has %d rows, want 2 (one hour, two providers): %+v", len(st.TTFTTail), st.TTFTTail)
-	}
+	// The ten minutes may straddle an hour: rows per hour, provider and
+	// model, each of one provider's TTFT alone.
+	answered := map[string]int64{}
 	for _, tt := range st.TTFTTail {
 		// ttft_tail reads the roll-ups: within 1 % (and 0.001 ms of rounding).
-		if w := want[tt.Provider+"/"+tt.Model]; tt.P50Ms == nil || math.Abs(*tt.P50Ms-w) > 0.01*w+0.001 || tt.Answered != 5 {
-			t.Errorf("ttft_tail row %s/%s p50 %v answered %d, want %v and 5", tt.Provider, tt.Model, deref(tt.P50Ms), tt.Answered, w)
+		if w := want[tt.Provider+"/"+tt.Model]; tt.P50Ms == nil || math.Abs(*tt.P50Ms-w) > 0.01*w+0.001 {
+			t.Errorf("ttft_tail row %s/%s p50 %v, want %v", tt.Provider, tt.Model, deref(tt.P50Ms), w)
 		}
+		answered[tt.Provider+"/"+tt.Model] += tt.Answered
+	}
+	if len(answered) != 2 || answered["extractive/extractive"] != 5 || answered["openai/gpt-x"] != 5 {
+		t.Errorf("ttft_tail answered per provider and model %v, want 5 each of 2: %+v", answered, st.TTFTTail)
 	}
 	prefill := map[string]pipeline.StagePercentile{}
 	for _, sp := range st.StagePercentiles {
@@ -79,11 +83,22 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	if len(prefill) != 2 || !near(prefill["extractive/extractive"].P50Ms, 2) || !near(prefill["openai/gpt-x"].P50Ms, 149) {
 		t.Errorf("stage_percentiles llm_prefill per provider: %+v, want p50 2 and 149", prefill)
 	}
-	if len(st.CacheHitRate) != 2 {
-		t.Errorf("cache_hit_rate has %d rows, want 2", len(st.CacheHitRate))
+	cached := map[string]int64{}
+	for _, c := range st.CacheHitRate {
+		cached[c.Provider+"/"+c.Model] += c.Queries
 	}
-	if len(st.NetworkHealth) != 1 || st.NetworkHealth[0].Provider != "openai" || st.NetworkHealth[0].Model != "gpt-x" || st.NetworkHealth[0].LLMCalls != 5 {
-		t.Errorf("network_health %+v, want one row: openai gpt-x with 5 calls (extractive makes none)", st.NetworkHealth)
+	if len(cached) != 2 || cached["openai/gpt-x"] != 5 {
+		t.Errorf("cache_hit_rate queries per provider and model %v, want 5 each of 2", cached)
+	}
+	var calls int64
+	for _, n := range st.NetworkHealth {
+		if n.Provider != "openai" || n.Model != "gpt-x" {
+			t.Errorf("network_health row of %s/%s, want openai gpt-x only (extractive makes no call)", n.Provider, n.Model)
+		}
+		calls += n.LLMCalls
+	}
+	if calls != 5 {
+		t.Errorf("network_health counts %d calls, want 5", calls)
 	}
 	for _, q := range st.SlowQueries {
 		if w := want[q.Provider+"/"+q.Model]; !near(q.TTFTMs, w) {
@@ -196,7 +211,9 @@ func TestStatsFilterByProviderAndModel(t *testing.T) {
 		for _, p := range st.Series {
 			series += p.Queries
 		}
-		if series != 5 || len(st.TopK) != 1 || len(st.TTFTTail) != 1 || len(st.CacheHitRate) != 1 || len(st.NetworkHealth) != 1 || len(st.SlowQueries) != 5 {
+		// the hourly views have a row per hour the ten minutes touch: 1 or 2
+		hourly := func(n int) bool { return n == 1 || n == 2 }
+		if series != 5 || len(st.TopK) != 1 || !hourly(len(st.TTFTTail)) || !hourly(len(st.CacheHitRate)) || !hourly(len(st.NetworkHealth)) || len(st.SlowQueries) != 5 {
 			t.Errorf("%+v: series %d, topk %d, ttft_tail %d, cache %d, network %d, slow %d; want 5 and one row each, 5 slow",
 				f, series, len(st.TopK), len(st.TTFTTail), len(st.CacheHitRate), len(st.NetworkHealth), len(st.SlowQueries))
 		}
