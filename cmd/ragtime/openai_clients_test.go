@@ -43,6 +43,7 @@ type clientAnswer struct {
 	Raw           int             `json:"raw"`
 	HeaderQueryID string          `json:"header_query_id"`
 	Models        []string        `json:"models"`
+	Retrieved     string          `json:"retrieved"`
 	Usage         json.RawMessage `json:"usage"`
 	Ragtime       *struct {
 		QueryID      string   `json:"query_id"`
@@ -156,8 +157,8 @@ func TestOpenAIClients(t *testing.T) {
 				if !bytes.Contains(got.Usage, []byte(`"prompt_tokens":`)) {
 					t.Errorf("no usage chunk with stream_options.include_usage: %s", got.Usage)
 				}
-				if strings.Join(got.Models, ",") != "sim-7b,sim-13b" {
-					t.Errorf("models.list() = %v; want the default and the key's sim-13b", got.Models)
+				if strings.Join(got.Models, ",") != "sim-7b,sim-13b" || got.Retrieved != "sim-13b" {
+					t.Errorf("models.list() = %v, models.retrieve(sim-13b) = %q; want the default and the key's sim-13b", got.Models, got.Retrieved)
 				}
 				if len(rt.Sources) != 2 {
 					t.Errorf("ragtime.rerank_top_n 2 gave %d sources", len(rt.Sources))

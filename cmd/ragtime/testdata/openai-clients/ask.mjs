@@ -81,7 +81,8 @@ async function openaiStream() {
   }
   const models = [];
   for await (const m of client.models.list()) models.push(m.id);
-  return { answer, role, finish, usage, ragtime, chunks, ids: [...ids],
+  const retrieved = (await client.models.retrieve(models[models.length - 1])).id;
+  return { answer, role, finish, usage, ragtime, chunks, ids: [...ids], retrieved,
     header_query_id: response.headers.get("x-ragtime-query-id"), models };
 }
 
