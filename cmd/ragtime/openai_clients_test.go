@@ -71,7 +71,8 @@ func runClient(t *testing.T, mode, base, key, model, question string, v any) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "ask.mjs", mode)
 	cmd.Dir = openAIClientsDir
-	cmd.Env = append(cmd.Environ(), "RAGTIME_URL="+base, "RAGTIME_KEY="+key, "RAGTIME_MODEL="+model, "QUESTION="+question)
+	cmd.Env = append(cmd.Environ(), "RAGTIME_URL="+base, "RAGTIME_KEY="+key, "RAGTIME_MODEL="+model, "QUESTION="+question,
+		"UPSTREAM_REFUSES=sim-13b")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -119,6 +120,7 @@ func TestOpenAIClients(t *testing.T) {
 	dataDir := ingestCorpus(t, env)
 	_, simURL := startSim(t, func(c *sim.Config) {
 		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 15, 0, 1, 40
+		c.Model = "sim-7b" // sim-13b, which the key may name, the simulator refuses: a failure mid-stream
 	})
 	key := createKey(t, env, "--name", "app", "--scopes", "ask", "--models", "sim-13b")
 	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
@@ -197,6 +199,7 @@ func TestOpenAIClients(t *testing.T) {
 			"model":     {Class: "PermissionDeniedError", Status: 403, Code: "model_denied", Param: "model", Type: "permission_error"},
 			"last_role": {Class: "BadRequestError", Status: 400, Code: "messages_invalid", Param: "messages[1].role", Type: "invalid_request_error"},
 			"auth":      {Class: "AuthenticationError", Status: 401, Code: "auth_invalid", Type: "authentication_error"},
+			"upstream":  {Class: "APIError", Code: "llm_model_not_found", Type: "server_error"},
 		}
 		for name, w := range want {
 			g := got[name]
@@ -204,6 +207,13 @@ func TestOpenAIClients(t *testing.T) {
 			if g != w {
 				t.Errorf("%s: the SDK saw %+v; want %+v", name, got[name], w)
 			}
+		}
+		var failed string
+		eventually(t, "the failed query stored", func() bool {
+			return pool.QueryRow(context.Background(), `SELECT error_code FROM queries WHERE status = 'error' AND key_id = $1`, key.id).Scan(&failed) == nil
+		})
+		if failed != "llm_model_not_found" {
+			t.Errorf("the failed query is stored with %q", failed)
 		}
 	})
 }
