@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build run test fuzz bench bench-ann bench-pgdocs bench-peer vet fmt clean llmsim bench-outage
+.PHONY: build run test fuzz bench bench-ann bench-pgdocs bench-peer bench-streams vet fmt clean llmsim bench-outage
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ragtime
@@ -59,6 +59,12 @@ bench-pgdocs:
 # npm packages; about 5 minutes). See docs/performance.md.
 bench-peer:
 	scripts/bench-peer.sh
+
+# 2,000 SSE streams held open at once against ragtime (llmsim ITL 200 ms,
+# 64 tokens: ~13 s per answer, one ask per stream), beside 1 stream as the
+# idle baseline; prints errors, TTFT p99 and RSS per open stream. About 10 minutes.
+bench-streams:
+	CONCURRENCY=1,2000 ITL_MS=200 PER_STREAM=1 MIN_ASKS=10 ROUNDS=2 TRIAL_TIMEOUT=200s TARGETS=llmsim,ragtime scripts/bench-peer.sh
 
 # The inference simulator on :8081 (a simulator: no model runs), built on its
 # own from cmd/llmsim (the same command as `ragtime llmsim`).

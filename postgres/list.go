@@ -151,13 +151,18 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time, batch int) (int64, 
 	}
 	var total int64
 	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM queries WHERE id IN (
-			SELECT id FROM queries WHERE created_at < $1 ORDER BY created_at LIMIT $2)`, cutoff, batch)
+		// query_stages has no foreign key (migration 0019): its rows go
+		// in the same statement as their queries'.
+		var n int64
+		err := s.pool.QueryRow(ctx, `WITH q AS (DELETE FROM queries WHERE id IN (
+			SELECT id FROM queries WHERE created_at < $1 ORDER BY created_at LIMIT $2) RETURNING id),
+			st AS (DELETE FROM query_stages WHERE query_id IN (SELECT id FROM q))
+			SELECT count(*) FROM q`, cutoff, batch).Scan(&n)
 		if err != nil {
 			return total, fmt.Errorf("delete queries older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
+		total += n
+		if n < int64(batch) {
 			return total, nil
 		}
 	}

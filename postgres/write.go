@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/pipeline"
@@ -23,6 +24,7 @@ var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms"
 // row is a record turned into the values the writer sends.
 type row struct {
 	queryID string
+	id      [16]byte // queryID parsed
 	query   []any
 	stages  [][]any
 }
@@ -35,8 +37,8 @@ func newRow(rec pipeline.Record) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	pgID := vals[idColumn] // checked to be a UUID
-	r := row{queryID: rec.QueryID, query: vals, stages: make([][]any, 0, len(rec.Stages))}
+	pgID := vals[idColumn].(pgtype.UUID) // checked to be a UUID
+	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([][]any, 0, len(rec.Stages))}
 	for _, s := range rec.Stages {
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
@@ -65,39 +67,51 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	return json.Marshal(attrs)
 }
 
-// writeRows writes rows in one transaction with three round trips' worth of
-// work whatever their number: both tables are loaded with COPY into
-// session-local staging tables, then one statement moves the queries into
-// queries (ON CONFLICT DO NOTHING: a query id stored before is left as it
-// is) and the stages of the newly inserted ones into query_stages. A
-// pipelined INSERT per query parsed, planned and executed 36 parameters per
-// row; COPY streams them.
+// writeRows writes rows in one transaction of four round trips whatever
+// their number: the queries are loaded with COPY into a session-local
+// staging table and moved into queries by one INSERT … ON CONFLICT DO
+// NOTHING RETURNING id (a query id stored before — a spool replay — is left
+// as it is), then the stages of the queries that were inserted are loaded
+// with COPY straight into query_stages. A pipelined INSERT per query parsed,
+// planned and executed 36 parameters per row; COPY streams them. The stages
+// skip a staging table: they are most of the rows, and the INSERT has
+// already said which queries are new.
 func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 	queries := make([][]any, 0, len(rows))
-	var stages [][]any
-	seen := make(map[string]bool, len(rows))
+	byID := make(map[[16]byte]*row, len(rows))
 	for i := range rows {
-		if seen[rows[i].queryID] {
+		if _, seen := byID[rows[i].id]; seen {
 			continue // the same query twice in a batch: the first one counts
 		}
-		seen[rows[i].queryID] = true
+		byID[rows[i].id] = &rows[i]
 		queries = append(queries, rows[i].query)
-		stages = append(stages, rows[i].stages...)
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, stagingTables); err != nil {
-			return fmt.Errorf("create the staging tables: %w", err)
+		if _, err := tx.Exec(ctx, stagingTable); err != nil {
+			return fmt.Errorf("create the staging table: %w", err)
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
 			return fmt.Errorf("copy queries: %w", err)
 		}
+		inserted, err := tx.Query(ctx, moveStaged)
+		if err != nil {
+			return fmt.Errorf("insert queries: %w", err)
+		}
+		var stages [][]any
+		var id pgtype.UUID
+		_, err = pgx.ForEachRow(inserted, []any{&id}, func() error {
+			if r := byID[id.Bytes]; r != nil {
+				stages = append(stages, r.stages...)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("insert queries: %w", err)
+		}
 		if len(stages) > 0 {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages_in"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
 				return fmt.Errorf("copy query stages: %w", err)
 			}
-		}
-		if _, err := tx.Exec(ctx, moveStaged); err != nil {
-			return fmt.Errorf("insert queries and stages: %w", err)
 		}
 		return nil
 	})
@@ -112,19 +126,16 @@ var queryColumnNames = func() []string {
 	return names
 }()
 
-// stagingTables creates the connection's staging tables on first use:
+// stagingTable creates the connection's staging table on first use:
 // temporary (no WAL, private to the session), emptied at every commit,
 // with the written columns' types and no constraints (the move checks).
-var stagingTables = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE ROWS AS SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries WITH NO DATA; " +
-	"CREATE TEMP TABLE IF NOT EXISTS query_stages_in ON COMMIT DELETE ROWS AS SELECT " +
-	strings.Join(stageColumns, ", ") + " FROM query_stages WITH NO DATA"
+var stagingTable = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE ROWS AS SELECT " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries WITH NO DATA"
 
-// moveStaged moves the staged rows into the real tables in one statement.
-var moveStaged = "WITH q AS (INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id) DO NOTHING RETURNING id) " +
-	"INSERT INTO query_stages (" + strings.Join(stageColumns, ", ") + ") SELECT " +
-	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id"
+// moveStaged moves the staged queries into queries, returning the ids of
+// those that were not stored before.
+var moveStaged = "INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id) DO NOTHING RETURNING id"
 
 // isInvalidData reports whether err is about the data written rather than
 // the connection or the schema: the recorder refused the record, or
