@@ -474,7 +474,7 @@ func (d *chunkDecoder) decode(data []byte, v any) error {
 // took 1.3 s; 1 MB would take over 30 s of CPU).
 func newLineScanner(body io.Reader) *bufio.Scanner {
 	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 16<<10), maxLine)
+	sc.Buffer(make([]byte, 0, 4<<10), maxLine) // grows for a longer line; most are under 1 KB
 	searched := 0 // bytes of the pending line known to hold no '\n'
 	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
 		if i := bytes.IndexByte(data[min(searched, len(data)):], '\n'); i >= 0 {
