@@ -60,11 +60,12 @@ bench-pgdocs:
 bench-peer:
 	scripts/bench-peer.sh
 
-# 2,000 SSE streams held open at once against ragtime (llmsim ITL 200 ms,
-# 64 tokens: ~13 s per answer, one ask per stream), beside 1 stream as the
-# idle baseline; prints errors, TTFT p99 and RSS per open stream. About 10 minutes.
+# 2,000 SSE streams held open against ragtime (llmsim ITL 200 ms, 64 tokens:
+# ~13 s per answer, each stream asking again when its answer ends) while 30
+# short probe asks, one at a time, measure the TTFT a newcomer sees against
+# the idle server's; prints errors and RSS per open stream. About 2 minutes.
 bench-streams:
-	CONCURRENCY=1,2000 ITL_MS=200 PER_STREAM=1 MIN_ASKS=10 ROUNDS=2 TRIAL_TIMEOUT=200s TARGETS=llmsim,ragtime scripts/bench-peer.sh
+	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 
 # The inference simulator on :8081 (a simulator: no model runs), built on its
 # own from cmd/llmsim (the same command as `ragtime llmsim`).

@@ -38,6 +38,7 @@ type config struct {
 	maxTokens, topK             int
 	embedModelMs                float64
 	targets                     []string // which services run: llmsim always, ragtime, peer
+	hold                        holdConfig
 }
 
 // has reports whether target name runs.
@@ -62,8 +63,16 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.maxTokens, "max-tokens", 64, "answer length in tokens")
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
 	fs.Float64Var(&c.embedModelMs, "embed-model-ms", 5.5, "the simulator's modelled latency of one one-text embedding, in ms (embed-ms + embed-ms-per-input)")
+	fs.IntVar(&c.hold.streams, "hold", 0, "instead of trials: hold this many streams open against ragtime and measure probe asks' TTFT against the idle server's, and RSS per open stream")
+	fs.IntVar(&c.hold.probes, "hold-probes", 30, "-hold: probe asks, one at a time, idle and with the streams held")
+	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
+	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
+	fs.DurationVar(&c.hold.limit, "hold-limit", 5*time.Minute, "-hold: bound of the whole run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if c.hold.streams < 0 || c.hold.streams > 10000 || c.hold.probes < 1 || c.hold.probes > 10000 || c.hold.probeTokens < 1 {
+		return nil, fmt.Errorf("-hold must be 0 to 10000, -hold-probes 1 to 10000 and -hold-probe-tokens at least 1")
 	}
 	c.targets = []string{"llmsim"}
 	for t := range strings.SplitSeq(targets, ",") {
@@ -147,11 +156,17 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	maxConc := slices.Max(cfg.concurrency)
+	maxConc := max(slices.Max(cfg.concurrency), cfg.hold.streams+1)
 	hc := &http.Client{Transport: &http.Transport{
 		MaxIdleConns: maxConc * 3, MaxIdleConnsPerHost: maxConc, MaxConnsPerHost: 0,
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}}
+	if cfg.hold.streams > 0 {
+		if !cfg.has("ragtime") {
+			return errors.New("-hold needs ragtime among -targets")
+		}
+		return runHold(cfg, hc, out)
+	}
 	simPort := portOf(cfg.simURL)
 	targets := []target{
 		{name: "llmsim", pid: cfg.simPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
