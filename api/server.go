@@ -63,6 +63,10 @@ type Deps struct {
 	// Keys checks API keys; nil runs the server open (every caller may do
 	// everything), as does a keyring without keys.
 	Keys Authenticator
+	// DefaultModel is the configured model (--llm-model): always allowed,
+	// listed first by /v1/models, and what a chat completion naming it
+	// asks for (as an empty model in /ask).
+	DefaultModel string
 	// AllowedModels, when not empty, are the only models a request may ask
 	// for (--allowed-models); a key may narrow them further.
 	AllowedModels []string
@@ -97,6 +101,15 @@ type Deps struct {
 	// UploadDir is where multipart uploads are spooled while they arrive
 	// ("": os.TempDir()).
 	UploadDir string
+	// TraceContext, when set, reads the caller's W3C trace context
+	// (traceparent, tracestate) from a request's headers into its context,
+	// for every route: a query's trace then continues the caller's
+	// (tracing.Tracer.Extract). Nil ignores the headers.
+	TraceContext func(ctx context.Context, h http.Header) context.Context
+	// TraceURLTemplate, when set, is the link to a query's trace shown on
+	// /queries/:id and sent as trace_url by GET /v1/queries/:id: {trace_id}
+	// is replaced by the query's trace id.
+	TraceURLTemplate string
 }
 
 // Server is ragtime's HTTP handler.
@@ -151,6 +164,9 @@ func NewServer(deps Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
+	if deps.TraceContext != nil {
+		e.Use(s.traceContext)
+	}
 	e.Use(s.logRequests)
 	e.Use(s.bodyDeadline)
 	e.Use(securityHeaders)
@@ -158,6 +174,18 @@ func NewServer(deps Deps) *Server {
 	e.Use(s.crossSiteGuard())
 	s.routes(e)
 	return &Server{Handler: e, s: s}
+}
+
+// traceContext continues the caller's trace: the request's context carries
+// the trace context of its traceparent header, so the query's root span is a
+// child of the caller's span.
+func (s *server) traceContext(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.Header.Get("traceparent") != "" {
+			c.SetRequest(r.WithContext(s.deps.TraceContext(r.Context(), r.Header)))
+		}
+		return next(c)
+	}
 }
 
 // bodyDeadline gives a request's body --body-timeout to arrive: a client
@@ -202,7 +230,7 @@ func (s *server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		// its access line is debug: at hundreds of asks a second the log
 		// line was a measurable share of the CPU per ask.
 		level := slog.LevelInfo
-		if c.Path() == "/ask" && c.Response().Status < 400 {
+		if (c.Path() == "/ask" || c.Path() == "/v1/chat/completions") && c.Response().Status < 400 {
 			level = slog.LevelDebug
 		}
 		if s.log.Enabled(c.Request().Context(), level) {

@@ -58,13 +58,14 @@ type ollamaRequest struct {
 }
 
 type ollamaOptions struct {
-	NumPredict int `json:"num_predict,omitempty"`
+	NumPredict  int      `json:"num_predict,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
 }
 
 func (ollamaDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
 	body := ollamaRequest{Model: model, Messages: messagesOf(req), Stream: true}
-	if req.MaxTokens > 0 {
-		body.Options = &ollamaOptions{NumPredict: req.MaxTokens}
+	if req.MaxTokens > 0 || req.Temperature != nil {
+		body.Options = &ollamaOptions{NumPredict: max(req.MaxTokens, 0), Temperature: req.Temperature}
 	}
 	return json.Marshal(body)
 }
@@ -126,6 +127,7 @@ type ollamaChunk struct {
 		Thinking flexString `json:"thinking"`
 	} `json:"message"`
 	Done                  bool   `json:"done"`
+	DoneReason            string `json:"done_reason"`
 	Error                 string `json:"error"`
 	LoadDuration          *int64 `json:"load_duration"`
 	PromptEvalCount       *int   `json:"prompt_eval_count"`
@@ -192,6 +194,7 @@ func (s *ollamaStream) line(line []byte, at time.Time) error {
 	}
 	s.done = true
 	gen := s.d.gen
+	gen.FinishReason = c.DoneReason
 	ns := func(key string, v *int64) {
 		if v != nil {
 			setTiming(gen, key, float64(*v)/1e6)

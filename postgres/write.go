@@ -27,6 +27,7 @@ type row struct {
 	id      [16]byte // queryID parsed
 	query   []any
 	stages  [][]any
+	rec     *pipeline.Record // for the roll-ups
 }
 
 // newRow checks what PostgreSQL could not be asked to check (ids are
@@ -38,7 +39,7 @@ func newRow(rec pipeline.Record) (row, error) {
 		return row{}, err
 	}
 	pgID := vals[idColumn].(pgtype.UUID) // checked to be a UUID
-	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([][]any, 0, len(rec.Stages))}
+	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([][]any, 0, len(rec.Stages)), rec: &rec}
 	for _, s := range rec.Stages {
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
@@ -67,15 +68,17 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	return json.Marshal(attrs)
 }
 
-// writeRows writes rows in one transaction of four round trips whatever
+// writeRows writes rows in one transaction of five round trips whatever
 // their number: the queries are loaded with COPY into a session-local
 // staging table and moved into queries by one INSERT … ON CONFLICT DO
-// NOTHING RETURNING id (a query id stored before — a spool replay — is left
-// as it is), then the stages of the queries that were inserted are loaded
-// with COPY straight into query_stages. A pipelined INSERT per query parsed,
-// planned and executed 36 parameters per row; COPY streams them. The stages
-// skip a staging table: they are most of the rows, and the INSERT has
-// already said which queries are new.
+// NOTHING RETURNING id (a query stored before — the same id at the same
+// created_at, as a replayed spool record has — is left as it is); the
+// stages of the queries it inserted are loaded with COPY straight into
+// query_stages, and their roll-ups (aggregated here, per minute and hour ×
+// provider × model × stage) added with one more statement. A pipelined
+// INSERT per query parsed, planned and executed 36 parameters per row; COPY
+// streams them. The stages skip a staging table: they are most of the rows,
+// and the INSERT has already said which queries are new.
 func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 	queries := make([][]any, 0, len(rows))
 	byID := make(map[[16]byte]*row, len(rows))
@@ -93,15 +96,17 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
 			return fmt.Errorf("copy queries: %w", err)
 		}
-		inserted, err := tx.Query(ctx, moveStaged)
+		ids, err := tx.Query(ctx, moveStaged)
 		if err != nil {
 			return fmt.Errorf("insert queries: %w", err)
 		}
 		var stages [][]any
+		inserted := make([]*pipeline.Record, 0, len(queries))
 		var id pgtype.UUID
-		_, err = pgx.ForEachRow(inserted, []any{&id}, func() error {
+		_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
 			if r := byID[id.Bytes]; r != nil {
 				stages = append(stages, r.stages...)
+				inserted = append(inserted, r.rec)
 			}
 			return nil
 		})
@@ -112,6 +117,12 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
 				return fmt.Errorf("copy query stages: %w", err)
 			}
+		}
+		if len(inserted) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, upsertRollups, rollupArgs(rollupsOf(inserted))...); err != nil {
+			return fmt.Errorf("add to the roll-ups: %w", err)
 		}
 		return nil
 	})
@@ -135,7 +146,7 @@ var stagingTable = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE 
 // moveStaged moves the staged queries into queries, returning the ids of
 // those that were not stored before.
 var moveStaged = "INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id) DO NOTHING RETURNING id"
+	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id, created_at) DO NOTHING RETURNING id"
 
 // isInvalidData reports whether err is about the data written rather than
 // the connection or the schema: the recorder refused the record, or
