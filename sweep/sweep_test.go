@@ -7,9 +7,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"ragtime/golden"
 	"ragtime/pipeline"
@@ -284,6 +287,19 @@ func TestRunWritesTableAndFiles(t *testing.T) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) || !bytes.Contains(svg, []byte("recall@k")) {
 		t.Errorf("chart files: png %d bytes, svg %d bytes", len(png), len(svg))
 	}
+	// The legend sits under the plot, below the x axis' title, not on
+	// the bars (vgsvg writes y negated, under a flip: -y grows upwards,
+	// the title has the largest).
+	ys := map[string]float64{}
+	for _, m := range regexp.MustCompile(`<text x="[-0-9.]+" y="([-0-9.]+)"[^>]*\n?[^>]*>([^<]+)</text>`).FindAllSubmatch(svg, -1) {
+		y, _ := strconv.ParseFloat(string(m[1]), 64)
+		ys[string(m[2])] = -y
+	}
+	axis, okAxis := ys["top_k"]
+	legend, okLegend := ys["recall@k (right axis)"]
+	if !okAxis || !okLegend || legend >= axis || ys["TTFT by stage against top-k: left bar p50, right bar p95 (lighter)"] <= axis {
+		t.Errorf("the legend (y %v) is not under the x axis title (y %v): %v", legend, axis, ys)
+	}
 	if err := rep.Chart(&buf, "gif"); err == nil {
 		t.Error("a gif chart was drawn")
 	}
@@ -423,5 +439,29 @@ func TestCachedShareUnknown(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "unknown") {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// TestProgressQuietWhenFast: plain progress lines appear only once a sweep
+// has run for a second; a sub-second sweep prints none.
+func TestProgressQuietWhenFast(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(0, 0)
+	var fast, slow strings.Builder
+	p := progressBar(&fast, false, func() time.Time { return at })
+	for i := 1; i <= 20; i++ {
+		p(i, 20)
+	}
+	if fast.Len() != 0 {
+		t.Errorf("a sweep over at once printed:\n%s", fast.String())
+	}
+	clock := at
+	p = progressBar(&slow, false, func() time.Time { return clock })
+	for i := 1; i <= 20; i++ {
+		clock = clock.Add(200 * time.Millisecond)
+		p(i, 20)
+	}
+	if n := strings.Count(slow.String(), "\n"); n < 5 || !strings.Contains(slow.String(), "measured 20/20 queries, 4s") {
+		t.Errorf("a 4 s sweep printed %d lines:\n%s", n, slow.String())
 	}
 }

@@ -206,7 +206,7 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := rep.Settings[i]
-		if k != s.TopK || ok != s.OK || math.Abs(p50-s.TTFTP50Ms) > 0.001 || math.Abs(p95-s.TTFTP95Ms) > 0.001 ||
+		if k != s.TopK || ok != s.OK || math.Abs(p50-s.TTFTP50Ms) > 0.002 || math.Abs(p95-s.TTFTP95Ms) > 0.002 ||
 			math.Abs(tokens-s.PromptTokensMean) > 0.05 || recall == nil || *recall != *s.Recall {
 			t.Errorf("sweep_results row k=%d ok=%d p50=%.3f p95=%.3f tokens=%.2f recall=%v; the report says %+v", k, ok, p50, p95, tokens, recall, s)
 		}
@@ -452,5 +452,19 @@ func TestSweepWarmCacheWarns(t *testing.T) {
 	if !rep.Params.WarmCache || len(rep.Warnings) != 1 || s.CachedShare == nil || *s.CachedShare < 0.5 || s.CacheHits < 12 {
 		t.Errorf("warm cache %v, warnings %q, cached share %v, %d hits of %d; want runs 2 and 3 of all 6 questions served from the cache",
 			rep.Params.WarmCache, rep.Warnings, s.CachedShare, s.CacheHits, s.CacheKnown)
+	}
+}
+
+// TestAdmissionNoteSaysOnceHowToLiftTheRate: a sweep paced by serve's
+// per-caller rate says so once, with the flag that lifts it.
+func TestAdmissionNoteSaysOnceHowToLiftTheRate(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	note := admissionNote(&b)
+	note(429, "rate_limited", time.Second)
+	note(429, "rate_limited", time.Second)
+	out := b.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, "429 rate_limited") || !strings.Contains(out, "--rate 0") {
+		t.Errorf("note:\n%s", out)
 	}
 }
