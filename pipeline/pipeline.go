@@ -51,7 +51,8 @@ type Config struct {
 	// Now reads the query's clock; nil means time.Now. Readings must carry
 	// a monotonic part (or be a test's fake clock that only moves forward).
 	Now func() time.Time
-	// NewID makes a query id; nil means a random UUID.
+	// NewID makes a query id; nil means NewQueryID (a time-ordered UUIDv7,
+	// from which the store derives the day partition to read).
 	NewID func() string
 }
 
@@ -101,7 +102,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = uuid.NewString
+		cfg.NewID = NewQueryID
 	}
 	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt), memo: newTokenMemo(cfg.Counter),
 		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n")}, nil
@@ -762,4 +763,17 @@ func trimToTokens(c TokenCounter, text string, limit int) string {
 		}
 	}
 	return strings.Join(words[:lo], " ")
+}
+
+// NewQueryID returns a new query id: a UUIDv7, whose first 48 bits are the
+// Unix time in milliseconds. Ids made one after the other sort by time (the
+// primary-key index grows at its right edge), and a reader can tell from an
+// id alone which day partition holds the query. It falls back to a random
+// (v4) UUID if the system's random source fails.
+func NewQueryID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
 }
