@@ -193,6 +193,12 @@ func (r *Recorder) Record(rec pipeline.Record) {
 	if r.opts.Spool != nil && (r.spooling || r.closed || full) {
 		if !r.spooling && !r.closed {
 			r.startSpooling("memory queue full")
+			// The queue goes first, so records enter the spool in order
+			// and none whose done was sent waits in memory for a write
+			// that may never come (PostgreSQL away, the process killed).
+			queue := r.queue
+			r.queue = nil
+			r.spoolLocked(queue)
 		}
 		r.spoolLocked([]pipeline.Record{rec})
 		r.mu.Unlock()
