@@ -48,6 +48,47 @@ const seriesSQL = `SELECT date_bin($3::interval, created_at, '2000-01-01 00:00:0
 FROM queries WHERE created_at >= $1 AND created_at < $2%s
 GROUP BY 1 ORDER BY 1`
 
+// rollupAfter is how long a window must be for Stats to read its totals and
+// series from the roll-ups (as stage_percentiles does): an hour and a
+// minute of grace, so that "the last hour" stays exact.
+const rollupAfter = 61 * time.Minute
+
+// rollupTotalsSQL is totalsSQL from the roll-ups of [$1, $2).
+const rollupTotalsSQL = `SELECT queries, queries - failed AS ok, errors, cancelled,
+	p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms, cache_hit_rate
+FROM (
+	SELECT coalesce(sum(n) FILTER (WHERE stage = 'e2e'), 0)::bigint AS queries,
+		coalesce(sum(n) FILTER (WHERE stage IN ('e2e_error', 'e2e_cancelled')), 0)::bigint AS failed,
+		coalesce(sum(n) FILTER (WHERE stage = 'e2e_error'), 0)::bigint AS errors,
+		coalesce(sum(n) FILTER (WHERE stage = 'e2e_cancelled'), 0)::bigint AS cancelled,
+		rollup_percentiles(rollup_hist_sum(hist) FILTER (WHERE stage = 'ttft'), ARRAY[0.5, 0.95, 0.99]) AS p,
+		sum(sum_ms) FILTER (WHERE stage = 'tokens_cached') / nullif(sum(sum_ms) FILTER (WHERE stage = 'tokens_prompt'), 0) AS cache_hit_rate
+	FROM query_rollups_between($1, $2)
+	WHERE stage IN ('e2e', 'e2e_error', 'e2e_cancelled', 'ttft', 'tokens_prompt', 'tokens_cached')
+) x`
+
+// rollupSeriesSQL is seriesSQL from the roll-ups of [$1, $2): a share is
+// the mean of the queries' shares (sum / n), as avg over raw rows.
+const rollupSeriesSQL = `SELECT time, queries, p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms,
+	queue_share, retrieval_share, llm_connect_share, llm_prefill_share, overhead_share, cache_hit_rate
+FROM (
+	SELECT date_bin($3::interval, start, '2000-01-01 00:00:00+00') AS time,
+		coalesce(sum(n) FILTER (WHERE stage = 'e2e'), 0)::bigint AS queries,
+		rollup_percentiles(rollup_hist_sum(hist) FILTER (WHERE stage = 'ttft'), ARRAY[0.5, 0.95, 0.99]) AS p,
+		sum(sum_ms) FILTER (WHERE stage = 'share_queue') / nullif(sum(n) FILTER (WHERE stage = 'share_queue'), 0) AS queue_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_retrieval') / nullif(sum(n) FILTER (WHERE stage = 'share_retrieval'), 0) AS retrieval_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_llm_connect') / nullif(sum(n) FILTER (WHERE stage = 'share_llm_connect'), 0) AS llm_connect_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_llm_prefill') / nullif(sum(n) FILTER (WHERE stage = 'share_llm_prefill'), 0) AS llm_prefill_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_overhead') / nullif(sum(n) FILTER (WHERE stage = 'share_overhead'), 0) AS overhead_share,
+		sum(sum_ms) FILTER (WHERE stage = 'tokens_cached') / nullif(sum(sum_ms) FILTER (WHERE stage = 'tokens_prompt'), 0) AS cache_hit_rate
+	FROM query_rollups_between($1, $2)
+	WHERE stage IN ('e2e', 'ttft', 'share_queue', 'share_retrieval', 'share_llm_connect', 'share_llm_prefill',
+	                'share_overhead', 'tokens_prompt', 'tokens_cached')
+	GROUP BY 1
+) x
+WHERE queries > 0
+ORDER BY 1`
+
 // hourFrom is the views' hour expression; a filter on it uses queries_hour_idx.
 const hourFrom = `date_trunc('hour', $1::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`
 
@@ -70,12 +111,18 @@ func (s *Store) Stats(ctx context.Context, since time.Time, keyID string) (pipel
 	if keyID != "" {
 		return s.keyStats(ctx, tx, st, since, until, bucket, keyID)
 	}
-	rows, _ := tx.Query(ctx, fmt.Sprintf(totalsSQL, ""), since, until)
+	// A window longer than an hour reads the roll-ups (within 1 % for the
+	// percentiles, to the minute), not every raw row of it.
+	totals, series := fmt.Sprintf(totalsSQL, ""), fmt.Sprintf(seriesSQL, "")
+	if until.Sub(since) > rollupAfter {
+		totals, series = rollupTotalsSQL, rollupSeriesSQL
+	}
+	rows, _ := tx.Query(ctx, totals, since, until)
 	if st.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals]); err != nil {
 		return pipeline.Stats{}, fmt.Errorf("read stats totals: %w", err)
 	}
 	reads := []statsRead{
-		{"series", fmt.Sprintf(seriesSQL, ""), []any{since, until, bucket}, collect(&st.Series)},
+		{"series", series, []any{since, until, bucket}, collect(&st.Series)},
 		{"stage_percentiles", `SELECT * FROM stage_percentiles($1)`, []any{since}, collect(&st.StagePercentiles)},
 		{"ttft_tail", `SELECT * FROM ttft_tail WHERE hour >= ` + hourFrom + ` ORDER BY hour, model`, []any{since}, collect(&st.TTFTTail)},
 		{"topk_tradeoff", `SELECT * FROM topk_tradeoff($1)`, []any{since}, collect(&st.TopK)},

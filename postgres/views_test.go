@@ -61,13 +61,22 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 			t.Errorf("topk_tradeoff row %s/%s top_k %d ok %d p50 %v, want p50 %v", k.Provider, k.Model, k.TopK, k.OK, deref(k.TTFTP50Ms), w)
 		}
 	}
-	if len(st.TTFTTail) != 2 {
-		t.Fatalf("ttft_tail has %d rows, want 2 (one hour, two providers): %+v", len(st.TTFTTail), st.TTFTTail)
+	// The queries span the last ten minutes: one hour, or two when the test
+	// runs just after the hour turned, per provider.
+	if len(st.TTFTTail) != 2 && len(st.TTFTTail) != 4 {
+		t.Fatalf("ttft_tail has %d rows, want one per hour and provider: %+v", len(st.TTFTTail), st.TTFTTail)
 	}
+	answered := map[string]int64{}
 	for _, tt := range st.TTFTTail {
 		// ttft_tail reads the roll-ups: within 1 % (and 0.001 ms of rounding).
-		if w := want[tt.Provider+"/"+tt.Model]; tt.P50Ms == nil || math.Abs(*tt.P50Ms-w) > 0.01*w+0.001 || tt.Answered != 5 {
-			t.Errorf("ttft_tail row %s/%s p50 %v answered %d, want %v and 5", tt.Provider, tt.Model, deref(tt.P50Ms), tt.Answered, w)
+		answered[tt.Provider+"/"+tt.Model] += tt.Answered
+		if w := want[tt.Provider+"/"+tt.Model]; tt.P50Ms == nil || math.Abs(*tt.P50Ms-w) > 0.01*w+0.001 {
+			t.Errorf("ttft_tail row %s/%s p50 %v, want %v", tt.Provider, tt.Model, deref(tt.P50Ms), w)
+		}
+	}
+	for pm := range want {
+		if answered[pm] != 5 {
+			t.Errorf("ttft_tail answered %d for %s, want 5", answered[pm], pm)
 		}
 	}
 	prefill := map[string]pipeline.StagePercentile{}
@@ -79,11 +88,18 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	if len(prefill) != 2 || !near(prefill["extractive/extractive"].P50Ms, 2) || !near(prefill["openai/gpt-x"].P50Ms, 149) {
 		t.Errorf("stage_percentiles llm_prefill per provider: %+v, want p50 2 and 149", prefill)
 	}
-	if len(st.CacheHitRate) != 2 {
-		t.Errorf("cache_hit_rate has %d rows, want 2", len(st.CacheHitRate))
+	if len(st.CacheHitRate) != 2 && len(st.CacheHitRate) != 4 {
+		t.Errorf("cache_hit_rate has %d rows, want 2 (4 when the hour turned)", len(st.CacheHitRate))
 	}
-	if len(st.NetworkHealth) != 1 || st.NetworkHealth[0].Provider != "openai" || st.NetworkHealth[0].Model != "gpt-x" || st.NetworkHealth[0].LLMCalls != 5 {
-		t.Errorf("network_health %+v, want one row: openai gpt-x with 5 calls (extractive makes none)", st.NetworkHealth)
+	var calls int64
+	for _, nh := range st.NetworkHealth {
+		calls += nh.LLMCalls
+		if nh.Provider != "openai" || nh.Model != "gpt-x" {
+			t.Errorf("network_health row %+v, want only openai gpt-x (extractive makes no calls)", nh)
+		}
+	}
+	if n := len(st.NetworkHealth); n < 1 || n > 2 || calls != 5 {
+		t.Errorf("network_health %+v, want openai gpt-x with 5 calls in one row (two when the hour turned)", st.NetworkHealth)
 	}
 	for _, q := range st.SlowQueries {
 		if w := want[q.Provider+"/"+q.Model]; !near(q.TTFTMs, w) {
