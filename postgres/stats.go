@@ -68,7 +68,8 @@ FROM (
 ) x`
 
 // rollupSeriesSQL is seriesSQL from the roll-ups of [$1, $2): a share is
-// the mean of the queries' shares (sum / n), as avg over raw rows.
+// the mean of the queries' shares (sum / n), as avg over raw rows. Buckets
+// shorter than an hour are made of minute rows only.
 const rollupSeriesSQL = `SELECT time, queries, p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms,
 	queue_share, retrieval_share, llm_connect_share, llm_prefill_share, overhead_share, cache_hit_rate
 FROM (
@@ -81,7 +82,12 @@ FROM (
 		sum(sum_ms) FILTER (WHERE stage = 'share_llm_prefill') / nullif(sum(n) FILTER (WHERE stage = 'share_llm_prefill'), 0) AS llm_prefill_share,
 		sum(sum_ms) FILTER (WHERE stage = 'share_overhead') / nullif(sum(n) FILTER (WHERE stage = 'share_overhead'), 0) AS overhead_share,
 		sum(sum_ms) FILTER (WHERE stage = 'tokens_cached') / nullif(sum(sum_ms) FILTER (WHERE stage = 'tokens_prompt'), 0) AS cache_hit_rate
-	FROM query_rollups_between($1, $2)
+	FROM (
+		SELECT * FROM query_rollups_between($1, $2) WHERE $3::interval >= interval '1 hour'
+		UNION ALL
+		SELECT * FROM query_rollups WHERE $3::interval < interval '1 hour' AND span = 'minute'
+			AND start >= date_trunc('minute', $1::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AND start < $2
+	) r
 	WHERE stage IN ('e2e', 'ttft', 'share_queue', 'share_retrieval', 'share_llm_connect', 'share_llm_prefill',
 	                'share_overhead', 'tokens_prompt', 'tokens_cached')
 	GROUP BY 1
