@@ -268,10 +268,18 @@ func TestChatQueryIDIsReadableByBrowserApps(t *testing.T) {
 
 func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "big"}})
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "org/big"}})
 	status, body, _ := get(t, ts.URL+"/v1/models")
-	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
+	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
 		t.Errorf("%d %s", status, body)
+	}
+	if status, body, _ := get(t, ts.URL+"/v1/models/org/big"); status != 200 || body != `{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}`+"\n" {
+		t.Errorf("/v1/models/org/big: %d %s", status, body)
+	}
+	var e openAIErrBody
+	if status, body, _ := get(t, ts.URL+"/v1/models/other"); status != 404 || json.Unmarshal([]byte(body), &e) != nil ||
+		e.Error.Code != "not_found" || e.Error.Type != "not_found_error" {
+		t.Errorf("/v1/models/other: %d %s", status, body)
 	}
 }
 

@@ -23,6 +23,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.POST("/ask", s.handleAskPost, ask)
 	e.POST("/v1/chat/completions", s.handleChatCompletions, ask)
 	e.GET("/v1/models", s.handleModels, ask)
+	e.GET("/v1/models/*", s.handleModel, ask)
 	e.GET("/v1/queries", s.handleListQueries, read)
 	e.GET("/v1/queries/:id", s.handleGetQuery, read)
 	e.GET("/v1/documents", s.handleListDocuments, docs)

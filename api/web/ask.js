@@ -49,6 +49,9 @@ import { ask as askRagtime } from "/client.js";
       onMeta: m => {
         $("answer-meta").textContent = `${m.model} via ${m.provider} · top_k ${m.top_k} · query ${m.query_id}`;
       },
+      // The connection dropped: the client resumes the stream where it
+      // stopped (the query keeps running on the server meanwhile).
+      onReconnect: r => { $("answer-meta").textContent += ` · connection lost, resuming (${r.attempt})`; },
       onStage: s => {
         const gap = performance.now() - sent - (s.start_ms + s.duration_ms);
         offset = offset === null ? gap : Math.min(offset, gap);
