@@ -408,3 +408,21 @@ func TestChatClientThatLeavesCancelsItsQuery(t *testing.T) {
 		t.Error("the query ran on for 10 s after its client left")
 	}
 }
+
+func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
+	t.Parallel()
+	s := &chatStream{maxTokens: 10}
+	for _, tt := range []struct {
+		provider   string
+		completion int
+		want       string
+	}{
+		{"stop", 10, "stop"}, {"length", 3, "length"}, {"end_turn", 10, "stop"}, {"max_tokens", 3, "length"},
+		{"stop_sequence", 3, "stop"}, {"", 3, "stop"}, {"", 10, "length"}, {"something_new", 3, "stop"},
+	} {
+		rec := pipeline.Record{FinishReason: tt.provider, Figures: pipeline.Figures{Usage: pipeline.Usage{CompletionTokens: tt.completion}}}
+		if got := *s.finishReason(rec); got != tt.want {
+			t.Errorf("provider %q with %d of 10 tokens: %q, want %q", tt.provider, tt.completion, got, tt.want)
+		}
+	}
+}

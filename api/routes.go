@@ -13,7 +13,7 @@ func (s *server) routes(e *echo.Echo) {
 	ask, read, docs, admin := s.need(auth.ScopeAsk), s.need(auth.ScopeRead), s.need(auth.ScopeDocuments), s.need(auth.ScopeAdmin)
 	e.GET("/", s.page("ask.html"))
 	e.GET("/queries", s.page("queries.html"))
-	e.GET("/queries/:id", s.page("query.html"))
+	e.GET("/queries/:id", s.queryPage)
 	e.GET("/dashboard", s.page("dashboard.html"))
 	e.GET("/static/*", s.handleStatic)
 	e.GET("/client.js", s.handleClientJS)
@@ -30,5 +30,6 @@ func (s *server) routes(e *echo.Echo) {
 	e.POST("/v1/documents", s.handlePutDocuments, docs)
 	e.DELETE("/v1/documents/:id", s.handleDeleteDocument, docs)
 	e.GET("/v1/stats", s.handleStats, read)
+	e.GET("/v1/stats/models", s.handleStatsModels, read)
 	e.GET("/metrics", s.handleMetrics, admin)
 }

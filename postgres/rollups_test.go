@@ -298,11 +298,22 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 		case 2:
 			r.Status = pipeline.StatusCancelled
 		}
+		if i%4 == 3 {
+			r.Model = "other-model"
+		}
 		recs = append(recs, r)
 	}
 	recordAll(t, pool, recs...)
 	store := postgres.NewStore(pool)
-	st, err := store.Stats(ctx, since, "")
+	// A model filter applies to the roll-ups' rows as to the raw ones.
+	other, err := store.Stats(ctx, pipeline.StatsFilter{Since: since, Model: "other-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Totals.Queries != 100 || len(other.Models) != 2 || len(other.Series) == 0 {
+		t.Errorf("stats of other-model: %d queries, models %+v, %d points; want 100 of 2 models", other.Totals.Queries, other.Models, len(other.Series))
+	}
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: since})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +366,7 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 	if _, err := pool.Exec(ctx, "TRUNCATE queries, query_stages"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = store.Stats(ctx, since, ""); err != nil {
+	if st, err = store.Stats(ctx, pipeline.StatsFilter{Since: since}); err != nil {
 		t.Fatal(err)
 	}
 	check(st) // the same, without a raw row
