@@ -167,6 +167,11 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if c.ingestWait <= 0 {
 		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
 	}
+	if c.parts.store == "qdrant" {
+		if err := c.parts.qdrant.Validate(); err != nil {
+			problems["qdrant-cluster"] = err.Error()
+		}
+	}
 	if c.maxConcurrent < 0 {
 		problems["max-concurrent"] = fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)
 	}
