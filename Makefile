@@ -19,10 +19,12 @@ run: build
 	./$(BIN) serve --database-url '$(DATABASE_URL)' --data-dir ./data --addr '$(ADDR)'
 
 # Every test, against a real PostgreSQL (started here when installed but down)
-# and a headless Chromium for the pages (installed here when missing).
+# and a headless Chromium for the pages (installed here when missing), and the
+# npm OpenAI clients the front door is tested with (npm ci, once per lock file).
 test:
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
 	@scripts/ensure-chromium.sh
+	@scripts/ensure-npm-clients.sh
 	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	$(GO) vet ./...
 	# The Helm chart, rendered and decoded with helm's and k8s.io's Go packages

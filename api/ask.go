@@ -149,9 +149,18 @@ func bodyError(err error, limit int64) error {
 }
 
 // ask validates req and, only when it is valid and the caller may ask for
-// its model, starts the stream. The caller's tenant filter and key id go
-// with the request.
+// its model, starts the stream.
 func (s *server) ask(c echo.Context, req pipeline.Request) error {
+	return s.admitAsk(c, &req, func(req pipeline.Request) { s.streams.run(c, s.deps.Asker, req) })
+}
+
+// admitAsk is every ask's way in, /ask's and /v1/chat/completions' alike:
+// it validates req, checks that the caller may ask for its model, gives it
+// the caller's tenant filter and key id, admits it (rate and concurrency
+// limits; the wait is its queue stage) and runs answer with it, holding
+// the admission until answer returns. Nothing is run, and no query
+// recorded, when it returns an error.
+func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(pipeline.Request)) error {
 	if err := req.NormalizeWith(s.deps.MaxQuestionChars, s.deps.Defaults); err != nil {
 		return err
 	}
@@ -162,13 +171,13 @@ func (s *server) ask(c echo.Context, req pipeline.Request) error {
 	if caller.Key != nil {
 		req.Scope, req.KeyID = caller.Key.Filter, caller.Key.ID
 	}
-	ticket, err := s.admit(c, caller, &req)
+	ticket, err := s.admit(c, caller, req)
 	if err != nil {
 		return err
 	}
 	if ticket != nil {
 		defer ticket.Release()
 	}
-	s.streams.run(c, s.deps.Asker, req)
+	answer(*req)
 	return nil
 }

@@ -100,6 +100,13 @@ func (s *server) handleError(err error, c echo.Context) {
 	if ae.retryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
+	if openAIRoute(c.Request().URL.Path) {
+		if ae.Code == "model_denied" && ae.Field == "" {
+			ae.Field = "model"
+		}
+		_ = c.JSON(ae.Status, map[string]openAIError{"error": asOpenAIError(ae)})
+		return
+	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})
 }
 

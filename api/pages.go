@@ -45,6 +45,20 @@ func (s *server) handleStatic(c echo.Context) error {
 	return nil
 }
 
+// handleClientJS serves /client.js, ragtime's browser client: an ES
+// module any page may import, from this server or (with CORS: module
+// scripts are fetched in cors mode) from another site; it holds no secret.
+func (s *server) handleClientJS(c echo.Context) error {
+	b, err := fs.ReadFile(webFS, "client.js")
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Access-Control-Allow-Origin", "*")
+	return c.Blob(http.StatusOK, "text/javascript; charset=utf-8", b)
+}
+
 // handleMetrics serves Prometheus metrics when they are configured.
 func (s *server) handleMetrics(c echo.Context) error {
 	if s.deps.Metrics == nil {

@@ -63,6 +63,10 @@ type Deps struct {
 	// Keys checks API keys; nil runs the server open (every caller may do
 	// everything), as does a keyring without keys.
 	Keys Authenticator
+	// DefaultModel is the configured model (--llm-model): always allowed,
+	// listed first by /v1/models, and what a chat completion naming it
+	// asks for (as an empty model in /ask).
+	DefaultModel string
 	// AllowedModels, when not empty, are the only models a request may ask
 	// for (--allowed-models); a key may narrow them further.
 	AllowedModels []string
@@ -202,7 +206,7 @@ func (s *server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		// its access line is debug: at hundreds of asks a second the log
 		// line was a measurable share of the CPU per ask.
 		level := slog.LevelInfo
-		if c.Path() == "/ask" && c.Response().Status < 400 {
+		if (c.Path() == "/ask" || c.Path() == "/v1/chat/completions") && c.Response().Status < 400 {
 			level = slog.LevelDebug
 		}
 		if s.log.Enabled(c.Request().Context(), level) {

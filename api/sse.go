@@ -79,13 +79,15 @@ type streamHub struct {
 	opts StreamOptions
 	mu   sync.Mutex
 	byID map[string]*eventLog // running queries that sent their meta event
-	open map[*eventLog]struct{}
+	// open holds every running stream's cancel, keyed by its *eventLog (or
+	// another stream's own pointer), so shutdown can end them all.
+	open map[any]context.CancelCauseFunc
 	idle chan struct{} // closed when open empties; nil when nobody waits
 }
 
 func newStreamHub(opts StreamOptions) *streamHub {
 	opts.defaults()
-	return &streamHub{opts: opts, byID: map[string]*eventLog{}, open: map[*eventLog]struct{}{}}
+	return &streamHub{opts: opts, byID: map[string]*eventLog{}, open: map[any]context.CancelCauseFunc{}}
 }
 
 // run answers one admitted ask as an SSE stream on c, from the handler's
@@ -97,7 +99,7 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	defer cancel(nil)
 	l := &eventLog{hub: h, cancel: cancel, stop: make(chan struct{}), keyID: req.KeyID}
 	h.mu.Lock()
-	h.open[l] = struct{}{}
+	h.open[l] = cancel
 	h.mu.Unlock()
 
 	l.mu.Lock()
@@ -110,6 +112,24 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	}
 	asker.Run(ctx, req, l)
 	l.end()
+}
+
+// runPlain answers one admitted ask on out, a stream that cannot be
+// resumed (the OpenAI-compatible route: its clients do not reconnect). The
+// query runs in the request's context, so a client that leaves cancels it
+// at once; shutdown ends it as it ends the /ask streams.
+func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, out pipeline.Stream) {
+	ctx, cancel := context.WithCancelCause(c.Request().Context())
+	defer cancel(nil)
+	h.mu.Lock()
+	h.open[out] = cancel
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.closeLocked(out)
+		h.mu.Unlock()
+	}()
+	asker.Run(ctx, req, out)
 }
 
 // resume serves a request carrying Last-Event-ID: the events after it of a
@@ -151,8 +171,8 @@ func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 // how many are still open.
 func (h *streamHub) endAll(ctx context.Context, cause error) int {
 	h.mu.Lock()
-	for l := range h.open {
-		l.cancel(cause)
+	for _, cancel := range h.open {
+		cancel(cause)
 	}
 	if len(h.open) == 0 {
 		h.mu.Unlock()
@@ -175,10 +195,15 @@ func (h *streamHub) endAll(ctx context.Context, cause error) int {
 func (h *streamHub) remove(l *eventLog) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	delete(h.open, l)
 	if h.byID[l.id] == l {
 		delete(h.byID, l.id)
 	}
+	h.closeLocked(l)
+}
+
+// closeLocked forgets the open stream key; the last one wakes endAll.
+func (h *streamHub) closeLocked(key any) {
+	delete(h.open, key)
 	if len(h.open) == 0 && h.idle != nil {
 		close(h.idle)
 		h.idle = nil

@@ -49,17 +49,19 @@ func (anthropicDialect) chatPath() string   { return "/messages" }
 func (anthropicDialect) modelsPath() string { return "/models" }
 
 type anthropicRequest struct {
-	Model     string             `json:"model"`
-	MaxTokens int                `json:"max_tokens"`
-	System    string             `json:"system,omitempty"`
-	Messages  []pipeline.Message `json:"messages"`
-	Stream    bool               `json:"stream"`
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens"`
+	// Temperature is Anthropic's 0–1; a higher value is refused upstream.
+	Temperature *float64           `json:"temperature,omitempty"`
+	System      string             `json:"system,omitempty"`
+	Messages    []pipeline.Message `json:"messages"`
+	Stream      bool               `json:"stream"`
 }
 
 // encode moves system messages into the top-level system field, as the
 // Messages API wants them.
 func (anthropicDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
-	body := anthropicRequest{Model: model, MaxTokens: req.MaxTokens, Stream: true}
+	body := anthropicRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: true}
 	if body.MaxTokens <= 0 {
 		body.MaxTokens = anthropicMaxTokens
 	}

@@ -58,13 +58,14 @@ type ollamaRequest struct {
 }
 
 type ollamaOptions struct {
-	NumPredict int `json:"num_predict,omitempty"`
+	NumPredict  int      `json:"num_predict,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
 }
 
 func (ollamaDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
 	body := ollamaRequest{Model: model, Messages: messagesOf(req), Stream: true}
-	if req.MaxTokens > 0 {
-		body.Options = &ollamaOptions{NumPredict: req.MaxTokens}
+	if req.MaxTokens > 0 || req.Temperature != nil {
+		body.Options = &ollamaOptions{NumPredict: max(req.MaxTokens, 0), Temperature: req.Temperature}
 	}
 	return json.Marshal(body)
 }

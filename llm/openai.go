@@ -50,6 +50,7 @@ type chatRequest struct {
 	Model         string             `json:"model"`
 	Messages      []pipeline.Message `json:"messages"`
 	MaxTokens     int                `json:"max_tokens,omitempty"`
+	Temperature   *float64           `json:"temperature,omitempty"`
 	Stream        bool               `json:"stream"`
 	StreamOptions streamOptions      `json:"stream_options"`
 }
@@ -63,6 +64,7 @@ func (openaiDialect) encode(model string, req pipeline.GenerateRequest) ([]byte,
 		Model:         model,
 		Messages:      messagesOf(req),
 		MaxTokens:     max(req.MaxTokens, 0),
+		Temperature:   req.Temperature,
 		Stream:        true,
 		StreamOptions: streamOptions{IncludeUsage: true},
 	})

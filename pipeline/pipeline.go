@@ -299,7 +299,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 
 	// generate
 	greq := GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
-		Question: q.req.Question, Sources: prompt.sources}
+		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
 	gen, err := cfg.Generator.Generate(ctx, greq, func(d Delta) error { return q.emit(out, d) })
 	q.gen = gen
 	if gen.Usage.PromptTokens == 0 {
@@ -649,8 +649,9 @@ const (
 )
 
 // assemble builds the prompt: system instructions first (stable, so a
-// provider's prefix cache can reuse it), then the sources in rank order,
-// then the question last. It drops the lowest-ranked chunks that do not fit
+// provider's prefix cache can reuse it), then the conversation's earlier
+// messages (Request.History, which only grows from turn to turn), then one
+// user message with the sources in rank order and the question last. It drops the lowest-ranked chunks that do not fit
 // the context budget, and trims a lone first chunk that alone exceeds it.
 func (q *query) assemble(hits []Hit) promptParts {
 	cfg := q.p.cfg
@@ -697,13 +698,17 @@ func (q *query) assemble(hits []Hit) promptParts {
 	}
 	user.WriteString("Question: ")
 	user.WriteString(q.req.Question)
-	parts.messages = []Message{
-		{Role: "system", Content: cfg.SystemPrompt},
-		{Role: "user", Content: user.String()},
+	parts.messages = make([]Message, 0, 2+len(q.req.History))
+	parts.messages = append(parts.messages, Message{Role: "system", Content: cfg.SystemPrompt})
+	historyTokens := 0
+	for _, m := range q.req.History {
+		parts.messages = append(parts.messages, m)
+		historyTokens += tokensPerMessage + cfg.Counter.Count(m.Content)
 	}
+	parts.messages = append(parts.messages, Message{Role: "user", Content: user.String()})
 	// The user message is counted from its parts, so the context is not
 	// tokenized a second time.
-	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + q.p.frameTokens +
+	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens + q.p.frameTokens +
 		parts.contextTokens + len(blocks)*q.p.sepTokens + cfg.Counter.Count("Question: "+q.req.Question)
 	return parts
 }

@@ -449,6 +449,19 @@ func TestNormalize(t *testing.T) {
 		{"tabs and newlines are fine", Request{Question: "what\tis\nttft\r\n?", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, ""},
 		{"control character in model", Request{Question: "q", Model: "gpt\x00x", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "model_invalid"},
 		{"newline in model", Request{Question: "q", Model: "gpt\nx", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}, "model_invalid"},
+		{"history ok", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset,
+			History: []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}, {Role: "assistant", Content: ""}}}, ""},
+		{"history tool role", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset,
+			History: []Message{{Role: "tool", Content: "x"}}}, "history_invalid"},
+		{"history NUL", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset,
+			History: []Message{{Role: "user", Content: "a\x00b"}}}, "history_invalid"},
+		{"history too many", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset,
+			History: make([]Message, MaxHistory+1)}, "history_too_long"},
+		{"history too long", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset,
+			History: []Message{{Role: "user", Content: strings.Repeat("x", MaxHistoryChars+1)}}}, "history_too_long"},
+		{"temperature 2.5", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset, Temperature: ptr(2.5)}, "temperature_out_of_range"},
+		{"temperature -1", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset, Temperature: ptr(-1.0)}, "temperature_out_of_range"},
+		{"temperature 0", Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset, Temperature: ptr(0.0)}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -727,5 +740,44 @@ func TestPrefillUnexplained(t *testing.T) {
 	rec = p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
 	if rec.PrefillUnexplainedMs != nil {
 		t.Errorf("unexplained %v without a server prefill, want nil", *rec.PrefillUnexplainedMs)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestHistoryGoesBetweenSystemAndSources: a conversation's earlier
+// messages reach the model after the system prompt and before the user
+// message with the sources and the question, are counted in prompt_tokens,
+// and play no part in retrieval (the question alone is embedded).
+func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "ok"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	plain := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), &recStream{})
+
+	req := request(t, "What is TTFT?", 5, 2)
+	req.History = []Message{{Role: "system", Content: "Answer briefly."}, {Role: "user", Content: "hello there"}, {Role: "assistant", Content: "hi"}}
+	req.Temperature = ptr(0.2)
+	rec := p.Run(context.Background(), req, &recStream{})
+	msgs := gen.got.Messages
+	if len(msgs) != 5 || msgs[0].Role != "system" || msgs[0].Content != DefaultSystemPrompt ||
+		msgs[1] != req.History[0] || msgs[2] != req.History[1] || msgs[3] != req.History[2] ||
+		msgs[4].Role != "user" || !strings.HasSuffix(msgs[4].Content, "Question: What is TTFT?") {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if gen.got.Temperature == nil || *gen.got.Temperature != 0.2 {
+		t.Errorf("temperature %v, want 0.2", gen.got.Temperature)
+	}
+	// The assemble stage's count (the generator reports its own usage):
+	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
+	counted := func(r Record) int {
+		for _, s := range r.Stages {
+			if s.Name == StageAssemble {
+				return s.Attrs["prompt_tokens"].(int)
+			}
+		}
+		return -1
+	}
+	if want := counted(plain) + 5 + 3*3; counted(rec) != want {
+		t.Errorf("prompt tokens %d with history, %d without; want %d", counted(rec), counted(plain), want)
 	}
 }

@@ -114,10 +114,13 @@ type GenerateRequest struct {
 	// Model overrides the generator's configured model when not empty.
 	Model string
 	// Messages is the prompt: the stable system part first, then the
-	// retrieved context in rank order, then the question.
+	// conversation's earlier messages (Request.History), then one user
+	// message with the retrieved context in rank order and the question.
 	Messages []Message
 	// MaxTokens bounds the answer.
 	MaxTokens int
+	// Temperature, when set, is the sampling temperature to send.
+	Temperature *float64
 	// Question is the user's question, verbatim.
 	Question string
 	// Sources are the chunks in the context, in rank order; source n (1-based)

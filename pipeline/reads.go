@@ -134,20 +134,25 @@ type SeriesPoint struct {
 	CacheHitRate   *float64  `json:"cache_hit_rate" db:"cache_hit_rate"`
 }
 
-// StagePercentile is one row of stage_percentiles(since).
+// StagePercentile is one row of stage_percentiles(since): one stage of
+// one provider and model.
 type StagePercentile struct {
-	Stage string   `json:"stage" db:"stage"`
-	N     int64    `json:"n" db:"n"`
-	P50Ms *float64 `json:"p50_ms" db:"p50_ms"`
-	P90Ms *float64 `json:"p90_ms" db:"p90_ms"`
-	P95Ms *float64 `json:"p95_ms" db:"p95_ms"`
-	P99Ms *float64 `json:"p99_ms" db:"p99_ms"`
-	MaxMs *float64 `json:"max_ms" db:"max_ms"`
+	Provider string   `json:"provider" db:"provider"`
+	Model    string   `json:"model" db:"model"`
+	Stage    string   `json:"stage" db:"stage"`
+	N        int64    `json:"n" db:"n"`
+	P50Ms    *float64 `json:"p50_ms" db:"p50_ms"`
+	P90Ms    *float64 `json:"p90_ms" db:"p90_ms"`
+	P95Ms    *float64 `json:"p95_ms" db:"p95_ms"`
+	P99Ms    *float64 `json:"p99_ms" db:"p99_ms"`
+	MaxMs    *float64 `json:"max_ms" db:"max_ms"`
 }
 
-// TTFTTail is one row of the ttft_tail view.
+// TTFTTail is one row of the ttft_tail view: one hour of one provider and
+// model.
 type TTFTTail struct {
 	Hour       time.Time `json:"hour" db:"hour"`
+	Provider   string    `json:"provider" db:"provider"`
 	Model      string    `json:"model" db:"model"`
 	Queries    int64     `json:"queries" db:"queries"`
 	Answered   int64     `json:"answered" db:"answered"`
@@ -157,8 +162,11 @@ type TTFTTail struct {
 	P99OverP50 *float64  `json:"p99_over_p50" db:"p99_over_p50"`
 }
 
-// TopKTradeoff is one row of topk_tradeoff(since).
+// TopKTradeoff is one row of topk_tradeoff(since): one top_k of one
+// provider and model.
 type TopKTradeoff struct {
+	Provider           string   `json:"provider" db:"provider"`
+	Model              string   `json:"model" db:"model"`
 	TopK               int      `json:"top_k" db:"top_k"`
 	Queries            int64    `json:"queries" db:"queries"`
 	OK                 int64    `json:"ok" db:"ok"`
@@ -170,9 +178,11 @@ type TopKTradeoff struct {
 	RetrievalShareMean *float64 `json:"retrieval_share_mean" db:"retrieval_share_mean"`
 }
 
-// CacheHitRate is one row of the cache_hit_rate view.
+// CacheHitRate is one row of the cache_hit_rate view: one hour of one
+// provider and model.
 type CacheHitRate struct {
 	Hour         time.Time `json:"hour" db:"hour"`
+	Provider     string    `json:"provider" db:"provider"`
 	Model        string    `json:"model" db:"model"`
 	Queries      int64     `json:"queries" db:"queries"`
 	PromptTokens int64     `json:"prompt_tokens" db:"prompt_tokens"`
@@ -185,10 +195,13 @@ type CacheHitRate struct {
 	UnknownQueries int64 `json:"unknown_queries" db:"unknown_queries"`
 }
 
-// NetworkHealth is one row of the network_health view.
+// NetworkHealth is one row of the network_health view: one hour of one
+// provider and model reached over the network (extractive, which answers
+// in-process, has none).
 type NetworkHealth struct {
 	Hour                time.Time `json:"hour" db:"hour"`
 	Provider            string    `json:"provider" db:"provider"`
+	Model               string    `json:"model" db:"model"`
 	LLMCalls            int64     `json:"llm_calls" db:"llm_calls"`
 	ReusedShare         *float64  `json:"reused_share" db:"reused_share"`
 	ConnectP50Ms        *float64  `json:"llm_connect_p50_ms" db:"llm_connect_p50_ms"`
@@ -199,8 +212,9 @@ type NetworkHealth struct {
 
 // SlowQuery is one row of the slow_queries view.
 type SlowQuery struct {
-	ID             string    `json:"query_id" db:"id"`
+	ID             string    `json:"query_id" db:"query_id"`
 	CreatedAt      time.Time `json:"created_at" db:"created_at"`
+	Provider       string    `json:"provider" db:"provider"`
 	Model          string    `json:"model" db:"model"`
 	Status         string    `json:"status" db:"status"`
 	ErrorCode      *string   `json:"error_code" db:"error_code"`

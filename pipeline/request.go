@@ -18,6 +18,9 @@ const (
 	MaxMaxTokens       = 4096
 	DefaultMaxQuestion = 4000
 	MaxPromptNonce     = 64
+	// MaxHistory and MaxHistoryChars bound Request.History.
+	MaxHistory      = 100
+	MaxHistoryChars = 32000
 	// DefaultRerankTopN is the most reranked chunks a request gets into its
 	// context when it names no rerank_top_n and serve sets no default.
 	DefaultRerankTopN = 3
@@ -88,6 +91,16 @@ type Request struct {
 	// queries.sweep_id). Only in-process callers (the sweep) set it: outside
 	// callers cannot write into a sweep's results.
 	SweepID string `json:"-"`
+	// History is the conversation before the question (the earlier
+	// messages of an OpenAI-compatible chat request), oldest first, with
+	// roles system, user or assistant. The prompt holds it between the
+	// system prompt and the user message that carries the sources and the
+	// question; retrieval uses the question alone. At most MaxHistory
+	// messages of MaxHistoryChars characters in all.
+	History []Message `json:"-"`
+	// Temperature, when set, is passed to the model (0–2).
+	Temperature *float64 `json:"-"`
+
 	// Scope is the caller's tenant filter (an API key's --filter): every
 	// search is restricted to it, whatever Filter asks (see Filter.Within).
 	// Only the API sets it, from the key; it is not part of the request body.
@@ -170,6 +183,13 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 		return &ValidationError{Field: "prompt_nonce", Code: "prompt_nonce_invalid",
 			Message: fmt.Sprintf("prompt_nonce must be at most %d printable ASCII characters", MaxPromptNonce)}
 	}
+	if err := checkHistory(r.History); err != nil {
+		return err
+	}
+	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
+		return &ValidationError{Field: "temperature", Code: "temperature_out_of_range",
+			Message: fmt.Sprintf("temperature must be between 0 and 2, got %g", *t)}
+	}
 	if r.MaxContextTokens < 0 {
 		return &ValidationError{Field: "max_context_tokens", Code: "max_context_tokens_out_of_range",
 			Message: fmt.Sprintf("max_context_tokens must be 0 (the configured budget) or more, got %d", r.MaxContextTokens)}
@@ -180,4 +200,34 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 		}
 	}
 	return r.Filter.Check()
+}
+
+// checkHistory reports the first thing wrong with a conversation history:
+// too many messages or characters, a role other than system, user or
+// assistant, or content that is not UTF-8 or holds a NUL character. The
+// field it names is "history" (the API renames it to its own field).
+func checkHistory(h []Message) error {
+	if len(h) > MaxHistory {
+		return &ValidationError{Field: "history", Code: "history_too_long",
+			Message: fmt.Sprintf("the conversation has %d earlier messages; at most %d are allowed", len(h), MaxHistory)}
+	}
+	total := 0
+	for i, m := range h {
+		switch m.Role {
+		case "system", "user", "assistant":
+		default:
+			return &ValidationError{Field: fmt.Sprintf("history[%d].role", i), Code: "history_invalid",
+				Message: fmt.Sprintf("message %d has role %.40q; the roles are system, user and assistant", i, m.Role)}
+		}
+		if !utf8.ValidString(m.Content) || strings.ContainsRune(m.Content, 0) {
+			return &ValidationError{Field: fmt.Sprintf("history[%d].content", i), Code: "history_invalid",
+				Message: fmt.Sprintf("message %d must be UTF-8 without NUL characters", i)}
+		}
+		total += utf8.RuneCountInString(m.Content)
+	}
+	if total > MaxHistoryChars {
+		return &ValidationError{Field: "history", Code: "history_too_long",
+			Message: fmt.Sprintf("the earlier messages hold %d characters; at most %d are allowed", total, MaxHistoryChars)}
+	}
+	return nil
 }

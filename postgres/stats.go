@@ -128,7 +128,7 @@ func (s *Store) keyStats(ctx context.Context, tx pgx.Tx, st pipeline.Stats, sinc
 		{"stage_percentiles", `SELECT * FROM stage_percentiles($1, $2)`, []any{since, key}, collect(&st.StagePercentiles)},
 		{"topk_tradeoff", `SELECT * FROM topk_tradeoff($1, $2)`, []any{since, key}, collect(&st.TopK)},
 		{"slow_queries", `SELECT * FROM slow_queries WHERE created_at >= $1
-			AND id IN (SELECT id FROM queries WHERE key_id = $3 AND created_at >= $1)
+			AND query_id IN (SELECT id FROM queries WHERE key_id = $3 AND created_at >= $1)
 			ORDER BY ttft_ms DESC NULLS LAST, e2e_ms DESC LIMIT $2`, []any{since, SlowQueryLimit, key}, collect(&st.SlowQueries)},
 	})
 }

@@ -1,12 +1,13 @@
-// The ask page: streams /ask (rt.openStream: fetch, so the API key can go
-// in a header, which EventSource cannot send), renders the answer with its
-// citations, and draws the waterfall as stage events arrive.
-"use strict";
+// The ask page: asks through ragtime's browser client (/client.js: GET /ask
+// over EventSource, or POST over fetch when the page holds a secret key,
+// which only a header may carry), renders the answer with its citations,
+// and draws the waterfall as stage events arrive. A module: it imports the
+// client; rt comes from common.js, loaded before it.
+import { ask as askRagtime } from "/client.js";
 
 (() => {
   const $ = id => document.getElementById(id);
   const wf = new rt.Waterfall($("waterfall"));
-  let es = null;
 
   function renderAnswer(el, s) {
     // Citations [n] link to source n.
@@ -15,8 +16,11 @@
 
   function tile(label, value) { return `<div class="tile"><b>${value}</b><span>${rt.esc(label)}</span></div>`; }
 
+  let running = null; // the AbortController of the ask in flight
+
   function ask(question, topK) {
-    if (es) es.close();
+    if (running) running.abort();
+    const ctl = running = new AbortController();
     const answer = $("answer"), err = $("error");
     let text = "";
     answer.className = "answer streaming";
@@ -33,46 +37,40 @@
     const sent = performance.now();
     let offset = null, firstToken = false, ticker = null;
     const serverNow = () => performance.now() - sent - (offset ?? 0);
-
-    const url = "/ask?" + new URLSearchParams({ q: question, top_k: String(topK) });
-    es = rt.openStream(url);
     const finish = () => {
-      es.close();
-      es = null;
+      if (running === ctl) running = null;
       clearInterval(ticker);
       answer.classList.remove("streaming");
       $("ask-button").disabled = false;
     };
-    es.addEventListener("meta", e => {
-      const m = JSON.parse(e.data);
-      $("answer-meta").textContent = `${m.model} via ${m.provider} · top_k ${m.top_k} · query ${m.query_id}`;
-    });
-    es.addEventListener("stage", e => {
-      const s = JSON.parse(e.data);
-      const gap = performance.now() - sent - (s.start_ms + s.duration_ms);
-      offset = offset === null ? gap : Math.min(offset, gap);
-      wf.add(s);
-    });
-    es.addEventListener("sources", e => {
-      const src = JSON.parse(e.data).sources;
-      $("sources").innerHTML = src.map(s => `<li id="src-${s.rank}"><span class="rank">[${s.rank}]</span>
-        <b>${rt.esc(s.title || s.doc_id)}</b> <span class="meta">${rt.esc(s.doc_id)} · score ${s.score.toFixed(3)}${s.rerank_score != null ? " · rerank " + s.rerank_score.toFixed(2) : ""}</span>
-        <div class="text">${rt.esc(s.text.length > 280 ? s.text.slice(0, 280) + "…" : s.text)}</div></li>`).join("");
-      // The model is working: show it until its stages arrive.
-      const from = wf.spans.reduce((a, s) => Math.max(a, s.start_ms + s.duration_ms), 0);
-      ticker = setInterval(() => { if (wf.pending || !firstToken) wf.setPending(from, Math.max(serverNow(), from)); }, 100);
-    });
-    es.addEventListener("token", e => {
-      text += JSON.parse(e.data).text;
-      renderAnswer(answer, text);
-      if (!firstToken) {
-        firstToken = true;
-        wf.markTTFT(serverNow(), true);
-      }
-    });
-    es.addEventListener("reasoning", () => {});
-    es.addEventListener("done", e => {
-      const d = JSON.parse(e.data);
+
+    askRagtime(question, {
+      topK, key: rt.apiKey() || undefined, base: location.origin, signal: ctl.signal,
+      onMeta: m => {
+        $("answer-meta").textContent = `${m.model} via ${m.provider} · top_k ${m.top_k} · query ${m.query_id}`;
+      },
+      onStage: s => {
+        const gap = performance.now() - sent - (s.start_ms + s.duration_ms);
+        offset = offset === null ? gap : Math.min(offset, gap);
+        wf.add(s);
+      },
+      onSources: src => {
+        $("sources").innerHTML = src.map(s => `<li id="src-${s.rank}"><span class="rank">[${s.rank}]</span>
+          <b>${rt.esc(s.title || s.doc_id)}</b> <span class="meta">${rt.esc(s.doc_id)} · score ${s.score.toFixed(3)}${s.rerank_score != null ? " · rerank " + s.rerank_score.toFixed(2) : ""}</span>
+          <div class="text">${rt.esc(s.text.length > 280 ? s.text.slice(0, 280) + "…" : s.text)}</div></li>`).join("");
+        // The model is working: show it until its stages arrive.
+        const from = wf.spans.reduce((a, s) => Math.max(a, s.start_ms + s.duration_ms), 0);
+        ticker = setInterval(() => { if (wf.pending || !firstToken) wf.setPending(from, Math.max(serverNow(), from)); }, 100);
+      },
+      onToken: t => {
+        text += t;
+        renderAnswer(answer, text);
+        if (!firstToken) {
+          firstToken = true;
+          wf.markTTFT(serverNow(), true);
+        }
+      },
+    }).then(d => {
       finish();
       wf.finish(d);
       const u = d.usage || {};
@@ -83,18 +81,13 @@
         (d.prefill_unexplained_ms != null ? tile("before the server's prefill", rt.fmtMs(d.prefill_unexplained_ms)) : "") +
         `<div class="tile"><b><a href="/queries/${encodeURIComponent(d.query_id)}">details →</a></b><span>stored query</span></div>`;
       document.body.dataset.done = "1";
-    });
-    es.addEventListener("error", e => {
-      if (!es) return; // already finished
-      if (e.data) {
-        const x = JSON.parse(e.data);
-        err.textContent = `${x.code}: ${x.message}${x.hint ? " — " + x.hint : ""}`;
-      } else {
-        err.textContent = text ? "the connection was lost mid-answer"
-          : "the request failed: check the question and top_k, and that the server is up";
-      }
-      err.hidden = false;
+    }, x => {
+      if (ctl.signal.aborted) return; // a newer ask replaced this one
       finish();
+      if (x.status === 401) rt.askForKey(x);
+      err.textContent = x.code === "stream_lost" && text ? "the connection was lost mid-answer"
+        : `${x.code || "error"}: ${x.message}${x.hint ? " — " + x.hint : ""}`;
+      err.hidden = false;
       document.body.dataset.done = "error";
     });
   }

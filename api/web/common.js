@@ -91,56 +91,6 @@ const rt = (() => {
     return body;
   }
 
-  // openStream reads a Server-Sent-Events URL with fetch, which (unlike
-  // EventSource) can send the key in a header, and never reconnects on its
-  // own. It returns an EventSource-like object: addEventListener(name, fn)
-  // gets {data} per event; an answer that is not a stream arrives as one
-  // "error" event whose data is the API's error object; a lost connection
-  // as an "error" event without data.
-  function openStream(url) {
-    const ctl = new AbortController();
-    const listeners = {};
-    const emit = (name, data) => (listeners[name] || []).forEach(fn => fn({ data }));
-    (async () => {
-      try {
-        const resp = await fetch(url, { headers: withKey({ Accept: "text/event-stream" }), signal: ctl.signal });
-        if (!resp.ok) {
-          const body = await resp.json().catch(() => null);
-          const err = (body && body.error) || { code: "http_" + resp.status, message: resp.statusText };
-          if (resp.status === 401) askForKey(err);
-          emit("error", JSON.stringify(err));
-          return;
-        }
-        const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-        let buf = "";
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) break;
-          buf += value.replace(/\r\n?/g, "\n");
-          let i;
-          while ((i = buf.indexOf("\n\n")) >= 0) {
-            const block = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            let name = "message";
-            const data = [];
-            for (const line of block.split("\n")) {
-              if (line.startsWith("event:")) name = line.slice(6).trim();
-              else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-            }
-            if (data.length) emit(name, data.join("\n"));
-          }
-        }
-        emit("error", null);
-      } catch (e) {
-        if (!ctl.signal.aborted) emit("error", null);
-      }
-    })();
-    return {
-      addEventListener(name, fn) { (listeners[name] = listeners[name] || []).push(fn); },
-      close() { ctl.abort(); },
-    };
-  }
-
   // niceStep returns a 1-2-5 step giving about n ticks up to max.
   function niceStep(max, n) {
     const raw = max / Math.max(n, 1);
@@ -415,5 +365,5 @@ const rt = (() => {
     legend(container, series);
   }
 
-  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, openStream, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars };
+  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars };
 })();

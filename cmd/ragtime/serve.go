@@ -352,6 +352,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Logger:               log,
 		CORSOrigins:          cfg.corsOrigins,
 		Keys:                 keys,
+		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
 		Defaults:             cfg.defaults(),

@@ -1,0 +1,353 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"ragtime/auth"
+	"ragtime/pipeline"
+)
+
+// The OpenAI-compatible front door: POST /v1/chat/completions runs the
+// same admitted, recorded pipeline as /ask on the conversation's last user
+// message, and answers in OpenAI's shapes (docs/api.md).
+
+// HeaderQueryID carries the query id on the chat completion responses.
+const HeaderQueryID = "X-Ragtime-Query-Id"
+
+// chatBody is the POST /v1/chat/completions body. Fields ragtime cannot
+// honour are refused unless they hold the value that changes nothing
+// (chatNeutral).
+type chatBody struct {
+	Model *string `json:"model"`
+	// Messages and Ragtime are decoded apart (decodeStrict), so that an
+	// unknown field in them is named with its path.
+	Messages            []json.RawMessage `json:"messages"`
+	Stream              *bool             `json:"stream"`
+	StreamOptions       *chatStreamOpts   `json:"stream_options"`
+	MaxTokens           *int              `json:"max_tokens"`
+	MaxCompletionTokens *int              `json:"max_completion_tokens"`
+	Temperature         *float64          `json:"temperature"`
+	User                *string           `json:"user"`
+	N                   *float64          `json:"n"`
+	TopP                *float64          `json:"top_p"`
+	FrequencyPenalty    *float64          `json:"frequency_penalty"`
+	PresencePenalty     *float64          `json:"presence_penalty"`
+	Logprobs            *bool             `json:"logprobs"`
+	Ragtime             json.RawMessage   `json:"ragtime"`
+}
+
+type chatStreamOpts struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// chatRagtimeKnobs is the request's ragtime extension object: the /ask
+// knobs an OpenAI request has no field for.
+type chatRagtimeKnobs struct {
+	TopK        *int             `json:"top_k"`
+	RerankTopN  *int             `json:"rerank_top_n"`
+	Filters     *pipeline.Filter `json:"filters"`
+	PromptNonce string           `json:"prompt_nonce"`
+}
+
+// chatMessage is one message; content is a string or an array of text
+// parts, read by chatContent.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name"`
+}
+
+const chatKnownFields = "model, messages, stream, stream_options, max_tokens, max_completion_tokens, temperature, " +
+	"user, n, top_p, frequency_penalty, presence_penalty, logprobs, ragtime"
+
+// handleChatCompletions serves POST /v1/chat/completions.
+func (s *server) handleChatCompletions(c echo.Context) error {
+	r := c.Request()
+	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
+		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
+			Message: "POST /v1/chat/completions takes a JSON body (Content-Type: application/json), got " + ct}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	var body chatBody
+	if err := dec.Decode(&body); err != nil {
+		return chatBodyError(err, s.deps.MaxBodyBytes)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
+	}
+	req, err := s.chatRequest(body)
+	if err != nil {
+		return err
+	}
+	if err := s.admitAsk(c, &req, func(req pipeline.Request) {
+		stream := body.Stream != nil && *body.Stream
+		out := newChatStream(c, s.streams.opts, req, stream, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		s.streams.runPlain(c, s.deps.Asker, req, out)
+		out.finish()
+	}); err != nil {
+		return renameChatField(err)
+	}
+	return nil
+}
+
+// chatBodyError is bodyError in the chat route's words.
+func chatBodyError(err error, limit int64) error {
+	if strings.HasPrefix(err.Error(), "json: unknown field ") {
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce)", field, chatKnownFields))
+	}
+	if errors.Is(err, io.EOF) {
+		return badRequest("messages", "messages_required", `the body is empty; send {"model": "...", "messages": [{"role": "user", "content": "..."}]}`)
+	}
+	return bodyError(err, limit)
+}
+
+// chatRequest turns the body into a pipeline request: the last message
+// (from the user) is the question, the ones before it the history.
+func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
+	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature}
+	if b.Model == nil || *b.Model == "" {
+		return req, badRequest("model", "model_required", "model is required; GET /v1/models lists the models this key may use")
+	}
+	// The configured model is the default, always allowed (as an empty
+	// model in /ask).
+	if *b.Model != s.deps.DefaultModel {
+		req.Model = *b.Model
+	}
+	for _, n := range []struct {
+		name    string
+		v       *float64
+		neutral float64
+	}{{"n", b.N, 1}, {"top_p", b.TopP, 1}, {"frequency_penalty", b.FrequencyPenalty, 0}, {"presence_penalty", b.PresencePenalty, 0}} {
+		if n.v != nil && *n.v != n.neutral {
+			return req, badRequest(n.name, "unsupported_parameter",
+				fmt.Sprintf("%s must be %g or absent: ragtime does not support other values", n.name, n.neutral))
+		}
+	}
+	if b.Logprobs != nil && *b.Logprobs {
+		return req, badRequest("logprobs", "unsupported_parameter", "logprobs must be false or absent: ragtime does not return log probabilities")
+	}
+	switch {
+	case b.MaxTokens != nil && b.MaxCompletionTokens != nil && *b.MaxTokens != *b.MaxCompletionTokens:
+		return req, badRequest("max_completion_tokens", "max_tokens_invalid", "max_tokens and max_completion_tokens differ; send one of them")
+	case b.MaxCompletionTokens != nil:
+		req.MaxTokens = *b.MaxCompletionTokens
+	case b.MaxTokens != nil:
+		req.MaxTokens = *b.MaxTokens
+	}
+	if len(b.Ragtime) > 0 && string(b.Ragtime) != "null" {
+		var k chatRagtimeKnobs
+		if err := decodeStrict(b.Ragtime, &k, "ragtime"); err != nil {
+			return req, err
+		}
+		if k.TopK != nil {
+			req.TopK = *k.TopK
+		}
+		if k.RerankTopN != nil {
+			req.RerankTopN = *k.RerankTopN
+		}
+		if k.Filters != nil {
+			req.Filter = *k.Filters
+		}
+		req.PromptNonce = k.PromptNonce
+	}
+	if len(b.Messages) == 0 {
+		return req, badRequest("messages", "messages_required", "messages must hold at least one message, the last from the user")
+	}
+	msgs := make([]pipeline.Message, len(b.Messages))
+	for i, raw := range b.Messages {
+		var m chatMessage
+		if err := decodeStrict(raw, &m, fmt.Sprintf("messages[%d]", i)); err != nil {
+			return req, err
+		}
+		role := m.Role
+		switch role {
+		case "system", "user", "assistant":
+		case "developer":
+			role = "system"
+		case "tool", "function":
+			return req, badRequest(fmt.Sprintf("messages[%d].role", i), "messages_invalid",
+				fmt.Sprintf("messages[%d] has role %q: ragtime answers from its documents and calls no tools", i, role))
+		default:
+			return req, badRequest(fmt.Sprintf("messages[%d].role", i), "messages_invalid",
+				fmt.Sprintf("messages[%d] has role %.40q; the roles are system, developer, user and assistant", i, role))
+		}
+		text, err := chatContent(m.Content, i)
+		if err != nil {
+			return req, err
+		}
+		msgs[i] = pipeline.Message{Role: role, Content: text}
+	}
+	last := msgs[len(msgs)-1]
+	if last.Role != "user" {
+		return req, badRequest(fmt.Sprintf("messages[%d].role", len(msgs)-1), "messages_invalid",
+			"the last message must be the user's question, got role "+last.Role)
+	}
+	req.Question, req.History = last.Content, msgs[:len(msgs)-1]
+	return req, nil
+}
+
+// decodeStrict decodes the JSON object raw into v, refusing unknown
+// fields; errors name the field under path.
+func decodeStrict(raw json.RawMessage, v any, path string) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := path + "." + strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badRequest(field, "unknown_field", fmt.Sprintf("unknown field %q", field))
+	case errors.As(err, &typeErr) && typeErr.Field != "":
+		field := path + "." + typeErr.Field
+		return badRequest(field, "body_invalid", fmt.Sprintf("%s must be a JSON %s, got %s", field, typeErr.Type.Kind(), typeErr.Value))
+	}
+	return badRequest(path, "body_invalid", fmt.Sprintf("%s must be a JSON object: %v", path, err))
+}
+
+// chatContent reads a message's content: a string, or an array of text
+// parts ({"type": "text", "text": ...}), joined.
+func chatContent(raw json.RawMessage, i int) (string, error) {
+	field := fmt.Sprintf("messages[%d].content", i)
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", badRequest(field, "messages_invalid", field+" is required")
+	}
+	var text string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", badRequest(field, "messages_invalid", field+" is not a valid JSON string")
+		}
+		return text, nil
+	}
+	var parts []struct {
+		Type string  `json:"type"`
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", badRequest(field, "messages_invalid", field+" must be a string or an array of text parts")
+	}
+	var sb strings.Builder
+	for j, p := range parts {
+		if p.Type != "text" || p.Text == nil {
+			return "", badRequest(fmt.Sprintf("%s[%d]", field, j), "messages_invalid",
+				fmt.Sprintf("%s[%d] has type %.40q; ragtime reads text parts only", field, j, p.Type))
+		}
+		if j > 0 {
+			sb.WriteString("\n")
+		}
+		sb.WriteString(*p.Text)
+	}
+	return sb.String(), nil
+}
+
+// renameChatField names a validation error's field as the chat request
+// names it: the question is the last message, the history the ones before,
+// and the /ask knobs live in the ragtime object.
+func renameChatField(err error) error {
+	var ve *pipeline.ValidationError
+	if !errors.As(err, &ve) {
+		return err
+	}
+	field := ve.Field
+	switch {
+	case field == "question":
+		field = "messages"
+	case field == "history":
+		field = "messages"
+	case strings.HasPrefix(field, "history["):
+		field = "messages[" + strings.TrimPrefix(field, "history[")
+	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", strings.HasPrefix(field, "filters"):
+		field = "ragtime." + field
+	}
+	return badRequest(field, ve.Code, ve.Message)
+}
+
+// handleModels serves GET /v1/models: the models the caller may name, in
+// OpenAI's list shape. The configured model comes first.
+func (s *server) handleModels(c echo.Context) error {
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	var ids []string
+	if s.deps.DefaultModel != "" {
+		ids = append(ids, s.deps.DefaultModel)
+	}
+	candidates := s.deps.AllowedModels
+	if len(candidates) == 0 && caller.Key != nil {
+		candidates = caller.Key.Models
+	}
+	for _, m := range candidates {
+		if !slices.Contains(ids, m) && caller.AllowModel(m, s.deps.AllowedModels) == nil {
+			ids = append(ids, m)
+		}
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := make([]model, len(ids))
+	for i, id := range ids {
+		data[i] = model{ID: id, Object: "model", OwnedBy: "ragtime"}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// openAIRoute reports whether a path is answered in OpenAI's shapes.
+func openAIRoute(path string) bool {
+	return path == "/v1/chat/completions" || path == "/v1/models" || strings.HasPrefix(path, "/v1/models/")
+}
+
+// openAIError is OpenAI's error body: {"error": {message, type, param,
+// code}}, with ragtime's stable code as code and the field as param.
+type openAIError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// asOpenAIError puts ae in OpenAI's shape; the hint, which OpenAI's shape
+// has no field for, ends the message.
+func asOpenAIError(ae *apiError) openAIError {
+	e := openAIError{Message: ae.Message, Type: openAIErrorType(ae.Status), Code: ae.Code}
+	if ae.Hint != "" {
+		e.Message += " (" + ae.Hint + ")"
+	}
+	if ae.Field != "" {
+		f := ae.Field
+		e.Param = &f
+	}
+	return e
+}
+
+// openAIErrorType is the error type OpenAI's clients expect with a status.
+func openAIErrorType(status int) string {
+	switch status {
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	}
+	if status >= 500 {
+		return "server_error"
+	}
+	return "invalid_request_error"
+}

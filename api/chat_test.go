@@ -1,0 +1,274 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// postChat sends body to POST /v1/chat/completions and returns the status,
+// headers and body.
+func postChat(t *testing.T, base, body string) (int, http.Header, string) {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// openAIErrBody is OpenAI's error shape.
+type openAIErrBody struct {
+	Error struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	} `json:"error"`
+}
+
+func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
+	t.Parallel()
+	asker := &countingAsker{}
+	ts := newTestServer(t, Deps{Asker: asker, DefaultModel: "m", AllowedModels: []string{"m", "other"}})
+	const user = `"messages":[{"role":"user","content":"hi"}]`
+	for _, tt := range []struct {
+		body, code, param string
+		status            int
+	}{
+		{`{` + user + `}`, "model_required", "model", 400},
+		{`{"model":"m"}`, "messages_required", "messages", 400},
+		{`{"model":"m","messages":[]}`, "messages_required", "messages", 400},
+		{`{"model":"m",` + user + `,"tools":[]}`, "unknown_field", "tools", 400},
+		{`{"model":"m",` + user + `,"ragtime":{"topk":3}}`, "unknown_field", "ragtime.topk", 400},
+		{`{"model":"m",` + user + `,"ragtime":{"top_k":0}}`, "top_k_out_of_range", "ragtime.top_k", 400},
+		{`{"model":"m",` + user + `,"ragtime":{"top_k":"5"}}`, "body_invalid", "ragtime.top_k", 400},
+		{`{"model":"m",` + user + `,"ragtime":{"filters":{"doc_id":[""]}}}`, "filters_invalid", "ragtime.filters.doc_id", 400},
+		{`{"model":"m",` + user + `,"max_tokens":0}`, "max_tokens_out_of_range", "max_tokens", 400},
+		{`{"model":"m",` + user + `,"max_tokens":5,"max_completion_tokens":6}`, "max_tokens_invalid", "max_completion_tokens", 400},
+		{`{"model":"m",` + user + `,"temperature":3}`, "temperature_out_of_range", "temperature", 400},
+		{`{"model":"m",` + user + `,"n":2}`, "unsupported_parameter", "n", 400},
+		{`{"model":"m",` + user + `,"top_p":0.5}`, "unsupported_parameter", "top_p", 400},
+		{`{"model":"m",` + user + `,"logprobs":true}`, "unsupported_parameter", "logprobs", 400},
+		{`{"model":"m","messages":[{"role":"user","content":"hi","tool_calls":[]}]}`, "unknown_field", "messages[0].tool_calls", 400},
+		{`{"model":"m","messages":[{"role":"tool","content":"x"},{"role":"user","content":"hi"}]}`, "messages_invalid", "messages[0].role", 400},
+		{`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]}`, "messages_invalid", "messages[1].role", 400},
+		{`{"model":"m","messages":[{"role":"user"}]}`, "messages_invalid", "messages[0].content", 400},
+		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "messages_invalid", "messages[0].content[0]", 400},
+		{`{"model":"m","messages":[{"role":"user","content":"  "}]}`, "question_required", "messages", 400},
+		{`{"model":"m","messages":[{"role":"user","content":"a\u0000b"},{"role":"user","content":"q"}]}`, "history_invalid", "messages[0].content", 400},
+		{`{"model":"elsewhere",` + user + `}`, "model_denied", "model", 403},
+		{`{"model":"m",` + user + `} {}`, "body_invalid", "", 400},
+		{`[]`, "body_invalid", "", 400},
+	} {
+		status, h, body := postChat(t, ts.URL, tt.body)
+		var e openAIErrBody
+		if err := json.Unmarshal([]byte(body), &e); err != nil || status != tt.status || e.Error.Code != tt.code ||
+			e.Error.Message == "" || e.Error.Type == "" {
+			t.Errorf("%s: %d %s; want %d %s", tt.body, status, body, tt.status, tt.code)
+			continue
+		}
+		if got := ""; e.Error.Param != nil && *e.Error.Param != tt.param || e.Error.Param == nil && tt.param != got {
+			t.Errorf("%s: param %v, want %q", tt.body, e.Error.Param, tt.param)
+		}
+		if h.Get(HeaderQueryID) != "" {
+			t.Errorf("%s: a refused request got a query id", tt.body)
+		}
+	}
+	if asker.n.Load() != 0 {
+		t.Errorf("%d refused requests reached the pipeline", asker.n.Load())
+	}
+}
+
+// countingAsker counts the queries that reach it.
+type countingAsker struct{ n atomic.Int64 }
+
+func (a *countingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	a.n.Add(1)
+	return pipeline.Record{}
+}
+
+// chatScriptAsker plays a query with reasoning, an answer and sources, and
+// keeps the request it was given.
+type chatScriptAsker struct {
+	got  pipeline.Request
+	fail *pipeline.Error
+}
+
+func (a *chatScriptAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	a.got = req
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
+	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
+	_ = out.Sources([]pipeline.Source{{Rank: 1, ChunkID: "d#0", DocID: "d", Title: "D", Text: "t"}})
+	_ = out.Delta(pipeline.Delta{Text: "hmm", Reasoning: true})
+	_ = out.Delta(pipeline.Delta{Text: "Hello "})
+	if a.fail != nil {
+		_ = out.Fail(a.fail)
+		return pipeline.Record{QueryID: "q1", Status: pipeline.StatusError}
+	}
+	_ = out.Delta(pipeline.Delta{Text: "world [1]"})
+	ttft := 1.5
+	rec := pipeline.Record{QueryID: "q1", Model: "sim", Figures: pipeline.Figures{TTFTMs: &ttft,
+		Usage: pipeline.Usage{PromptTokens: 10, CompletionTokens: 3}}, Stages: []pipeline.Span{{Name: "embed", DurationMs: 0.5}}}
+	_ = out.Done(rec)
+	return rec
+}
+
+// dataLines returns the data: payloads of an SSE body.
+func dataLines(body string) []string {
+	var out []string
+	for _, line := range strings.Split(body, "\n") {
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func TestChatCompletionStreamsChunksThenRagtimeThenDone(t *testing.T) {
+	t.Parallel()
+	asker := &chatScriptAsker{}
+	ts := newTestServer(t, Deps{Asker: asker, DefaultModel: "sim"})
+	status, h, body := postChat(t, ts.URL, `{"model":"sim","stream":true,"stream_options":{"include_usage":true},
+		"temperature":0.3,"n":1,"user":"u1","max_completion_tokens":64,
+		"messages":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"text","text":"first"},{"type":"text","text":"turn"}]},
+		{"role":"assistant","content":"ok"},{"role":"user","content":"What is TTFT?"}],
+		"ragtime":{"top_k":4,"rerank_top_n":2,"filters":{"doc_id":["d"]}}}`)
+	if status != 200 || !strings.HasPrefix(h.Get("Content-Type"), "text/event-stream") || h.Get(HeaderQueryID) != "q1" {
+		t.Fatalf("%d %v\n%s", status, h, body)
+	}
+	got := asker.got
+	if got.Question != "What is TTFT?" || got.Model != "" || got.TopK != 4 || got.RerankTopN != 2 || got.MaxTokens != 64 ||
+		got.Temperature == nil || *got.Temperature != 0.3 || len(got.Filter.DocIDs) != 1 || len(got.History) != 3 ||
+		got.History[0] != (pipeline.Message{Role: "system", Content: "be brief"}) ||
+		got.History[1] != (pipeline.Message{Role: "user", Content: "first\nturn"}) || got.History[2].Role != "assistant" {
+		t.Fatalf("request %+v", got)
+	}
+	lines := dataLines(body)
+	if len(lines) != 8 || lines[len(lines)-1] != "[DONE]" {
+		t.Fatalf("%d data lines:\n%s", len(lines), body)
+	}
+	var chunks []chatChunk
+	for _, l := range lines[:len(lines)-1] {
+		var c chatChunk
+		if err := json.Unmarshal([]byte(l), &c); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if c.ID != "chatcmpl-q1" || c.Object != "chat.completion.chunk" || c.Model != "sim" || c.Created == 0 {
+			t.Errorf("chunk header %s", l)
+		}
+		chunks = append(chunks, c)
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return "<nil>"
+		}
+		return *p
+	}
+	if d := chunks[0].Choices[0].Delta; d.Role != "assistant" || str(d.Content) != "" {
+		t.Errorf("first chunk %s", lines[0])
+	}
+	if d := chunks[1].Choices[0].Delta; str(d.ReasoningContent) != "hmm" || d.Content != nil {
+		t.Errorf("reasoning chunk %s", lines[1])
+	}
+	if str(chunks[2].Choices[0].Delta.Content)+str(chunks[3].Choices[0].Delta.Content) != "Hello world [1]" {
+		t.Errorf("content chunks %s %s", lines[2], lines[3])
+	}
+	if c := chunks[4].Choices[0]; str(c.FinishReason) != "stop" || c.Delta == nil {
+		t.Errorf("finish chunk %s", lines[4])
+	}
+	if len(chunks[5].Choices) != 0 || chunks[5].Usage == nil || chunks[5].Usage.TotalTokens != 13 {
+		t.Errorf("usage chunk %s", lines[5])
+	}
+	if rt := chunks[6].Ragtime; len(chunks[6].Choices) != 0 || rt == nil || rt.QueryID != "q1" || rt.TTFTMs == nil ||
+		len(rt.Sources) != 1 || len(rt.Stages) != 1 || !strings.Contains(lines[6], `"ragtime":{"query_id":"q1"`) {
+		t.Errorf("ragtime chunk %s", lines[6])
+	}
+	for i, l := range lines[:5] {
+		if strings.Contains(l, `"usage"`) || strings.Contains(l, `"ragtime"`) {
+			t.Errorf("chunk %d carries usage or ragtime: %s", i, l)
+		}
+	}
+}
+
+func TestChatCompletionWithoutStream(t *testing.T) {
+	t.Parallel()
+	asker := &chatScriptAsker{}
+	ts := newTestServer(t, Deps{Asker: asker})
+	status, h, body := postChat(t, ts.URL, `{"model":"sim-13b","max_tokens":3,"messages":[{"role":"user","content":"What is TTFT?"}]}`)
+	var c chatChunk
+	if status != 200 || h.Get(HeaderQueryID) != "q1" || !strings.HasPrefix(h.Get("Content-Type"), "application/json") ||
+		json.Unmarshal([]byte(body), &c) != nil {
+		t.Fatalf("%d %v\n%s", status, h, body)
+	}
+	if asker.got.Model != "sim-13b" || asker.got.MaxTokens != 3 || len(asker.got.History) != 0 {
+		t.Errorf("request %+v", asker.got)
+	}
+	m := c.Choices[0].Message
+	if c.Object != "chat.completion" || c.ID != "chatcmpl-q1" || m == nil || m.Role != "assistant" || *m.Content != "Hello world [1]" ||
+		*m.ReasoningContent != "hmm" || *c.Choices[0].FinishReason != "length" || c.Usage == nil || c.Usage.PromptTokens != 10 ||
+		c.Ragtime == nil || c.Ragtime.QueryID != "q1" || len(c.Ragtime.Sources) != 1 {
+		t.Errorf("completion %s", body)
+	}
+}
+
+func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
+	t.Parallel()
+	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the provider refused the API key", Hint: "check RAGTIME_LLM_API_KEY"}
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}})
+	// Not streamed: the status says it, with the error object.
+	status, h, body := postChat(t, ts.URL, `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
+	var e openAIErrBody
+	if status != http.StatusBadGateway || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "llm_auth" ||
+		e.Error.Type != "server_error" || !strings.Contains(e.Error.Message, "check RAGTIME_LLM_API_KEY") || h.Get(HeaderQueryID) != "q1" {
+		t.Errorf("%d %s", status, body)
+	}
+	// Streamed: the stream ends with the error object, without [DONE].
+	status, _, body = postChat(t, ts.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`)
+	lines := dataLines(body)
+	last := lines[len(lines)-1]
+	if status != 200 || !strings.HasPrefix(last, `{"error":{"message":"the provider refused the API key`) ||
+		!strings.Contains(last, `"code":"llm_auth"`) || !strings.Contains(last, `"ragtime":{"query_id":"q1","stage":"llm_prefill"`) ||
+		strings.Contains(body, "[DONE]") {
+		t.Errorf("stream:\n%s", body)
+	}
+}
+
+func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "big"}})
+	status, body, _ := get(t, ts.URL+"/v1/models")
+	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
+		t.Errorf("%d %s", status, body)
+	}
+}
+
+// slowAsker waits before its answer, as a long prefill does.
+type slowAsker struct{ wait time.Duration }
+
+func (a slowAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
+	time.Sleep(a.wait)
+	_ = out.Delta(pipeline.Delta{Text: "late"})
+	rec := pipeline.Record{QueryID: "q1"}
+	_ = out.Done(rec)
+	return rec
+}
+
+func TestChatStreamSendsHeartbeatsWhileSilent(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: slowAsker{wait: 300 * time.Millisecond}, Stream: StreamOptions{Heartbeat: 50 * time.Millisecond}})
+	status, _, body := postChat(t, ts.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`)
+	if status != 200 || !strings.Contains(body, ": keep-alive\n\n") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
+		t.Errorf("%d\n%s", status, body)
+	}
+}

@@ -1,0 +1,336 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
+)
+
+// chatStream is a pipeline.Stream that answers in OpenAI's chat completion
+// shapes: with stream set, chat.completion.chunk objects as Server-Sent
+// Events, each written and flushed before the method returns (so TTFT is
+// still the first answer token flushed to the client); without it, one
+// chat.completion object written once the query has finished.
+//
+// The stream, in order: a chunk with the assistant role, a chunk per
+// answer delta (reasoning as delta.reasoning_content), a chunk with
+// finish_reason, the usage chunk when stream_options.include_usage is set,
+// a chunk with empty choices and the ragtime object (query id, sources and
+// the done event's figures), then data: [DONE]. A failure after the
+// stream started is a data line with OpenAI's error object instead.
+type chatStream struct {
+	c         echo.Context
+	opts      StreamOptions
+	maxTokens int
+	stream    bool
+	usage     bool
+
+	id, model string
+	created   int64
+
+	// mu guards the connection: the pipeline writes chunks, the heartbeat
+	// writes ": keep-alive" comments while the stream is silent.
+	mu        sync.Mutex
+	started   bool // the stream's headers went out
+	ended     bool // no more writes: the heartbeat stops
+	lastWrite time.Time
+	text      strings.Builder
+	reasoning strings.Builder
+	sources   []pipeline.Source
+	done      *pipeline.Record
+	failed    *pipeline.Error
+	scratch   []byte
+}
+
+func newChatStream(c echo.Context, opts StreamOptions, req pipeline.Request, stream, usage bool) *chatStream {
+	return &chatStream{c: c, opts: opts, maxTokens: req.MaxTokens, stream: stream, usage: usage, created: timeNow().Unix()}
+}
+
+// chatChunk is a chat.completion.chunk or a chat.completion.
+type chatChunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chatChoice  `json:"choices"`
+	Usage   *chatUsage    `json:"usage,omitempty"`
+	Ragtime *chatExtended `json:"ragtime,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int        `json:"index"`
+	Delta        *chatDelta `json:"delta,omitempty"`
+	Message      *chatDelta `json:"message,omitempty"`
+	FinishReason *string    `json:"finish_reason"`
+	Logprobs     *struct{}  `json:"logprobs"`
+}
+
+type chatDelta struct {
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent *string `json:"reasoning_content,omitempty"`
+}
+
+// chatUsage is OpenAI's usage object.
+type chatUsage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// chatExtended is the ragtime object: the done event's body (query id,
+// figures, usage, stages) and the sources the answer cites as [n].
+type chatExtended struct {
+	pipeline.DoneEvent
+	Sources []pipeline.Source `json:"sources"`
+}
+
+func usageOf(u pipeline.Usage) *chatUsage {
+	out := &chatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens: u.PromptTokens + u.CompletionTokens}
+	if u.CachedTokens != nil {
+		out.PromptTokensDetails.CachedTokens = *u.CachedTokens
+	}
+	out.CompletionTokensDetails.ReasoningTokens = u.ReasoningTokens
+	return out
+}
+
+func (s *chatStream) chunk(choices ...chatChoice) chatChunk {
+	if choices == nil {
+		choices = []chatChoice{}
+	}
+	return chatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices}
+}
+
+// write sends one data line and flushes it within the write timeout. A
+// client that takes nothing for that long is cut as client_stalled.
+func (s *chatStream) write(v any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := append(s.scratch[:0], "data: "...)
+	if raw, ok := v.([]byte); ok {
+		b = append(b, raw...)
+	} else {
+		j, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encoding a chat completion chunk: %w", err)
+		}
+		b = append(b, j...)
+	}
+	b = append(b, "\n\n"...)
+	s.scratch = b
+	return s.writeLocked(b)
+}
+
+func (s *chatStream) writeLocked(b []byte) error {
+	w := s.c.Response()
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+	_, err := w.Write(b)
+	if err == nil {
+		err = rc.Flush()
+	}
+	s.lastWrite = time.Now()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("writing a chat completion chunk: %w", pipeline.ErrClientStalled)
+	}
+	if err != nil {
+		return fmt.Errorf("writing a chat completion chunk: %w", err)
+	}
+	return nil
+}
+
+func (s *chatStream) Meta(m pipeline.Meta) error {
+	s.id, s.model = "chatcmpl-"+m.QueryID, m.Model
+	h := s.c.Response().Header()
+	h.Set(HeaderQueryID, m.QueryID)
+	if !s.stream {
+		return nil
+	}
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.c.Response().WriteHeader(http.StatusOK)
+	s.started = true
+	empty := ""
+	err := s.write(s.chunk(chatChoice{Delta: &chatDelta{Role: "assistant", Content: &empty}}))
+	if err == nil && s.opts.Heartbeat > 0 {
+		go s.heartbeat(s.opts.Heartbeat)
+	}
+	return err
+}
+
+// heartbeat writes an SSE comment whenever the stream has been silent for
+// every (--sse-heartbeat), as /ask's streams do, so that proxies do not
+// cut it during a long prefill; OpenAI clients skip comments.
+func (s *chatStream) heartbeat(every time.Duration) {
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for range t.C {
+		s.mu.Lock()
+		if s.ended {
+			s.mu.Unlock()
+			return
+		}
+		next := every
+		if idle := time.Since(s.lastWrite); idle < every {
+			next = every - idle
+		} else if err := s.writeLocked(keepAlive); err != nil {
+			s.ended = true
+		}
+		s.mu.Unlock()
+		t.Reset(next)
+	}
+}
+
+// Stage sends nothing: the stages arrive together in the ragtime object.
+func (s *chatStream) Stage(pipeline.Span) error { return nil }
+
+func (s *chatStream) Sources(src []pipeline.Source) error {
+	if src == nil {
+		src = []pipeline.Source{}
+	}
+	s.sources = src
+	return nil
+}
+
+func (s *chatStream) Delta(d pipeline.Delta) error {
+	if !s.stream {
+		if d.Reasoning {
+			s.reasoning.WriteString(d.Text)
+		} else {
+			s.text.WriteString(d.Text)
+		}
+		return nil
+	}
+	delta := &chatDelta{}
+	if d.Reasoning {
+		delta.ReasoningContent = &d.Text
+	} else {
+		delta.Content = &d.Text
+	}
+	return s.write(s.chunk(chatChoice{Delta: delta}))
+}
+
+func (s *chatStream) finishReason(rec pipeline.Record) *string {
+	reason := "stop"
+	if s.maxTokens > 0 && rec.Usage.CompletionTokens >= s.maxTokens {
+		reason = "length"
+	}
+	return &reason
+}
+
+func (s *chatStream) Done(rec pipeline.Record) error {
+	s.done = &rec
+	if !s.stream {
+		return nil
+	}
+	if err := s.write(s.chunk(chatChoice{Delta: &chatDelta{}, FinishReason: s.finishReason(rec)})); err != nil {
+		return err
+	}
+	if s.usage {
+		ch := s.chunk()
+		ch.Usage = usageOf(rec.Usage)
+		if err := s.write(ch); err != nil {
+			return err
+		}
+	}
+	ch := s.chunk()
+	ch.Ragtime = &chatExtended{DoneEvent: rec.DoneEvent(), Sources: s.sources}
+	if err := s.write(ch); err != nil {
+		return err
+	}
+	return s.write([]byte("[DONE]"))
+}
+
+// chatFailure is the data line of a failure after the stream started:
+// OpenAI's error object, and the query id, stage and hint beside it.
+type chatFailure struct {
+	Error   openAIError `json:"error"`
+	Ragtime struct {
+		QueryID string `json:"query_id"`
+		Stage   string `json:"stage,omitempty"`
+		Hint    string `json:"hint,omitempty"`
+	} `json:"ragtime"`
+}
+
+func (s *chatStream) failure(e *pipeline.Error) chatFailure {
+	var f chatFailure
+	ae := &apiError{Status: failureStatus(e.Code), Code: e.Code, Message: e.Message, Hint: e.Hint}
+	f.Error = asOpenAIError(ae)
+	f.Ragtime.QueryID, f.Ragtime.Stage, f.Ragtime.Hint = strings.TrimPrefix(s.id, "chatcmpl-"), e.Stage, e.Hint
+	return f
+}
+
+func (s *chatStream) Fail(e *pipeline.Error) error {
+	s.failed = e
+	if !s.stream {
+		return nil
+	}
+	return s.write(s.failure(e))
+}
+
+// failureStatus is the HTTP status of a non-streamed answer that failed
+// with code: the upstream's failures are a bad gateway (a timeout a
+// gateway timeout, a rate limit 429), a shutdown 503.
+func failureStatus(code string) int {
+	switch {
+	case code == pipeline.CodeServerShutdown:
+		return http.StatusServiceUnavailable
+	case code == "llm_rate_limited":
+		return http.StatusTooManyRequests
+	case strings.HasSuffix(code, "_timeout"):
+		return http.StatusGatewayTimeout
+	case code == pipeline.CodeInternal:
+		return http.StatusInternalServerError
+	}
+	return http.StatusBadGateway
+}
+
+// finish answers a non-streamed request once the query has run: the
+// chat.completion with the ragtime object beside choices, or the failure
+// in OpenAI's error shape. A streamed request has been answered already;
+// a query cancelled because its client left is answered nothing.
+func (s *chatStream) finish() {
+	s.mu.Lock()
+	s.ended = true
+	if s.started {
+		// The per-chunk write deadline must not outlive the stream (the
+		// chunked body's end, the next request on the connection).
+		_ = http.NewResponseController(s.c.Response()).SetWriteDeadline(time.Time{})
+	}
+	s.mu.Unlock()
+	if s.stream || s.c.Response().Committed {
+		return
+	}
+	switch {
+	case s.done != nil:
+		text := s.text.String()
+		msg := &chatDelta{Role: "assistant", Content: &text}
+		if s.reasoning.Len() > 0 {
+			r := s.reasoning.String()
+			msg.ReasoningContent = &r
+		}
+		body := chatChunk{ID: s.id, Object: "chat.completion", Created: s.created, Model: s.model,
+			Choices: []chatChoice{{Message: msg, FinishReason: s.finishReason(*s.done)}},
+			Usage:   usageOf(s.done.Usage), Ragtime: &chatExtended{DoneEvent: s.done.DoneEvent(), Sources: s.sources}}
+		_ = s.c.JSON(http.StatusOK, body)
+	case s.failed != nil:
+		_ = s.c.JSON(failureStatus(s.failed.Code), s.failure(s.failed))
+	}
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the npm packages of a test's client folder (default: the
+# OpenAI-compatible clients of cmd/ragtime TestOpenAIClients) exactly as its
+# package-lock.json pins them: `npm ci` when node_modules does not hold that
+# lock yet, nothing otherwise (the copy of the lock in node_modules marks a
+# finished install). Run by `make test` and by the test itself; concurrent
+# runs wait for each other. Needs Node ≥ 20 with npm and the npm registry.
+set -euo pipefail
+dir="${1:-$(dirname "$0")/../cmd/ragtime/testdata/openai-clients}"
+cd "$dir"
+command -v npm >/dev/null 2>&1 || { echo "npm is missing: install Node.js ≥ 20 with npm (apt-get install nodejs npm)" >&2; exit 1; }
+exec 9>.install.lock
+flock 9
+if cmp -s package-lock.json node_modules/.ragtime-lock 2>/dev/null; then exit 0; fi
+echo "installing the npm clients of $(pwd) (npm ci)" >&2
+npm ci --no-audit --no-fund --loglevel=error >&2
+cp package-lock.json node_modules/.ragtime-lock
