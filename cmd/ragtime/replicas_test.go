@@ -84,8 +84,10 @@ func TestTwoReplicasShareQdrantAndPostgres(t *testing.T) {
 	}
 	eventually(t, "every replica's queries in ttft_breakdown", func() bool {
 		var n int
-		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM ttft_breakdown WHERE id::text = ANY($1)`, ids).Scan(&n)
-		return err == nil && n == len(ids)
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM ttft_breakdown WHERE query_id::text = ANY($1)`, ids).Scan(&n); err != nil {
+			t.Fatalf("reading ttft_breakdown: %v", err)
+		}
+		return n == len(ids)
 	})
 	for _, r := range []*child{a, b} {
 		_, out := doJSON(t, "GET", r.url+"/v1/queries?limit=50", "", nil)
