@@ -18,14 +18,16 @@ run: build
 	./$(BIN) ingest --data-dir ./data docs
 	./$(BIN) serve --database-url '$(DATABASE_URL)' --data-dir ./data --addr '$(ADDR)'
 
-# Every test, against a real PostgreSQL (started here when installed but down)
-# and a headless Chromium for the pages (installed here when missing), and the
-# npm OpenAI clients the front door is tested with (npm ci, once per lock file).
+# Every test, against a real PostgreSQL (started here when installed but down),
+# a headless Chromium for the pages (installed here when missing), the npm
+# OpenAI clients the front door is tested with (npm ci, once per lock file)
+# and a Jaeger v2 for the traces (built once from tools/jaeger into ~/.cache).
 test:
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-npm-clients.sh
-	DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
+	@scripts/ensure-jaeger.sh >/dev/null
+	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	$(GO) vet ./...
 	# The Helm chart, rendered and decoded with helm's and k8s.io's Go packages
 	# in a module of its own, so they never enter ragtime's build.

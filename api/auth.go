@@ -151,6 +151,9 @@ func (s *server) cors() echo.MiddlewareFunc {
 		},
 		AllowMethods: []string{http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodOptions},
 		AllowHeaders: []string{echo.HeaderContentType, echo.HeaderAuthorization, "Last-Event-ID"},
+		// Browser apps (the Vercel AI SDK in a page) may read the query id
+		// of a chat completion.
+		ExposeHeaders: []string{HeaderQueryID},
 	})
 }
 

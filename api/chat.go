@@ -95,7 +95,7 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 		s.streams.runPlain(c, s.deps.Asker, req, out)
 		out.finish()
 	}); err != nil {
-		return renameChatField(err)
+		return renameChatField(err, len(body.Messages)-1)
 	}
 	return nil
 }
@@ -255,9 +255,9 @@ func chatContent(raw json.RawMessage, i int) (string, error) {
 }
 
 // renameChatField names a validation error's field as the chat request
-// names it: the question is the last message, the history the ones before,
-// and the /ask knobs live in the ragtime object.
-func renameChatField(err error) error {
+// names it: the question is the last message (index last), the history the
+// ones before, and the /ask knobs live in the ragtime object.
+func renameChatField(err error, last int) error {
 	var ve *pipeline.ValidationError
 	if !errors.As(err, &ve) {
 		return err
@@ -265,7 +265,7 @@ func renameChatField(err error) error {
 	field := ve.Field
 	switch {
 	case field == "question":
-		field = "messages"
+		field = fmt.Sprintf("messages[%d].content", last)
 	case field == "history":
 		field = "messages"
 	case strings.HasPrefix(field, "history["):

@@ -1,15 +1,20 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"ragtime/admission"
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -64,7 +69,7 @@ func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
 		{`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}]}`, "messages_invalid", "messages[1].role", 400},
 		{`{"model":"m","messages":[{"role":"user"}]}`, "messages_invalid", "messages[0].content", 400},
 		{`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]}`, "messages_invalid", "messages[0].content[0]", 400},
-		{`{"model":"m","messages":[{"role":"user","content":"  "}]}`, "question_required", "messages", 400},
+		{`{"model":"m","messages":[{"role":"user","content":"  "}]}`, "question_required", "messages[0].content", 400},
 		{`{"model":"m","messages":[{"role":"user","content":"a\u0000b"},{"role":"user","content":"q"}]}`, "history_invalid", "messages[0].content", 400},
 		{`{"model":"elsewhere",` + user + `}`, "model_denied", "model", 403},
 		{`{"model":"m",` + user + `} {}`, "body_invalid", "", 400},
@@ -243,6 +248,24 @@ func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	}
 }
 
+func TestChatQueryIDIsReadableByBrowserApps(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, CORSOrigins: []string{"https://app.example.com"}})
+	req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"q"}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "https://app.example.com")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" ||
+		!strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), HeaderQueryID) {
+		t.Errorf("%d %v", resp.StatusCode, resp.Header)
+	}
+}
+
 func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "big"}})
@@ -270,5 +293,110 @@ func TestChatStreamSendsHeartbeatsWhileSilent(t *testing.T) {
 	status, _, body := postChat(t, ts.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`)
 	if status != 200 || !strings.Contains(body, ": keep-alive\n\n") || !strings.HasSuffix(body, "data: [DONE]\n\n") {
 		t.Errorf("%d\n%s", status, body)
+	}
+}
+
+// FuzzChatCompletions: whatever the body, the route answers OpenAI's error
+// shape (naming the field for a field's error) or runs a request within
+// every bound, its question the last message, and never panics.
+func FuzzChatCompletions(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"q"}]}`,
+		`{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"assistant","content":"b"},{"role":"user","content":"q"}],"ragtime":{"top_k":3,"rerank_top_n":1,"filters":{"doc_id":["a.md"],"metadata":{"k":"v"}}}}`,
+		`{"model":"m","messages":[{"role":"user","content":"q"}],"max_tokens":9,"max_completion_tokens":9,"temperature":0.5,"n":1,"top_p":1}`,
+		`{}`, ``, `[]`, `{"model":1}`, `{"model":"m","messages":{}}`, `{"model":"m","messages":[1]}`,
+		`{"model":"m","messages":[{"role":"user","content":{}}]}`, `{"model":"m","messages":[{"role":"user","content":[1]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"q"}],"ragtime":[]}`, `{"model":"m","messages":[null]}`,
+		`{"model":"m","messages":[{"role":"user","content":"\u0000"}]}`, `{"model":"m","messages":[{"role":"user","content":"q"}],"ragtime":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	asker := &chatScriptAsker{}
+	var mu sync.Mutex
+	h := NewServer(Deps{Asker: asker, MaxBodyBytes: 64 << 10})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		asker.got = pipeline.Request{}
+		req := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		w := serve(h, req)
+		if w.Code != http.StatusOK {
+			var e openAIErrBody
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error.Code == "" || e.Error.Message == "" || e.Error.Type == "" {
+				t.Fatalf("status %d with body %q: want OpenAI's error shape", w.Code, w.Body.String())
+			}
+			if w.Code != http.StatusBadRequest && w.Code != http.StatusRequestEntityTooLarge {
+				t.Fatalf("status %d (%s)", w.Code, e.Error.Code)
+			}
+			if aboutAField(e.Error.Code) && (e.Error.Param == nil || *e.Error.Param == "") {
+				t.Fatalf("%s (%s) names no param", e.Error.Code, e.Error.Message)
+			}
+			return
+		}
+		got := asker.got
+		checkAccepted(t, got)
+		if err := (&pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1, History: got.History}).Normalize(0); err != nil {
+			t.Fatalf("accepted history %+v: %v", got.History, err)
+		}
+	})
+}
+
+// TestChatCompletionsShareAsksLimits: the chat route is admitted like
+// /ask, per caller, and its refusals come in OpenAI's shape with
+// Retry-After, which OpenAI's clients honour.
+func TestChatCompletionsShareAsksLimits(t *testing.T) {
+	t.Parallel()
+	ctl, err := admission.New(admission.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One ask per minute: the burst is ten seconds' worth, rounded up to one.
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, Admission: ctl,
+		CallerLimits: admission.Limits{Rate: auth.Rate{N: 1, Per: time.Minute}}})
+	if status, _, body := get(t, ts.URL+"/ask?q=first"); status != 200 {
+		t.Fatalf("the first ask: %d %s", status, body)
+	}
+	status, h, body := postChat(t, ts.URL, `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
+	var e openAIErrBody
+	if status != http.StatusTooManyRequests || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "rate_limited" ||
+		e.Error.Type != "rate_limit_error" || h.Get("Retry-After") == "" {
+		t.Errorf("%d %v %s", status, h, body)
+	}
+}
+
+// waitingAsker starts a stream and waits for its context to end, as a
+// generation does when its client leaves.
+type waitingAsker struct{ cancelled chan error }
+
+func (a waitingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
+	select {
+	case <-ctx.Done():
+		a.cancelled <- context.Cause(ctx)
+	case <-time.After(10 * time.Second):
+		a.cancelled <- nil
+	}
+	return pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+}
+
+// TestChatClientThatLeavesCancelsItsQuery: a chat stream cannot be
+// resumed, so a client that disconnects cancels its query at once.
+func TestChatClientThatLeavesCancelsItsQuery(t *testing.T) {
+	t.Parallel()
+	asker := waitingAsker{cancelled: make(chan error, 1)}
+	ts := newTestServer(t, Deps{Asker: asker})
+	resp, err := http.Post(ts.URL+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 64)
+	if _, err := io.ReadAtLeast(resp.Body, first, 6); err != nil || !strings.HasPrefix(string(first), "data: ") {
+		t.Fatalf("first chunk %q: %v", first, err)
+	}
+	resp.Body.Close()
+	if cause := <-asker.cancelled; cause == nil {
+		t.Error("the query ran on for 10 s after its client left")
 	}
 }

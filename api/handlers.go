@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -75,7 +77,36 @@ func (s *server) handleGetQuery(c echo.Context) error {
 	if own := ownQueries(c); own != "" && rec.KeyID != own {
 		return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
 	}
-	return c.JSON(http.StatusOK, rec)
+	if rec.TraceID == "" || s.deps.TraceURLTemplate == "" {
+		return c.JSON(http.StatusOK, rec)
+	}
+	return c.JSON(http.StatusOK, struct {
+		pipeline.Record
+		// TraceURL is the query's trace in the tracing UI (--trace-url-template).
+		TraceURL string `json:"trace_url"`
+	}{rec, TraceURL(s.deps.TraceURLTemplate, rec.TraceID)})
+}
+
+// TraceURL fills a --trace-url-template with a trace id: every {trace_id}
+// is replaced by it.
+func TraceURL(template, traceID string) string {
+	return strings.ReplaceAll(template, "{trace_id}", traceID)
+}
+
+// ValidateTraceURLTemplate checks a --trace-url-template: an http(s) URL
+// that holds {trace_id}.
+func ValidateTraceURLTemplate(template string) error {
+	if template == "" {
+		return nil
+	}
+	if !strings.Contains(template, "{trace_id}") {
+		return fmt.Errorf("%q does not contain {trace_id}, which is replaced by the query's trace id", template)
+	}
+	u, err := url.Parse(TraceURL(template, "0123456789abcdef0123456789abcdef"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http:// or https:// URL, such as http://localhost:16686/trace/{trace_id}", template)
+	}
+	return nil
 }
 
 // logReadiness logs the checks when readiness changes, so the details

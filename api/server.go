@@ -101,6 +101,15 @@ type Deps struct {
 	// UploadDir is where multipart uploads are spooled while they arrive
 	// ("": os.TempDir()).
 	UploadDir string
+	// TraceContext, when set, reads the caller's W3C trace context
+	// (traceparent, tracestate) from a request's headers into its context,
+	// for every route: a query's trace then continues the caller's
+	// (tracing.Tracer.Extract). Nil ignores the headers.
+	TraceContext func(ctx context.Context, h http.Header) context.Context
+	// TraceURLTemplate, when set, is the link to a query's trace shown on
+	// /queries/:id and sent as trace_url by GET /v1/queries/:id: {trace_id}
+	// is replaced by the query's trace id.
+	TraceURLTemplate string
 }
 
 // Server is ragtime's HTTP handler.
@@ -155,6 +164,9 @@ func NewServer(deps Deps) *Server {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
+	if deps.TraceContext != nil {
+		e.Use(s.traceContext)
+	}
 	e.Use(s.logRequests)
 	e.Use(s.bodyDeadline)
 	e.Use(securityHeaders)
@@ -162,6 +174,18 @@ func NewServer(deps Deps) *Server {
 	e.Use(s.crossSiteGuard())
 	s.routes(e)
 	return &Server{Handler: e, s: s}
+}
+
+// traceContext continues the caller's trace: the request's context carries
+// the trace context of its traceparent header, so the query's root span is a
+// child of the caller's span.
+func (s *server) traceContext(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.Header.Get("traceparent") != "" {
+			c.SetRequest(r.WithContext(s.deps.TraceContext(r.Context(), r.Header)))
+		}
+		return next(c)
+	}
 }
 
 // bodyDeadline gives a request's body --body-timeout to arrive: a client

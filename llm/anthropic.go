@@ -174,6 +174,9 @@ func (s *anthropicStream) dispatch(event string, data []byte, at time.Time) (boo
 		if ev.Usage != nil {
 			s.usage(ev.Usage)
 		}
+		if ev.Delta.StopReason != "" {
+			s.d.gen.FinishReason = ev.Delta.StopReason
+		}
 	case "message_stop":
 		s.stopped = true
 		return true, nil

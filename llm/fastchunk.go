@@ -66,7 +66,7 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 	}
 	var out [2]delta // the common chunk: one choice, one delta
 	deltas := out[:0]
-	finished := false
+	finished := ""
 	for _, ch := range choices.GetArray() {
 		fields, err := ch.Object()
 		if err != nil {
@@ -83,8 +83,8 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 				switch val.Type() {
 				case fastjson.TypeNull:
 				case fastjson.TypeString:
-					if len(val.GetStringBytes()) > 0 {
-						finished = true
+					if b := val.GetStringBytes(); len(b) > 0 {
+						finished = finishReason(b)
 					}
 				default:
 					ok = false
@@ -103,8 +103,9 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 			deltas = append(deltas, delta{content, false})
 		}
 	}
-	if finished {
+	if finished != "" {
 		s.finished = true
+		s.gen.FinishReason = finished
 	}
 	d := deliverer{s.gen, s.emit}
 	for _, dl := range deltas {
@@ -169,4 +170,22 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// finishReason is b as a string, without an allocation for the reasons
+// OpenAI-compatible servers send (the last chunk of every answer has one).
+func finishReason(b []byte) string {
+	switch string(b) {
+	case "stop":
+		return "stop"
+	case "length":
+		return "length"
+	case "tool_calls":
+		return "tool_calls"
+	case "content_filter":
+		return "content_filter"
+	case "eos":
+		return "eos"
+	}
+	return string(b)
 }

@@ -127,6 +127,7 @@ type ollamaChunk struct {
 		Thinking flexString `json:"thinking"`
 	} `json:"message"`
 	Done                  bool   `json:"done"`
+	DoneReason            string `json:"done_reason"`
 	Error                 string `json:"error"`
 	LoadDuration          *int64 `json:"load_duration"`
 	PromptEvalCount       *int   `json:"prompt_eval_count"`
@@ -193,6 +194,7 @@ func (s *ollamaStream) line(line []byte, at time.Time) error {
 	}
 	s.done = true
 	gen := s.d.gen
+	gen.FinishReason = c.DoneReason
 	ns := func(key string, v *int64) {
 		if v != nil {
 			setTiming(gen, key, float64(*v)/1e6)

@@ -309,6 +309,7 @@ func (s *streamReader) fullChunk(data []byte, at time.Time) error {
 		ch := &c.Choices[i]
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			s.finished = true
+			s.gen.FinishReason = *ch.FinishReason
 		}
 		r := ch.Delta.ReasoningContent
 		if r == "" {

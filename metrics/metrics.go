@@ -10,6 +10,7 @@ import (
 
 	"ragtime/admission"
 	"ragtime/pipeline"
+	"ragtime/tracing"
 )
 
 // Buckets, in seconds.
@@ -195,21 +196,63 @@ func (m *Metrics) Admission(a AdmissionStats) {
 	}
 }
 
-// Handler serves the registry in the Prometheus exposition format.
-func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+// TracingStats reports the tracer's queue and export; *tracing.Tracer
+// implements it.
+type TracingStats interface {
+	Stats() tracing.Stats
 }
 
-// Observe records one finished query's figures.
+// Tracing exports the tracer's counters, read at scrape time: what waits
+// for its spans, what was dropped, what the exporter sent or failed to.
+func (m *Metrics) Tracing(t TracingStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ragtime_trace_queue_depth",
+			Help: "Finished queries waiting for their trace spans to be built (bounded; the request path never waits on it).",
+		}, func() float64 { return float64(t.Stats().Queued) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_traces_total",
+			Help: "Queries whose trace spans were built and handed to the batching span processor.",
+		}, func() float64 { return float64(t.Stats().Traced) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_traces_dropped_total",
+			Help: "Queries whose trace was dropped because the trace queue was full (the OTLP receiver slower than the queries, or away).",
+		}, func() float64 { return float64(t.Stats().Dropped) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_trace_spans_exported_total",
+			Help: "Spans the OTLP exporter sent.",
+		}, func() float64 { return float64(t.Stats().SpansExported) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "ragtime_trace_spans_failed_total",
+			Help: "Spans in batches the OTLP exporter failed to send after its retries (logged).",
+		}, func() float64 { return float64(t.Stats().SpansFailed) }),
+	)
+}
+
+// Handler serves the registry in the Prometheus text format, or in
+// OpenMetrics when the scraper asks for it (Accept:
+// application/openmetrics-text), which carries the trace_id exemplars of
+// the TTFT and stage histograms.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg, EnableOpenMetrics: true})
+}
+
+// Observe records one finished query's figures. A traced query's trace id
+// goes with its TTFT, first-token and stage observations as an exemplar, so
+// a dashboard leads from a slow bucket to a trace.
 func (m *Metrics) Observe(rec pipeline.Record) {
+	var ex prometheus.Labels
+	if rec.TraceID != "" {
+		ex = prometheus.Labels{"trace_id": rec.TraceID}
+	}
 	for _, s := range rec.Stages {
-		m.stage.WithLabelValues(s.Name).Observe(s.DurationMs / 1000)
+		observe(m.stage.WithLabelValues(s.Name), s.DurationMs/1000, ex)
 	}
 	if rec.TTFTMs != nil {
-		m.ttft.Observe(*rec.TTFTMs / 1000)
+		observe(m.ttft, *rec.TTFTMs/1000, ex)
 	}
 	if rec.FirstTokenMs != nil {
-		m.firstToken.Observe(*rec.FirstTokenMs / 1000)
+		observe(m.firstToken, *rec.FirstTokenMs/1000, ex)
 	}
 	m.e2e.Observe(rec.E2EMs / 1000)
 	if rec.RetrievalShare != nil {
@@ -266,4 +309,13 @@ func deref(p *int) int {
 		return 0
 	}
 	return *p
+}
+
+// observe observes v, with the exemplar ex when there is one.
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if eo, ok := o.(prometheus.ExemplarObserver); ok && ex != nil {
+		eo.ObserveWithExemplar(v, ex)
+		return
+	}
+	o.Observe(v)
 }

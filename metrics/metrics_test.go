@@ -16,6 +16,7 @@ import (
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
+	"ragtime/tracing"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -135,5 +136,56 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("after a drop, /metrics lacks %q", want)
 		}
+	}
+}
+
+type traceStats struct{ s tracing.Stats }
+
+func (t traceStats) Stats() tracing.Stats { return t.s }
+
+// TestExemplarsInOpenMetrics: a traced query's trace id is an exemplar of
+// its TTFT and stage observations, served when the scraper asks for
+// OpenMetrics (the Prometheus text format has no exemplars); the tracer's
+// counters are there too.
+func TestExemplarsInOpenMetrics(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(nil)
+	m.Tracing(traceStats{tracing.Stats{Queued: 2, Traced: 5, Dropped: 3, SpansExported: 40, SpansFailed: 7}})
+	const id = "0af7651916cd43dd8448eb211c80319c"
+	m.Observe(pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, TraceID: id,
+		Figures: pipeline.Figures{TTFTMs: ptr(42.0), FirstTokenMs: ptr(41.0), E2EMs: 90},
+		Stages:  []pipeline.Span{{Name: pipeline.StageSearch, DurationMs: 3}}})
+	m.Observe(pipeline.Record{QueryID: "untraced", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: ptr(9000.0)}})
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	req, _ := http.NewRequest(http.MethodGet, srv.URL, nil)
+	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	for _, want := range []string{
+		`ragtime_ttft_seconds_bucket{le="0.06"} 1 # {trace_id="` + id + `"} 0.042`,
+		`ragtime_stage_duration_seconds_bucket{stage="search",le="0.005"} 1 # {trace_id="` + id + `"} 0.003`,
+		`ragtime_first_token_seconds_bucket{le="0.06"} 1 # {trace_id="` + id + `"} 0.041`,
+		"ragtime_trace_queue_depth 2", "ragtime_traces_total 5", "ragtime_traces_dropped_total 3",
+		"ragtime_trace_spans_exported_total 40", "ragtime_trace_spans_failed_total 7",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("OpenMetrics scrape lacks %q", want)
+		}
+	}
+	if strings.Count(body, "trace_id=") != 3 {
+		t.Errorf("%d exemplars, want 3 (the untraced query has none):\n%s", strings.Count(body, "trace_id="), body)
+	}
+	if plain := scrape(t, m.Handler()); strings.Contains(plain, "trace_id") {
+		t.Errorf("the Prometheus text format carries exemplars")
 	}
 }

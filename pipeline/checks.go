@@ -91,3 +91,16 @@ func SafeRequestID(id string) string {
 	}
 	return id
 }
+
+// MaxFinishReasonBytes bounds a stored finish reason.
+const MaxFinishReasonBytes = 32
+
+// safeFinishReason is a provider's finish reason as it may be stored and
+// exported: short and of the characters a request id may have; "" for
+// anything else (an upstream's text never reaches the database unchecked).
+func safeFinishReason(r string) string {
+	if len(r) > MaxFinishReasonBytes {
+		return ""
+	}
+	return SafeRequestID(r)
+}

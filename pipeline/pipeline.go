@@ -24,6 +24,8 @@ type Config struct {
 	Generator Generator
 	Counter   TokenCounter
 	Recorder  Recorder
+	// Tracer, when set, follows each query in a distributed trace.
+	Tracer Tracer
 
 	// Names shown in meta and stage attrs.
 	EmbedderName string
@@ -49,7 +51,8 @@ type Config struct {
 	// Now reads the query's clock; nil means time.Now. Readings must carry
 	// a monotonic part (or be a test's fake clock that only moves forward).
 	Now func() time.Time
-	// NewID makes a query id; nil means a random UUID.
+	// NewID makes a query id; nil means NewQueryID (a time-ordered UUIDv7,
+	// from which the store derives the day partition to read).
 	NewID func() string
 }
 
@@ -99,7 +102,7 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.NewID == nil {
-		cfg.NewID = uuid.NewString
+		cfg.NewID = NewQueryID
 	}
 	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt), memo: newTokenMemo(cfg.Counter),
 		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n")}, nil
@@ -113,6 +116,9 @@ func New(cfg Config) (*Pipeline, error) {
 // (context.WithCancelCause) is stored as cancelled with the cause's code.
 func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
 	q := p.start(ctx, req)
+	if p.cfg.Tracer != nil {
+		ctx, q.trace = p.cfg.Tracer.Start(ctx, q.t0)
+	}
 	return q.run(ctx, out)
 }
 
@@ -135,6 +141,8 @@ type query struct {
 	gen      Generation
 	// earlySpans: llm_connect and llm_prefill went out with the first token.
 	earlySpans bool
+	// trace is the query's distributed trace; nil without a Tracer.
+	trace Trace
 }
 
 func (p *Pipeline) start(ctx context.Context, req Request) *query {
@@ -228,7 +236,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	}
 
 	var vecs [][]float32
-	err := q.stage(ctx, out, StageEmbed, func() (map[string]any, error) {
+	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
 		var call Call
 		var err error
 		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
@@ -246,7 +254,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	}
 
 	var hits []Hit
-	err = q.stage(ctx, out, StageSearch, func() (map[string]any, error) {
+	err = q.stage(ctx, out, StageSearch, func(ctx context.Context) (map[string]any, error) {
 		var err error
 		// The caller's tenant scope narrows the request's filter; when the
 		// two exclude each other nothing can match and no search is made.
@@ -262,7 +270,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		return err
 	}
 
-	err = q.stage(ctx, out, StageRerank, func() (map[string]any, error) {
+	err = q.stage(ctx, out, StageRerank, func(ctx context.Context) (map[string]any, error) {
 		topN := q.req.RerankTopN
 		attrs := map[string]any{"candidates": len(hits), "top_n": topN, "reranker": cfg.RerankerName}
 		var err error
@@ -283,7 +291,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	}
 
 	var prompt promptParts
-	err = q.stage(ctx, out, StageAssemble, func() (map[string]any, error) {
+	err = q.stage(ctx, out, StageAssemble, func(context.Context) (map[string]any, error) {
 		prompt = q.assemble(hits)
 		return map[string]any{
 			"chunks": len(prompt.sources), "dropped": prompt.dropped,
@@ -300,7 +308,11 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	// generate
 	greq := GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
 		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
-	gen, err := cfg.Generator.Generate(ctx, greq, func(d Delta) error { return q.emit(out, d) })
+	gctx := ctx
+	if q.trace != nil {
+		gctx = q.trace.Generation(ctx, model)
+	}
+	gen, err := cfg.Generator.Generate(gctx, greq, func(d Delta) error { return q.emit(out, d) })
 	q.gen = gen
 	if gen.Usage.PromptTokens == 0 {
 		q.gen.Usage.PromptTokens = prompt.promptTokens
@@ -320,10 +332,15 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 // stage runs fn as the stage name on the query's clock: it records the
 // stage's span with the attrs fn returns (also when fn fails) and sends it
 // to out, and returns fn's error classified as the stage's failure, or the
-// client's departure if the span could not be written.
-func (q *query) stage(ctx context.Context, out Stream, name string, fn func() (map[string]any, error)) error {
+// client's departure if the span could not be written. fn's context carries
+// the stage's trace span, when the query is traced.
+func (q *query) stage(ctx context.Context, out Stream, name string, fn func(context.Context) (map[string]any, error)) error {
+	sctx := ctx
+	if q.trace != nil {
+		sctx = q.trace.Stage(ctx, name)
+	}
 	start := q.now()
-	attrs, err := fn()
+	attrs, err := fn(sctx)
 	end := q.now()
 	if err != nil {
 		_ = q.span(out, name, start, end, attrs)
@@ -512,6 +529,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID, KeyID: q.req.KeyID,
 		Model: model, Provider: cfg.Provider, Status: StatusOK,
 		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
+		FinishReason: safeFinishReason(q.gen.FinishReason),
 	}
 	if q.gen.Model != "" {
 		rec.Model = q.gen.Model
@@ -599,6 +617,9 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		}
 	}
 	rec.E2EMs = q.ms(q.now())
+	if q.trace != nil {
+		rec.TraceID = q.trace.TraceID()
+	}
 	// Record before done or error goes out: a client that saw done can
 	// count on the record being at least queued (or spooled), even if the
 	// process dies right after.
@@ -614,6 +635,11 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		if perr != nil && cause != nil && cause.Tell {
 			_ = out.Fail(perr)
 		}
+	}
+	if q.trace != nil {
+		// After the stream's last event: the trace's spans are built off
+		// the request path.
+		q.trace.End(rec, perr)
 	}
 	return rec
 }
@@ -737,4 +763,17 @@ func trimToTokens(c TokenCounter, text string, limit int) string {
 		}
 	}
 	return strings.Join(words[:lo], " ")
+}
+
+// NewQueryID returns a new query id: a UUIDv7, whose first 48 bits are the
+// Unix time in milliseconds. Ids made one after the other sort by time (the
+// primary-key index grows at its right edge), and a reader can tell from an
+// id alone which day partition holds the query. It falls back to a random
+// (v4) UUID if the system's random source fails.
+func NewQueryID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
 }

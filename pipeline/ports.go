@@ -170,6 +170,9 @@ type Generation struct {
 	UpstreamStatus int
 	// RequestID is the upstream's request id, when it sent one.
 	RequestID string
+	// FinishReason is why the model stopped, in the provider's words (stop,
+	// length, end_turn, ...); empty when it did not say.
+	FinishReason string
 	// Retries counts the attempts made before the one that answered (or
 	// failed last); their time, backoff included, is part of llm_connect.
 	Retries int
@@ -251,4 +254,33 @@ type Meta struct {
 	Embedder         string `json:"embedder"`
 	Store            string `json:"store"`
 	Reranker         string `json:"reranker"`
+}
+
+// Tracer follows each query in a distributed trace (tracing.Tracer does it
+// with OpenTelemetry). A nil Tracer in Config costs nothing.
+//
+// Contract: Start runs on the request path, once per query, at t0 (the
+// query's start on its clock), and must be cheap and never block; the
+// context it returns carries the trace to the stages' calls. It is safe for
+// concurrent use.
+type Tracer interface {
+	Start(ctx context.Context, t0 time.Time) (context.Context, Trace)
+}
+
+// Trace is one query's trace, as its Tracer started it.
+//
+// Contract: TraceID is the id stored with the query ("" when the trace is
+// not recorded); Stage and Generation return the context that a stage's
+// calls, or the generator's call, run in, so that embedders, stores,
+// rerankers and models carry the stage's span onward (Generation also
+// takes the model requested); End takes the finished
+// record (and its failure, nil when it succeeded or was cancelled without a
+// word to the client) after the stream has ended, and must not block: its
+// spans are built from the record's stages, on the query's clock, off the
+// request path.
+type Trace interface {
+	TraceID() string
+	Stage(ctx context.Context, name string) context.Context
+	Generation(ctx context.Context, model string) context.Context
+	End(rec Record, err *Error)
 }

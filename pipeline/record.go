@@ -80,6 +80,12 @@ type Record struct {
 	ConnReused     *bool  `json:"conn_reused,omitempty" db:"conn_reused"`
 	UpstreamStatus int    `json:"upstream_status,omitempty" db:"upstream_status,null"`
 	RequestID      string `json:"request_id,omitempty" db:"request_id,null"`
+	// FinishReason is why the model stopped, as the provider said it
+	// (stop, length, end_turn, ...); empty when it did not say.
+	FinishReason string `json:"finish_reason,omitempty" db:"finish_reason,null"`
+	// TraceID is the query's OpenTelemetry trace id (32 hex digits) when it
+	// was traced and sampled; empty otherwise.
+	TraceID string `json:"trace_id,omitempty" db:"trace_id,null"`
 
 	// Server-side timings, in milliseconds, when the model server reported
 	// them (Ollama, llama.cpp, vLLM, Groq); nil otherwise.

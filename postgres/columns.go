@@ -67,8 +67,13 @@ func recordColumns(t reflect.Type, prefix []int) []column {
 	return cols
 }
 
-// selectQuery reads one query row by id, in queryColumns' order.
-var selectQuery = func() string {
+// selectQuery reads one query row by id, in queryColumns' order, in the
+// created_at range [$2, $3) (the partitions the id's time points at; see
+// idWindow), or anywhere with selectQueryAnywhere.
+var selectQuery = selectQueryAnywhere + " AND created_at >= $2 AND created_at < $3"
+
+// selectQueryAnywhere reads one query row by id from every partition.
+var selectQueryAnywhere = func() string {
 	exprs := make([]string, len(queryColumns))
 	for i, c := range queryColumns {
 		exprs[i] = c.name

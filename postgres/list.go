@@ -69,7 +69,7 @@ func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeli
 	q.status, coalesce(q.error_code, '') AS error_code, q.top_k, q.rerank_top_n,
 	q.ttft_ms, q.first_token_ms, q.e2e_ms, q.queue_ms, q.retrieval_ms, q.gen_ttft_ms, q.llm_prefill_ms,
 	q.overhead_ms, q.retrieval_share, q.prefill_share, q.prompt_tokens, q.completion_tokens, q.cached_tokens,
-	(SELECT jsonb_object_agg(s.name, s.duration_ms) FROM query_stages s WHERE s.query_id = q.id) AS stages
+	(SELECT jsonb_object_agg(s.name, s.duration_ms) FROM query_stages s WHERE s.query_id = q.id AND s.created_at = q.created_at) AS stages
 FROM queries q`
 	if len(where) > 0 {
 		sql += "\nWHERE " + strings.Join(where, " AND ")
@@ -127,38 +127,4 @@ func decodeCursor(c string) (time.Time, uuid.UUID, error) {
 		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
 	}
 	return time.UnixMicro(us), parsed, nil
-}
-
-// CountOlder returns how many queries were created before cutoff and how
-// many stages they hold: what Prune with the same cutoff would delete.
-func (s *Store) CountOlder(ctx context.Context, cutoff time.Time) (queries, stages int64, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM queries WHERE created_at < $1),
-		(SELECT count(*) FROM query_stages st JOIN queries q ON q.id = st.query_id WHERE q.created_at < $1)`, cutoff).Scan(&queries, &stages)
-	if err != nil {
-		return 0, 0, fmt.Errorf("count queries older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
-	}
-	return queries, stages, nil
-}
-
-// Prune deletes the queries created before cutoff, with their stages, in
-// batches of batch rows (10000 when batch ≤ 0) so that no transaction holds
-// locks for long or grows large; it returns how many queries it deleted.
-// It stops at ctx's end, keeping what it already deleted.
-func (s *Store) Prune(ctx context.Context, cutoff time.Time, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 10000
-	}
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM queries WHERE id IN (
-			SELECT id FROM queries WHERE created_at < $1 ORDER BY created_at LIMIT $2)`, cutoff, batch)
-		if err != nil {
-			return total, fmt.Errorf("delete queries older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-	}
 }

@@ -63,6 +63,11 @@ func migrateDB(ctx context.Context, db *sql.DB) error {
 	if _, err := provider.Up(ctx); err != nil {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
+	var made int
+	err = db.QueryRowContext(ctx, ensurePartitionsSQL, PartitionDaysAhead).Scan(&made)
+	if err != nil {
+		return fmt.Errorf("create the day partitions of queries: %w", err)
+	}
 	return nil
 }
 

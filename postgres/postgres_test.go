@@ -415,8 +415,8 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 	rec.Record(first) // twice in one batch
 	waitFor(t, "the first batch", func() bool { return rec.Stats().Written == 2 })
 	again := record(2)
-	again.QueryID = first.QueryID
-	rec.Record(again) // and again in a later batch, with other values
+	again.QueryID, again.CreatedAt = first.QueryID, first.CreatedAt
+	rec.Record(again) // and again in a later batch, with other values (a query is its id at its created_at: the partition key is part of the primary key)
 	other := record(3)
 	rec.Record(other)
 	if err := rec.Close(ctx); err != nil {

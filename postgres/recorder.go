@@ -91,6 +91,7 @@ type Recorder struct {
 	stop       chan struct{} // Close was called: drain and exit
 	done       chan struct{} // the writer has exited
 	replayDone chan struct{} // the replayer has exited
+	partsDone  chan struct{} // the partition maker has exited
 	ctx        context.Context
 	cancel     context.CancelFunc
 
@@ -133,6 +134,7 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 		replayDone: make(chan struct{}),
+		partsDone:  make(chan struct{}),
 		ctx:        ctx,
 		cancel:     cancel,
 		dropLog:    limiter{every: logEvery},
@@ -141,6 +143,7 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 		replayLog:  limiter{every: logEvery},
 	}
 	go r.run()
+	go r.makePartitions()
 	if opts.Spool != nil {
 		if opts.StartSpooling {
 			r.mu.Lock()
@@ -244,6 +247,7 @@ func (r *Recorder) Close(ctx context.Context) error {
 	}
 	r.cancel()
 	<-r.replayDone
+	<-r.partsDone
 
 	r.mu.Lock()
 	left := r.queue
@@ -282,6 +286,37 @@ func (r *Recorder) run() {
 			return
 		}
 		r.flush()
+	}
+}
+
+// makePartitions keeps the day partitions made ahead (EnsurePartitions) at
+// start and every partitionEvery, until Close. While PostgreSQL is away it
+// logs (rate-limited) and tries again at the next tick; rows for a day
+// without a partition would land in the default partition, not fail.
+func (r *Recorder) makePartitions() {
+	defer close(r.partsDone)
+	ticker := time.NewTicker(partitionEvery)
+	defer ticker.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(r.ctx, writeTimeout)
+		made, err := EnsurePartitions(ctx, r.pool)
+		cancel()
+		switch {
+		case err != nil && r.ctx.Err() == nil:
+			if ok, suppressed := r.retryLog.allow(); ok {
+				r.log.Warn("postgres recorder: making the next days' partitions failed, will retry", "err", err,
+					"every", partitionEvery, "retries_not_logged", suppressed)
+			}
+		case made > 0:
+			r.log.Info("postgres recorder: made day partitions of queries and query_stages", "tables", made)
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-r.ctx.Done():
+			return
+		case <-ticker.C:
+		}
 	}
 }
 

@@ -239,9 +239,9 @@ func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
 	t.Parallel()
 	store, recs := dashboardData(t)
 	ctx := ctxFor(t)
-	n, err := store.Prune(ctx, time.Now().Add(-48*time.Hour), 1)
-	if err != nil || n != 1 {
-		t.Fatalf("prune: %d, %v; want 1 deleted", n, err)
+	res, err := store.Prune(ctx, time.Now().Add(-48*time.Hour), 1)
+	if err != nil || res.Deleted != 1 {
+		t.Fatalf("prune: %+v, %v; want 1 deleted", res, err)
 	}
 	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, pipeline.ErrNotFound) {
 		t.Errorf("the old query is still there: %v", err)
@@ -251,8 +251,8 @@ func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
 		t.Fatalf("after prune %d queries, %v", len(page.Queries), err)
 	}
 	// Everything older than a minute ago, two at a time.
-	if n, err = store.Prune(ctx, time.Now().Add(-time.Minute+time.Second), 2); err != nil || n != 10 {
-		t.Fatalf("second prune: %d, %v; want 10", n, err)
+	if res, err = store.Prune(ctx, time.Now().Add(-time.Minute+time.Second), 2); err != nil || res.Deleted != 10 {
+		t.Fatalf("second prune: %+v, %v; want 10", res, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -32,8 +33,32 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
+// selectStages reads a query's stages from the one partition of its day:
+// a stage's created_at is its query's.
 const selectStages = `SELECT seq, name, start_ms, duration_ms, attrs
-FROM query_stages WHERE query_id = $1 ORDER BY seq`
+FROM query_stages WHERE query_id = $1 AND created_at = $2 ORDER BY seq`
+
+// idWindow is where a query made with a time-ordered id (UUIDv7, see
+// pipeline.NewQueryID) has its created_at: the query's t0, which is the
+// request's arrival and comes before the id is made by the queue wait and
+// the parsing, so a little before the id's millisecond. Reading the id with
+// created_at in this window lets PostgreSQL scan the one day partition
+// (two when the window straddles midnight) instead of every partition.
+const (
+	idWindowBefore = 15 * time.Minute
+	idWindowAfter  = time.Minute
+)
+
+// idWindow returns the created_at range to look for id in, and false when
+// the id carries no time (a random v4 id, as made before v7).
+func idWindow(id uuid.UUID) (lo, hi time.Time, ok bool) {
+	if id.Version() != 7 {
+		return time.Time{}, time.Time{}, false
+	}
+	sec, nsec := id.Time().UnixTime()
+	at := time.Unix(sec, nsec)
+	return at.Add(-idWindowBefore), at.Add(idWindowAfter), true
+}
 
 // GetQuery returns the stored query id with its stages ordered by seq, or
 // ErrNotFound.
@@ -52,7 +77,15 @@ func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error
 
 	var rec pipeline.Record
 	targets, scanned := scanTargets(&rec)
-	err = s.pool.QueryRow(ctx, selectQuery, pgID).Scan(targets...)
+	err = pgx.ErrNoRows
+	if lo, hi, ok := idWindow(parsed); ok {
+		err = s.pool.QueryRow(ctx, selectQuery, pgID, lo, hi).Scan(targets...)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		// A v4 id, or a record whose created_at is not its id's time (a
+		// caller that set its own): one index probe per partition.
+		err = s.pool.QueryRow(ctx, selectQueryAnywhere, pgID).Scan(targets...)
+	}
 	scanned()
 	if errors.Is(err, pgx.ErrNoRows) {
 		return pipeline.Record{}, pipeline.ErrNotFound
@@ -62,7 +95,7 @@ func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
 
-	rows, err := s.pool.Query(ctx, selectStages, pgID)
+	rows, err := s.pool.Query(ctx, selectStages, pgID, rec.CreatedAt)
 	if err != nil {
 		return pipeline.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
 	}

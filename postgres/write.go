@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/pipeline"
@@ -25,6 +26,7 @@ type row struct {
 	queryID string
 	query   []any
 	stages  [][]any
+	rec     *pipeline.Record // for the roll-ups
 }
 
 // newRow checks what PostgreSQL could not be asked to check (ids are
@@ -36,7 +38,7 @@ func newRow(rec pipeline.Record) (row, error) {
 		return row{}, err
 	}
 	pgID := vals[idColumn] // checked to be a UUID
-	r := row{queryID: rec.QueryID, query: vals, stages: make([][]any, 0, len(rec.Stages))}
+	r := row{queryID: rec.QueryID, query: vals, stages: make([][]any, 0, len(rec.Stages)), rec: &rec}
 	for _, s := range rec.Stages {
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
@@ -65,17 +67,21 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	return json.Marshal(attrs)
 }
 
-// writeRows writes rows in one transaction with three round trips' worth of
-// work whatever their number: both tables are loaded with COPY into
+// writeRows writes rows in one transaction with a fixed number of round
+// trips whatever their number: both tables are loaded with COPY into
 // session-local staging tables, then one statement moves the queries into
-// queries (ON CONFLICT DO NOTHING: a query id stored before is left as it
-// is) and the stages of the newly inserted ones into query_stages. A
-// pipelined INSERT per query parsed, planned and executed 36 parameters per
-// row; COPY streams them.
+// queries (ON CONFLICT DO NOTHING: a query stored before, the same id at the
+// same created_at as a replayed spool record has, is left as it is) and the
+// stages of the newly inserted ones into query_stages, and returns the ids
+// it inserted; the roll-ups of those (aggregated here, per minute and hour ×
+// provider × model × stage) are added with one more statement. A pipelined
+// INSERT per query parsed, planned and executed 36 parameters per row; COPY
+// streams them.
 func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 	queries := make([][]any, 0, len(rows))
 	var stages [][]any
 	seen := make(map[string]bool, len(rows))
+	byID := make(map[[16]byte]*pipeline.Record, len(rows))
 	for i := range rows {
 		if seen[rows[i].queryID] {
 			continue // the same query twice in a batch: the first one counts
@@ -83,6 +89,7 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 		seen[rows[i].queryID] = true
 		queries = append(queries, rows[i].query)
 		stages = append(stages, rows[i].stages...)
+		byID[rows[i].query[idColumn].(pgtype.UUID).Bytes] = rows[i].rec
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, stagingTables); err != nil {
@@ -96,8 +103,24 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 				return fmt.Errorf("copy query stages: %w", err)
 			}
 		}
-		if _, err := tx.Exec(ctx, moveStaged); err != nil {
+		ids, err := tx.Query(ctx, moveStaged)
+		if err != nil {
 			return fmt.Errorf("insert queries and stages: %w", err)
+		}
+		inserted := make([]*pipeline.Record, 0, len(queries))
+		var id [16]byte
+		_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
+			inserted = append(inserted, byID[id])
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("insert queries and stages: %w", err)
+		}
+		if len(inserted) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, upsertRollups, rollupArgs(rollupsOf(inserted))...); err != nil {
+			return fmt.Errorf("add to the roll-ups: %w", err)
 		}
 		return nil
 	})
@@ -120,11 +143,13 @@ var stagingTables = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE
 	"CREATE TEMP TABLE IF NOT EXISTS query_stages_in ON COMMIT DELETE ROWS AS SELECT " +
 	strings.Join(stageColumns, ", ") + " FROM query_stages WITH NO DATA"
 
-// moveStaged moves the staged rows into the real tables in one statement.
+// moveStaged moves the staged rows into the real tables in one statement
+// and returns the ids of the queries it inserted.
 var moveStaged = "WITH q AS (INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id) DO NOTHING RETURNING id) " +
-	"INSERT INTO query_stages (" + strings.Join(stageColumns, ", ") + ") SELECT " +
-	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id"
+	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id, created_at) DO NOTHING RETURNING id, created_at), " +
+	"s AS (INSERT INTO query_stages (" + strings.Join(stageColumns, ", ") + ") SELECT " +
+	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id AND q.created_at = s.created_at) " +
+	"SELECT id FROM q"
 
 // isInvalidData reports whether err is about the data written rather than
 // the connection or the schema: the recorder refused the record, or

@@ -17,6 +17,8 @@
 //     rerank) that failed for a reason worth retrying;
 //   - Classify, the mapping of an HTTP status and error body to a Kind that
 //     each caller names with its own error codes;
+//   - the W3C trace context (traceparent, tracestate) of the query's trace,
+//     injected into every request when tracing is on (package tracing);
 //   - the bounded body reads, the Scrubber that keeps API keys out of error
 //     text and RedactURL, which masks a password in a URL.
 package upstream

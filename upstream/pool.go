@@ -13,6 +13,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultIdlePerHost is the idle pool per host when Options leaves it 0: a
@@ -116,6 +120,7 @@ func (c *Client) Do(req *http.Request, tr *Trace) (*http.Response, error) {
 		tr = &Trace{}
 	}
 	ctx := req.Context()
+	inject(ctx, req)
 	resp, err := c.pooled.Do(req.WithContext(httptrace.WithClientTrace(ctx, tr.hooks())))
 	if err == nil || ctx.Err() != nil || !tr.staleFailure() || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
 		return resp, err
@@ -208,4 +213,19 @@ func RetryAfter(h http.Header) time.Duration {
 		return max(time.Until(t), 0)
 	}
 	return 0
+}
+
+// inject adds the W3C trace context of ctx (traceparent, tracestate) to the
+// request's headers, so that a model server, embedder or reranker with
+// tracing on joins the query's trace. It uses OpenTelemetry's global
+// propagator, which tracing.Setup installs; without a trace in ctx (tracing
+// off) it does nothing.
+func inject(ctx context.Context, req *http.Request) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	if req.Header == nil {
+		req.Header = http.Header{}
+	}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 }

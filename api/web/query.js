@@ -20,6 +20,15 @@
     $("error").textContent = `${q.error_code || q.status}: ${q.error_message || ""}`;
     $("error").hidden = false;
   }
+  if (q.trace_id) {
+    // The link is built by the server from --trace-url-template; only
+    // http(s) URLs are shown as links.
+    const url = /^https?:\/\//.test(q.trace_url || "") ? q.trace_url : "";
+    $("trace").innerHTML = "Trace " + (url
+      ? `<a id="trace-link" href="${rt.esc(url)}" target="_blank" rel="noopener">${rt.esc(q.trace_id)}</a>`
+      : `<code>${rt.esc(q.trace_id)}</code>`);
+    $("trace").hidden = false;
+  }
   const tile = (label, v) => `<div class="tile"><b>${v}</b><span>${rt.esc(label)}</span></div>`;
   const u = q.usage || {};
   $("summary").innerHTML = tile("TTFT", rt.fmtMs(q.ttft_ms)) + tile("first token (any)", rt.fmtMs(q.first_token_ms)) +

@@ -37,6 +37,9 @@ var serveConfigKeys = map[string]string{
 	"top_k":              "top-k",
 	"rerank_top_n":       "rerank-top-n",
 	"max_context_tokens": "max-context-tokens",
+	"otlp_endpoint":      "otlp-endpoint",
+	"otlp_protocol":      "otlp-protocol",
+	"trace_url_template": "trace-url-template",
 }
 
 // qdrantConfigKeys maps the keys of a config file's qdrant section to the

@@ -12,7 +12,7 @@ import (
 )
 
 // runPrune deletes stored queries older than --older-than, with their
-// stages. It first says what will go (counts and cutoff); --dry-run stops
+// stages: whole day partitions are dropped, the rest deleted in batches. It first says what will go (counts and cutoff); --dry-run stops
 // there.
 func runPrune(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "prune", "prune --older-than 30d [--dry-run] [flags]")
@@ -20,7 +20,7 @@ func runPrune(ctx context.Context, env *environment, args []string) error {
 	db.register(fs)
 	var age ageFlag
 	fs.Var(&age, "older-than", "delete queries created longer ago than this: a number with h (hours), d (days) or w (weeks), e.g. 36h, 30d, 2w; required")
-	batch := fs.Int("batch", 10000, "queries deleted per transaction, so that no lock is held for long")
+	batch := fs.Int("batch", 10000, "queries deleted per transaction in the day the cutoff falls in (older days are dropped whole), so that no lock is held for long")
 	dryRun := fs.Bool("dry-run", false, "only count what would be deleted; delete nothing")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
@@ -49,9 +49,28 @@ func runPrune(ctx context.Context, env *environment, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "deleting %d queries (%d stages) created before %s (older than %s)\n", queries, stages, when, age.String())
 	start := time.Now()
-	n, err := store.Prune(ctx, cutoff, *batch)
-	fmt.Fprintf(env.stdout, "pruned %d queries created before %s in %s\n", n, when, time.Since(start).Round(time.Millisecond))
-	return err
+	res, err := store.Prune(ctx, cutoff, *batch)
+	if err != nil {
+		fmt.Fprintf(env.stdout, "pruning stopped after %s: %d whole days dropped, %d queries deleted\n",
+			time.Since(start).Round(time.Millisecond), len(res.DroppedDays), res.Deleted)
+		return err
+	}
+	// Every query counted above is gone (a day partition is dropped without
+	// counting its rows again).
+	fmt.Fprintf(env.stdout, "pruned %d queries created before %s in %s: %d whole days dropped%s, %d queries deleted from the day the cutoff falls in\n",
+		queries, when, time.Since(start).Round(time.Millisecond), len(res.DroppedDays), daysList(res.DroppedDays), res.Deleted)
+	return nil
+}
+
+// daysList formats dropped days as " (first … last)", or "" for none.
+func daysList(days []time.Time) string {
+	switch len(days) {
+	case 0:
+		return ""
+	case 1:
+		return " (" + days[0].Format(time.DateOnly) + ")"
+	}
+	return " (" + days[0].Format(time.DateOnly) + " … " + days[len(days)-1].Format(time.DateOnly) + ")"
 }
 
 // ageFlag is a positive age written with an unambiguous unit: h, d or w.

@@ -147,7 +147,8 @@ func TestPrune(t *testing.T) {
 	srv := startServe(t, env, "--data-dir", ingestCorpus(t, env))
 	ask(t, srv.url, "q=prefill")
 	eventually(t, "a stored query", func() bool { return countRows(t, pool, "queries") == 1 })
-	if _, err := pool.Exec(context.Background(), "UPDATE queries SET created_at = now() - interval '40 days'"); err != nil {
+	// A stage carries its query's created_at (and so its day partition).
+	if _, err := pool.Exec(context.Background(), "UPDATE queries SET created_at = now() - interval '40 days'; UPDATE query_stages SET created_at = now() - interval '40 days'"); err != nil {
 		t.Fatal(err)
 	}
 	if out := runCmd(t, env, "prune", "--older-than", "30d", "--dry-run"); !strings.HasPrefix(out, "dry run: would delete 1 queries (") || !strings.Contains(out, "nothing deleted") {

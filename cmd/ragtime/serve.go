@@ -25,6 +25,7 @@ import (
 	"ragtime/postgres"
 	"ragtime/retrieval"
 	"ragtime/spool"
+	"ragtime/tracing"
 	"ragtime/upstream"
 )
 
@@ -66,6 +67,9 @@ type serveConfig struct {
 	insecureNoAuth   bool
 	allowedModels    listFlag
 	keysReload       time.Duration
+	otlpEndpoint     string
+	otlpProtocol     string
+	traceURLTemplate string
 }
 
 // warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
@@ -128,6 +132,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.logFormat, "log-format", "text", "log format on stderr: text or json")
 	fs.BoolVar(&c.hideReasoning, "hide-reasoning", false, "do not forward the model's reasoning deltas to clients (they are still timed: first_token_ms vs ttft_ms)")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's profiler (/debug/pprof/) on this loopback address, e.g. 127.0.0.1:6060, apart from the API (empty: off)")
+	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send one OpenTelemetry trace per query to this OTLP receiver, e.g. http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 with --otlp-protocol grpc; overrides OTEL_EXPORTER_OTLP_ENDPOINT, and the other OTEL_* variables apply (docs/tracing.md; default: those variables, else off)")
+	fs.StringVar(&c.otlpProtocol, "otlp-protocol", "", "OTLP protocol of --otlp-endpoint: http/protobuf or grpc (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
+	fs.StringVar(&c.traceURLTemplate, "trace-url-template", "", "link to a query's trace on /queries/:id, {trace_id} replaced by its trace id, e.g. http://localhost:16686/trace/{trace_id} (Jaeger)")
 	c.warmup = "off"
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
@@ -180,6 +187,17 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if c.writeTimeout <= 0 {
 		problems["stream-write-timeout"] = fmt.Sprintf("--stream-write-timeout must be positive (a client that stops reading must not hold a stream forever), got %s", c.writeTimeout)
+	}
+	if c.otlpEndpoint != "" {
+		if _, err := tracing.ParseEndpoint(c.otlpEndpoint); err != nil {
+			problems["otlp-endpoint"] = err.Error()
+		}
+	}
+	if p := c.otlpProtocol; p != "" && p != tracing.ProtocolGRPC && p != tracing.ProtocolHTTP {
+		problems["otlp-protocol"] = fmt.Sprintf("--otlp-protocol must be grpc or http/protobuf, got %q", p)
+	}
+	if err := api.ValidateTraceURLTemplate(c.traceURLTemplate); err != nil {
+		problems["trace-url-template"] = "--trace-url-template: " + err.Error()
 	}
 	for name, d := range map[string]time.Duration{"queue-timeout": c.queueTimeout, "body-timeout": c.bodyTimeout,
 		"idle-timeout": c.idleTimeout, "sse-heartbeat": c.heartbeat, "sse-retry": c.sseRetry} {
@@ -315,6 +333,14 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// Metrics observe each finished query on its way to the recorder,
 	// after its timings are taken, so they never touch them.
 	mx := metrics.New(rec)
+	tracer, err := cfg.tracer(ctx, env, parts, log)
+	if err != nil {
+		return err
+	}
+	if tracer != nil {
+		mx.Tracing(tracer)
+		defer shutdownTracer(tracer, log)
+	}
 	pl, err := pipeline.New(pipeline.Config{
 		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
@@ -323,6 +349,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Provider:    parts.provider, Model: parts.model,
 		MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
+		Tracer: tracer.Hook(),
 	})
 	if err != nil {
 		return err
@@ -360,6 +387,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
 		BodyTimeout:          cfg.bodyTimeout,
 		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
+		TraceContext:         traceContext(tracer),
+		TraceURLTemplate:     cfg.traceURLTemplate,
 	})
 
 	// The preflight runs beside serving: a broken LLM configuration is
@@ -414,6 +443,46 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	log.Info("server stopped; flushing recorded queries")
 	return nil
 }
+
+// tracer sets up OpenTelemetry tracing from --otlp-endpoint and the OTEL_*
+// variables; nil when neither asks for it.
+func (c *serveConfig) tracer(ctx context.Context, env *environment, parts *parts, log *slog.Logger) (*tracing.Tracer, error) {
+	t, err := tracing.Setup(ctx, tracing.Config{Endpoint: c.otlpEndpoint, Protocol: c.otlpProtocol,
+		Getenv: env.getenv, Logger: log})
+	if err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	if t == nil {
+		return nil, nil
+	}
+	if parts.remote != nil {
+		t.SetLLMServer(parts.remote.BaseURL())
+	}
+	log.Info("tracing: one OpenTelemetry trace per query", "otlp_endpoint", c.otlpEndpoint, "trace_url_template", c.traceURLTemplate)
+	return t, nil
+}
+
+// traceContext is the API's reader of incoming trace context: nil without
+// tracing, so that requests pay nothing for it.
+func traceContext(t *tracing.Tracer) func(context.Context, http.Header) context.Context {
+	if t == nil {
+		return nil
+	}
+	return t.Extract
+}
+
+// shutdownTracer flushes the traces still queued, for at most
+// tracerShutdownTimeout.
+func shutdownTracer(t *tracing.Tracer, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), tracerShutdownTimeout)
+	defer cancel()
+	if err := t.Shutdown(ctx); err != nil {
+		log.Warn("tracing: flushing the last traces failed", "err", err)
+	}
+}
+
+// tracerShutdownTimeout bounds the flush of the last traces at shutdown.
+const tracerShutdownTimeout = 5 * time.Second
 
 // preflightTimeout bounds serve's start-up check of the LLM provider.
 const preflightTimeout = 3 * time.Second

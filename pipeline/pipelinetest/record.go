@@ -27,6 +27,7 @@ func FullRecord(sweepID string) pipeline.Record {
 	rec.SweepID = sweepID
 	rec.Status = pipeline.StatusOK
 	rec.QuestionSHA256 = strings.Repeat("5e", 32)
+	rec.TraceID = strings.Repeat("7a", 16) // 32 hex digits, as the column checks
 	rec.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
 	rec.Stages = []pipeline.Span{
 		{Name: pipeline.StageEmbed, Seq: 0, StartMs: 0.5, DurationMs: 1.25, Attrs: map[string]any{"dim": 384.0}},

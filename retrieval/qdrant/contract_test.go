@@ -12,6 +12,9 @@ import (
 	"time"
 
 	qc "github.com/qdrant/go-client/qdrant"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"ragtime/pipeline"
 	"ragtime/retrieval"
@@ -318,4 +321,32 @@ func TestQdrantIntegration(t *testing.T) {
 		}
 	})
 	runSuite(t, addr, name)
+}
+
+// TestSearchCarriesTheTraceContext: a search made within a traced query
+// sends the query's W3C traceparent in its gRPC metadata; one without a
+// trace sends none.
+func TestSearchCarriesTheTraceContext(t *testing.T) {
+	// The propagator tracing.Setup installs as the global one.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	f, addr := qdranttest.Start(t)
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Addr: addr, Collection: "traced", Dimension: dim, Embedder: "test-embedder", Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.ReplaceDocument(ctx, testDoc("a.md", "Alpha", "en", 0)); err != nil {
+		t.Fatal(err)
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0xa}, SpanID: trace.SpanID{0xb}, TraceFlags: trace.FlagsSampled})
+	for _, c := range []context.Context{trace.ContextWithSpanContext(ctx, sc), ctx} {
+		if _, err := s.Search(c, vec(1, 0), 1, pipeline.Filter{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"00-0a000000000000000000000000000000-0b00000000000000-01", ""}
+	if got := f.TraceParents(); !slices.Equal(got, want) {
+		t.Errorf("searches carried traceparent %q, want %q", got, want)
+	}
 }

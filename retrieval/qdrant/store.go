@@ -16,7 +16,12 @@ import (
 
 	"github.com/google/uuid"
 	qc "github.com/qdrant/go-client/qdrant"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"ragtime/pipeline"
@@ -158,6 +163,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// address; the client's version check would only log it.
 		SkipCompatibilityCheck: true,
 		PoolSize:               1,
+		GrpcOptions:            []grpc.DialOption{grpc.WithStatsHandler(traceContext())},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to qdrant at %s: %w", cfg.Addr, err)
@@ -624,4 +630,14 @@ func (s *Store) classify(ctx context.Context, doing string, err error) error {
 			Hint:    "use the embedder the collection was built with, or another --qdrant-collection"}
 	}
 	return fmt.Errorf("qdrant at %s: %s: %w", s.cfg.Addr, doing, err)
+}
+
+// traceContext carries the query's W3C trace context (the search stage's
+// span, when tracing is on) in each call's gRPC metadata, through
+// OpenTelemetry's global propagator. It makes no spans of its own: the
+// search stage's span, built from the stored timings, is the call's.
+func traceContext() stats.Handler {
+	return otelgrpc.NewClientHandler(
+		otelgrpc.WithTracerProvider(tracenoop.NewTracerProvider()),
+		otelgrpc.WithMeterProvider(metricnoop.NewMeterProvider()))
 }

@@ -17,6 +17,7 @@ import (
 	qc "github.com/qdrant/go-client/qdrant"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -31,6 +32,8 @@ type Server struct {
 	collections map[string]*fakeCollection
 	// block, when set, makes Query wait for the caller's deadline.
 	block bool
+	// traceparents are the W3C traceparent metadata of the Query calls.
+	traceparents []string
 }
 
 // The generated Collections and Points services both have Get and Delete,
@@ -102,6 +105,14 @@ func Start(t testing.TB) (*Server, string) {
 	go srv.Serve(ln)
 	t.Cleanup(srv.Stop)
 	return f, ln.Addr().String()
+}
+
+// TraceParents returns the traceparent metadata each search carried ("" for
+// none), in order.
+func (f *Server) TraceParents() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.traceparents...)
 }
 
 // Block makes searches wait for the caller's deadline (to provoke timeouts).
@@ -346,6 +357,8 @@ func (f fakePoints) Count(_ context.Context, r *qc.CountPoints) (*qc.CountRespon
 func (f fakePoints) Query(ctx context.Context, r *qc.QueryPoints) (*qc.QueryResponse, error) {
 	f.mu.Lock()
 	f.record(r)
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.traceparents = append(f.traceparents, strings.Join(md.Get("traceparent"), ","))
 	if f.block {
 		f.mu.Unlock()
 		<-ctx.Done()

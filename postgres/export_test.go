@@ -1,0 +1,10 @@
+package postgres
+
+// Exported for the tests of package postgres_test, which read the plans of
+// the statements GetQuery runs.
+var (
+	SelectQuery  = selectQuery
+	SelectStages = selectStages
+	IDWindow     = idWindow
+	RollupBucket = rollupBucket
+)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Makes sure the Jaeger v2 binary used by the tracing test (cmd/ragtime
+# TestTracesInJaeger, docs/tracing.md) is built: builds
+# github.com/jaegertracing/jaeger/cmd/jaeger at the version pinned in
+# tools/jaeger/go.mod (a module of its own, so Jaeger never enters ragtime's
+# go.mod) into a cache directory, once. Prints the binary's path on stdout.
+#
+#   RAGTIME_JAEGER_DIR  where the binary is cached
+#                       (default: ${XDG_CACHE_HOME:-~/.cache}/ragtime/jaeger-<version>)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+version="$(awk '$1=="github.com/jaegertracing/jaeger"{print $2}' "$root/tools/jaeger/go.mod")"
+[ -n "$version" ] || { echo "ensure-jaeger: no jaeger version in tools/jaeger/go.mod" >&2; exit 1; }
+dir="${RAGTIME_JAEGER_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ragtime/jaeger-$version}"
+bin="$dir/jaeger"
+if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
+command -v go >/dev/null 2>&1 || { echo "ensure-jaeger: go is not on PATH" >&2; exit 1; }
+mkdir -p "$dir"
+echo "ensure-jaeger: building jaeger $version into $dir (a few minutes, once)" >&2
+(cd "$root/tools/jaeger" && GOWORK=off GOFLAGS=-buildvcs=false nice -n 10 \
+  go build -trimpath -o "$bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger) >&2 ||
+  { rm -f "$bin.tmp"; echo "ensure-jaeger: building github.com/jaegertracing/jaeger/cmd/jaeger@$version failed" >&2; exit 1; }
+mv "$bin.tmp" "$bin"
+echo "$bin"
