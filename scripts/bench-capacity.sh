@@ -85,8 +85,14 @@ awk -v a="$ASKS" -v s="$stored" -v w="$(echo "$t1 - $t0" | bc)" -v c="$((cpu1 - 
   printf "replicas %d, %d asks at %d parallel in %.1f s: %.0f asks/s; ragtime CPU %.2f ms per ask (all replicas)\n", r, a, p, w, a / w, c * 1000 / tick / a
   printf "queries stored %d of %d\n", s, a
 }'
-sql "SELECT 'stage rows per query ' || round((SELECT count(*) FROM query_stages)::numeric / (SELECT count(*) FROM queries), 2)
-  || '; heap+index+toast bytes per query ' || round((pg_total_relation_size('queries') + pg_total_relation_size('query_stages'))::numeric / (SELECT count(*) FROM queries))"
+# queries and query_stages are partitioned by day: their size is their
+# partitions'; the roll-ups are per minute, model and stage, not per query.
+size() { sql "SELECT coalesce(sum(pg_total_relation_size(relid)), 0) FROM pg_partition_tree('$1')"; }
+n=$(sql "SELECT count(*) FROM queries")
+raw=$(( $(size queries) + $(size query_stages) ))
+rollups=$(sql "SELECT CASE WHEN to_regclass('query_rollups') IS NULL THEN 0 ELSE pg_total_relation_size('query_rollups') END")
+sql "SELECT 'stage rows per query ' || round((SELECT count(*) FROM query_stages)::numeric / $n, 2)
+  || '; raw rows: heap+index+toast ' || round($raw::numeric / $n) || ' bytes per query; roll-ups: ' || $rollups || ' bytes in all'"
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "load average $load ($(nproc) cores)"
 for i in $(seq "$REPLICAS"); do
