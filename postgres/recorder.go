@@ -178,6 +178,12 @@ func (r *Recorder) Record(rec pipeline.Record) {
 	if r.opts.Spool != nil && (r.spooling || r.closed || full) {
 		if !r.spooling && !r.closed {
 			r.startSpooling("memory queue full")
+			// What waits in the memory queue goes to the spool first: a
+			// process killed now loses none of it, and the spool keeps
+			// the order. (What the writer holds it spills if it fails.)
+			queued := r.queue
+			r.queue = nil
+			r.spoolLocked(queued)
 		}
 		r.spoolLocked([]pipeline.Record{rec})
 		r.mu.Unlock()
