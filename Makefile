@@ -6,10 +6,15 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build run test fuzz bench bench-ann bench-pgdocs bench-peer bench-capacity vet fmt clean llmsim bench-outage
+.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-capacity vet fmt clean llmsim bench-outage grafana
 
 build:
 	$(GO) build -o $(BIN) ./cmd/ragtime
+
+# Puts ragtime in $(go env GOPATH)/bin (on PATH in most Go setups), so that
+# the docs' `ragtime …` commands run as written.
+install:
+	$(GO) install ./cmd/ragtime
 
 # Builds, creates the database if missing and migrates it, ingests docs/ and
 # serves on $(ADDR) with the embedded defaults (no network, no keys).
@@ -28,6 +33,7 @@ test:
 	@scripts/ensure-npm-clients.sh
 	@scripts/ensure-jaeger.sh >/dev/null
 	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
+	cd deploy/grafana/gen && $(GO) test -count=1 ./... && $(GO) vet ./...
 	$(GO) vet ./...
 	# The Helm chart, rendered and decoded with helm's and k8s.io's Go packages
 	# in a module of its own, so they never enter ragtime's build.
@@ -77,6 +83,12 @@ bench-peer:
 llmsim:
 	$(GO) build -o bin/llmsim ./cmd/llmsim
 	./bin/llmsim --addr :8081
+
+# Regenerates deploy/grafana/dashboards/ragtime.json from deploy/grafana/gen
+# (the Grafana Foundation SDK, in a module of its own); `make test` checks
+# that the committed JSON is its output.
+grafana:
+	cd deploy/grafana/gen && $(GO) run .
 
 vet:
 	$(GO) vet ./...

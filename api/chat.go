@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -276,9 +277,41 @@ func renameChatField(err error, last int) error {
 	return badRequest(field, ve.Code, ve.Message)
 }
 
+// chatModel is OpenAI's model object.
+type chatModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
 // handleModels serves GET /v1/models: the models the caller may name, in
 // OpenAI's list shape. The configured model comes first.
 func (s *server) handleModels(c echo.Context) error {
+	ids := s.modelsFor(c)
+	data := make([]chatModel, len(ids))
+	for i, id := range ids {
+		data[i] = chatModel{ID: id, Object: "model", OwnedBy: "ragtime"}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// handleModel serves GET /v1/models/{id}: one of the caller's models, or
+// 404 not_found. The id may hold slashes (org/model), as many do.
+func (s *server) handleModel(c echo.Context) error {
+	id, err := url.PathUnescape(c.Param("*"))
+	if err != nil {
+		id = c.Param("*")
+	}
+	if !slices.Contains(s.modelsFor(c), id) {
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Field: "model",
+			Message: fmt.Sprintf("model %.200q is not one this key may use; GET /v1/models lists them", id)}
+	}
+	return c.JSON(http.StatusOK, chatModel{ID: id, Object: "model", OwnedBy: "ragtime"})
+}
+
+// modelsFor lists the models the request's caller may name.
+func (s *server) modelsFor(c echo.Context) []string {
 	caller, _ := auth.CallerFrom(c.Request().Context())
 	var ids []string
 	if s.deps.DefaultModel != "" {
@@ -293,17 +326,7 @@ func (s *server) handleModels(c echo.Context) error {
 			ids = append(ids, m)
 		}
 	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	data := make([]model, len(ids))
-	for i, id := range ids {
-		data[i] = model{ID: id, Object: "model", OwnedBy: "ragtime"}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+	return ids
 }
 
 // openAIRoute reports whether a path is answered in OpenAI's shapes.

@@ -268,10 +268,18 @@ func TestChatQueryIDIsReadableByBrowserApps(t *testing.T) {
 
 func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "big"}})
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "org/big"}})
 	status, body, _ := get(t, ts.URL+"/v1/models")
-	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
+	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
 		t.Errorf("%d %s", status, body)
+	}
+	if status, body, _ := get(t, ts.URL+"/v1/models/org/big"); status != 200 || body != `{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}`+"\n" {
+		t.Errorf("/v1/models/org/big: %d %s", status, body)
+	}
+	var e openAIErrBody
+	if status, body, _ := get(t, ts.URL+"/v1/models/other"); status != 404 || json.Unmarshal([]byte(body), &e) != nil ||
+		e.Error.Code != "not_found" || e.Error.Type != "not_found_error" {
+		t.Errorf("/v1/models/other: %d %s", status, body)
 	}
 }
 
@@ -398,5 +406,23 @@ func TestChatClientThatLeavesCancelsItsQuery(t *testing.T) {
 	resp.Body.Close()
 	if cause := <-asker.cancelled; cause == nil {
 		t.Error("the query ran on for 10 s after its client left")
+	}
+}
+
+func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
+	t.Parallel()
+	s := &chatStream{maxTokens: 10}
+	for _, tt := range []struct {
+		provider   string
+		completion int
+		want       string
+	}{
+		{"stop", 10, "stop"}, {"length", 3, "length"}, {"end_turn", 10, "stop"}, {"max_tokens", 3, "length"},
+		{"stop_sequence", 3, "stop"}, {"", 3, "stop"}, {"", 10, "length"}, {"something_new", 3, "stop"},
+	} {
+		rec := pipeline.Record{FinishReason: tt.provider, Figures: pipeline.Figures{Usage: pipeline.Usage{CompletionTokens: tt.completion}}}
+		if got := *s.finishReason(rec); got != tt.want {
+			t.Errorf("provider %q with %d of 10 tokens: %q, want %q", tt.provider, tt.completion, got, tt.want)
+		}
 	}
 }

@@ -227,10 +227,22 @@ func (s *chatStream) Delta(d pipeline.Delta) error {
 	return s.write(s.chunk(chatChoice{Delta: delta}))
 }
 
+// finishReason is OpenAI's finish_reason for rec: the provider's own,
+// in OpenAI's words (Anthropic's end_turn is stop, its max_tokens length),
+// or, when it said none (the extractive generator), length when the answer
+// used all of max_tokens and stop otherwise.
 func (s *chatStream) finishReason(rec pipeline.Record) *string {
 	reason := "stop"
-	if s.maxTokens > 0 && rec.Usage.CompletionTokens >= s.maxTokens {
+	switch rec.FinishReason {
+	case "stop", "length", "content_filter", "tool_calls":
+		reason = rec.FinishReason
+	case "max_tokens":
 		reason = "length"
+	case "end_turn", "stop_sequence":
+	default:
+		if s.maxTokens > 0 && rec.Usage.CompletionTokens >= s.maxTokens {
+			reason = "length"
+		}
 	}
 	return &reason
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/http"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 )
 
@@ -21,14 +22,31 @@ var webFS, _ = fs.Sub(web, "web")
 // needs from the JSON API.
 func (s *server) page(name string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		b, err := fs.ReadFile(webFS, name)
-		if err != nil {
-			return err
-		}
-		c.Response().Header().Set("Cache-Control", "no-cache")
-		c.Response().Header().Set("Content-Security-Policy", pageCSP)
-		return c.HTMLBlob(http.StatusOK, b)
+		return servePage(c, name, http.StatusOK)
 	}
+}
+
+// queryPage serves /queries/:id. An id that is not a UUID names no query:
+// the page comes with 404 (its script says "no query with id ..."). A UUID
+// is looked up by the script, with the caller's key: the page itself tells
+// nobody whether a query exists.
+func (s *server) queryPage(c echo.Context) error {
+	status := http.StatusOK
+	if _, err := uuid.Parse(c.Param("id")); err != nil {
+		status = http.StatusNotFound
+	}
+	return servePage(c, "query.html", status)
+}
+
+// servePage writes the embedded page name with status.
+func servePage(c echo.Context, name string, status int) error {
+	b, err := fs.ReadFile(webFS, name)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-cache")
+	c.Response().Header().Set("Content-Security-Policy", pageCSP)
+	return c.HTMLBlob(status, b)
 }
 
 // handleStatic serves the pages' scripts and style sheet under /static/.

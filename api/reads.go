@@ -21,10 +21,14 @@ type QueryLister interface {
 	ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error)
 }
 
-// StatsReader reads the dashboard views for the queries since a moment.
+// StatsReader reads the dashboard views for the queries a filter selects:
+// since a moment, of one provider and model when given, of one API key when
+// its KeyID is set.
 type StatsReader interface {
-	// A keyID restricts it to the queries asked with that API key.
-	Stats(ctx context.Context, since time.Time, keyID string) (pipeline.Stats, error)
+	Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Stats, error)
+	// Models lists the providers and models of the window's queries (of
+	// the key's, with a KeyID); it ignores f's Provider and Model.
+	Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.ProviderModel, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -69,7 +73,8 @@ func parseAge(v string) (time.Duration, error) {
 }
 
 // handleListQueries serves GET /v1/queries: stored queries newest first,
-// filtered by since, until, status, model and top_k, a page at a time.
+// filtered by since, until, status, provider, model and top_k, a page at a
+// time.
 func (s *server) handleListQueries(c echo.Context) error {
 	if s.deps.List == nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
@@ -77,10 +82,10 @@ func (s *server) handleListQueries(c echo.Context) error {
 	qs := c.QueryParams()
 	for name := range qs {
 		switch name {
-		case "since", "until", "status", "model", "top_k", "limit", "cursor":
+		case "since", "until", "status", "provider", "model", "top_k", "limit", "cursor":
 		default:
 			return badRequest(nameOf(name), "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: since, until, status, model, top_k, limit, cursor", name))
+				fmt.Sprintf("unknown parameter %q; known: since, until, status, provider, model, top_k, limit, cursor", name))
 		}
 	}
 	now := timeNow()
@@ -101,9 +106,8 @@ func (s *server) handleListQueries(c echo.Context) error {
 	default:
 		return badRequest("status", "status_invalid", fmt.Sprintf("status must be ok, error or cancelled, got %q", f.Status))
 	}
-	f.Model = qs.Get("model")
-	if err := pipeline.CheckModel(f.Model); err != nil {
-		return err // PostgreSQL refuses NUL and invalid UTF-8: a 400, not a 500
+	if f.Provider, f.Model, err = providerModel(qs); err != nil {
+		return err
 	}
 	if v := qs.Get("top_k"); v != "" {
 		k, err := strconv.Atoi(v)
@@ -146,34 +150,84 @@ func (s *server) handleListQueries(c echo.Context) error {
 	return c.JSON(http.StatusOK, body)
 }
 
-// handleStats serves GET /v1/stats?since=1h: every dashboard view for the
-// queries of the window, as JSON.
+// providerModel reads the provider and model filters of a read.
+func providerModel(qs url.Values) (provider, model string, err error) {
+	provider, model = qs.Get("provider"), qs.Get("model")
+	if err := pipeline.CheckProvider(provider); err != nil {
+		return "", "", err // PostgreSQL refuses NUL and invalid UTF-8: a 400, not a 500
+	}
+	if err := pipeline.CheckModel(model); err != nil {
+		return "", "", err
+	}
+	return provider, model, nil
+}
+
+// statsFilter reads the query parameters of /v1/stats and
+// /v1/stats/models: since (default 1h, at most 90d), provider, model.
+func statsFilter(c echo.Context) (pipeline.StatsFilter, error) {
+	now := timeNow()
+	since := now.Add(-time.Hour)
+	qs := c.QueryParams()
+	for name := range qs {
+		switch name {
+		case "since", "provider", "model":
+		default:
+			return pipeline.StatsFilter{}, badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since, provider, model", name))
+		}
+	}
+	if qs.Has("since") {
+		var err error
+		if since, err = parseMoment(qs.Get("since"), "since", now); err != nil {
+			return pipeline.StatsFilter{}, err
+		}
+	}
+	if since.After(now) {
+		return pipeline.StatsFilter{}, badRequest("since", "since_invalid", "since must be in the past")
+	}
+	if now.Sub(since) > maxStatsWindow {
+		return pipeline.StatsFilter{}, badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
+	}
+	provider, model, err := providerModel(qs)
+	if err != nil {
+		return pipeline.StatsFilter{}, err
+	}
+	return pipeline.StatsFilter{Since: since, Provider: provider, Model: model, KeyID: ownQueries(c)}, nil
+}
+
+// handleStats serves GET /v1/stats?since=1h&provider=...&model=...: every
+// dashboard view for the queries of the window (of one provider and model
+// when given), as JSON.
 func (s *server) handleStats(c echo.Context) error {
 	if s.deps.Stats == nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
 	}
-	now := timeNow()
-	since := now.Add(-time.Hour)
-	for name, v := range c.QueryParams() {
-		if name != "since" {
-			return badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since", name))
-		}
-		var err error
-		if since, err = parseMoment(v[0], "since", now); err != nil {
-			return err
-		}
+	f, err := statsFilter(c)
+	if err != nil {
+		return err
 	}
-	if since.After(now) {
-		return badRequest("since", "since_invalid", "since must be in the past")
-	}
-	if now.Sub(since) > maxStatsWindow {
-		return badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
-	}
-	st, err := s.deps.Stats.Stats(c.Request().Context(), since, ownQueries(c))
+	st, err := s.deps.Stats.Stats(c.Request().Context(), f)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, st)
+}
+
+// handleStatsModels serves GET /v1/stats/models?since=7d: the providers and
+// models of the window's queries, the choices of the pages' model selector,
+// without aggregating anything else.
+func (s *server) handleStatsModels(c echo.Context) error {
+	if s.deps.Stats == nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "no query store is configured"}
+	}
+	f, err := statsFilter(c)
+	if err != nil {
+		return err
+	}
+	list, err := s.deps.Stats.Models(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"since": f.Since.UTC(), "models": list})
 }
 
 // ownQueries is the key whose queries the caller may read: "" (every

@@ -27,11 +27,23 @@ const (
 // query list may filter on): at most MaxModelBytes of UTF-8 without control
 // characters. The empty name (the configured model) is valid.
 func CheckModel(model string) error {
-	if len(model) > MaxModelBytes {
-		return &ValidationError{Field: "model", Code: "model_invalid", Message: fmt.Sprintf("model name is longer than %d bytes", MaxModelBytes)}
+	return checkLabel("model", model)
+}
+
+// CheckProvider reports whether provider is a name a query list or the
+// stats may filter on, by CheckModel's rule; its error names the field
+// provider.
+func CheckProvider(provider string) error {
+	return checkLabel("provider", provider)
+}
+
+// checkLabel is CheckModel's rule for field.
+func checkLabel(field, v string) error {
+	if len(v) > MaxModelBytes {
+		return &ValidationError{Field: field, Code: field + "_invalid", Message: fmt.Sprintf("%s name is longer than %d bytes", field, MaxModelBytes)}
 	}
-	if !utf8.ValidString(model) || strings.ContainsFunc(model, unicode.IsControl) {
-		return &ValidationError{Field: "model", Code: "model_invalid", Message: "model name must be UTF-8 without control characters"}
+	if !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+		return &ValidationError{Field: field, Code: field + "_invalid", Message: field + " name must be UTF-8 without control characters"}
 	}
 	return nil
 }

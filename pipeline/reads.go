@@ -23,6 +23,18 @@ const (
 	MaxListLimit     = 500
 )
 
+// StatsFilter selects the queries a stats reader aggregates. Zero fields do
+// not filter.
+type StatsFilter struct {
+	// Since keeps the queries created at or after it (until now).
+	Since time.Time
+	// Provider and Model are the provider and the model name, exactly.
+	Provider, Model string
+	// KeyID keeps only the queries asked with this API key; empty: every
+	// caller's (what an admin key sees).
+	KeyID string
+}
+
 // QueryFilter selects the queries a query lister returns, newest first. Zero
 // fields do not filter.
 type QueryFilter struct {
@@ -31,6 +43,8 @@ type QueryFilter struct {
 	Since, Until time.Time
 	// Status is ok, error or cancelled.
 	Status string
+	// Provider is the provider (openai, extractive, ...), exactly.
+	Provider string
 	// Model is the model name, exactly.
 	Model string
 	// TopK is the top_k the query asked for.
@@ -87,6 +101,13 @@ type Stats struct {
 	Until time.Time `json:"until"`
 	// Bucket is the width of a Series point.
 	Bucket string `json:"bucket"`
+	// Provider and Model are the filter the figures are for; empty: every
+	// provider's, every model's.
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Models are the providers and models of the window's queries, the
+	// choices of a filter, whatever Provider and Model are.
+	Models []ProviderModel `json:"models"`
 	// Totals are over the whole window.
 	Totals Totals `json:"totals"`
 	// Series are the window's queries in Bucket-wide points, oldest first.
@@ -103,6 +124,13 @@ type Stats struct {
 	NetworkHealth []NetworkHealth `json:"network_health"`
 	// SlowQueries are the window's slowest queries (slow_queries), slowest first.
 	SlowQueries []SlowQuery `json:"slow_queries"`
+}
+
+// ProviderModel is one provider and model that answered queries in a window.
+type ProviderModel struct {
+	Provider string `json:"provider" db:"provider"`
+	Model    string `json:"model" db:"model"`
+	Queries  int64  `json:"queries" db:"queries"`
 }
 
 // Totals summarise a window.

@@ -45,6 +45,9 @@ func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeli
 	if f.Status != "" {
 		add("q.status = ?", f.Status)
 	}
+	if f.Provider != "" {
+		add("q.provider = ?", f.Provider)
+	}
 	if f.Model != "" {
 		add("q.model = ?", f.Model)
 	}

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,15 +53,46 @@ GROUP BY 1 ORDER BY 1`
 // hourFrom is the views' hour expression; a filter on it uses queries_hour_idx.
 const hourFrom = `date_trunc('hour', $1::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`
 
-// Stats reads every dashboard view for the queries created in [since, now).
-// With a keyID it reads only the queries asked with that API key: totals,
-// series, stage percentiles, the top-k trade-off and the slow queries; the
-// hourly views (ttft_tail, cache_hit_rate, network_health) aggregate every
-// caller's queries and come back empty.
-func (s *Store) Stats(ctx context.Context, since time.Time, keyID string) (pipeline.Stats, error) {
+// modelsSQL lists the providers and models of a window, for a page's
+// selector.
+const modelsSQL = `SELECT provider, model, count(*) AS queries
+FROM queries WHERE created_at >= $1 AND created_at < $2%s
+GROUP BY provider, model ORDER BY provider, model`
+
+// Stats reads every dashboard view for the queries f selects: created in
+// [f.Since, now), of f.Provider and f.Model when given. With a KeyID it
+// reads only the queries asked with that API key: totals, series, stage
+// percentiles, the top-k trade-off and the slow queries; the hourly views
+// (ttft_tail, cache_hit_rate, network_health) aggregate every caller's
+// queries and come back empty. Models lists the providers and models of
+// the window (of the key's queries), whatever f.Provider and f.Model.
+func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Stats, error) {
+	since := f.Since
 	until := time.Now()
 	bucket := bucketFor(until.Sub(since))
-	st := pipeline.Stats{Since: since.UTC(), Until: until.UTC(), Bucket: bucket.String()}
+	st := pipeline.Stats{Since: since.UTC(), Until: until.UTC(), Bucket: bucket.String(), Provider: f.Provider, Model: f.Model}
+
+	// The conditions hold only the filters given, so that each shape gets
+	// a plan of its own (a generic "$n = '' OR ..." plan would not use the
+	// indexes, nor be pushed into the functions).
+	var byModel, byKey, bySlowKey []filterCond
+	if f.Provider != "" {
+		byModel = append(byModel, filterCond{"provider = ?", f.Provider})
+	}
+	if f.Model != "" {
+		byModel = append(byModel, filterCond{"model = ?", f.Model})
+	}
+	var key *uuid.UUID
+	if f.KeyID != "" {
+		k, err := uuid.Parse(f.KeyID)
+		if err != nil {
+			return pipeline.Stats{}, fmt.Errorf("read stats: key id %.80q is not a UUID", f.KeyID)
+		}
+		key = &k
+		byKey = []filterCond{{"key_id = ?", k}}
+		bySlowKey = []filterCond{{"query_id IN (SELECT id FROM queries WHERE key_id = ? AND created_at >= $1)", k}}
+	}
+	onQueries := append(append([]filterCond{}, byModel...), byKey...)
 
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
 	if err != nil {
@@ -67,24 +100,81 @@ func (s *Store) Stats(ctx context.Context, since time.Time, keyID string) (pipel
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 
-	if keyID != "" {
-		return s.keyStats(ctx, tx, st, since, until, bucket, keyID)
-	}
-	rows, _ := tx.Query(ctx, fmt.Sprintf(totalsSQL, ""), since, until)
+	totals := and([]any{since, until}, onQueries)
+	rows, _ := tx.Query(ctx, strings.Replace(totalsSQL, "%s", totals.cond, 1), totals.args...)
 	if st.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals]); err != nil {
 		return pipeline.Stats{}, fmt.Errorf("read stats totals: %w", err)
 	}
+	read := func(what, sql string, b bound, into func(pgx.Rows) error) statsRead {
+		return statsRead{what, strings.Replace(sql, "%s", b.cond, 1), b.args, into}
+	}
 	reads := []statsRead{
-		{"series", fmt.Sprintf(seriesSQL, ""), []any{since, until, bucket}, collect(&st.Series)},
-		{"stage_percentiles", `SELECT * FROM stage_percentiles($1)`, []any{since}, collect(&st.StagePercentiles)},
-		{"ttft_tail", `SELECT * FROM ttft_tail WHERE hour >= ` + hourFrom + ` ORDER BY hour, model`, []any{since}, collect(&st.TTFTTail)},
-		{"topk_tradeoff", `SELECT * FROM topk_tradeoff($1)`, []any{since}, collect(&st.TopK)},
-		{"cache_hit_rate", `SELECT * FROM cache_hit_rate WHERE hour >= ` + hourFrom + ` ORDER BY hour, model`, []any{since}, collect(&st.CacheHitRate)},
-		{"network_health", `SELECT * FROM network_health WHERE hour >= ` + hourFrom + ` ORDER BY hour, provider`, []any{since}, collect(&st.NetworkHealth)},
-		{"slow_queries", `SELECT * FROM slow_queries WHERE created_at >= $1
-			ORDER BY ttft_ms DESC NULLS LAST, e2e_ms DESC LIMIT $2`, []any{since, SlowQueryLimit}, collect(&st.SlowQueries)},
+		read("models", modelsSQL, (and([]any{since, until}, byKey)), collect(&st.Models)),
+		read("series", seriesSQL, (and([]any{since, until, bucket}, onQueries)), collect(&st.Series)),
+		read("stage_percentiles", `SELECT * FROM stage_percentiles($1, $2) WHERE true%s`, (and([]any{since, key}, byModel)), collect(&st.StagePercentiles)),
+		read("topk_tradeoff", `SELECT * FROM topk_tradeoff($1, $2) WHERE true%s`, (and([]any{since, key}, byModel)), collect(&st.TopK)),
+		read("slow_queries", `SELECT * FROM slow_queries WHERE created_at >= $1%s
+			ORDER BY ttft_ms DESC NULLS LAST, e2e_ms DESC LIMIT $2`, (and([]any{since, SlowQueryLimit}, append(byModel, bySlowKey...))), collect(&st.SlowQueries)),
+	}
+	if key == nil {
+		for _, v := range []struct {
+			name string
+			into func(pgx.Rows) error
+		}{{"ttft_tail", collect(&st.TTFTTail)}, {"cache_hit_rate", collect(&st.CacheHitRate)}, {"network_health", collect(&st.NetworkHealth)}} {
+			reads = append(reads, read(v.name, `SELECT * FROM `+v.name+` WHERE hour >= `+hourFrom+`%s ORDER BY hour, provider, model`,
+				(and([]any{since}, byModel)), v.into))
+		}
+	} else {
+		st.TTFTTail, st.CacheHitRate, st.NetworkHealth = []pipeline.TTFTTail{}, []pipeline.CacheHitRate{}, []pipeline.NetworkHealth{}
 	}
 	return runStatsReads(ctx, tx, &st, reads)
+}
+
+// Models lists the providers and models of the queries created in
+// [f.Since, now) (of f.KeyID's queries when set), with their query counts;
+// f.Provider and f.Model are ignored: these are the choices of a filter.
+func (s *Store) Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.ProviderModel, error) {
+	var byKey []filterCond
+	if f.KeyID != "" {
+		k, err := uuid.Parse(f.KeyID)
+		if err != nil {
+			return []pipeline.ProviderModel{}, nil // no query has that key
+		}
+		byKey = []filterCond{{"key_id = ?", k}}
+	}
+	b := and([]any{f.Since, time.Now()}, byKey)
+	rows, err := s.pool.Query(ctx, strings.Replace(modelsSQL, "%s", b.cond, 1), b.args...)
+	if err != nil {
+		return nil, fmt.Errorf("read the models of the queries: %w", err)
+	}
+	var list []pipeline.ProviderModel
+	if err := collect(&list)(rows); err != nil {
+		return nil, fmt.Errorf("read the models of the queries: %w", err)
+	}
+	return list, nil
+}
+
+// filterCond is one condition of a read, its value's place written "?".
+type filterCond struct {
+	sql string
+	v   any
+}
+
+// bound is a read's arguments and the conditions that use them.
+type bound struct {
+	args []any
+	cond string
+}
+
+// and appends the values of conds to args and returns them with the
+// conditions, " AND ..." each, their "?" numbered after args.
+func and(args []any, conds []filterCond) bound {
+	var b strings.Builder
+	for _, c := range conds {
+		args = append(args, c.v)
+		b.WriteString(" AND " + strings.Replace(c.sql, "?", "$"+strconv.Itoa(len(args)), 1))
+	}
+	return bound{args, b.String()}
 }
 
 // statsRead is one view read into one field of Stats.
@@ -110,27 +200,6 @@ func runStatsReads(ctx context.Context, tx pgx.Tx, st *pipeline.Stats, reads []s
 		st.SlowQueries[i].CreatedAt = st.SlowQueries[i].CreatedAt.UTC()
 	}
 	return *st, nil
-}
-
-// keyStats is Stats for the queries of one API key.
-func (s *Store) keyStats(ctx context.Context, tx pgx.Tx, st pipeline.Stats, since, until time.Time, bucket time.Duration, keyID string) (pipeline.Stats, error) {
-	st.TTFTTail, st.CacheHitRate, st.NetworkHealth = []pipeline.TTFTTail{}, []pipeline.CacheHitRate{}, []pipeline.NetworkHealth{}
-	key, err := uuid.Parse(keyID)
-	if err != nil {
-		return pipeline.Stats{}, fmt.Errorf("read stats: key id %.80q is not a UUID", keyID)
-	}
-	rows, _ := tx.Query(ctx, fmt.Sprintf(totalsSQL, " AND key_id = $3"), since, until, key)
-	if st.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals]); err != nil {
-		return pipeline.Stats{}, fmt.Errorf("read stats totals: %w", err)
-	}
-	return runStatsReads(ctx, tx, &st, []statsRead{
-		{"series", fmt.Sprintf(seriesSQL, " AND key_id = $4"), []any{since, until, bucket, key}, collect(&st.Series)},
-		{"stage_percentiles", `SELECT * FROM stage_percentiles($1, $2)`, []any{since, key}, collect(&st.StagePercentiles)},
-		{"topk_tradeoff", `SELECT * FROM topk_tradeoff($1, $2)`, []any{since, key}, collect(&st.TopK)},
-		{"slow_queries", `SELECT * FROM slow_queries WHERE created_at >= $1
-			AND query_id IN (SELECT id FROM queries WHERE key_id = $3 AND created_at >= $1)
-			ORDER BY ttft_ms DESC NULLS LAST, e2e_ms DESC LIMIT $2`, []any{since, SlowQueryLimit, key}, collect(&st.SlowQueries)},
-	})
 }
 
 // collect returns a function that scans rows by column name into *dst,

@@ -143,7 +143,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 func TestStatsReadsEveryView(t *testing.T) {
 	t.Parallel()
 	store, recs := dashboardData(t)
-	st, err := store.Stats(ctxFor(t), time.Now().Add(-time.Hour), "")
+	st, err := store.Stats(ctxFor(t), pipeline.StatsFilter{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("last slow query %+v, want the error, dominated by embed", last)
 	}
 
-	empty, err := store.Stats(ctxFor(t), time.Now().Add(time.Hour), "")
+	empty, err := store.Stats(ctxFor(t), pipeline.StatsFilter{Since: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +292,7 @@ func TestReadsScopedToAKey(t *testing.T) {
 			t.Errorf("ListQueries(key %q) = %d queries, %v; want %d", key, len(page.Queries), err, want)
 		}
 	}
-	st, err := store.Stats(ctx, now.Add(-time.Hour), keyA)
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour), KeyID: keyA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestReadsScopedToAKey(t *testing.T) {
 	if series != 2 {
 		t.Errorf("key A's series holds %d queries, want 2", series)
 	}
-	all, err := store.Stats(ctx, now.Add(-time.Hour), "")
+	all, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour)})
 	if err != nil || all.Totals.Queries != 6 || len(all.TopK) != 2 || all.StagePercentiles[0].N != 6 {
 		t.Errorf("every key's stats: %+v, %v", all.Totals, err)
 	}
@@ -341,7 +341,7 @@ func TestCacheHitRateLeavesUnreportedOut(t *testing.T) {
 	if got.Usage.CachedTokens != nil {
 		t.Errorf("Ollama's query reads back %d cached tokens, want nil (unknown)", *got.Usage.CachedTokens)
 	}
-	st, err := store.Stats(ctx, now.Add(-time.Hour), "")
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

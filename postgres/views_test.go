@@ -47,7 +47,7 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	t.Parallel()
 	pool, store := twoProviders(t)
 	ctx := ctxFor(t)
-	st, err := store.Stats(ctx, time.Now().Add(-time.Hour), "")
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,14 +61,18 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 			t.Errorf("topk_tradeoff row %s/%s top_k %d ok %d p50 %v, want p50 %v", k.Provider, k.Model, k.TopK, k.OK, deref(k.TTFTP50Ms), w)
 		}
 	}
-	if len(st.TTFTTail) != 2 {
-		t.Fatalf("ttft_tail has %d rows, want 2 (one hour, two providers): %+v", len(st.TTFTTail), st.TTFTTail)
-	}
+	// The ten minutes may straddle an hour: rows per hour, provider and
+	// model, each of one provider's TTFT alone.
+	answered := map[string]int64{}
 	for _, tt := range st.TTFTTail {
 		// ttft_tail reads the roll-ups: within 1 % (and 0.001 ms of rounding).
-		if w := want[tt.Provider+"/"+tt.Model]; tt.P50Ms == nil || math.Abs(*tt.P50Ms-w) > 0.01*w+0.001 || tt.Answered != 5 {
-			t.Errorf("ttft_tail row %s/%s p50 %v answered %d, want %v and 5", tt.Provider, tt.Model, deref(tt.P50Ms), tt.Answered, w)
+		if w := want[tt.Provider+"/"+tt.Model]; tt.P50Ms == nil || math.Abs(*tt.P50Ms-w) > 0.01*w+0.001 {
+			t.Errorf("ttft_tail row %s/%s p50 %v, want %v", tt.Provider, tt.Model, deref(tt.P50Ms), w)
 		}
+		answered[tt.Provider+"/"+tt.Model] += tt.Answered
+	}
+	if len(answered) != 2 || answered["extractive/extractive"] != 5 || answered["openai/gpt-x"] != 5 {
+		t.Errorf("ttft_tail answered per provider and model %v, want 5 each of 2: %+v", answered, st.TTFTTail)
 	}
 	prefill := map[string]pipeline.StagePercentile{}
 	for _, sp := range st.StagePercentiles {
@@ -79,11 +83,22 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	if len(prefill) != 2 || !near(prefill["extractive/extractive"].P50Ms, 2) || !near(prefill["openai/gpt-x"].P50Ms, 149) {
 		t.Errorf("stage_percentiles llm_prefill per provider: %+v, want p50 2 and 149", prefill)
 	}
-	if len(st.CacheHitRate) != 2 {
-		t.Errorf("cache_hit_rate has %d rows, want 2", len(st.CacheHitRate))
+	cached := map[string]int64{}
+	for _, c := range st.CacheHitRate {
+		cached[c.Provider+"/"+c.Model] += c.Queries
 	}
-	if len(st.NetworkHealth) != 1 || st.NetworkHealth[0].Provider != "openai" || st.NetworkHealth[0].Model != "gpt-x" || st.NetworkHealth[0].LLMCalls != 5 {
-		t.Errorf("network_health %+v, want one row: openai gpt-x with 5 calls (extractive makes none)", st.NetworkHealth)
+	if len(cached) != 2 || cached["openai/gpt-x"] != 5 {
+		t.Errorf("cache_hit_rate queries per provider and model %v, want 5 each of 2", cached)
+	}
+	var calls int64
+	for _, n := range st.NetworkHealth {
+		if n.Provider != "openai" || n.Model != "gpt-x" {
+			t.Errorf("network_health row of %s/%s, want openai gpt-x only (extractive makes no call)", n.Provider, n.Model)
+		}
+		calls += n.LLMCalls
+	}
+	if calls != 5 {
+		t.Errorf("network_health counts %d calls, want 5", calls)
 	}
 	for _, q := range st.SlowQueries {
 		if w := want[q.Provider+"/"+q.Model]; !near(q.TTFTMs, w) {
@@ -170,5 +185,53 @@ func TestViewsRoundMilliseconds(t *testing.T) {
 			}
 		}
 		rows.Close()
+	}
+}
+
+// TestStatsFilterByProviderAndModel: /v1/stats's filter reaches every read,
+// and Models lists the window's providers and models whatever the filter.
+func TestStatsFilterByProviderAndModel(t *testing.T) {
+	t.Parallel()
+	_, store := twoProviders(t)
+	ctx := ctxFor(t)
+	since := time.Now().Add(-time.Hour)
+	for _, f := range []pipeline.StatsFilter{
+		{Since: since, Provider: "openai"},
+		{Since: since, Model: "gpt-x"},
+		{Since: since, Provider: "openai", Model: "gpt-x"},
+	} {
+		st, err := store.Stats(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Totals.Queries != 5 || !near(st.Totals.TTFTP50Ms, 150) || st.Provider != f.Provider || st.Model != f.Model {
+			t.Errorf("%+v: totals %+v (p50 %v), want 5 queries at 150 ms", f, st.Totals, deref(st.Totals.TTFTP50Ms))
+		}
+		var series int64
+		for _, p := range st.Series {
+			series += p.Queries
+		}
+		// the hourly views have a row per hour the ten minutes touch: 1 or 2
+		hourly := func(n int) bool { return n == 1 || n == 2 }
+		if series != 5 || len(st.TopK) != 1 || !hourly(len(st.TTFTTail)) || !hourly(len(st.CacheHitRate)) || !hourly(len(st.NetworkHealth)) || len(st.SlowQueries) != 5 {
+			t.Errorf("%+v: series %d, topk %d, ttft_tail %d, cache %d, network %d, slow %d; want 5 and one row each, 5 slow",
+				f, series, len(st.TopK), len(st.TTFTTail), len(st.CacheHitRate), len(st.NetworkHealth), len(st.SlowQueries))
+		}
+		for _, sp := range st.StagePercentiles {
+			if sp.Provider != "openai" {
+				t.Errorf("%+v: stage_percentiles row of %s", f, sp.Provider)
+			}
+		}
+		if len(st.Models) != 2 || st.Models[0].Provider != "extractive" || st.Models[1].Model != "gpt-x" || st.Models[1].Queries != 5 {
+			t.Errorf("%+v: models %+v, want extractive and openai/gpt-x", f, st.Models)
+		}
+	}
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: since, Provider: "extractive", Model: "gpt-x"})
+	if err != nil || st.Totals.Queries != 0 || len(st.StagePercentiles) != 0 || len(st.SlowQueries) != 0 {
+		t.Errorf("a provider and model that never met: %+v, %v; want nothing", st.Totals, err)
+	}
+	page, err := store.ListQueries(ctx, pipeline.QueryFilter{Provider: "extractive"})
+	if err != nil || len(page.Queries) != 5 {
+		t.Errorf("ListQueries(provider extractive) = %d queries, %v; want 5", len(page.Queries), err)
 	}
 }

@@ -15,12 +15,22 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// Chart size and the margin kept on the right for the recall axis.
+// Chart size, the margin kept on the right for the recall axis and the
+// strip under the plot that holds the legend (two columns of three), so it
+// never covers a bar, a point or a grid line.
 const (
-	chartWidth  = 9 * vg.Inch
-	chartHeight = 5.5 * vg.Inch
-	rightMargin = 0.75 * vg.Inch
+	chartWidth   = 9 * vg.Inch
+	chartHeight  = 5.5 * vg.Inch
+	rightMargin  = 0.75 * vg.Inch
+	legendHeight = 0.75 * vg.Inch
+	legendRows   = 3
 )
+
+// legendItem is one entry of the chart's legend.
+type legendItem struct {
+	name   string
+	thumbs []plot.Thumbnailer
+}
 
 // stage colours (p50 bars); p95 bars use the same hues, lighter.
 var stageColors = []color.NRGBA{
@@ -42,29 +52,46 @@ var recallColor = color.NRGBA{R: 0x2c, G: 0x2c, B: 0x2c, A: 0xff}
 // stacked bars, TTFT p50 (left) and p95 (right, lighter), split by stage,
 // and recall@k as a line against a second axis on the right.
 func (r *Report) Chart(w io.Writer, format string) error {
-	p, err := r.plot()
+	p, keys, err := r.plot()
 	if err != nil {
 		return err
 	}
+	height := chartHeight + legendHeight
 	var c vg.CanvasWriterTo
 	switch format {
 	case "svg":
-		c = vgsvg.New(chartWidth, chartHeight)
+		c = vgsvg.New(chartWidth, height)
 	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, chartHeight), vgimg.UseDPI(144))}
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, height), vgimg.UseDPI(144))}
 	default:
 		return fmt.Errorf("chart format must be svg or png, got %q", format)
 	}
 	dc := draw.New(c)
-	p.Draw(draw.Crop(dc, 0, -rightMargin, 0, 0))
+	p.Draw(draw.Crop(dc, 0, -rightMargin, legendHeight, 0))
+	// The legend, in columns of legendRows entries, under the plot.
+	strip := draw.Crop(dc, 0.8*vg.Inch, 0, 0.1*vg.Inch, -chartHeight)
+	colWidth := (strip.Max.X - strip.Min.X) / 2
+	for col := 0; col*legendRows < len(keys); col++ {
+		l := plot.NewLegend()
+		l.TextStyle = p.Legend.TextStyle
+		l.Top, l.Left = true, true
+		l.Padding = vg.Points(2)
+		for _, k := range keys[col*legendRows : min((col+1)*legendRows, len(keys))] {
+			l.Add(k.name, k.thumbs...)
+		}
+		l.Draw(draw.Crop(strip, vg.Length(col)*colWidth, 0, 0, 0))
+	}
 	if _, err := c.WriteTo(w); err != nil {
 		return fmt.Errorf("writing the %s chart: %w", format, err)
 	}
 	return nil
 }
 
-func (r *Report) plot() (*plot.Plot, error) {
+// plot draws the chart's plot and returns it with its legend's entries,
+// which Chart draws outside the plot.
+func (r *Report) plot() (*plot.Plot, []legendItem, error) {
 	p := plot.New()
+	var keys []legendItem
 	prompts := "each prompt unique after the system prompt (cold prefill)"
 	if r.Params.WarmCache {
 		prompts = "prompts repeated (--warm-cache: prefix-cache hits)"
@@ -73,8 +100,6 @@ func (r *Report) plot() (*plot.Plot, error) {
 		r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID), prompts)
 	p.X.Label.Text = "top_k"
 	p.Y.Label.Text = "TTFT (ms)"
-	p.Legend.Top = true
-	p.Legend.Left = true
 	p.Y.Min = 0
 
 	labels := make([]string, len(r.Settings))
@@ -98,9 +123,9 @@ func (r *Report) plot() (*plot.Plot, error) {
 		maxMs = 1
 	}
 	// The left axis tops out at a round number; recall 1.0 sits there on
-	// the right axis, and the space above is the legend's.
+	// the right axis. The legend is under the plot (Chart), not above.
 	top := niceCeil(maxMs * 1.1)
-	p.Y.Max = top * 1.4
+	p.Y.Max = top * 1.05
 	p.Y.Tick.Marker = quarterTicks{top: top}
 	if rec := r.Recommendation.Setting; rec != nil {
 		for i, s := range r.Settings {
@@ -126,7 +151,7 @@ func (r *Report) plot() (*plot.Plot, error) {
 			}
 			bar, err := plotter.NewBarChart(vals, barWidth)
 			if err != nil {
-				return nil, fmt.Errorf("drawing the chart: %w", err)
+				return nil, nil, fmt.Errorf("drawing the chart: %w", err)
 			}
 			bar.LineStyle.Width = vg.Length(0)
 			bar.Color = stageColors[si]
@@ -141,7 +166,7 @@ func (r *Report) plot() (*plot.Plot, error) {
 			below = bar
 			p.Add(bar)
 			if pi == 0 {
-				p.Legend.Add(stageNames[si], bar)
+				keys = append(keys, legendItem{stageNames[si], []plot.Thumbnailer{bar}})
 			}
 		}
 	}
@@ -156,7 +181,7 @@ func (r *Report) plot() (*plot.Plot, error) {
 	if len(pts) > 0 {
 		line, points, err := plotter.NewLinePoints(pts)
 		if err != nil {
-			return nil, fmt.Errorf("drawing the chart: %w", err)
+			return nil, nil, fmt.Errorf("drawing the chart: %w", err)
 		}
 		line.Color, line.Width = recallColor, vg.Points(2)
 		points.Color, points.Shape, points.Radius = recallColor, draw.CircleGlyph{}, vg.Points(3.5)
@@ -164,25 +189,25 @@ func (r *Report) plot() (*plot.Plot, error) {
 			// Neighbours differ in more than k: a line between them would
 			// suggest a trend that is not there.
 			p.Add(points)
-			p.Legend.Add("recall@k (right axis)", points)
+			keys = append(keys, legendItem{"recall@k (right axis)", []plot.Thumbnailer{points}})
 		} else {
 			p.Add(line, points)
-			p.Legend.Add("recall@k (right axis)", line, points)
+			keys = append(keys, legendItem{"recall@k (right axis)", []plot.Thumbnailer{line, points}})
 		}
 		p.Add(&rightAxis{scale: top, label: "recall@k (documents in the context)", style: p.Y.Tick.Label, labelStyle: p.Y.Label.TextStyle})
 	}
 	if r.Params.TTFTBudgetMs > 0 && r.Params.TTFTBudgetMs < p.Y.Max {
 		budget, err := plotter.NewLine(plotter.XYs{{X: -0.6, Y: r.Params.TTFTBudgetMs}, {X: float64(len(r.Settings)) - 0.4, Y: r.Params.TTFTBudgetMs}})
 		if err != nil {
-			return nil, fmt.Errorf("drawing the chart: %w", err)
+			return nil, nil, fmt.Errorf("drawing the chart: %w", err)
 		}
 		budget.Color, budget.Width, budget.Dashes = recallColor, vg.Points(1), []vg.Length{vg.Points(6), vg.Points(4)}
 		p.Add(budget)
-		p.Legend.Add(fmt.Sprintf("TTFT p95 budget (%g ms)", r.Params.TTFTBudgetMs), budget)
+		keys = append(keys, legendItem{fmt.Sprintf("TTFT p95 budget (%g ms)", r.Params.TTFTBudgetMs), []plot.Thumbnailer{budget}})
 	}
 	// Room for the outer bars of the first and last groups.
 	p.X.Min, p.X.Max = -0.6, float64(len(r.Settings))-0.4
-	return p, nil
+	return p, keys, nil
 }
 
 // variedKnobs reports whether two settings share a top_k, so the x labels

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -283,6 +285,19 @@ func TestRunWritesTableAndFiles(t *testing.T) {
 	svg, _ := os.ReadFile(filepath.Join(dir, ChartSVG))
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) || !bytes.Contains(svg, []byte("recall@k")) {
 		t.Errorf("chart files: png %d bytes, svg %d bytes", len(png), len(svg))
+	}
+	// The legend sits under the plot, below the x axis' title, not on
+	// the bars (vgsvg writes y negated, under a flip: -y grows upwards,
+	// the title has the largest).
+	ys := map[string]float64{}
+	for _, m := range regexp.MustCompile(`<text x="[-0-9.]+" y="([-0-9.]+)"[^>]*\n?[^>]*>([^<]+)</text>`).FindAllSubmatch(svg, -1) {
+		y, _ := strconv.ParseFloat(string(m[1]), 64)
+		ys[string(m[2])] = -y
+	}
+	axis, okAxis := ys["top_k"]
+	legend, okLegend := ys["recall@k (right axis)"]
+	if !okAxis || !okLegend || legend >= axis || ys["TTFT by stage against top-k: left bar p50, right bar p95 (lighter)"] <= axis {
+		t.Errorf("the legend (y %v) is not under the x axis title (y %v): %v", legend, axis, ys)
 	}
 	if err := rep.Chart(&buf, "gif"); err == nil {
 		t.Error("a gif chart was drawn")

@@ -18,7 +18,7 @@ import { ask as askRagtime } from "/client.js";
 
   let running = null; // the AbortController of the ask in flight
 
-  function ask(question, topK) {
+  function ask(question, topK, rerankTopN) {
     if (running) running.abort();
     const ctl = running = new AbortController();
     const answer = $("answer"), err = $("error");
@@ -45,10 +45,13 @@ import { ask as askRagtime } from "/client.js";
     };
 
     askRagtime(question, {
-      topK, key: rt.apiKey() || undefined, base: location.origin, signal: ctl.signal,
+      topK, rerankTopN, key: rt.apiKey() || undefined, base: location.origin, signal: ctl.signal,
       onMeta: m => {
         $("answer-meta").textContent = `${m.model} via ${m.provider} · top_k ${m.top_k} · query ${m.query_id}`;
       },
+      // The connection dropped: the client resumes the stream where it
+      // stopped (the query keeps running on the server meanwhile).
+      onReconnect: r => { $("answer-meta").textContent += ` · connection lost, resuming (${r.attempt})`; },
       onStage: s => {
         const gap = performance.now() - sent - (s.start_ms + s.duration_ms);
         offset = offset === null ? gap : Math.min(offset, gap);
@@ -95,15 +98,19 @@ import { ask as askRagtime } from "/client.js";
   $("ask-form").addEventListener("submit", e => {
     e.preventDefault();
     const q = $("question").value.trim();
-    const k = parseInt($("top-k").value, 10);
+    // Empty: the server's default (serve --top-k, --rerank-top-n).
+    const k = $("top-k").value === "" ? undefined : Number($("top-k").value);
+    const n = $("rerank-top-n").value === "" ? undefined : Number($("rerank-top-n").value);
     if (!q) return;
-    if (!(k >= 1 && k <= 100)) {
-      $("error").textContent = "top_k must be a whole number from 1 to 100";
+    const bad = k !== undefined && !(Number.isInteger(k) && k >= 1 && k <= 100) ? "top_k must be a whole number from 1 to 100"
+      : n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= (k ?? 100)) ? `rerank_top_n must be a whole number from 0 to ${k ?? 100} (top_k)` : "";
+    if (bad) {
+      $("error").textContent = bad;
       $("error").hidden = false;
       return;
     }
     delete document.body.dataset.done;
-    ask(q, k);
+    ask(q, k, n);
   });
   $("question").addEventListener("keydown", e => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("ask-form").requestSubmit(); }
@@ -112,5 +119,6 @@ import { ask as askRagtime } from "/client.js";
   if (preset.get("q")) {
     $("question").value = preset.get("q");
     if (preset.get("top_k")) $("top-k").value = preset.get("top_k");
+    if (preset.get("rerank_top_n")) $("rerank-top-n").value = preset.get("rerank_top_n");
   }
 })();

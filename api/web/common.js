@@ -87,7 +87,11 @@ const rt = (() => {
     const resp = await fetch(url, { headers: withKey({ Accept: "application/json" }) });
     const body = await resp.json().catch(() => null);
     if (resp.status === 401) askForKey(body && body.error);
-    if (!resp.ok) throw new Error((body && body.error && body.error.message) || resp.status + " " + resp.statusText);
+    if (!resp.ok) {
+      const err = new Error((body && body.error && body.error.message) || resp.status + " " + resp.statusText);
+      err.status = resp.status;
+      throw err;
+    }
     return body;
   }
 
@@ -106,15 +110,45 @@ const rt = (() => {
     container.appendChild(d);
   }
 
+  // modelKey is the value of a model selector's option for a provider and
+  // model; "" is every model.
+  function modelKey(provider, model) { return provider || model ? JSON.stringify([provider || "", model || ""]) : ""; }
+
+  // fillModels fills a <select> with "all models" (allLabel) and the
+  // window's providers and models (/v1/stats' models), and selects
+  // [provider, model]: kept as a choice even when the window has none of it.
+  function fillModels(sel, models, provider, model, allLabel) {
+    const want = modelKey(provider, model);
+    sel.innerHTML = "";
+    sel.add(new Option(allLabel || "all models", ""));
+    const list = models.slice();
+    if (want && !list.some(m => modelKey(m.provider, m.model) === want)) list.push({ provider, model, queries: 0 });
+    for (const m of list) {
+      const label = `${m.model || "any model"} · ${m.provider || "any provider"}` + (m.queries ? ` (${m.queries})` : "");
+      sel.add(new Option(label, modelKey(m.provider, m.model)));
+    }
+    sel.value = want;
+  }
+
+  // chosenModel reads a model selector: {provider, model}, empty for all.
+  function chosenModel(sel) {
+    if (!sel.value) return { provider: "", model: "" };
+    const [provider, model] = JSON.parse(sel.value);
+    return { provider, model };
+  }
+
   // Waterfall draws one query's stages as bars on a time axis (milliseconds
   // since t0), the TTFT as a dashed line, and the retrieval and prefill
   // shares. Stages can be added one at a time as they arrive.
   class Waterfall {
     constructor(container) {
       this.el = container;
-      this.reset();
+      this.reset(false);
     }
-    reset() {
+    // reset clears the waterfall; waiting (the default) says a query is on
+    // its way, else it says where the stages will appear.
+    reset(waiting = true) {
+      this.waiting = waiting;
       this.spans = [];
       this.ttft = null;
       this.ttftApprox = false;
@@ -169,11 +203,11 @@ const rt = (() => {
       const axisY = top + Math.max(rows, 1) * rowH + 4;
       const axis = svg("g", { class: "axis" }, root);
       svg("line", { x1: left, x2: left + plotW, y1: axisY, y2: axisY }, axis);
-      for (let v = 0; v <= max; v += step) {
+      for (let v = 0; rows && v <= max; v += step) { // no time axis before the first stage
         svg("line", { x1: x(v), x2: x(v), y1: top - 6, y2: axisY, class: "grid" }, root);
         text(axis, x(v), axisY + 14, v === 0 ? "0" : fmtMs(v), { "text-anchor": "middle" });
       }
-      if (!rows) text(root, left, top + 14, "waiting for the first stage…", { class: "muted", fill: "#6b7280" });
+      if (!rows) text(root, left, top + 14, this.waiting ? "waiting for the first stage…" : "ask a question: its stages appear here as they happen", { class: "muted idle", fill: "#6b7280" });
 
       // Shares.
       const sh = this.currentShares();
@@ -250,15 +284,22 @@ const rt = (() => {
     return parts;
   }
 
-  // stackedBar draws a query's TTFT parts as one small bar, scaled so that
-  // scaleMax milliseconds fill width.
+  // stackedBar draws a query's TTFT parts as one small bar. Its length is
+  // TTFT on a log scale up to scaleMax milliseconds (so a 3 ms answer is
+  // still seen next to a 3 s one), at least 12 % of width; the parts split
+  // that length in their proportions.
   function stackedBar(q, scaleMax, width) {
     const h = 12;
     const root = svg("svg", { width, height: h, class: "stacked" });
     svg("rect", { width, height: h, fill: "#f1f3f6", rx: 2 }, root);
+    const parts = ttftParts(q);
+    const total = parts.reduce((a, p) => a + p.ms, 0);
+    if (total <= 0) return root;
+    const length = width * Math.max(0.12, Math.min(1, Math.log10(1 + total) / Math.log10(1 + Math.max(scaleMax, total))));
+    root.dataset.length = length.toFixed(1);
     let at = 0;
-    for (const p of ttftParts(q)) {
-      const w = (p.ms / scaleMax) * width;
+    for (const p of parts) {
+      const w = (p.ms / total) * length;
       const r = svg("rect", { x: at, width: Math.max(w, 0.5), height: h, fill: colors[p.name], "data-stage": p.name }, root);
       svg("title", {}, r).textContent = `${p.name}: ${fmtMs(p.ms)}`;
       at += w;
@@ -280,6 +321,13 @@ const rt = (() => {
     }
     svg("line", { x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph, stroke: "#c9ced6" }, root);
     return { root, W, H, m, pw, ph, y };
+  }
+
+  // axisLabel writes an x-axis label centred on x, moved left as far as it
+  // takes to keep it inside the chart (the last one used to be clipped).
+  function axisLabel(f, x, s) {
+    const half = s.length * 3.4; // ~11px system-ui digits
+    text(f.root, Math.max(Math.min(x, f.W - 2 - half), half + 2), f.H - 8, s, { "text-anchor": "middle" });
   }
 
   function emptyChart(container, msg) {
@@ -304,7 +352,7 @@ const rt = (() => {
     const nLabels = Math.min(points.length, 6);
     for (let i = 0; i < nLabels; i++) {
       const p = points[Math.round((i * (points.length - 1)) / Math.max(nLabels - 1, 1))];
-      text(f.root, x(p.time), f.H - 8, new Date(p.time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), { "text-anchor": "middle" });
+      axisLabel(f, x(p.time), new Date(p.time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
     }
     for (const s of series) {
       const pts = points.filter(p => p[s.key] !== null && p[s.key] !== undefined);
@@ -338,7 +386,7 @@ const rt = (() => {
     const nLabels = Math.min(points.length, 6);
     for (let j = 0; j < nLabels; j++) {
       const i = Math.round((j * (points.length - 1)) / Math.max(nLabels - 1, 1));
-      text(f.root, f.m.l + (i + 0.5) * bw, f.H - 8, new Date(points[i].time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), { "text-anchor": "middle" });
+      axisLabel(f, f.m.l + (i + 0.5) * bw, new Date(points[i].time).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }));
     }
     legend(container, keys);
   }
@@ -360,10 +408,10 @@ const rt = (() => {
         const r = svg("rect", { x: f.m.l + i * gw + gw * 0.1 + j * bw, y: f.y(v), width: bw * 0.92, height: f.y(0) - f.y(v), fill: s.color, "data-series": s.key }, f.root);
         svg("title", {}, r).textContent = `${opts.catLabel}${c}: ${s.label} ${opts.yFmt(v)}`;
       });
-      text(f.root, f.m.l + (i + 0.5) * gw, f.H - 8, opts.catLabel + c, { "text-anchor": "middle" });
+      axisLabel(f, f.m.l + (i + 0.5) * gw, opts.catLabel + c);
     });
     legend(container, series);
   }
 
-  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars };
+  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars, fillModels, chosenModel, modelKey };
 })();

@@ -1,18 +1,27 @@
-// The dashboard: GET /v1/stats?since=… drawn as charts and tables.
+// The dashboard: GET /v1/stats?since=…&provider=…&model=… drawn as charts
+// and tables. With several models in the window and none chosen, it shows
+// the busiest one: one p50 over an extractive 3 ms answer and a 150 ms
+// model's describes neither ("all models" pools them on purpose).
 "use strict";
 
 (() => {
   const $ = id => document.getElementById(id);
   const form = $("window");
-  const preset = new URLSearchParams(location.search).get("since");
+  const params = new URLSearchParams(location.search);
+  const preset = params.get("since");
   if (preset) {
     const sel = form.elements.since;
     if (![...sel.options].some(o => o.value === preset)) sel.add(new Option(preset));
     sel.value = preset;
   }
+  // The choice: from the address, then from the selector; "all" pools.
+  let choice = params.has("provider") || params.has("model") || params.get("all") === "1"
+    ? { provider: params.get("provider") || "", model: params.get("model") || "", all: params.get("all") === "1" } : null;
+  const hourOf = r => new Date(r.hour).toLocaleString([], { month: "short", day: "numeric", hour: "2-digit" });
+  const modelOf = r => `${rt.esc(r.model)} <span class="muted">${rt.esc(r.provider)}</span>`;
 
-  function table(el, cols, rows) {
-    if (!rows.length) { el.innerHTML = `<div class="empty">no queries in this window</div>`; return; }
+  function table(el, cols, rows, empty) {
+    if (!rows.length) { el.innerHTML = `<div class="empty">${rt.esc(empty || "no queries in this window")}</div>`; return; }
     el.innerHTML = `<table><thead><tr>${cols.map(c => `<th class="${c.num ? "num" : ""}">${c.label}</th>`).join("")}</tr></thead><tbody>` +
       rows.map(r => `<tr${r.query_id ? ` class="link" data-id="${rt.esc(r.query_id)}"` : ""}>` +
         cols.map(c => `<td class="${c.num ? "num" : ""}${c.cls ? " " + c.cls : ""}">${c.fmt(r)}</td>`).join("") + "</tr>").join("") +
@@ -20,19 +29,39 @@
     for (const tr of el.querySelectorAll("tr.link")) tr.addEventListener("click", () => { location.href = "/queries/" + encodeURIComponent(tr.dataset.id); });
   }
 
+  async function get(since, c) {
+    const p = new URLSearchParams({ since });
+    if (c && c.provider) p.set("provider", c.provider);
+    if (c && c.model) p.set("model", c.model);
+    return rt.getJSON("/v1/stats?" + p);
+  }
+
   async function load() {
     const since = form.elements.since.value;
-    history.replaceState(null, "", "/dashboard?since=" + encodeURIComponent(since));
     $("error").hidden = true;
     let st;
     try {
-      st = await rt.getJSON("/v1/stats?since=" + encodeURIComponent(since));
+      st = await get(since, choice);
+      if (!choice && st.models.length > 1) {
+        // several models and no choice: the busiest, not a pooled p50
+        const top = st.models.reduce((a, b) => (b.queries > a.queries ? b : a));
+        choice = { provider: top.provider, model: top.model };
+        st = await get(since, choice);
+      }
     } catch (e) {
       $("error").textContent = e.message;
       $("error").hidden = false;
       return;
     }
-    $("window-note").textContent = `${rt.dateTime(st.since)} → ${rt.dateTime(st.until)}, ${st.bucket} buckets`;
+    const c = choice || { provider: "", model: "" };
+    rt.fillModels($("model"), st.models, c.provider, c.model, st.models.length > 1 ? "all models, pooled" : "all models");
+    const addr = new URLSearchParams({ since });
+    if (c.provider) addr.set("provider", c.provider);
+    if (c.model) addr.set("model", c.model);
+    if (c.all) addr.set("all", "1");
+    history.replaceState(null, "", "/dashboard?" + addr);
+    $("window-note").textContent = `${rt.dateTime(st.since)} → ${rt.dateTime(st.until)}, ${st.bucket} buckets` +
+      (!c.provider && !c.model && st.models.length > 1 ? ` · ${st.models.length} models pooled: pick one to compare like with like` : "");
     const t = st.totals;
     const tile = (label, v) => `<div class="tile"><b>${v}</b><span>${rt.esc(label)}</span></div>`;
     $("totals").innerHTML = tile("queries", t.queries) + tile("ok / error / cancelled", `${t.ok} / ${t.errors} / ${t.cancelled}`) +
@@ -54,7 +83,16 @@
       { key: "llm_prefill_share", label: "llm_prefill", color: rt.colors.llm_prefill },
       { key: "overhead_share", label: "overhead", color: rt.colors.overhead },
     ]);
-    const tk = st.topk_tradeoff.filter(r => r.ok > 0);
+    // One model's trade-off at a time: the busiest when several are pooled.
+    let tk = st.topk_tradeoff.filter(r => r.ok > 0);
+    const tkModels = [...new Set(tk.map(r => rt.modelKey(r.provider, r.model)))];
+    $("topk-note").textContent = "";
+    if (tkModels.length > 1) {
+      const count = k => tk.filter(r => rt.modelKey(r.provider, r.model) === k).reduce((a, r) => a + r.ok, 0);
+      const top = tkModels.reduce((a, b) => (count(b) > count(a) ? b : a));
+      tk = tk.filter(r => rt.modelKey(r.provider, r.model) === top);
+      $("topk-note").textContent = ` · ${tk[0].model} (${tk[0].provider}) of ${tkModels.length} models; pick one above`;
+    }
     rt.groupedBars($("topk-chart"), tk.map(r => r.top_k), [
       { key: "ttft_p50_ms", label: "TTFT p50", color: "#4e79a7", values: tk.map(r => r.ttft_p50_ms) },
       { key: "ttft_p95_ms", label: "TTFT p95", color: "#e15759", values: tk.map(r => r.ttft_p95_ms) },
@@ -65,6 +103,7 @@
       { yFmt: v => (100 * v).toFixed(0) + "%", yMax: 1 });
 
     table($("stage-table"), [
+      { label: "model", fmt: modelOf },
       { label: "stage", fmt: r => `<i style="display:inline-block;width:10px;height:10px;border-radius:2px;background:${rt.colors[r.stage] || "#888"}"></i> ${rt.esc(r.stage)}` },
       { label: "count", num: true, fmt: r => r.n },
       { label: "p50", num: true, fmt: r => rt.fmtMs(r.p50_ms) }, { label: "p90", num: true, fmt: r => rt.fmtMs(r.p90_ms) },
@@ -72,20 +111,21 @@
       { label: "max", num: true, fmt: r => rt.fmtMs(r.max_ms) },
     ], st.stage_percentiles);
     table($("tail-table"), [
-      { label: "hour", fmt: r => rt.dateTime(r.hour) }, { label: "model", fmt: r => rt.esc(r.model) },
+      { label: "hour", cls: "nowrap", fmt: hourOf }, { label: "model", fmt: modelOf },
       { label: "answered", num: true, fmt: r => r.answered }, { label: "p50", num: true, fmt: r => rt.fmtMs(r.ttft_p50_ms) },
       { label: "p99", num: true, fmt: r => rt.fmtMs(r.ttft_p99_ms) },
       { label: "p99/p50", num: true, fmt: r => r.p99_over_p50 == null ? "–" : (r.p99_over_p50 >= 5 ? "<b class=status-error>" : "<b>") + r.p99_over_p50.toFixed(1) + "×</b>" },
     ], st.ttft_tail);
     table($("network-table"), [
-      { label: "hour", fmt: r => rt.dateTime(r.hour) }, { label: "provider", fmt: r => rt.esc(r.provider) },
-      { label: "LLM calls", num: true, fmt: r => r.llm_calls }, { label: "reused", num: true, fmt: r => rt.pct(r.reused_share) },
+      { label: "hour", cls: "nowrap", fmt: hourOf }, { label: "model", fmt: modelOf },
+      { label: "calls", num: true, fmt: r => r.llm_calls }, { label: "reused", num: true, fmt: r => rt.pct(r.reused_share) },
       { label: "connect p95", num: true, fmt: r => rt.fmtMs(r.llm_connect_p95_ms) },
-      { label: "new conn p95", num: true, fmt: r => rt.fmtMs(r.new_conn_connect_p95_ms) },
-      { label: "upstream errors", num: true, fmt: r => r.upstream_errors },
-    ], st.network_health);
+      { label: "new conn. p95", num: true, fmt: r => rt.fmtMs(r.new_conn_connect_p95_ms) },
+      { label: "HTTP errors", num: true, fmt: r => r.upstream_errors },
+    ], st.network_health, "no model reached over the network in this window (extractive answers in-process)");
     table($("slow-table"), [
-      { label: "time", fmt: r => rt.dateTime(r.created_at) }, { label: "question", cls: "q", fmt: r => rt.esc(r.question || "") },
+      { label: "time", cls: "nowrap", fmt: r => rt.dateTime(r.created_at) }, { label: "question", cls: "q", fmt: r => rt.esc(r.question || "") },
+      { label: "model", fmt: modelOf },
       { label: "top_k", num: true, fmt: r => r.top_k }, { label: "status", fmt: r => `<span class="status-${r.status}">${r.status}</span>` },
       { label: "TTFT", num: true, fmt: r => rt.fmtMs(r.ttft_ms) },
       { label: "dominant stage", fmt: r => r.dominant_stage ? `${rt.esc(r.dominant_stage)} (${rt.fmtMs(r.dominant_ms)})` : "–" },
@@ -96,5 +136,10 @@
 
   form.addEventListener("submit", e => { e.preventDefault(); load(); });
   form.elements.since.addEventListener("change", load);
+  $("model").addEventListener("change", () => {
+    const m = rt.chosenModel($("model"));
+    choice = { provider: m.provider, model: m.model, all: !m.provider && !m.model };
+    load();
+  });
   load();
 })();

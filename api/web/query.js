@@ -8,8 +8,18 @@
   try {
     q = await rt.getJSON("/v1/queries/" + encodeURIComponent(id));
   } catch (e) {
-    $("error").textContent = e.message;
+    if (e.status === 404) {
+      // Not an empty set of cards: say so, and draw nothing else.
+      document.title = "ragtime · no such query";
+      $("title").textContent = "No such query";
+      $("error").textContent = `No query with id "${id}": it was never recorded here, was pruned, or was asked with another API key.`;
+      for (const el of document.querySelectorAll(".card.query-detail")) el.hidden = true;
+      $("question").innerHTML = `<a href="/queries">See the recent queries →</a>`;
+    } else {
+      $("error").textContent = e.message;
+    }
     $("error").hidden = false;
+    document.body.dataset.done = "1";
     return;
   }
   document.title = "ragtime · query " + q.query_id;

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
@@ -98,12 +100,27 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		ask(t, srv.url, "q="+url.QueryEscape("what makes the prefix cache hit?")+"&top_k="+k+"&max_tokens=8")
 	}
 
+	// Extractive answers (a few ms, no model) beside the model's, as a
+	// server switched between them records: the lists and the dashboard
+	// must show both without one scale or one p50 hiding either.
+	recordExtractive(t, dbURL, 2)
+
 	ctx := newBrowser(t)
 	const question = "How does prefill time grow with prompt tokens?"
+	// Before anything is asked, the page says where the stages will go,
+	// not that it waits for one; it has a rerank field.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/"), chromedp.WaitVisible(chromedp.CSS("#rerank-top-n"))); err != nil {
+		t.Fatalf("the ask page has no rerank_top_n field: %v", err)
+	}
+	idle := browse(t, ctx, chromedp.TextContent(chromedp.CSS("#waterfall text.idle")))
+	if strings.Contains(idle, "waiting") || !strings.Contains(idle, "ask a question") {
+		t.Errorf("before any ask the waterfall says %q, want a neutral line", idle)
+	}
+	screenshot(t, ctx, "ask-idle.png")
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.url+"/"),
 		chromedp.WaitVisible(chromedp.CSS("#question")),
 		chromedp.SendKeys(chromedp.CSS("#question"), question),
+		chromedp.SetValue(chromedp.CSS("#rerank-top-n"), "2"),
 		chromedp.SetValue(chromedp.CSS("#top-k"), "4"),
 		chromedp.Click(chromedp.CSS("#ask-button")),
 	); err != nil {
@@ -141,6 +158,9 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		return err == nil && len(p.Queries) == 1
 	})
 	q := stored.Queries[0]
+	if q.RerankTopN != 2 {
+		t.Errorf("the page's rerank_top_n 2 reached the server as %d", q.RerankTopN)
+	}
 	if len(strings.TrimSpace(answer)) < 20 || !strings.Contains(answer, "[") {
 		t.Errorf("answer %q: want streamed text with citations", answer)
 	}
@@ -156,14 +176,33 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		t.Errorf("shares %q, TTFT label %q", shares, ttftLabel)
 	}
 
-	// /queries: a row and a stacked bar per query, newest first.
+	// /queries: a row and a stacked bar per query, newest first; every
+	// row's bar visible (the extractive ones too), nothing wrapped.
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/queries"), chromedp.WaitVisible(chromedp.CSS("#rows tr.link"))); err != nil {
 		t.Fatalf("queries page: %v", err)
 	}
 	rows := browse(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("#rows tr.link svg.stacked").length`))
 	firstID := browse(t, ctx, chromedp.Evaluate[string](`document.querySelector("#rows tr.link").dataset.id`))
-	if rows != 3 || firstID != q.ID {
-		t.Errorf("queries page: %d rows with bars, first %s; want 3, first %s", rows, firstID, q.ID)
+	if rows != 5 || firstID != q.ID {
+		t.Errorf("queries page: %d rows with bars, first %s; want 5, first %s", rows, firstID, q.ID)
+	}
+	rowBars := browse(t, ctx, chromedp.Evaluate[[]float64](`[...document.querySelectorAll("#rows tr.link svg.stacked")].map(s =>
+		[...s.querySelectorAll("rect[data-stage]")].reduce((a, r) => a + r.width.baseVal.value, 0))`))
+	for i, w := range rowBars {
+		if w < 20 {
+			t.Errorf("queries page: row %d's bar is %.1f px wide of 220, want every row's visible (%v)", i, w, rowBars)
+		}
+	}
+	lines := browse(t, ctx, chromedp.Evaluate[[]float64](`[...document.querySelectorAll("#rows tr.link")].map(r => r.getBoundingClientRect().height)`))
+	for i, h := range lines {
+		if h > 34 {
+			t.Errorf("queries page: row %d is %.0f px high, want one line (times and numbers not wrapped)", i, h)
+		}
+	}
+	choices := browse(t, ctx, chromedp.Poll[int](`document.querySelectorAll("#model option").length > 1 && document.querySelectorAll("#model option").length`,
+		chromedp.WithPollingTimeout(10*time.Second)))
+	if choices != 3 {
+		t.Errorf("queries page: %d model choices, want all + sim-7b + extractive", choices)
 	}
 	screenshot(t, ctx, "queries.png")
 
@@ -182,9 +221,34 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 	}
 	screenshot(t, ctx, "query.png")
 
-	// /dashboard: the views as charts.
+	// /queries/<id> of no query: says so, draws no empty cards.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/queries/"+uuidZero), chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
+		t.Fatalf("query page of an unknown id: %v", err)
+	}
+	missing := browse(t, ctx, chromedp.TextContent(chromedp.CSS("#error")))
+	cards := browse(t, ctx, chromedp.Evaluate[int](`[...document.querySelectorAll(".card")].filter(c => !c.hidden).length`))
+	if !strings.Contains(missing, "No query with id \""+uuidZero+"\"") || cards != 1 {
+		t.Errorf("query page of an unknown id: %q with %d cards shown, want the message alone", missing, cards)
+	}
+	screenshot(t, ctx, "query-unknown.png")
+
+	// /dashboard: the views as charts, for the busiest model when the
+	// window has several.
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/dashboard?since=1h"), chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
 		t.Fatalf("dashboard: %v", err)
+	}
+	chosen := browse(t, ctx, chromedp.Evaluate[string](`document.querySelector("#model").selectedOptions[0].textContent`))
+	if !strings.HasPrefix(chosen, "sim-7b · openai") {
+		t.Errorf("dashboard model %q, want the busiest, sim-7b · openai", chosen)
+	}
+	// Every axis label inside its chart.
+	clipped := browse(t, ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("svg.chart")].flatMap(svg => {
+		const box = svg.getBoundingClientRect();
+		return [...svg.querySelectorAll("text")].filter(t => { const b = t.getBoundingClientRect(); return b.right > box.right + 0.5 || b.left < box.left - 0.5; })
+			.map(t => t.textContent);
+	})`))
+	if len(clipped) > 0 {
+		t.Errorf("dashboard: labels outside their chart: %q", clipped)
 	}
 	charts := browse(t, ctx, chromedp.Evaluate[map[string]int](`({
 			ttft: document.querySelectorAll("#ttft-chart [data-series]").length,
@@ -198,6 +262,15 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		t.Errorf("dashboard elements %v", charts)
 	}
 	screenshot(t, ctx, "dashboard.png")
+	// "all models, pooled" is a choice, and the tables then name each row's model.
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/dashboard?since=1h&all=1"), chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
+		t.Fatalf("dashboard of all models: %v", err)
+	}
+	screenshot(t, ctx, "dashboard-all-models.png")
+	slowModels := browse(t, ctx, chromedp.Evaluate[int](`new Set([...document.querySelectorAll("#slow-table tbody tr")].map(r => r.children[2].textContent)).size`))
+	if slowModels != 2 {
+		t.Errorf("dashboard of all models: the slow queries name %d models, want 2", slowModels)
+	}
 
 	// The page's own API answers agree with the browser's view.
 	resp, err := http.Get(srv.url + "/v1/stats?since=1h")
@@ -206,10 +279,45 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var st pipeline.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Totals.Queries != 3 {
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.Totals.Queries != 5 || len(st.Models) != 2 {
 		t.Fatalf("stats: %+v, %v", st.Totals, err)
 	}
 }
+
+// recordExtractive records n extractive queries of the last minutes (TTFT a
+// few ms, no model call) through a real Recorder into dbURL.
+func recordExtractive(t *testing.T, dbURL string, n int) {
+	t.Helper()
+	pool, err := postgres.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{})
+	for i := range n {
+		ttft := 2.5 + float64(i)
+		rec.Record(pipeline.Record{
+			QueryID: uuid.NewString(), CreatedAt: time.Now().Add(-time.Duration(i+2) * time.Minute),
+			Question: fmt.Sprintf("extractive question %d", i), QuestionSHA256: fmt.Sprintf("%064x", i),
+			TopK: 5, RerankTopN: 3, MaxTokens: 64, Model: "extractive", Provider: "extractive", Status: pipeline.StatusOK,
+			Stages: []pipeline.Span{
+				{Name: "embed", Seq: 0, DurationMs: 0.2},
+				{Name: "search", Seq: 1, StartMs: 0.2, DurationMs: 0.4},
+				{Name: "rerank", Seq: 2, StartMs: 0.6, DurationMs: 0.3},
+				{Name: "assemble", Seq: 3, StartMs: 0.9, DurationMs: 0.3},
+				{Name: "llm_prefill", Seq: 4, StartMs: 1.2, DurationMs: ttft - 1.3},
+				{Name: "llm_decode", Seq: 5, StartMs: ttft, DurationMs: 4},
+			},
+			Figures: pipeline.Figures{TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: ttft + 4, RetrievalMs: 1.2, GenTTFTMs: ttft - 1.3,
+				LLMPrefillMs: ttft - 1.3, OverheadMs: ptrTo(0.1)},
+		})
+	}
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 // browse runs one browser action and returns its value, failing the test on
 // an error.

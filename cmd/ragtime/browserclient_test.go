@@ -105,6 +105,7 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 		// resume (twice --sse-retry), so an abort cancels it and a cut
 		// connection resumes while it still runs. Other asks take 20.
 		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 20, 0, 20, 100
+		c.Model = "sim-7b" // another model is refused: an error event mid-stream
 	})
 	// The page's own server, on another origin.
 	var page string
@@ -233,6 +234,15 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	if e := got.Error; e == nil || !e.Ragtime || e.Code != "top_k_out_of_range" || e.Status != 400 || e.Field != "top_k" ||
 		!strings.Contains(e.Message, "top_k") || got.Meta != nil {
 		t.Errorf("top_k 0: %+v", got.Error)
+	}
+	// Refused by the model server after the stream started: ragtime's
+	// error event ends it, both ways, with the query id.
+	for _, method := range []string{"GET", "POST"} {
+		got = run("What is decode?", `{method: "`+method+`", model: "sim-13b"}`)
+		if e := got.Error; e == nil || !e.Ragtime || e.Code != "llm_model_not_found" || got.Meta == nil ||
+			e.QueryID != got.Meta.QueryID || got.Reconnects != 0 {
+			t.Errorf("an error event over %s: %+v (meta %+v)", method, got.Error, got.Meta)
+		}
 	}
 	// A secret key is never put in a URL.
 	got = run("What is decode?", `{method: "GET", key: "rt_sk_aaaaaaaaaaaa_`+strings.Repeat("A", 43)+`"}`)

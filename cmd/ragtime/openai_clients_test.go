@@ -43,6 +43,7 @@ type clientAnswer struct {
 	Raw           int             `json:"raw"`
 	HeaderQueryID string          `json:"header_query_id"`
 	Models        []string        `json:"models"`
+	Retrieved     string          `json:"retrieved"`
 	Usage         json.RawMessage `json:"usage"`
 	Ragtime       *struct {
 		QueryID      string   `json:"query_id"`
@@ -70,7 +71,8 @@ func runClient(t *testing.T, mode, base, key, model, question string, v any) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "ask.mjs", mode)
 	cmd.Dir = openAIClientsDir
-	cmd.Env = append(cmd.Environ(), "RAGTIME_URL="+base, "RAGTIME_KEY="+key, "RAGTIME_MODEL="+model, "QUESTION="+question)
+	cmd.Env = append(cmd.Environ(), "RAGTIME_URL="+base, "RAGTIME_KEY="+key, "RAGTIME_MODEL="+model, "QUESTION="+question,
+		"UPSTREAM_REFUSES=sim-13b")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -118,6 +120,7 @@ func TestOpenAIClients(t *testing.T) {
 	dataDir := ingestCorpus(t, env)
 	_, simURL := startSim(t, func(c *sim.Config) {
 		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 15, 0, 1, 40
+		c.Model = "sim-7b" // sim-13b, which the key may name, the simulator refuses: a failure mid-stream
 	})
 	key := createKey(t, env, "--name", "app", "--scopes", "ask", "--models", "sim-13b")
 	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
@@ -156,8 +159,8 @@ func TestOpenAIClients(t *testing.T) {
 				if !bytes.Contains(got.Usage, []byte(`"prompt_tokens":`)) {
 					t.Errorf("no usage chunk with stream_options.include_usage: %s", got.Usage)
 				}
-				if strings.Join(got.Models, ",") != "sim-7b,sim-13b" {
-					t.Errorf("models.list() = %v; want the default and the key's sim-13b", got.Models)
+				if strings.Join(got.Models, ",") != "sim-7b,sim-13b" || got.Retrieved != "sim-13b" {
+					t.Errorf("models.list() = %v, models.retrieve(sim-13b) = %q; want the default and the key's sim-13b", got.Models, got.Retrieved)
 				}
 				if len(rt.Sources) != 2 {
 					t.Errorf("ragtime.rerank_top_n 2 gave %d sources", len(rt.Sources))
@@ -196,6 +199,7 @@ func TestOpenAIClients(t *testing.T) {
 			"model":     {Class: "PermissionDeniedError", Status: 403, Code: "model_denied", Param: "model", Type: "permission_error"},
 			"last_role": {Class: "BadRequestError", Status: 400, Code: "messages_invalid", Param: "messages[1].role", Type: "invalid_request_error"},
 			"auth":      {Class: "AuthenticationError", Status: 401, Code: "auth_invalid", Type: "authentication_error"},
+			"upstream":  {Class: "APIError", Code: "llm_model_not_found", Type: "server_error"},
 		}
 		for name, w := range want {
 			g := got[name]
@@ -203,6 +207,13 @@ func TestOpenAIClients(t *testing.T) {
 			if g != w {
 				t.Errorf("%s: the SDK saw %+v; want %+v", name, got[name], w)
 			}
+		}
+		var failed string
+		eventually(t, "the failed query stored", func() bool {
+			return pool.QueryRow(context.Background(), `SELECT error_code FROM queries WHERE status = 'error' AND key_id = $1`, key.id).Scan(&failed) == nil
+		})
+		if failed != "llm_model_not_found" {
+			t.Errorf("the failed query is stored with %q", failed)
 		}
 	})
 }

@@ -36,6 +36,9 @@ type apiErr struct {
 	Error struct{ Code, Message, Field string } `json:"error"`
 }
 
+// uuidZero is a query id no query has.
+const uuidZero = "00000000-0000-0000-0000-000000000000"
+
 func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	t.Parallel()
 	dbURL, pool := testDB(t)
@@ -82,6 +85,9 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		{"/v1/stats?since=0s", "since", "since_invalid"},
 		{"/v1/stats?since=91d", "since", "since_out_of_range"},
 		{"/v1/stats?window=1h", "window", "unknown_parameter"},
+		{"/v1/stats?provider=%00", "provider", "provider_invalid"},
+		{"/v1/stats?model=a%0Ab", "model", "model_invalid"},
+		{"/v1/queries?provider=%07", "provider", "provider_invalid"},
 	} {
 		var e apiErr
 		if code := getJSON(t, srv.url, tc.path, &e); code != 400 || e.Error.Code != tc.code || e.Error.Field != tc.field || e.Error.Message == "" {
@@ -90,6 +96,12 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	}
 
 	var st struct {
+		Provider string `json:"provider"`
+		Model    string `json:"model"`
+		Models   []struct {
+			Provider, Model string
+			Queries         int
+		} `json:"models"`
 		Totals struct {
 			Queries int `json:"queries"`
 			OK      int `json:"ok"`
@@ -106,6 +118,31 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		len(st.TopK) != 3 || len(st.SlowQueries) != 3 || len(st.StagePercentiles) < 5 || st.SlowQueries[0].DominantStage == "" {
 		t.Errorf("stats: %d %+v", code, st)
 	}
+	if len(st.Models) != 1 || st.Models[0].Provider != "extractive" || st.Models[0].Queries != 3 {
+		t.Fatalf("stats models %+v, want the one extractive model with 3 queries", st.Models)
+	}
+	// Filtered to the model that answered, and to one that did not.
+	only := "/v1/stats?since=1h&provider=extractive&model=" + url.QueryEscape(st.Models[0].Model)
+	if code := getJSON(t, srv.url, only, &st); code != 200 || st.Totals.Queries != 3 || len(st.TopK) != 3 || st.Provider != "extractive" || st.Model == "" {
+		t.Errorf("stats of %s: %d %+v", only, code, st)
+	}
+	st.TopK, st.SlowQueries = nil, nil
+	if code := getJSON(t, srv.url, "/v1/stats?since=1h&provider=openai", &st); code != 200 || st.Totals.Queries != 0 || len(st.TopK) != 0 ||
+		len(st.SlowQueries) != 0 || len(st.Models) != 1 {
+		t.Errorf("stats of provider openai (no queries): %d %+v, want nothing but the window's models", code, st)
+	}
+	var models struct {
+		Models []struct{ Provider, Model string } `json:"models"`
+	}
+	if code := getJSON(t, srv.url, "/v1/stats/models?since=1h", &models); code != 200 || len(models.Models) != 1 || models.Models[0].Provider != "extractive" {
+		t.Errorf("/v1/stats/models: %d %+v, want the extractive model", code, models)
+	}
+	for prov, want := range map[string]int{"extractive": 3, "openai": 0} {
+		var p page
+		if getJSON(t, srv.url, "/v1/queries?provider="+prov, &p); len(p.Queries) != want {
+			t.Errorf("/v1/queries?provider=%s: %d queries, want %d", prov, len(p.Queries), want)
+		}
+	}
 
 	resp, err := http.Get(srv.url + "/metrics")
 	if err != nil {
@@ -120,7 +157,7 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 	}
 
 	for path, want := range map[string]string{
-		"/": "<title>ragtime · ask</title>", "/queries": "queries.js", "/queries/abc": "query.js",
+		"/": "<title>ragtime · ask</title>", "/queries": "queries.js", "/queries/" + uuidZero: "query.js",
 		"/dashboard": "dashboard.js", "/static/common.js": "class Waterfall", "/static/app.css": "--accent",
 	} {
 		resp, err := http.Get(srv.url + path)
@@ -132,6 +169,11 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
 			t.Errorf("GET %s: %d, want a body with %q", path, resp.StatusCode, want)
 		}
+	}
+	// A page for an id that cannot be a query's is a 404 (its script says
+	// "no query with id ..."); for a UUID the script asks the API.
+	if code := getJSON(t, srv.url, "/queries/abc", nil); code != 404 {
+		t.Errorf("GET /queries/abc: %d, want 404", code)
 	}
 	for _, path := range []string{"/static/", "/static/nope.js", "/static/../pages.go"} {
 		if code := getJSON(t, srv.url, path, nil); code != 404 {

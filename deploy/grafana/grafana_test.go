@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -20,8 +23,15 @@ import (
 
 // dashboard is the part of a Grafana dashboard JSON the test reads.
 type dashboard struct {
-	UID    string  `json:"uid"`
-	Panels []panel `json:"panels"`
+	UID        string  `json:"uid"`
+	Panels     []panel `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name  string `json:"name"`
+			Type  string `json:"type"`
+			Query any    `json:"query"`
+		} `json:"list"`
+	} `json:"templating"`
 }
 
 type panel struct {
@@ -43,7 +53,9 @@ type datasource struct {
 	UID  string `json:"uid"`
 }
 
-func loadDashboard(t *testing.T) []panel {
+// loadDashboardAndVariables returns the dashboard's panels and the SQL of
+// its query variables by name.
+func loadDashboardAndVariables(t *testing.T) ([]panel, map[string]string) {
 	t.Helper()
 	b, err := os.ReadFile("dashboards/ragtime.json")
 	if err != nil {
@@ -65,7 +77,35 @@ func loadDashboard(t *testing.T) []panel {
 		}
 	}
 	walk(d.Panels)
-	return all
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		if q, ok := v.Query.(string); ok && v.Type == "query" {
+			vars[v.Name] = q
+		}
+	}
+	return all, vars
+}
+
+// variableRE is a variable reference in Grafana's ${name:format} form.
+var variableRE = regexp.MustCompile(`\$\{([a-z_]+):sqlstring\}`)
+
+// expandVariables substitutes the dashboard variables as Grafana's
+// sqlstring format does: each value quoted, its quotes doubled, joined by
+// commas. Every ${name:sqlstring} must have a value.
+func expandVariables(t *testing.T, sql string, values map[string][]string) string {
+	t.Helper()
+	return variableRE.ReplaceAllStringFunc(sql, func(m string) string {
+		name := variableRE.FindStringSubmatch(m)[1]
+		vs, ok := values[name]
+		if !ok {
+			t.Fatalf("no value for the variable %s in:\n%s", name, sql)
+		}
+		quoted := make([]string, len(vs))
+		for i, v := range vs {
+			quoted[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		}
+		return strings.Join(quoted, ",")
+	})
 }
 
 var (
@@ -98,8 +138,8 @@ func expandMacros(t *testing.T, sql string, from, to time.Time, interval time.Du
 	})
 	sql = strings.ReplaceAll(sql, "$__timeFrom()", lit(from))
 	sql = strings.ReplaceAll(sql, "$__timeTo()", lit(to))
-	if strings.Contains(sql, "$__") {
-		t.Fatalf("a macro this test does not know is left in:\n%s", sql)
+	if strings.Contains(sql, "$") {
+		t.Fatalf("a macro or variable this test does not know is left in:\n%s", sql)
 	}
 	return sql
 }
@@ -155,7 +195,7 @@ func ptr[T any](v T) *T { return &v }
 // that each returns rows with the columns its panel format needs.
 func TestDashboardPanelsRunAgainstTheSchema(t *testing.T) {
 	t.Parallel()
-	panels := loadDashboard(t)
+	panels, vars := loadDashboardAndVariables(t)
 
 	prov, err := os.ReadFile("provisioning/datasources/ragtime.yaml")
 	if err != nil {
@@ -194,39 +234,113 @@ func TestDashboardPanelsRunAgainstTheSchema(t *testing.T) {
 	}
 
 	from, to := now.Add(-6*time.Hour), now.Add(time.Minute)
+
+	// The variables offer what the window holds: the provider, then its models.
+	choices := func(name string, values map[string][]string) []string {
+		t.Helper()
+		q, ok := vars[name]
+		if !ok {
+			t.Fatalf("the dashboard has no query variable %q", name)
+		}
+		rows, err := pool.Query(ctx, expandMacros(t, expandVariables(t, q, values), from, to, 5*time.Minute))
+		if err != nil {
+			t.Fatalf("variable %s: %v", name, err)
+		}
+		list, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("variable %s: %v", name, err)
+		}
+		return list
+	}
+	if got := choices("provider", nil); !slices.Equal(got, []string{"llmsim"}) {
+		t.Errorf("provider choices %v, want [llmsim]", got)
+	}
+	models := choices("model", map[string][]string{"provider": {"llmsim"}})
+	if !slices.Equal(models, []string{"sim-a", "sim-b"}) {
+		t.Errorf("model choices %v, want [sim-a sim-b]", models)
+	}
+
+	// Every panel, for each model: rows of that model alone.
+	for _, model := range models {
+		values := map[string][]string{"provider": {"llmsim"}, "model": {model}}
+		for _, p := range panels {
+			runPanel(t, ctx, pool, p, values, from, to, model)
+		}
+	}
+	// A provider and model with no queries: every panel still runs.
 	for _, p := range panels {
-		if p.Datasource.UID != "ragtime-postgres" {
-			t.Errorf("panel %q: data source %q, want ragtime-postgres", p.Title, p.Datasource.UID)
-		}
-		if len(p.Targets) == 0 {
-			t.Errorf("panel %q has no query", p.Title)
-		}
 		for _, tg := range p.Targets {
-			sql := expandMacros(t, tg.RawSQL, from, to, 5*time.Minute)
+			sql := expandMacros(t, expandVariables(t, tg.RawSQL, map[string][]string{"provider": {"extractive"}, "model": {"it's"}}), from, to, 5*time.Minute)
 			rows, err := pool.Query(ctx, sql)
+			if err == nil {
+				n := 0
+				for rows.Next() {
+					n++
+				}
+				rows.Close()
+				err = rows.Err()
+				if err == nil && n != 0 {
+					err = fmt.Errorf("%d rows for a model with no queries", n)
+				}
+			}
 			if err != nil {
-				t.Errorf("panel %q: %v\n%s", p.Title, err, sql)
-				continue
+				t.Errorf("panel %q for an unknown model: %v\n%s", p.Title, err, sql)
 			}
-			var cols []string
-			for _, f := range rows.FieldDescriptions() {
-				cols = append(cols, f.Name)
-			}
-			count := 0
-			for rows.Next() {
-				count++
-			}
-			if err := rows.Err(); err != nil {
-				t.Errorf("panel %q: %v\n%s", p.Title, err, sql)
-			}
-			rows.Close()
-			if count == 0 {
-				t.Errorf("panel %q returned no rows\n%s", p.Title, sql)
-			}
-			if tg.Format == "time_series" && (len(cols) == 0 || cols[0] != "time") {
-				t.Errorf("panel %q: a time series needs \"time\" first, has %v", p.Title, cols)
-			}
-			t.Logf("panel %q: %d rows, columns %v", p.Title, count, cols)
 		}
+	}
+}
+
+// runPanel runs one panel's SQL with the variables' values and checks that
+// it returns rows, the columns its format needs, and no other model's.
+func runPanel(t *testing.T, ctx context.Context, pool *pgxpool.Pool, p panel, values map[string][]string, from, to time.Time, model string) {
+	t.Helper()
+	if p.Datasource.UID != "ragtime-postgres" {
+		t.Errorf("panel %q: data source %q, want ragtime-postgres", p.Title, p.Datasource.UID)
+	}
+	if len(p.Targets) == 0 {
+		t.Errorf("panel %q has no query", p.Title)
+	}
+	for _, tg := range p.Targets {
+		if !strings.Contains(tg.RawSQL, "${provider:sqlstring}") || !strings.Contains(tg.RawSQL, "${model:sqlstring}") {
+			t.Errorf("panel %q does not filter on the provider and model variables", p.Title)
+		}
+		sql := expandMacros(t, expandVariables(t, tg.RawSQL, values), from, to, 5*time.Minute)
+		rows, err := pool.Query(ctx, sql)
+		if err != nil {
+			t.Errorf("panel %q: %v\n%s", p.Title, err, sql)
+			continue
+		}
+		var cols []string
+		modelCol := -1
+		for i, f := range rows.FieldDescriptions() {
+			cols = append(cols, f.Name)
+			if f.Name == "model" || f.Name == "metric" {
+				modelCol = i
+			}
+		}
+		count := 0
+		for rows.Next() {
+			count++
+			if modelCol >= 0 {
+				vals, err := rows.Values()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s, _ := vals[modelCol].(string); !strings.HasPrefix(s, model) {
+					t.Errorf("panel %q for model %s has a row of %q", p.Title, model, s)
+				}
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Errorf("panel %q: %v\n%s", p.Title, err, sql)
+		}
+		rows.Close()
+		if count == 0 {
+			t.Errorf("panel %q returned no rows for model %s\n%s", p.Title, model, sql)
+		}
+		if tg.Format == "time_series" && (len(cols) == 0 || cols[0] != "time") {
+			t.Errorf("panel %q: a time series needs \"time\" first, has %v", p.Title, cols)
+		}
+		t.Logf("panel %q, model %s: %d rows, columns %v", p.Title, model, count, cols)
 	}
 }

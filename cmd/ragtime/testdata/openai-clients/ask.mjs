@@ -81,7 +81,8 @@ async function openaiStream() {
   }
   const models = [];
   for await (const m of client.models.list()) models.push(m.id);
-  return { answer, role, finish, usage, ragtime, chunks, ids: [...ids],
+  const retrieved = (await client.models.retrieve(models[models.length - 1])).id;
+  return { answer, role, finish, usage, ragtime, chunks, ids: [...ids], retrieved,
     header_query_id: response.headers.get("x-ragtime-query-id"), models };
 }
 
@@ -102,7 +103,8 @@ async function openaiComplete() {
 async function openaiErrors() {
   const seen = async (client, params) => {
     try {
-      await client.chat.completions.create(params);
+      const res = await client.chat.completions.create(params);
+      if (params.stream) for await (const _ of res) { /* the error comes mid-stream */ }
       return { ok: true };
     } catch (err) {
       if (!(err instanceof OpenAI.APIError)) throw err;
@@ -118,6 +120,9 @@ async function openaiErrors() {
     model: await seen(client, { ...ask, model: "not-allowed" }),
     last_role: await seen(client, { ...ask, messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "hello" }] }),
     auth: await seen(wrongKey, ask),
+    // The model server refuses the model after the stream started: an
+    // error line in place of the rest of the stream.
+    upstream: await seen(client, { ...ask, model: process.env.UPSTREAM_REFUSES, stream: true }),
   };
 }
 
