@@ -59,6 +59,17 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 	if last.Name != "error" || !strings.Contains(string(last.Data), "store_collection_missing") || !strings.Contains(string(last.Data), "ragtime ingest") {
 		t.Errorf("missing collection: last event %s %s", last.Name, last.Data)
 	}
+	// Still ready (degraded): behind a load balancer it must take the
+	// first POST /v1/documents that creates the collection.
+	if status, body := readyz(t, other.url); status != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, "POST /v1/documents") {
+		t.Errorf("/readyz with the collection missing = %d %s, want 200 degraded naming what creates it", status, body)
+	}
+	if status, body := doJSON(t, "POST", other.url+"/v1/documents", "application/json", []byte(`{"id":"a.md","text":"Prefill reads the prompt."}`)); status != 200 {
+		t.Fatalf("POST to create the collection: %d %v", status, body)
+	}
+	if status, body := readyz(t, other.url); status != 200 || strings.Contains(body, "degraded") {
+		t.Errorf("/readyz after the first document = %d %s, want ready", status, body)
+	}
 }
 
 // TestQdrantClusterSettingsFromConfig sets the cluster settings in a
