@@ -9,6 +9,7 @@ ADDR          ?= 127.0.0.1:8080
 .PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-capacity vet fmt clean llmsim bench-outage grafana
 
 build:
+	@echo "make: building $(BIN) (the first build downloads modules and compiles everything: a few minutes on 2 cores)"
 	$(GO) build -o $(BIN) ./cmd/ragtime
 
 # Puts ragtime in $(go env GOPATH)/bin (on PATH in most Go setups), so that
@@ -19,9 +20,12 @@ install:
 # Builds, creates the database if missing and migrates it, ingests docs/ and
 # serves on $(ADDR) with the embedded defaults (no network, no keys).
 run: build
-	./$(BIN) migrate --database-url '$(DATABASE_URL)'
-	./$(BIN) ingest --data-dir ./data docs
-	./$(BIN) serve --database-url '$(DATABASE_URL)' --data-dir ./data --addr '$(ADDR)'
+	@echo "make: creating the database if it is missing and migrating it (DATABASE_URL, not echoed: it may hold a password)"
+	@./$(BIN) migrate --database-url '$(DATABASE_URL)'
+	@echo "make: ingesting docs/ into ./data"
+	@./$(BIN) ingest --data-dir ./data docs
+	@echo "make: serving on http://$(ADDR)/ (Ctrl-C stops)"
+	@./$(BIN) serve --database-url '$(DATABASE_URL)' --data-dir ./data --addr '$(ADDR)'
 
 # Every test, against a real PostgreSQL (started here when installed but down),
 # a headless Chromium for the pages (installed here when missing), the npm

@@ -249,7 +249,12 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 		return rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Admission: ctl})
-	c := &Client{BaseURL: ts.URL}
+	var waits atomic.Int32
+	var waitCode atomic.Value
+	c := &Client{BaseURL: ts.URL, OnWait: func(status int, code string, wait time.Duration) {
+		waits.Add(1)
+		waitCode.Store(fmt.Sprint(status, " ", code))
+	}}
 	first := make(chan pipeline.Record)
 	go func() {
 		first <- c.Run(context.Background(), pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, nopStream{})
@@ -265,6 +270,9 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("%d asks ran, want 2", n)
+	}
+	if code, _ := waitCode.Load().(string); waits.Load() == 0 || code != "503 server_busy" {
+		t.Errorf("OnWait called %d times, last with %q; want at least once with 503 server_busy", waits.Load(), code)
 	}
 }
 

@@ -27,6 +27,12 @@ type Client struct {
 	// APIKey, when set, is sent as "Authorization: Bearer" (a key with
 	// scope ask, for a server that requires keys).
 	APIKey string
+	// OnWait, when set, is called each time the server's admission control
+	// refuses an ask with Retry-After (429 rate_limited or too_many_streams,
+	// 503 server_busy), before Run waits as told and asks again: code is
+	// the refusal's error code ("" when its body had none). A sweep uses it
+	// to say why it runs at the server's pace.
+	OnWait func(status int, code string, wait time.Duration)
 }
 
 // Client error codes, for failures before or outside the server's stream.
@@ -90,8 +96,15 @@ func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Str
 		if !ok || attempt == maxAdmissionRetries {
 			break
 		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+		if c.OnWait != nil {
+			var eb struct {
+				Error apiError `json:"error"`
+			}
+			_ = json.Unmarshal(raw, &eb)
+			c.OnWait(resp.StatusCode, eb.Error.Code, wait)
+		}
 		select {
 		case <-ctx.Done():
 			return fail(&pipeline.Error{Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"})

@@ -11,9 +11,17 @@ import (
 
 // ProgressBar returns a Config.Progress that draws a bar with an ETA on w
 // when tty is true, and otherwise prints a plain line at every tenth of the
-// sweep (and at its end), such as "measured 30/120 queries, 12s, ETA 36s".
+// sweep (and at its end), such as "measured 30/120 queries, 12s, ETA 36s",
+// once the sweep has run for a second: a sweep over in less prints none.
 // It is safe for concurrent use.
 func ProgressBar(w io.Writer, tty bool) func(done, total int) {
+	return progressBar(w, tty, time.Now)
+}
+
+// quietFor is how long a plain-line progress stays silent.
+const quietFor = time.Second
+
+func progressBar(w io.Writer, tty bool, now func() time.Time) func(done, total int) {
 	var mu sync.Mutex
 	if tty {
 		var bar *progressbar.ProgressBar
@@ -35,7 +43,7 @@ func ProgressBar(w io.Writer, tty bool) func(done, total int) {
 			_ = bar.Set(done) // a progress display has nowhere to report errors
 		}
 	}
-	start := time.Now()
+	start := now()
 	lastTenth := 0
 	return func(done, total int) {
 		mu.Lock()
@@ -45,7 +53,10 @@ func ProgressBar(w io.Writer, tty bool) func(done, total int) {
 			return
 		}
 		lastTenth = tenth
-		el := time.Since(start)
+		el := now().Sub(start)
+		if el < quietFor {
+			return
+		}
 		eta := time.Duration(float64(el) / float64(done) * float64(total-done))
 		fmt.Fprintf(w, "measured %d/%d queries, %s, ETA %s\n", done, total, el.Round(time.Second), eta.Round(time.Second))
 	}

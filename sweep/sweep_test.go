@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"ragtime/golden"
 	"ragtime/pipeline"
@@ -438,5 +439,29 @@ func TestCachedShareUnknown(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "unknown") {
 		t.Errorf("table:\n%s", buf.String())
+	}
+}
+
+// TestProgressQuietWhenFast: plain progress lines appear only once a sweep
+// has run for a second; a sub-second sweep prints none.
+func TestProgressQuietWhenFast(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(0, 0)
+	var fast, slow strings.Builder
+	p := progressBar(&fast, false, func() time.Time { return at })
+	for i := 1; i <= 20; i++ {
+		p(i, 20)
+	}
+	if fast.Len() != 0 {
+		t.Errorf("a sweep over at once printed:\n%s", fast.String())
+	}
+	clock := at
+	p = progressBar(&slow, false, func() time.Time { return clock })
+	for i := 1; i <= 20; i++ {
+		clock = clock.Add(200 * time.Millisecond)
+		p(i, 20)
+	}
+	if n := strings.Count(slow.String(), "\n"); n < 5 || !strings.Contains(slow.String(), "measured 20/20 queries, 4s") {
+		t.Errorf("a 4 s sweep printed %d lines:\n%s", n, slow.String())
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"ragtime/api"
@@ -212,7 +213,8 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		// One keep-alive connection per worker, as a browser or app would hold.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.concurrency
-		client := &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv)}
+		client := &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv),
+			OnWait: admissionNote(env.stderr)}
 		if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), questions[0].Text, cfg.server, cfg.db.url, serverRecordWait); err != nil {
 			return err
 		}
@@ -366,4 +368,23 @@ func writeApply(w io.Writer, rs sweep.Setting, args []string) {
 	}
 	rerun = append(rerun, strings.Fields(flags)...)
 	fmt.Fprintf(w, "confirm it with a sweep of that setting alone:\n  %s\n", strings.Join(rerun, " "))
+}
+
+// admissionNote returns an api.Client OnWait that says once, on w, that the
+// server is pacing the sweep and how to lift it: a sweep against `make run`'s
+// server (60 asks a minute per caller by default) otherwise just looks slow.
+func admissionNote(w io.Writer) func(status int, code string, wait time.Duration) {
+	var once sync.Once
+	return func(status int, code string, wait time.Duration) {
+		once.Do(func() {
+			how := "the server is busy; the sweep waits as told (fewer --concurrency, or a larger serve --max-concurrent)"
+			switch code {
+			case "rate_limited":
+				how = "serve's per-caller --rate (60 asks a minute by default) paces this sweep; for a faster one run serve with --rate 0, or give the sweep a key (--server-api-key-env) created with a higher --rate"
+			case "too_many_streams":
+				how = "serve's --max-concurrent-per-caller is below the sweep's --concurrency; lower --concurrency or raise it"
+			}
+			fmt.Fprintf(w, "sweep: the server answered %d %s (retry after %s): %s\n", status, code, wait, how)
+		})
+	}
 }

@@ -454,3 +454,17 @@ func TestSweepWarmCacheWarns(t *testing.T) {
 			rep.Params.WarmCache, rep.Warnings, s.CachedShare, s.CacheHits, s.CacheKnown)
 	}
 }
+
+// TestAdmissionNoteSaysOnceHowToLiftTheRate: a sweep paced by serve's
+// per-caller rate says so once, with the flag that lifts it.
+func TestAdmissionNoteSaysOnceHowToLiftTheRate(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	note := admissionNote(&b)
+	note(429, "rate_limited", time.Second)
+	note(429, "rate_limited", time.Second)
+	out := b.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, "429 rate_limited") || !strings.Contains(out, "--rate 0") {
+		t.Errorf("note:\n%s", out)
+	}
+}
