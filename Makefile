@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-capacity vet fmt clean llmsim bench-outage grafana
+.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-streams bench-capacity vet fmt clean llmsim bench-outage grafana
 
 build:
 	@echo "make: building $(BIN) (the first build downloads modules and compiles everything: a few minutes on 2 cores)"
@@ -81,6 +81,13 @@ bench-pgdocs:
 # npm packages; about 5 minutes). See docs/performance.md.
 bench-peer:
 	scripts/bench-peer.sh
+
+# 2,000 SSE streams held open against ragtime (llmsim ITL 200 ms, 64 tokens:
+# ~13 s per answer, each stream asking again when its answer ends) while 30
+# short probe asks, one at a time, measure the TTFT a newcomer sees against
+# the idle server's; prints errors and RSS per open stream. About 2 minutes.
+bench-streams:
+	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 
 # The inference simulator on :8081 (a simulator: no model runs), built on its
 # own from cmd/llmsim (the same command as `ragtime llmsim`).
