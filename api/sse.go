@@ -97,7 +97,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
-	l := &eventLog{hub: h, cancel: cancel, stop: make(chan struct{}), keyID: req.KeyID}
+	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID}
 	h.mu.Lock()
 	h.open[l] = cancel
 	h.mu.Unlock()
@@ -108,7 +108,7 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	stop := context.AfterFunc(c.Request().Context(), func() { l.detach(sk) })
 	defer stop()
 	if h.opts.Heartbeat > 0 {
-		go l.heartbeat(h.opts.Heartbeat)
+		l.heartbeat(h.opts.Heartbeat)
 	}
 	asker.Run(ctx, req, l)
 	l.end()
@@ -230,8 +230,7 @@ func parseEventID(id string) (string, int, bool) {
 type eventLog struct {
 	hub    *streamHub
 	cancel context.CancelCauseFunc
-	stop   chan struct{} // closed at the end: stops the heartbeat
-	keyID  string        // the API key that asked ("" without one)
+	keyID  string // the API key that asked ("" without one)
 
 	mu        sync.Mutex
 	id        string
@@ -242,6 +241,7 @@ type eventLog struct {
 	sink      *sink // nil while no client is attached
 	lastWrite time.Time
 	grace     *time.Timer // runs while detached, waiting for a resume
+	beat      *time.Timer // the heartbeat's; stopped at the end
 	gone      error       // set once the query is being cancelled
 	ended     bool
 }
@@ -437,28 +437,27 @@ func (l *eventLog) send(name string, v any) error {
 }
 
 // heartbeat sends a keep-alive comment whenever the stream has been silent
-// for every, until the stream ends.
+// for every, until the stream ends. It runs on a timer, not a goroutine of
+// its own: an open stream holds no stack for it.
 func (l *eventLog) heartbeat(every time.Duration) {
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.stop:
-			return
-		case <-t.C:
-		}
+	l.mu.Lock() // held until l.beat is set: the timer's func takes it first
+	defer l.mu.Unlock()
+	l.beat = time.AfterFunc(every, func() {
 		next := every
 		l.mu.Lock()
-		if l.sink != nil && l.gone == nil && !l.ended {
+		defer l.mu.Unlock()
+		if l.ended {
+			return
+		}
+		if l.sink != nil && l.gone == nil {
 			if idle := time.Since(l.lastWrite); idle < every {
 				next = every - idle
 			} else {
 				_ = l.writeLocked(keepAlive)
 			}
 		}
-		l.mu.Unlock()
-		t.Reset(next)
-	}
+		l.beat.Reset(next)
+	})
 }
 
 // end closes the stream after the query finished.
@@ -474,7 +473,9 @@ func (l *eventLog) end() {
 		l.grace.Stop()
 		l.grace = nil
 	}
-	close(l.stop)
+	if l.beat != nil {
+		l.beat.Stop()
+	}
 	l.mu.Unlock()
 	l.hub.remove(l)
 }

@@ -426,7 +426,11 @@ func callAttrs(c Call, attrs map[string]any) map[string]any {
 	if !c.Made {
 		return attrs
 	}
-	return addConnAttrs(attrs, c.Conn, c.Retries)
+	attrs = addConnAttrs(attrs, c.Conn, c.Retries)
+	if c.ServerWait > 0 {
+		attrs["server_wait_ms"] = roundMs(c.ServerWait)
+	}
+	return attrs
 }
 
 func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any {

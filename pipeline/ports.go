@@ -199,6 +199,11 @@ type Call struct {
 	Made    bool
 	Conn    ConnInfo
 	Retries int
+	// ServerWait is from the request fully written to the first response
+	// byte read: the server's time, the network's and, under CPU
+	// contention, the wait before ragtime's reader ran. The rest of the
+	// stage is ragtime's (encoding, connection, reading and decoding).
+	ServerWait time.Duration
 }
 
 type callKey struct{}

@@ -22,6 +22,7 @@ const (
 	DefaultBatchSize     = 256
 	DefaultFlushInterval = 200 * time.Millisecond
 	DefaultRetryBackoff  = 5 * time.Second
+	DefaultWriters       = 2
 )
 
 // firstBackoff is the wait before the first retry; it doubles up to
@@ -44,6 +45,10 @@ type RecorderOptions struct {
 	QueueSize int
 	// BatchSize is the most records written in one transaction. Default 256.
 	BatchSize int
+	// Writers is how many batches are written at once, each on its own
+	// connection and transaction: one writer leaves PostgreSQL's other
+	// cores idle while it turns the next batch into rows. Default 2.
+	Writers int
 	// FlushInterval is how long a record waits at most before the writer
 	// flushes a batch that is not full. Default 200ms.
 	FlushInterval time.Duration
@@ -89,7 +94,7 @@ type Recorder struct {
 	wake       chan struct{} // a full batch is waiting
 	spoolWake  chan struct{} // the spool has records to replay
 	stop       chan struct{} // Close was called: drain and exit
-	done       chan struct{} // the writer has exited
+	done       chan struct{} // every writer has exited
 	replayDone chan struct{} // the replayer has exited
 	partsDone  chan struct{} // the partition maker has exited
 	ctx        context.Context
@@ -118,6 +123,9 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 	if opts.FlushInterval <= 0 {
 		opts.FlushInterval = DefaultFlushInterval
 	}
+	if opts.Writers <= 0 {
+		opts.Writers = DefaultWriters
+	}
 	if opts.RetryBackoff <= 0 {
 		opts.RetryBackoff = DefaultRetryBackoff
 	}
@@ -142,7 +150,14 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 		failLog:    limiter{every: logEvery},
 		replayLog:  limiter{every: logEvery},
 	}
-	go r.run()
+	var writers sync.WaitGroup
+	for range opts.Writers {
+		writers.Go(r.run)
+	}
+	go func() {
+		writers.Wait()
+		close(r.done)
+	}()
 	go r.makePartitions()
 	if opts.Spool != nil {
 		if opts.StartSpooling {
@@ -178,6 +193,12 @@ func (r *Recorder) Record(rec pipeline.Record) {
 	if r.opts.Spool != nil && (r.spooling || r.closed || full) {
 		if !r.spooling && !r.closed {
 			r.startSpooling("memory queue full")
+			// The queue goes first, so records enter the spool in order
+			// and none whose done was sent waits in memory for a write
+			// that may never come (PostgreSQL away, the process killed).
+			queue := r.queue
+			r.queue = nil
+			r.spoolLocked(queue)
 		}
 		r.spoolLocked([]pipeline.Record{rec})
 		r.mu.Unlock()
@@ -271,10 +292,10 @@ func (r *Recorder) Close(ctx context.Context) error {
 	return nil
 }
 
-// run is the writer: it flushes when a batch is full, every FlushInterval,
-// and everything at Close.
+// run is one writer: it flushes when a batch is full, every
+// FlushInterval, and everything at Close. Writers share the queue; each
+// batch is taken by one.
 func (r *Recorder) run() {
-	defer close(r.done)
 	ticker := time.NewTicker(r.opts.FlushInterval)
 	defer ticker.Stop()
 	for {

@@ -13,17 +13,23 @@ import (
 	"ragtime/postgres/postgrestest"
 )
 
-// twoProviders records, in the last ten minutes, five extractive answers
+// twoProviders records, in ten minutes of the last hour, five extractive answers
 // (TTFT 3 ms, no model call) and five of a hosted model (TTFT 150 ms), all
 // with top_k 8: the mix whose one p50 used to mean nothing.
 func twoProviders(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
 	t.Helper()
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
-	now := time.Now()
+	// All ten in one UTC hour (ttft_tail groups by hour) and the last
+	// one: the ten minutes before now, or, in an hour's first ten
+	// minutes, the previous hour's last ten.
+	end := time.Now()
+	if end.Sub(end.Truncate(time.Hour)) <= 11*time.Minute {
+		end = end.Truncate(time.Hour)
+	}
 	for i := range 10 {
 		r := record(i)
-		r.CreatedAt = now.Add(-time.Duration(i+1) * time.Minute)
+		r.CreatedAt = end.Add(-time.Duration(i+1) * time.Minute)
 		ttft := 150.0
 		r.Provider, r.Model = "openai", "gpt-x"
 		if i%2 == 0 {

@@ -24,6 +24,7 @@ var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms"
 // row is a record turned into the values the writer sends.
 type row struct {
 	queryID string
+	id      [16]byte // queryID parsed
 	query   []any
 	stages  [][]any
 	rec     *pipeline.Record // for the roll-ups
@@ -37,8 +38,8 @@ func newRow(rec pipeline.Record) (row, error) {
 	if err != nil {
 		return row{}, err
 	}
-	pgID := vals[idColumn] // checked to be a UUID
-	r := row{queryID: rec.QueryID, query: vals, stages: make([][]any, 0, len(rec.Stages)), rec: &rec}
+	pgID := vals[idColumn].(pgtype.UUID) // checked to be a UUID
+	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([][]any, 0, len(rec.Stages)), rec: &rec}
 	for _, s := range rec.Stages {
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
@@ -67,54 +68,55 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	return json.Marshal(attrs)
 }
 
-// writeRows writes rows in one transaction with a fixed number of round
-// trips whatever their number: both tables are loaded with COPY into
-// session-local staging tables, then one statement moves the queries into
-// queries (ON CONFLICT DO NOTHING: a query stored before, the same id at the
-// same created_at as a replayed spool record has, is left as it is) and the
-// stages of the newly inserted ones into query_stages, and returns the ids
-// it inserted; the roll-ups of those (aggregated here, per minute and hour ×
-// provider × model × stage) are added with one more statement. A pipelined
+// writeRows writes rows in one transaction of five round trips whatever
+// their number: the queries are loaded with COPY into a session-local
+// staging table and moved into queries by one INSERT … ON CONFLICT DO
+// NOTHING RETURNING id (a query stored before — the same id at the same
+// created_at, as a replayed spool record has — is left as it is); the
+// stages of the queries it inserted are loaded with COPY straight into
+// query_stages, and their roll-ups (aggregated here, per minute and hour ×
+// provider × model × stage) added with one more statement. A pipelined
 // INSERT per query parsed, planned and executed 36 parameters per row; COPY
-// streams them.
+// streams them. The stages skip a staging table: they are most of the rows,
+// and the INSERT has already said which queries are new.
 func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 	queries := make([][]any, 0, len(rows))
-	var stages [][]any
-	seen := make(map[string]bool, len(rows))
-	byID := make(map[[16]byte]*pipeline.Record, len(rows))
+	byID := make(map[[16]byte]*row, len(rows))
 	for i := range rows {
-		if seen[rows[i].queryID] {
+		if _, seen := byID[rows[i].id]; seen {
 			continue // the same query twice in a batch: the first one counts
 		}
-		seen[rows[i].queryID] = true
+		byID[rows[i].id] = &rows[i]
 		queries = append(queries, rows[i].query)
-		stages = append(stages, rows[i].stages...)
-		byID[rows[i].query[idColumn].(pgtype.UUID).Bytes] = rows[i].rec
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, stagingTables); err != nil {
-			return fmt.Errorf("create the staging tables: %w", err)
+		if _, err := tx.Exec(ctx, stagingTable); err != nil {
+			return fmt.Errorf("create the staging table: %w", err)
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
 			return fmt.Errorf("copy queries: %w", err)
 		}
-		if len(stages) > 0 {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages_in"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
-				return fmt.Errorf("copy query stages: %w", err)
-			}
-		}
 		ids, err := tx.Query(ctx, moveStaged)
 		if err != nil {
-			return fmt.Errorf("insert queries and stages: %w", err)
+			return fmt.Errorf("insert queries: %w", err)
 		}
+		var stages [][]any
 		inserted := make([]*pipeline.Record, 0, len(queries))
-		var id [16]byte
+		var id pgtype.UUID
 		_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
-			inserted = append(inserted, byID[id])
+			if r := byID[id.Bytes]; r != nil {
+				stages = append(stages, r.stages...)
+				inserted = append(inserted, r.rec)
+			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("insert queries and stages: %w", err)
+			return fmt.Errorf("insert queries: %w", err)
+		}
+		if len(stages) > 0 {
+			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
+				return fmt.Errorf("copy query stages: %w", err)
+			}
 		}
 		if len(inserted) == 0 {
 			return nil
@@ -135,21 +137,16 @@ var queryColumnNames = func() []string {
 	return names
 }()
 
-// stagingTables creates the connection's staging tables on first use:
+// stagingTable creates the connection's staging table on first use:
 // temporary (no WAL, private to the session), emptied at every commit,
 // with the written columns' types and no constraints (the move checks).
-var stagingTables = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE ROWS AS SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries WITH NO DATA; " +
-	"CREATE TEMP TABLE IF NOT EXISTS query_stages_in ON COMMIT DELETE ROWS AS SELECT " +
-	strings.Join(stageColumns, ", ") + " FROM query_stages WITH NO DATA"
+var stagingTable = "CREATE TEMP TABLE IF NOT EXISTS queries_in ON COMMIT DELETE ROWS AS SELECT " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries WITH NO DATA"
 
-// moveStaged moves the staged rows into the real tables in one statement
-// and returns the ids of the queries it inserted.
-var moveStaged = "WITH q AS (INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
-	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id, created_at) DO NOTHING RETURNING id, created_at), " +
-	"s AS (INSERT INTO query_stages (" + strings.Join(stageColumns, ", ") + ") SELECT " +
-	"s." + strings.Join(stageColumns, ", s.") + " FROM query_stages_in s JOIN q ON q.id = s.query_id AND q.created_at = s.created_at) " +
-	"SELECT id FROM q"
+// moveStaged moves the staged queries into queries, returning the ids of
+// those that were not stored before.
+var moveStaged = "INSERT INTO queries (" + strings.Join(queryColumnNames, ", ") + ") SELECT " +
+	strings.Join(queryColumnNames, ", ") + " FROM queries_in ON CONFLICT (id, created_at) DO NOTHING RETURNING id"
 
 // isInvalidData reports whether err is about the data written rather than
 // the connection or the schema: the recorder refused the record, or

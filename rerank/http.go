@@ -146,7 +146,7 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	tr := &upstream.Trace{}
 	resp, retries, err := r.client.DoIdempotent(req, tr, rerankRetries)
 	if c := pipeline.CallFrom(ctx); c != nil {
-		c.Made, c.Conn, c.Retries = true, tr.Conn(), retries
+		c.Made, c.Conn, c.Retries, c.ServerWait = true, tr.Conn(), retries, tr.ServerWait()
 	}
 	if err != nil {
 		return nil, r.transportError(ctx, err)

@@ -77,7 +77,7 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 	tr := &upstream.Trace{}
 	resp, retries, err := r.HTTP.DoIdempotent(req, tr, EmbedRetries)
 	if c := pipeline.CallFrom(ctx); c != nil {
-		c.Made, c.Conn, c.Retries = true, tr.Conn(), retries
+		c.Made, c.Conn, c.Retries, c.ServerWait = true, tr.Conn(), retries, tr.ServerWait()
 	}
 	if err != nil {
 		return r.failure(ctx, 0, nil, err)

@@ -405,7 +405,13 @@ func Recommend(results []Result, tolerance, budgetMs float64) Recommendation {
 			s, *pick.Recall, tolerance, *best.Recall, best.Setting, pick.TTFTP95Ms, budget, best.TTFTP95Ms-pick.TTFTP95Ms)
 	}
 	if smaller != nil {
-		why += fmt.Sprintf("; k=%d would save %.1f ms at p95 but lose %.3f recall", smaller.TopK, pick.TTFTP95Ms-smaller.TTFTP95Ms, *pick.Recall-*smaller.Recall)
+		// A smaller k measured no faster (noise at sub-millisecond TTFT)
+		// saves nothing: "save -0.0 ms" would read as nonsense.
+		if saved := pick.TTFTP95Ms - smaller.TTFTP95Ms; saved >= 0.05 {
+			why += fmt.Sprintf("; k=%d would save %.1f ms at p95 but lose %.3f recall", smaller.TopK, saved, *pick.Recall-*smaller.Recall)
+		} else {
+			why += fmt.Sprintf("; k=%d measured no faster at p95 and loses %.3f recall", smaller.TopK, *pick.Recall-*smaller.Recall)
+		}
 	}
 	rec.Why = why + "."
 	return rec

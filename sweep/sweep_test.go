@@ -138,6 +138,8 @@ func TestRecommend(t *testing.T) {
 		{"no labels", []Result{res(2, nil, 10), res(1, nil, 20)}, 0.02, 0, 1, "no relevance labels"},
 		{"unmeasured settings skipped", []Result{{Setting: Setting{TopK: 1}}, res(4, f(0.9), 20)}, 0.02, 0, 4, ""},
 		{"nothing measured", []Result{{Setting: Setting{TopK: 1}}}, 0.02, 0, 0, "no setting has a successful query"},
+		{"a smaller k no faster", []Result{res(4, f(0.89), 0.42), res(8, f(0.93), 0.41)}, 0, 0, 8, "k=4 measured no faster at p95 and loses 0.040 recall"},
+		{"a smaller k faster", []Result{res(4, f(0.89), 0.2), res(8, f(0.93), 0.41)}, 0, 0, 8, "k=4 would save 0.2 ms at p95 but lose 0.040 recall"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -100,6 +100,14 @@ func (t *Trace) Conn() pipeline.ConnInfo {
 	}
 }
 
+// ServerWait is from the request fully written to the first response byte
+// (0 when either did not happen).
+func (t *Trace) ServerWait() time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return span(t.wrote, t.firstByte)
+}
+
 // GotConn is when a connection was obtained (zero: none was).
 func (t *Trace) GotConn() time.Time {
 	t.mu.Lock()

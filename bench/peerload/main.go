@@ -37,18 +37,24 @@ type config struct {
 	trialTimeout                time.Duration
 	maxTokens, topK             int
 	embedModelMs                float64
+	targets                     []string // which services run: llmsim always, ragtime, peer
+	hold                        holdConfig
 }
+
+// has reports whether target name runs.
+func (c *config) has(name string) bool { return slices.Contains(c.targets, name) }
 
 func parseFlags(args []string) (*config, error) {
 	fs := flag.NewFlagSet("peerload", flag.ContinueOnError)
 	c := &config{}
-	var conc string
+	var conc, targets string
 	fs.StringVar(&c.simURL, "sim", "", "the simulator's OpenAI base URL (http://127.0.0.1:PORT/v1)")
 	fs.StringVar(&c.ragtimeURL, "ragtime", "", "ragtime's root URL (http://127.0.0.1:PORT)")
 	fs.StringVar(&c.peerURL, "peer", "", "the LangChain.js peer's root URL (http://127.0.0.1:PORT)")
 	fs.IntVar(&c.simPID, "sim-pid", 0, "the simulator's process id (CPU and RSS)")
 	fs.IntVar(&c.ragtimePID, "ragtime-pid", 0, "ragtime's process id")
 	fs.IntVar(&c.peerPID, "peer-pid", 0, "the peer's process id")
+	fs.StringVar(&targets, "targets", "llmsim,ragtime,peer", "services to load, comma-separated: llmsim (the baseline, always run), ragtime, peer")
 	fs.StringVar(&conc, "concurrency", "1,10,100", "concurrent streams per trial, comma-separated")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every target at every concurrency, targets alternating")
 	fs.IntVar(&c.perStream, "asks-per-stream", 3, "asks each stream makes in a trial, one after another")
@@ -57,10 +63,31 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.maxTokens, "max-tokens", 64, "answer length in tokens")
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
 	fs.Float64Var(&c.embedModelMs, "embed-model-ms", 5.5, "the simulator's modelled latency of one one-text embedding, in ms (embed-ms + embed-ms-per-input)")
+	fs.IntVar(&c.hold.streams, "hold", 0, "instead of trials: hold this many streams open against ragtime and measure probe asks' TTFT against the idle server's, and RSS per open stream")
+	fs.IntVar(&c.hold.probes, "hold-probes", 30, "-hold: probe asks, one at a time, idle and with the streams held")
+	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
+	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
+	fs.DurationVar(&c.hold.limit, "hold-limit", 5*time.Minute, "-hold: bound of the whole run")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	for _, u := range []struct{ name, v string }{{"-sim", c.simURL}, {"-ragtime", c.ragtimeURL}, {"-peer", c.peerURL}} {
+	if c.hold.streams < 0 || c.hold.streams > 10000 || c.hold.probes < 1 || c.hold.probes > 10000 || c.hold.probeTokens < 1 {
+		return nil, fmt.Errorf("-hold must be 0 to 10000, -hold-probes 1 to 10000 and -hold-probe-tokens at least 1")
+	}
+	c.targets = []string{"llmsim"}
+	for t := range strings.SplitSeq(targets, ",") {
+		switch t = strings.TrimSpace(t); t {
+		case "llmsim":
+		case "ragtime", "peer":
+			c.targets = append(c.targets, t)
+		default:
+			return nil, fmt.Errorf("-targets: %q is not one of llmsim, ragtime, peer", t)
+		}
+	}
+	for _, u := range []struct{ name, target, v string }{{"-sim", "llmsim", c.simURL}, {"-ragtime", "ragtime", c.ragtimeURL}, {"-peer", "peer", c.peerURL}} {
+		if !c.has(u.target) {
+			continue
+		}
 		p, err := url.Parse(u.v)
 		if err != nil || p.Scheme != "http" || !loopback(p.Hostname()) {
 			return nil, fmt.Errorf("%s must be an http URL on loopback, got %q", u.name, u.v)
@@ -111,6 +138,7 @@ type trial struct {
 	wall           time.Duration
 	cpuMs          float64 // process CPU over the trial
 	rssKB          int64   // peak RSS sampled during the trial
+	idleKB         int64   // RSS just before the trial
 	timeWait       int     // new TIME_WAIT sockets towards the simulator
 }
 
@@ -128,11 +156,17 @@ func run(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	maxConc := slices.Max(cfg.concurrency)
+	maxConc := max(slices.Max(cfg.concurrency), cfg.hold.streams+1)
 	hc := &http.Client{Transport: &http.Transport{
 		MaxIdleConns: maxConc * 3, MaxIdleConnsPerHost: maxConc, MaxConnsPerHost: 0,
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}}
+	if cfg.hold.streams > 0 {
+		if !cfg.has("ragtime") {
+			return errors.New("-hold needs ragtime among -targets")
+		}
+		return runHold(cfg, hc, out)
+	}
 	simPort := portOf(cfg.simURL)
 	targets := []target{
 		{name: "llmsim", pid: cfg.simPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
@@ -145,6 +179,7 @@ func run(args []string, out io.Writer) error {
 			return askSSE(ctx, hc, cfg.peerURL+"/ask?q="+url.QueryEscape(q), false)
 		}},
 	}
+	targets = slices.DeleteFunc(targets, func(t target) bool { return !cfg.has(t.name) })
 	// Warm every target (connections, JIT, caches) before measuring.
 	for _, t := range targets {
 		warm := runTrial(cfg, hc, t, min(10, maxConc), 20, simPort)
@@ -178,6 +213,7 @@ func runTrial(cfg *config, hc *http.Client, t target, c, asks int, simPort int) 
 	defer cancel()
 	before := timeWaitTo(simPort)
 	cpu0 := cpuMs(t.pid)
+	idle := rssKB(t.pid)
 	var peak int64
 	stopRSS := make(chan struct{})
 	rssDone := make(chan struct{})
@@ -236,6 +272,7 @@ func runTrial(cfg *config, hc *http.Client, t target, c, asks int, simPort int) 
 	close(stopRSS)
 	<-rssDone
 	res.rssKB = peak
+	res.idleKB = idle
 	if t.name == "ragtime" {
 		res.timeWait = newTimeWait(before, timeWaitTo(simPort))
 	}

@@ -52,7 +52,7 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 		fmt.Fprintf(w, "\n## %d concurrent streams\n\n", c)
 		fmt.Fprintln(w, "| target | asks | errors | TTFT p50 ms | added TTFT p50 ms | added TTFT p99 ms | asks/s | CPU ms/ask | peak RSS MB |")
 		fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
-		for _, name := range []string{"llmsim", "ragtime", "peer"} {
+		for _, name := range cfg.targets {
 			ts := results[name][c]
 			added := func(p float64) func(int) float64 {
 				return func(i int) float64 { return pct(ts[i].ttft, p) - pct(sim[i].ttft, p) }
@@ -77,25 +77,32 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 		}
 		rt, peer := results["ragtime"][c], results["peer"][c]
 		ratio := func(f func(i int) float64) string { return spread(indexed(min(len(rt), len(peer)), f), "%.2f") }
-		fmt.Fprintf(w, "\nragtime vs peer: added TTFT p50 %s× the peer's, p99 %s×; asks/s %s×; CPU per ask %s×\n",
-			ratio(func(i int) float64 {
-				return (pct(rt[i].ttft, 50) - pct(sim[i].ttft, 50)) / (pct(peer[i].ttft, 50) - pct(sim[i].ttft, 50))
-			}),
-			ratio(func(i int) float64 {
-				return (pct(rt[i].ttft, 99) - pct(sim[i].ttft, 99)) / (pct(peer[i].ttft, 99) - pct(sim[i].ttft, 99))
-			}),
-			ratio(func(i int) float64 {
-				return (float64(rt[i].asks-rt[i].errs) / rt[i].wall.Seconds()) / (float64(peer[i].asks-peer[i].errs) / peer[i].wall.Seconds())
-			}),
-			ratio(func(i int) float64 {
-				return (rt[i].cpuMs / float64(max(rt[i].asks-rt[i].errs, 1))) / (peer[i].cpuMs / float64(max(peer[i].asks-peer[i].errs, 1)))
-			}))
-		fmt.Fprintf(w, "ragtime: client TTFT − ttft_ms p50 %s ms, p99 %s ms; embed p50 %s ms (modelled %.1f ms); TIME_WAIT to llmsim %s\n",
-			spread(perRound(rt, func(t trial) float64 { return pct(t.gap, 50) }), "%.1f"),
-			spread(perRound(rt, func(t trial) float64 { return pct(t.gap, 99) }), "%.1f"),
-			spread(perRound(rt, func(t trial) float64 { return pct(t.emb, 50) }), "%.2f"), cfg.embedModelMs,
-			spread(perRound(rt, func(t trial) float64 { return float64(t.timeWait) }), "%.0f"))
-		for _, name := range []string{"llmsim", "ragtime", "peer"} {
+		if cfg.has("peer") && cfg.has("ragtime") {
+			fmt.Fprintf(w, "\nragtime vs peer: added TTFT p50 %s× the peer's, p99 %s×; asks/s %s×; CPU per ask %s×\n",
+				ratio(func(i int) float64 {
+					return (pct(rt[i].ttft, 50) - pct(sim[i].ttft, 50)) / (pct(peer[i].ttft, 50) - pct(sim[i].ttft, 50))
+				}),
+				ratio(func(i int) float64 {
+					return (pct(rt[i].ttft, 99) - pct(sim[i].ttft, 99)) / (pct(peer[i].ttft, 99) - pct(sim[i].ttft, 99))
+				}),
+				ratio(func(i int) float64 {
+					return (float64(rt[i].asks-rt[i].errs) / rt[i].wall.Seconds()) / (float64(peer[i].asks-peer[i].errs) / peer[i].wall.Seconds())
+				}),
+				ratio(func(i int) float64 {
+					return (rt[i].cpuMs / float64(max(rt[i].asks-rt[i].errs, 1))) / (peer[i].cpuMs / float64(max(peer[i].asks-peer[i].errs, 1)))
+				}))
+		}
+		if cfg.has("ragtime") {
+			fmt.Fprintf(w, "ragtime: client TTFT − ttft_ms p50 %s ms, p99 %s ms; embed p50 %s ms (modelled %.1f ms); TIME_WAIT to llmsim %s\n"+
+				"ragtime: TTFT p99 %s ms; RSS per open stream (peak − before the trial) / streams %s KB\n",
+				spread(perRound(rt, func(t trial) float64 { return pct(t.gap, 50) }), "%.1f"),
+				spread(perRound(rt, func(t trial) float64 { return pct(t.gap, 99) }), "%.1f"),
+				spread(perRound(rt, func(t trial) float64 { return pct(t.emb, 50) }), "%.2f"), cfg.embedModelMs,
+				spread(perRound(rt, func(t trial) float64 { return float64(t.timeWait) }), "%.0f"),
+				spread(perRound(rt, func(t trial) float64 { return pct(t.ttft, 99) }), "%.1f"),
+				spread(perRound(rt, func(t trial) float64 { return float64(t.rssKB-t.idleKB) / float64(c) }), "%.1f"))
+		}
+		for _, name := range cfg.targets {
 			kinds := map[string]int{}
 			for _, t := range results[name][c] {
 				for k, n := range t.errKinds {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -433,8 +434,31 @@ func TestTracesInJaeger(t *testing.T) {
 			}
 			metrics, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if !strings.Contains(string(metrics), `# {trace_id="`+callerTrace+`"}`) {
-				t.Errorf("no trace_id exemplar of %s on /metrics", callerTrace)
+			// Each bucket keeps its latest exemplar: every one shown is one of
+			// these queries' traces, and the llm_decode buckets (the last
+			// stage of all three) show at least one.
+			traces := map[string]bool{}
+			for _, id := range ids {
+				var q struct {
+					TraceID string `json:"trace_id"`
+				}
+				if code := getJSON(t, srv.url, "/v1/queries/"+id, &q); code != http.StatusOK || q.TraceID == "" {
+					t.Fatalf("GET /v1/queries/%s: %d, trace_id %q", id, code, q.TraceID)
+				}
+				traces[q.TraceID] = true
+			}
+			exemplars := exemplarRE.FindAllStringSubmatch(string(metrics), -1)
+			decode := 0
+			for _, m := range exemplars {
+				if !traces[m[2]] {
+					t.Errorf("exemplar of an unknown trace: %s", m[0])
+				}
+				if strings.Contains(m[1], `stage="llm_decode"`) {
+					decode++
+				}
+			}
+			if len(exemplars) == 0 || decode == 0 {
+				t.Errorf("/metrics has %d trace_id exemplars, %d on llm_decode's buckets", len(exemplars), decode)
 			}
 
 			// The query's page links to its trace (screenshot kept with
@@ -537,6 +561,10 @@ func compareTrace(t *testing.T, id, traceID string, created time.Time, stages []
 		t.Errorf("query %s: the model server never saw traceparent %s (saw %q)", id, want, seenByModel)
 	}
 }
+
+// exemplarRE finds an OpenMetrics exemplar with a trace id: the series and
+// the trace id.
+var exemplarRE = regexp.MustCompile(`(?m)^(\S+) \S+ # \{trace_id="([0-9a-f]{32})"\}`)
 
 // usOf is milliseconds with µs resolution as whole microseconds.
 func usOf(ms float64) int64 { return int64(math.Round(ms * 1000)) }

@@ -40,8 +40,10 @@ func TestRemoteEmbedderAndRerankerAgainstLLMSim(t *testing.T) {
 			events := ask(t, srv.url, "q=what+makes+prefill+slow&top_k=4&rerank_top_n=2")
 			d := lastDone(t, events)
 			byName := map[string]map[string]any{}
+			took := map[string]float64{}
 			for _, s := range d.Stages {
 				byName[s.Name] = s.Attrs
+				took[s.Name] = s.DurationMs
 			}
 			if byName["embed"]["embedder"] != "openai:sim-embed" && byName["embed"]["embedder"] != "ollama:sim-embed" {
 				t.Errorf("embed attrs %v", byName["embed"])
@@ -49,6 +51,11 @@ func TestRemoteEmbedderAndRerankerAgainstLLMSim(t *testing.T) {
 			for _, stage := range []string{"embed", "rerank"} {
 				if _, ok := byName[stage]["reused"].(bool); !ok || byName[stage]["connect_ms"] == nil || byName[stage]["dns_ms"] == nil || byName[stage]["tls_ms"] == nil {
 					t.Errorf("%s attrs %v lack the connection timings", stage, byName[stage])
+				}
+				// The simulator waits its modelled latency before answering:
+				// the server's share is above 0 and within the stage.
+				if w, ok := byName[stage]["server_wait_ms"].(float64); !ok || w <= 0 || w > took[stage] {
+					t.Errorf("%s server_wait_ms %v, want in (0, %v]", stage, byName[stage]["server_wait_ms"], took[stage])
 				}
 			}
 			if byName["search"]["store"] != "embedded" || byName["search"]["hits"] == nil {

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// holdConfig is the -hold mode: N streams held open against ragtime while
+// short probe asks measure the TTFT a newcomer sees.
+type holdConfig struct {
+	streams     int           // streams held open
+	probes      int           // probe asks, one at a time, idle and loaded
+	probeTokens int           // answer length of a probe (its TTFT is what counts)
+	ramp        time.Duration // time over which the held streams are opened
+	limit       time.Duration // the whole run's bound
+}
+
+// holdResult is what one -hold run measured.
+type holdResult struct {
+	idle, loaded         []float64 // probe TTFTs, ms
+	heldAsks, heldErrs   int
+	heldErrKinds         map[string]int
+	heldTTFT             []float64 // the held streams' own TTFTs (a burst), ms
+	openAtSample         int64     // median of the streams between first token and end while the probes ran
+	rssIdleKB, rssHeldKB int64
+}
+
+// runHold opens cfg.streams streams against ragtime (each asks again when
+// its answer ends, so that the count stays up), after measuring probe TTFTs
+// on the idle server; once every stream has had its first token it samples
+// ragtime's RSS and measures the probes again. Everything stops at
+// hc.limit.
+func runHold(cfg *config, hc *http.Client, out io.Writer) error {
+	h := cfg.hold
+	ctx, cancel := context.WithTimeout(context.Background(), h.limit)
+	defer cancel()
+	askURL := func(q string, tokens int) string {
+		return fmt.Sprintf("%s/ask?q=%s&top_k=%d&rerank_top_n=0&max_tokens=%d", cfg.ragtimeURL, url.QueryEscape(q), cfg.topK, tokens)
+	}
+	probe := func() []float64 {
+		var ttfts []float64
+		for i := range h.probes {
+			if ctx.Err() != nil {
+				break
+			}
+			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), true)
+			if a.err == "" {
+				ttfts = append(ttfts, ms(a.ttft))
+			}
+		}
+		return ttfts
+	}
+	res := holdResult{heldErrKinds: map[string]int{}}
+	res.idle = probe()
+	res.rssIdleKB = rssKB(cfg.ragtimePID)
+
+	heldCtx, stopHeld := context.WithCancel(ctx)
+	defer stopHeld()
+	var open atomic.Int64 // streams past their first token and not ended
+	var started atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	gap := h.ramp / time.Duration(max(h.streams, 1))
+	for i := range h.streams {
+		wg.Go(func() {
+			for heldCtx.Err() == nil {
+				a := askHeld(heldCtx, hc, askURL(questions[i%len(questions)], cfg.maxTokens), &open, &started)
+				if heldCtx.Err() != nil {
+					return // stopped by the run, not the server's doing
+				}
+				mu.Lock()
+				res.heldAsks++
+				if a.err != "" {
+					res.heldErrs++
+					res.heldErrKinds[a.err]++
+				} else {
+					res.heldTTFT = append(res.heldTTFT, ms(a.ttft))
+				}
+				mu.Unlock()
+			}
+		})
+		time.Sleep(gap)
+	}
+	// Every stream has streamed a token: all are open at once.
+	for started.Load() < int64(h.streams) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	// RSS and open streams are sampled every 200 ms while the probes run;
+	// the median of each is reported (the peak right after the ramp holds
+	// the garbage of 2,000 retrievals not yet collected).
+	var rss, opened []float64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rss = append(rss, float64(rssKB(cfg.ragtimePID)))
+			opened = append(opened, float64(open.Load()))
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	res.loaded = probe()
+	close(stopSampling)
+	<-sampled
+	res.rssHeldKB, res.openAtSample = int64(pct(rss, 50)), int64(pct(opened, 50))
+	stopHeld()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("-hold: the run hit its %s limit", h.limit)
+	}
+	reportHold(out, cfg, res)
+	return nil
+}
+
+// askHeld is askSSE for a held stream: it counts the stream open from its
+// first token to its end.
+func askHeld(ctx context.Context, hc *http.Client, u string, open, started *atomic.Int64) askResult {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return askResult{err: err.Error(), embedMs: -1}
+	}
+	first := true
+	defer func() {
+		if !first {
+			open.Add(-1)
+		}
+	}()
+	return stream(hc, req, func(event string, data []byte, a *askResult) (token, done bool) {
+		switch event {
+		case "token":
+			if first {
+				first = false
+				open.Add(1)
+				started.Add(1)
+			}
+			return true, false
+		case "error", "done":
+			if event == "error" {
+				a.err = "error event"
+			}
+			return false, true
+		}
+		return false, false
+	})
+}
+
+func reportHold(w io.Writer, cfg *config, r holdResult) {
+	h := cfg.hold
+	fmt.Fprintf(w, "\n## %d streams held open (%d-token answers), probes of %d tokens one at a time\n\n", h.streams, cfg.maxTokens, h.probeTokens)
+	fmt.Fprintln(w, "| | probes | TTFT p50 ms | TTFT p99 ms | ragtime RSS MB |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintf(w, "| idle | %d | %.1f | %.1f | %.0f |\n", len(r.idle), pct(r.idle, 50), pct(r.idle, 99), float64(r.rssIdleKB)/1024)
+	fmt.Fprintf(w, "| %d held | %d | %.1f | %.1f | %.0f |\n", h.streams, len(r.loaded), pct(r.loaded, 50), pct(r.loaded, 99), float64(r.rssHeldKB)/1024)
+	fmt.Fprintf(w, "\nprobe TTFT p99 with the streams held: %.2f× the idle p99\n", pct(r.loaded, 99)/pct(r.idle, 99))
+	fmt.Fprintf(w, "RSS per open stream: (median RSS during the probes %.0f − idle %.0f MB) / %d streams open (median) = %.1f KB\n",
+		float64(r.rssHeldKB)/1024, float64(r.rssIdleKB)/1024, r.openAtSample, float64(r.rssHeldKB-r.rssIdleKB)/float64(max(r.openAtSample, 1)))
+	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
+		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
+	for k, n := range r.heldErrKinds {
+		fmt.Fprintf(w, "held stream errors: %s ×%d\n", k, n)
+	}
+}
