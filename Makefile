@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-streams vet fmt clean llmsim bench-outage grafana
+.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-streams bench-capacity vet fmt clean llmsim bench-outage grafana
 
 build:
 	@echo "make: building $(BIN) (the first build downloads modules and compiles everything: a few minutes on 2 cores)"
@@ -39,6 +39,9 @@ test:
 	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	cd deploy/grafana/gen && $(GO) test -count=1 ./... && $(GO) vet ./...
 	$(GO) vet ./...
+	# The Helm chart, rendered and decoded with helm's and k8s.io's Go packages
+	# in a module of its own, so they never enter ragtime's build.
+	cd deploy/helm/chart_test && $(GO) test -count=1 -timeout 5m ./... && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
 # Every native fuzz target for FUZZTIME each (e.g. FUZZTIME=2m make fuzz);
@@ -59,6 +62,11 @@ OUTAGE ?= 30s
 bench-outage:
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
 	RAGTIME_OUTAGE='$(OUTAGE)' DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -run '^$$' -bench BenchmarkOutage -benchtime 1x -timeout 90m ./cmd/ragtime
+
+# Two replicas (a writer and a read-only follower) recording into one PostgreSQL:
+# asks/s, CPU ms per ask, rows and bytes per query for docs/scaling.md.
+bench-capacity:
+	scripts/bench-capacity.sh
 
 # The embedded index's HNSW search at 100k clustered 384-d vectors (the index is
 # built once and cached under $TMPDIR); add ANNSearch/1M for the million.

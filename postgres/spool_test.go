@@ -230,3 +230,28 @@ func TestRecorderCloseSpoolsWhatIsLeft(t *testing.T) {
 		t.Errorf("queries rows = %d, want 7", n)
 	}
 }
+
+// TestRecorderQueueFullSpoolsTheQueueAtOnce fills the memory queue while
+// the writer is between flushes: the record that finds it full moves the
+// whole queue to the spool with it, so a process killed at that moment
+// (kill -9 during an outage) loses none of the queries it already answered.
+func TestRecorderQueueFullSpoolsTheQueueAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	_, proxy, pool := proxiedPool(t)
+	sp := openSpool(t, t.TempDir())
+	proxy.Cut() // nothing is written or replayed meanwhile
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
+		QueueSize: 10, BatchSize: 100, FlushInterval: time.Hour, RetryBackoff: time.Hour,
+		Logger: quietLogger(), Spool: sp,
+	})
+	for i := range 11 {
+		rec.Record(record(i))
+	}
+	if st := rec.Stats(); st.Spool.Records != 11 || st.Queued != 0 || !st.Spooling || st.Dropped != 0 {
+		t.Errorf("after overflowing the queue Stats = %+v, want all 11 in the spool and none queued", st)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = rec.Close(cctx)
+}

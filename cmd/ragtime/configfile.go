@@ -42,8 +42,29 @@ var serveConfigKeys = map[string]string{
 	"trace_url_template": "trace-url-template",
 }
 
+// qdrantConfigKeys maps the keys of a config file's qdrant section to the
+// flags they set: where the collection is and how it is spread over a
+// Qdrant cluster (docs/scaling.md). The API key is never read from a file.
+var qdrantConfigKeys = map[string]string{
+	"url":                      "qdrant-url",
+	"collection":               "qdrant-collection",
+	"api_key_env":              "qdrant-api-key-env",
+	"shard_number":             "qdrant-shards",
+	"replication_factor":       "qdrant-replication-factor",
+	"write_consistency_factor": "qdrant-write-consistency-factor",
+	"on_disk_vectors":          "qdrant-on-disk-vectors",
+	"on_disk_payload":          "qdrant-on-disk-payload",
+	"read_consistency":         "qdrant-read-consistency",
+	"tenant_key":               "qdrant-tenant-key",
+}
+
 // configKeyOf names the file key behind a flag, for errors.
 func configKeyOf(flagName string) string {
+	for k, f := range qdrantConfigKeys {
+		if f == flagName {
+			return "qdrant." + k
+		}
+	}
 	for k, f := range configKeys {
 		if f == flagName {
 			return "llm." + k
@@ -90,25 +111,36 @@ func parseConfigFile(path string, raw []byte) (map[string]string, error) {
 		return nil, &usageError{msg: fmt.Sprintf("--config %s is not valid %s: %v", path, kind, err)}
 	}
 	section, ok := doc["llm"]
-	serveSection, hasServe := doc["serve"]
-	if !ok && !hasServe {
-		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s) nor serve section (want keys %s)", path,
-			strings.Join(sortedKeys(), ", "), strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "))}
+	_, hasServe := doc["serve"]
+	_, hasQdrant := doc["qdrant"]
+	if !ok && !hasServe && !hasQdrant {
+		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s), serve section (want keys %s) nor qdrant section (want keys %s)", path,
+			strings.Join(sortedKeys(), ", "), strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "), strings.Join(slices.Sorted(maps.Keys(qdrantConfigKeys)), ", "))}
 	}
 	out := map[string]string{}
-	if hasServe {
-		serve, isMap := serveSection.(map[string]any)
-		if !isMap {
-			return nil, &usageError{msg: fmt.Sprintf("--config %s: serve must be a table/object, got %T", path, serveSection)}
+	for _, sec := range []struct {
+		name string
+		keys map[string]string
+	}{{"serve", serveConfigKeys}, {"qdrant", qdrantConfigKeys}} {
+		raw, has := doc[sec.name]
+		if !has {
+			continue
 		}
-		for k, v := range serve {
-			flagName, known := serveConfigKeys[k]
+		table, isMap := raw.(map[string]any)
+		if !isMap {
+			return nil, &usageError{msg: fmt.Sprintf("--config %s: %s must be a table/object, got %T", path, sec.name, raw)}
+		}
+		for k, v := range table {
+			flagName, known := sec.keys[k]
+			if sec.name == "qdrant" && (k == "api_key" || k == "key") {
+				return nil, &usageError{msg: fmt.Sprintf("--config %s: qdrant.%s: the key itself is never read from a file; put it in an environment variable and name that variable with api_key_env", path, k)}
+			}
 			if !known {
-				return nil, &usageError{msg: fmt.Sprintf("--config %s: unknown key serve.%s (known: %s)", path, k, strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "))}
+				return nil, &usageError{msg: fmt.Sprintf("--config %s: unknown key %s.%s (known: %s)", path, sec.name, k, strings.Join(slices.Sorted(maps.Keys(sec.keys)), ", "))}
 			}
 			s, err := configValue(k, v)
 			if err != nil {
-				return nil, &usageError{msg: fmt.Sprintf("--config %s: serve.%s: %v", path, k, err)}
+				return nil, &usageError{msg: fmt.Sprintf("--config %s: %s.%s: %v", path, sec.name, k, err)}
 			}
 			out[flagName] = s
 		}
@@ -166,7 +198,21 @@ func configValue(key string, v any) (string, error) {
 			return "", fmt.Errorf("want seconds from 0 to %d, got %v", int64(maxConfigSeconds), f)
 		}
 		return strconv.FormatFloat(f, 'f', -1, 64) + "s", nil
-	case "max_retries", "top_k", "rerank_top_n", "max_context_tokens":
+	case "on_disk_vectors", "on_disk_payload":
+		b, ok := v.(bool)
+		if !ok {
+			return "", fmt.Errorf("want true or false, got %v (%T)", v, v)
+		}
+		return strconv.FormatBool(b), nil
+	case "read_consistency":
+		if _, isText := v.(string); !isText {
+			f, err := num()
+			if err != nil || f < 1 || f != float64(int(f)) {
+				return "", fmt.Errorf("want all, majority, quorum or a whole number of replicas ≥ 1, got %v", v)
+			}
+			return strconv.Itoa(int(f)), nil
+		}
+	case "max_retries", "top_k", "rerank_top_n", "max_context_tokens", "shard_number", "replication_factor", "write_consistency_factor":
 		f, err := num()
 		if err != nil {
 			return "", err

@@ -63,6 +63,7 @@ type partsConfig struct {
 	qdrantEf    int
 	qdrantInt8  bool
 	qdrantScore float64
+	qdrant      qdrant.Cluster
 
 	reranker    string
 	rerankURL   string
@@ -182,6 +183,13 @@ func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 	fs.IntVar(&c.qdrantEf, "qdrant-hnsw-ef", 0, "HNSW ef of each Qdrant search (0: Qdrant's default)")
 	fs.BoolVar(&c.qdrantInt8, "qdrant-int8", false, "int8 scalar quantization for a new Qdrant collection")
 	fs.Float64Var(&c.qdrantScore, "qdrant-score-threshold", 0, "drop Qdrant hits with a cosine score below this (0: keep all)")
+	fs.IntVar(&c.qdrant.ShardNumber, "qdrant-shards", 0, "shard_number of a new Qdrant collection (per tenant with --qdrant-tenant-key; 0: Qdrant's default, 1); fixed once created, so a different existing collection is an error (qdrant.shard_number in --config)")
+	fs.IntVar(&c.qdrant.ReplicationFactor, "qdrant-replication-factor", 0, "replication_factor of a new Qdrant collection: copies of each shard (0: Qdrant's default, 1); a different existing collection is a warning (qdrant.replication_factor in --config)")
+	fs.IntVar(&c.qdrant.WriteConsistencyFactor, "qdrant-write-consistency-factor", 0, "write_consistency_factor of a new Qdrant collection: replicas that acknowledge each write (0: Qdrant's default, 1; at most --qdrant-replication-factor) (qdrant.write_consistency_factor in --config)")
+	fs.BoolVar(&c.qdrant.OnDiskVectors, "qdrant-on-disk-vectors", false, "keep a new Qdrant collection's vectors on disk (memory-mapped) instead of in RAM (qdrant.on_disk_vectors in --config)")
+	fs.BoolVar(&c.qdrant.OnDiskPayload, "qdrant-on-disk-payload", false, "keep a new Qdrant collection's payloads (chunk text, metadata) on disk (qdrant.on_disk_payload in --config)")
+	fs.StringVar(&c.qdrant.ReadConsistency, "qdrant-read-consistency", "", "read_consistency of every Qdrant search and read: all, majority, quorum or a number of replicas (empty: Qdrant's default, one replica) (qdrant.read_consistency in --config)")
+	fs.StringVar(&c.qdrant.TenantKey, "qdrant-tenant-key", "", "shard a new Qdrant collection by tenant (custom sharding): the document metadata key naming its tenant, e.g. tenant; a search whose filter (an API key's --filter) fixes it reads that tenant's shards only; documents without it go to shard key \"shared\" (qdrant.tenant_key in --config)")
 }
 
 // store is a vector store behind the search stage that documents can be
@@ -328,6 +336,7 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 			Dimension: emb.dim, Embedder: emb.name,
 			HNSWM: c.qdrantM, HNSWEfConstruct: c.qdrantEfC, HNSWEf: c.qdrantEf, Int8: c.qdrantInt8,
 			ScoreThreshold: c.qdrantScore, // the collection is created by the first write
+			Cluster:        c.qdrant, Logger: c.logger,
 		})
 		if err != nil {
 			return nil, err

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -54,5 +58,98 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 	last := events[len(events)-1]
 	if last.Name != "error" || !strings.Contains(string(last.Data), "store_collection_missing") || !strings.Contains(string(last.Data), "ragtime ingest") {
 		t.Errorf("missing collection: last event %s %s", last.Name, last.Data)
+	}
+	// Still ready (degraded): behind a load balancer it must take the
+	// first POST /v1/documents that creates the collection.
+	if status, body := readyz(t, other.url); status != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, "POST /v1/documents") {
+		t.Errorf("/readyz with the collection missing = %d %s, want 200 degraded naming what creates it", status, body)
+	}
+	if status, body := doJSON(t, "POST", other.url+"/v1/documents", "application/json", []byte(`{"id":"a.md","text":"Prefill reads the prompt."}`)); status != 200 {
+		t.Fatalf("POST to create the collection: %d %v", status, body)
+	}
+	if status, body := readyz(t, other.url); status != 200 || strings.Contains(body, "degraded") {
+		t.Errorf("/readyz after the first document = %d %s, want ready", status, body)
+	}
+}
+
+// TestQdrantClusterSettingsFromConfig sets the cluster settings in a
+// --config file's qdrant section (one overridden by a flag) and checks the
+// CreateCollection request and the read consistency of serve's searches,
+// then that a serve configured with another shard count refuses the
+// collection by name, and that a bad value names its key.
+func TestQdrantClusterSettingsFromConfig(t *testing.T) {
+	t.Parallel()
+	q, addr := qdranttest.Start(t)
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_QDRANT_REPLICATION_FACTOR": "3"}
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "ragtime.toml")
+	if err := os.WriteFile(conf, []byte(fmt.Sprintf(`
+[qdrant]
+url = %q
+collection = "clustered"
+shard_number = 6
+replication_factor = 2
+write_consistency_factor = 2
+on_disk_vectors = true
+on_disk_payload = true
+read_consistency = "quorum"
+`, addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runOut(t, env, "config", "--config", conf, "--store", "qdrant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for setting, w := range map[string][]string{"qdrant-shards": {"6", "file"}, "qdrant-replication-factor": {"3", "env"}, "qdrant-read-consistency": {"quorum", "file"}} {
+		if row := configRow(t, out, setting); row[1] != w[0] || row[2] != w[1] {
+			t.Errorf("%s = %v, want %s from %s", setting, row[1:], w[0], w[1])
+		}
+	}
+
+	srv := startServe(t, env, "--config", conf, "--store", "qdrant", "--data-dir", t.TempDir(), "--qdrant-write-consistency-factor", "1")
+	if status, body := doJSON(t, "POST", srv.url+"/v1/documents", "application/json", []byte(`{"id":"kv.md","text":"The KV cache keeps keys and values of past tokens."}`)); status != 200 {
+		t.Fatalf("POST /v1/documents: %d %v", status, body)
+	}
+	lastDone(t, ask(t, srv.url, "q=what+does+the+kv+cache+keep"))
+	cr := qdranttest.Recorded[*qc.CreateCollection](q)
+	if len(cr) != 1 {
+		t.Fatalf("%d CreateCollection requests", len(cr))
+	}
+	c := cr[0]
+	if c.GetCollectionName() != "clustered" || c.GetShardNumber() != 6 || c.GetReplicationFactor() != 3 || c.GetWriteConsistencyFactor() != 1 ||
+		!c.GetOnDiskPayload() || !c.GetVectorsConfig().GetParams().GetOnDisk() {
+		t.Errorf("CreateCollection %v: want clustered, 6 shards, replication 3 (env over file), write consistency 1 (flag), on-disk vectors and payload", c)
+	}
+	qs := qdranttest.Recorded[*qc.QueryPoints](q)
+	if len(qs) == 0 || qs[len(qs)-1].GetReadConsistency().GetType() != qc.ReadConsistencyType_Quorum {
+		t.Errorf("search read consistency %v, want quorum", qs)
+	}
+
+	// The existing collection has 6 shards: a serve set to 4 does not
+	// start, and says which setting differs with both values.
+	var stdout, stderr syncBuffer
+	err = run(context.Background(), []string{"serve", "--addr", "127.0.0.1:0", "--config", conf, "--store", "qdrant", "--data-dir", t.TempDir(), "--qdrant-shards", "4"}, envMap(env), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "store_settings_mismatch") || !strings.Contains(err.Error(), "shard_number (--qdrant-shards) 6, configured 4") {
+		t.Errorf("serve over a 6-shard collection with --qdrant-shards 4: %v", err)
+	}
+
+	for _, b := range []struct{ body, want string }{
+		{"[qdrant]\nshards = 3\n", "unknown key qdrant.shards"},
+		{"[qdrant]\nread_consistency = 0\n", "qdrant.read_consistency"},
+		{"[qdrant]\non_disk_payload = \"yes\"\n", "qdrant.on_disk_payload"},
+		{"[qdrant]\napi_key = \"qk-secret-1234\"\n", "never read from a file"},
+	} {
+		path := filepath.Join(dir, "bad.toml")
+		if err := os.WriteFile(path, []byte(b.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := runOut(t, nil, "config", "--config", path); err == nil || !strings.Contains(err.Error(), b.want) || strings.Contains(err.Error(), "qk-secret") {
+			t.Errorf("%q: %v, want an error naming %s", b.body, err, b.want)
+		}
+	}
+	err = run(context.Background(), []string{"serve", "--store", "qdrant", "--qdrant-url", addr, "--qdrant-read-consistency", "most"}, envMap(env), &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--qdrant-read-consistency") {
+		t.Errorf("serve with a bad read consistency: %v", err)
 	}
 }

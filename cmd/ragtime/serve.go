@@ -24,6 +24,7 @@ import (
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/retrieval"
+	"ragtime/retrieval/qdrant"
 	"ragtime/spool"
 	"ragtime/tracing"
 	"ragtime/upstream"
@@ -173,6 +174,11 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if c.ingestWait <= 0 {
 		problems["ingest-wait"] = fmt.Sprintf("--ingest-wait must be positive, got %s", c.ingestWait)
+	}
+	if c.parts.store == "qdrant" {
+		if err := c.parts.qdrant.Validate(); err != nil {
+			problems["qdrant-cluster"] = err.Error()
+		}
 	}
 	if c.maxConcurrent < 0 {
 		problems["max-concurrent"] = fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)
@@ -364,7 +370,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Metrics: mx.Handler(),
 		Ready: map[string]api.ReadyCheck{
 			"postgres": databaseReady(boot, store, rec, sp != nil, cfg.spoolMaxBytes),
-			"index":    parts.store.Ready,
+			"index":    storeReady(parts.store),
 		},
 		ReadyDetails:         func() map[string]any { return map[string]any{"recorder": rec.Stats()} },
 		Documents:            newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
@@ -613,6 +619,22 @@ func databaseReady(boot *postgres.Bootstrap, store *postgres.Store, rec *postgre
 		}
 		return fmt.Errorf("%v; finished queries are spooled to disk (%d held) and written when it is back (%w)",
 			err, st.Records, api.ErrDegraded)
+	}
+}
+
+// storeReady is the readiness check of the vector store. A Qdrant
+// collection nobody has written yet is degraded (200), not unready: behind a
+// load balancer the replicas must take traffic for the first POST
+// /v1/documents to create it (asks meanwhile end with
+// store_collection_missing and its hint).
+func storeReady(s store) api.ReadyCheck {
+	return func(ctx context.Context) error {
+		err := s.Ready(ctx)
+		var pe *pipeline.Error
+		if errors.As(err, &pe) && pe.Code == qdrant.CodeCollectionMissing {
+			return fmt.Errorf("%w; POST /v1/documents or `ragtime ingest --store qdrant` creates it (%w)", err, api.ErrDegraded)
+		}
+		return err
 	}
 }
 

@@ -153,16 +153,42 @@ func scrapeMetrics(t testing.TB, base string) string {
 	return body
 }
 
-// ragtimeBinary builds cmd/ragtime into the test's temporary directory,
-// for tests that need a real process to kill.
+// The binary tests that need real processes run, built once per package
+// run (a build per test made several links at once on two cores) and
+// removed by TestMain.
+var (
+	binOnce sync.Once
+	binDir  string
+	binPath string
+	binErr  error
+)
+
+// ragtimeBinary builds cmd/ragtime once, for tests that need a real
+// process (to kill, or to run several side by side).
 func ragtimeBinary(t testing.TB) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ragtime")
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if out, err := exec.Command(gobin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "ragtime-bin"); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "ragtime")
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if out, err := exec.Command(gobin, "build", "-o", binPath, ".").CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return binPath
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // child is a `ragtime serve` running as its own process.

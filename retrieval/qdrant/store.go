@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"slices"
@@ -42,6 +43,10 @@ const (
 	CodeDimensionMismatch = "store_dimension_mismatch"
 	CodeTimeout           = "store_timeout"
 	CodeAuth              = "store_auth"
+	// CodeSettingsMismatch: the existing collection was created with a
+	// cluster setting Qdrant cannot change afterwards (shard_number, the
+	// sharding method) that differs from the configured one.
+	CodeSettingsMismatch = "store_settings_mismatch"
 )
 
 // Payload keys of every point.
@@ -53,6 +58,9 @@ const (
 	KeySource      = "source"
 	KeyMetadata    = "metadata"
 	KeyContentHash = "content_hash"
+	// KeyShard is the shard key a point was written to, with tenant
+	// sharding (Cluster.TenantKey).
+	KeyShard = "shard_key"
 )
 
 // Collection metadata keys recording what the vectors are.
@@ -90,6 +98,13 @@ type Config struct {
 	// Create creates the collection when it is missing (ingest does; serve
 	// creates it on its first write instead).
 	Create bool
+	// Cluster holds the collection's distribution settings (shards,
+	// replicas, on-disk storage, read consistency, tenant sharding).
+	Cluster Cluster
+	// Logger receives the warnings of settings that differ from an
+	// existing collection's but that Qdrant can change in place; nil
+	// discards them.
+	Logger *slog.Logger
 }
 
 // Store is a Qdrant collection holding ragtime's chunks. It is safe for
@@ -100,6 +115,9 @@ type Store struct {
 
 	ensureMu sync.Mutex  // serialises the collection check and creation
 	ready    atomic.Bool // the collection exists and matches the embedder
+
+	shardMu   sync.Mutex      // guards shardKeys
+	shardKeys map[string]bool // tenant shard keys known to exist
 }
 
 // pointNamespace is the UUIDv5 namespace of point ids: a fixed random
@@ -150,7 +168,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connecting to qdrant at %s: %w", cfg.Addr, err)
 	}
-	s := &Store{cfg: cfg, client: client}
+	if err := cfg.Cluster.Validate(); err != nil {
+		client.Close()
+		return nil, err
+	}
+	s := &Store{cfg: cfg, client: client, shardKeys: map[string]bool{}}
 	if err := s.ensure(ctx, cfg.Create); err != nil && !isCode(err, CodeCollectionMissing) {
 		client.Close()
 		return nil, err
@@ -211,6 +233,9 @@ func (s *Store) ensure(ctx context.Context, create bool) error {
 	if err := s.check(info); err != nil {
 		return err
 	}
+	if err := s.checkCluster(info); err != nil {
+		return err
+	}
 	s.ready.Store(true)
 	return nil
 }
@@ -252,7 +277,7 @@ func (s *Store) create(ctx context.Context) error {
 	req := &qc.CreateCollection{
 		CollectionName: s.cfg.Collection,
 		VectorsConfig: qc.NewVectorsConfig(&qc.VectorParams{
-			Size: uint64(s.cfg.Dimension), Distance: qc.Distance_Cosine,
+			Size: uint64(s.cfg.Dimension), Distance: qc.Distance_Cosine, OnDisk: s.cfg.Cluster.onDiskVectors(),
 		}),
 		Metadata: qc.NewValueMap(map[string]any{
 			MetaEmbedder: s.cfg.Embedder, MetaDimension: int64(s.cfg.Dimension),
@@ -273,7 +298,20 @@ func (s *Store) create(ctx context.Context) error {
 			Type: qc.QuantizationType_Int8, AlwaysRam: ptr(true),
 		})
 	}
+	s.cfg.Cluster.apply(req)
 	if err := s.client.CreateCollection(ctx, req); err != nil {
+		if status.Code(err) == codes.AlreadyExists {
+			// Another replica created it between our check and our
+			// create: check it as an existing collection.
+			info, ierr := s.client.GetCollectionInfo(ctx, s.cfg.Collection)
+			if ierr != nil {
+				return s.classify(ctx, "reading the collection", ierr)
+			}
+			if err := s.check(info); err != nil {
+				return err
+			}
+			return s.checkCluster(info)
+		}
 		return s.classify(ctx, "creating the collection", err)
 	}
 	_, err := s.client.CreateFieldIndex(ctx, &qc.CreateFieldIndexCollection{
@@ -313,10 +351,18 @@ func (s *Store) Search(ctx context.Context, query []float32, k int, filter pipel
 	if s.cfg.ScoreThreshold != 0 {
 		req.ScoreThreshold = ptr(float32(s.cfg.ScoreThreshold))
 	}
+	req.ReadConsistency = s.cfg.Cluster.readConsistency()
+	tenant := s.cfg.Cluster.tenantOf(filter.Metadata)
+	if tenant != "" {
+		req.ShardKeySelector = shardSelector(tenant)
+	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	points, err := s.client.Query(cctx, req)
 	if err != nil {
+		if tenant != "" && isMissingShardKey(err) {
+			return nil, nil // the tenant has no documents yet
+		}
 		return nil, s.classify(ctx, "searching", err)
 	}
 	hits := make([]pipeline.Hit, 0, len(points))
@@ -380,7 +426,7 @@ func (s *Store) StoredHash(ctx context.Context, docID string) (string, bool, err
 	defer cancel()
 	pts, err := s.client.Scroll(cctx, &qc.ScrollPoints{
 		CollectionName: s.cfg.Collection, Filter: docFilter(docID), Limit: ptr(uint32(1)),
-		WithPayload: qc.NewWithPayloadInclude(KeyContentHash),
+		WithPayload: qc.NewWithPayloadInclude(KeyContentHash), ReadConsistency: s.cfg.Cluster.readConsistency(),
 	})
 	if err != nil {
 		return "", false, s.classify(ctx, "looking up document "+docID, err)
@@ -406,6 +452,16 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 	if err := s.ensure(ctx, true); err != nil {
 		return err
 	}
+	tenant := ""
+	if len(doc.Chunks) > 0 {
+		tenant = s.cfg.Cluster.tenantOf(doc.Chunks[0].Metadata)
+	}
+	shard := s.cfg.Cluster.shardKeyOf(tenant)
+	if shard != "" {
+		if err := s.ensureShardKey(ctx, shard); err != nil {
+			return err
+		}
+	}
 	points := make([]*qc.PointStruct, len(doc.Chunks))
 	for i, c := range doc.Chunks {
 		if len(doc.Vectors[i]) != s.cfg.Dimension {
@@ -424,6 +480,9 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 			KeyDocID: doc.DocID, KeyTitle: title, KeyChunk: int64(i), KeyText: c.Text,
 			KeySource: doc.Source, KeyMetadata: meta, KeyContentHash: doc.ContentHash,
 		}
+		if shard != "" {
+			payload[KeyShard] = shard
+		}
 		points[i] = &qc.PointStruct{
 			Id:      qc.NewID(PointID(doc.DocID, i)),
 			Vectors: qc.NewVectorsDense(slices.Clone(doc.Vectors[i])),
@@ -436,11 +495,28 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 	}}
 	var ops []*qc.PointsUpdateOperation
 	if len(points) > 0 {
-		ops = append(ops, qc.NewPointsUpdateUpsert(&qc.PointsUpdateOperation_PointStructList{Points: points}))
+		up := &qc.PointsUpdateOperation_PointStructList{Points: points}
+		if shard != "" {
+			up.ShardKeySelector = shardSelector(shard)
+		}
+		ops = append(ops, qc.NewPointsUpdateUpsert(up))
 	}
+	// Without a shard key selector a delete reaches every shard, so the
+	// stale chunks go wherever they are.
 	ops = append(ops, qc.NewPointsUpdateDeletePoints(&qc.PointsUpdateOperation_DeletePoints{
 		Points: qc.NewPointsSelectorFilter(stale),
 	}))
+	if shard != "" {
+		// A document that moved to another tenant leaves no copy behind in
+		// its old tenant's shard (same point ids, another shard key).
+		moved := &qc.Filter{
+			Must:    []*qc.Condition{qc.NewMatchKeyword(KeyDocID, doc.DocID)},
+			MustNot: []*qc.Condition{qc.NewMatchKeyword(KeyShard, shard)},
+		}
+		ops = append(ops, qc.NewPointsUpdateDeletePoints(&qc.PointsUpdateOperation_DeletePoints{
+			Points: qc.NewPointsSelectorFilter(moved),
+		}))
+	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	if _, err := s.client.UpdateBatch(cctx, &qc.UpdateBatchPoints{
@@ -461,7 +537,8 @@ func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) 
 	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
-	n, err := s.client.Count(cctx, &qc.CountPoints{CollectionName: s.cfg.Collection, Filter: docFilter(docID), Exact: ptr(true)})
+	n, err := s.client.Count(cctx, &qc.CountPoints{CollectionName: s.cfg.Collection, Filter: docFilter(docID), Exact: ptr(true),
+		ReadConsistency: s.cfg.Cluster.readConsistency()})
 	if err != nil {
 		return false, s.classify(ctx, "counting document "+docID, err)
 	}
@@ -491,7 +568,8 @@ func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) 
 		cctx, cancel := s.call(ctx)
 		pts, next, err := s.client.ScrollAndOffset(cctx, &qc.ScrollPoints{
 			CollectionName: s.cfg.Collection, Offset: offset, Limit: ptr(uint32(1000)),
-			WithPayload: qc.NewWithPayloadInclude(KeyDocID, KeyTitle, KeyContentHash),
+			WithPayload:     qc.NewWithPayloadInclude(KeyDocID, KeyTitle, KeyContentHash),
+			ReadConsistency: s.cfg.Cluster.readConsistency(),
 		})
 		cancel()
 		if err != nil {

@@ -52,13 +52,42 @@ type (
 type fakeCollection struct {
 	create  *qc.CreateCollection
 	indexes map[string]qc.FieldType
-	points  map[string]*fakePoint
+	// points are keyed by shard key and id: with custom sharding the same
+	// id may live under two shard keys, as in Qdrant.
+	points map[string]*fakePoint
+	// shardKeys are the shard keys created (custom sharding only).
+	shardKeys map[string]bool
 }
 
 type fakePoint struct {
 	id      string
+	shard   string
 	vec     []float32
 	payload map[string]*qc.Value
+}
+
+func (c *fakeCollection) custom() bool {
+	return c.create.GetShardingMethod() == qc.ShardingMethod_Custom
+}
+
+// shardKeys resolves a request's selector against the collection: nil
+// means every shard; an error names a missing key, as Qdrant does.
+func (c *fakeCollection) selected(sel *qc.ShardKeySelector) (map[string]bool, error) {
+	if sel == nil || len(sel.GetShardKeys()) == 0 {
+		return nil, nil
+	}
+	if !c.custom() {
+		return nil, status.Error(codes.InvalidArgument, "Wrong input: Shard key selector is only allowed for collections with custom sharding")
+	}
+	out := map[string]bool{}
+	for _, k := range sel.GetShardKeys() {
+		key := k.GetKeyword()
+		if !c.shardKeys[key] {
+			return nil, status.Errorf(codes.NotFound, "Not found: Shard key %s not found", key)
+		}
+		out[key] = true
+	}
+	return out, nil
 }
 
 // Start serves a Server on 127.0.0.1:0 until the test ends and returns it
@@ -138,7 +167,7 @@ func (f fakeCollections) Create(_ context.Context, r *qc.CreateCollection) (*qc.
 		return nil, status.Errorf(codes.AlreadyExists, "Wrong input: Collection `%s` already exists!", r.GetCollectionName())
 	}
 	f.collections[r.GetCollectionName()] = &fakeCollection{create: proto.Clone(r).(*qc.CreateCollection),
-		indexes: map[string]qc.FieldType{}, points: map[string]*fakePoint{}}
+		indexes: map[string]qc.FieldType{}, points: map[string]*fakePoint{}, shardKeys: map[string]bool{}}
 	return &qc.CollectionOperationResponse{Result: true}, nil
 }
 
@@ -151,13 +180,40 @@ func (f fakeCollections) Get(_ context.Context, r *qc.GetCollectionInfoRequest) 
 		return nil, err
 	}
 	n := uint64(len(c.points))
+	// Qdrant reports its defaults for what the create left unset.
+	shards := c.create.GetShardNumber()
+	if shards == 0 {
+		shards = 1
+	}
+	rf, wcf := max(c.create.GetReplicationFactor(), 1), max(c.create.GetWriteConsistencyFactor(), 1)
 	return &qc.GetCollectionInfoResponse{Result: &qc.CollectionInfo{
 		Status: qc.CollectionStatus_Green, PointsCount: &n,
 		Config: &qc.CollectionConfig{
-			Params:   &qc.CollectionParams{VectorsConfig: c.create.GetVectorsConfig()},
+			Params: &qc.CollectionParams{VectorsConfig: c.create.GetVectorsConfig(), ShardNumber: shards,
+				ReplicationFactor: &rf, WriteConsistencyFactor: &wcf, OnDiskPayload: c.create.GetOnDiskPayload(),
+				ShardingMethod: c.create.GetShardingMethod().Enum()},
 			Metadata: c.create.GetMetadata(),
 		},
 	}}, nil
+}
+
+func (f fakeCollections) CreateShardKey(_ context.Context, r *qc.CreateShardKeyRequest) (*qc.CreateShardKeyResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.record(r)
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	if !c.custom() {
+		return nil, status.Error(codes.InvalidArgument, "Wrong input: Shard keys can only be created for collections with custom sharding")
+	}
+	key := r.GetRequest().GetShardKey().GetKeyword()
+	if c.shardKeys[key] {
+		return nil, status.Errorf(codes.AlreadyExists, "Wrong input: Shard key %s already exists", key)
+	}
+	c.shardKeys[key] = true
+	return &qc.CreateShardKeyResponse{Result: true}, nil
 }
 
 func (f fakePoints) Delete(_ context.Context, r *qc.DeletePoints) (*qc.PointsOperationResponse, error) {
@@ -201,15 +257,35 @@ func (f fakePoints) UpdateBatch(_ context.Context, r *qc.UpdateBatchPoints) (*qc
 			}
 		}
 	}
+	// And every shard key: Qdrant refuses a batch naming a missing one,
+	// and an upsert without one into a custom-sharded collection.
+	for _, op := range r.GetOperations() {
+		if up := op.GetUpsert(); up != nil {
+			sel, err := c.selected(up.GetShardKeySelector())
+			if err != nil {
+				return nil, err
+			}
+			if c.custom() && len(sel) != 1 {
+				return nil, status.Error(codes.InvalidArgument, "Wrong input: Shard key not specified: a collection with custom sharding needs exactly one shard key per upsert")
+			}
+		}
+	}
 	var res []*qc.UpdateResult
 	for _, op := range r.GetOperations() {
 		switch {
 		case op.GetUpsert() != nil:
+			shard := ""
+			if keys := op.GetUpsert().GetShardKeySelector().GetShardKeys(); len(keys) == 1 {
+				shard = keys[0].GetKeyword()
+			}
 			for _, p := range op.GetUpsert().GetPoints() {
 				id := p.GetId().GetUuid()
-				c.points[id] = &fakePoint{id: id, vec: p.GetVectors().GetVector().GetDense().GetData(), payload: p.GetPayload()}
+				c.points[shard+"/"+id] = &fakePoint{id: id, shard: shard, vec: p.GetVectors().GetVector().GetDense().GetData(), payload: p.GetPayload()}
 			}
 		case op.GetDeletePoints() != nil:
+			if op.GetDeletePoints().GetShardKeySelector() != nil {
+				return nil, status.Error(codes.Unimplemented, "fake qdrant: delete with a shard key selector")
+			}
 			c.deleteMatching(op.GetDeletePoints().GetPoints().GetFilter())
 		default:
 			return nil, status.Error(codes.Unimplemented, "fake qdrant: unsupported batch operation")
@@ -235,7 +311,7 @@ func (c *fakeCollection) sorted(flt *qc.Filter) []*fakePoint {
 			out = append(out, p)
 		}
 	}
-	slices.SortFunc(out, func(a, b *fakePoint) int { return cmp.Compare(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *fakePoint) int { return cmp.Or(cmp.Compare(a.id, b.id), cmp.Compare(a.shard, b.shard)) })
 	return out
 }
 
@@ -297,8 +373,15 @@ func (f fakePoints) Query(ctx context.Context, r *qc.QueryPoints) (*qc.QueryResp
 	if dim := int(c.create.GetVectorsConfig().GetParams().GetSize()); len(q) != dim {
 		return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, len(q))
 	}
+	shards, err := c.selected(r.GetShardKeySelector())
+	if err != nil {
+		return nil, err
+	}
 	var out []*qc.ScoredPoint
 	for _, p := range c.sorted(r.GetFilter()) {
+		if shards != nil && !shards[p.shard] {
+			continue
+		}
 		s := Cosine(q, p.vec)
 		if r.ScoreThreshold != nil && s < r.GetScoreThreshold() {
 			continue
@@ -326,10 +409,15 @@ func Cosine(a, b []float32) float32 {
 	return float32(d / math.Sqrt(na*nb))
 }
 
-// matches evaluates the filter shapes ragtime sends: every Must condition
-// is a field match (keyword or any-of keywords) or a numeric range, on a
+// matches evaluates the filter shapes ragtime sends: no MustNot condition
+// holds, and every Must condition is a field match (keyword or any-of keywords) or a numeric range, on a
 // top-level key or a dotted path into a nested object.
 func matches(flt *qc.Filter, payload map[string]*qc.Value) bool {
+	for _, c := range flt.GetMustNot() {
+		if matches(&qc.Filter{Must: []*qc.Condition{c}}, payload) {
+			return false
+		}
+	}
 	for _, c := range flt.GetMust() {
 		fc := c.GetField()
 		if fc == nil {
