@@ -1,5 +1,7 @@
 package postgres
 
+import "fmt"
+
 // Exported for the tests of package postgres_test, which read the plans of
 // the statements GetQuery runs.
 var (
@@ -7,4 +9,6 @@ var (
 	SelectStages = selectStages
 	IDWindow     = idWindow
 	RollupBucket = rollupBucket
+	TotalsSQL    = fmt.Sprintf(totalsSQL, "")
+	SeriesSQL    = fmt.Sprintf(seriesSQL, "")
 )

@@ -26,6 +26,17 @@ const (
 	rollupE2E  = "e2e"  // e2e_ms of every query: its n counts queries
 	// e2e_error, e2e_cancelled: e2e_ms of the queries with that status.
 	rollupE2EPrefix = "e2e_"
+	// Means over a period are sum_ms / n of these (migration 0033): the
+	// shares of TTFT /v1/stats charts, and the prompt and cached tokens of
+	// the queries whose provider reports cached tokens (the hit rate is
+	// their sums' ratio). Their histograms are of the values themselves.
+	rollupShareQueue     = "share_queue"
+	rollupShareRetrieval = "share_retrieval"
+	rollupShareConnect   = "share_llm_connect"
+	rollupSharePrefill   = "share_llm_prefill"
+	rollupShareOverhead  = "share_overhead"
+	rollupTokensPrompt   = "tokens_prompt"
+	rollupTokensCached   = "tokens_cached"
 )
 
 var logRollupBase = math.Log(rollupBase)
@@ -101,6 +112,24 @@ func rollupsOf(recs []*pipeline.Record) []*rollupRow {
 			add(p.span, p.start, rec, rollupE2E, rec.E2EMs)
 			if rec.Status != pipeline.StatusOK {
 				add(p.span, p.start, rec, rollupE2EPrefix+rec.Status, rec.E2EMs)
+			}
+			// As /v1/stats' series computes them from the raw rows.
+			if t := rec.TTFTMs; t != nil && *t != 0 {
+				add(p.span, p.start, rec, rollupShareQueue, rec.QueueMs / *t)
+				add(p.span, p.start, rec, rollupShareConnect, (rec.GenTTFTMs-rec.LLMPrefillMs) / *t)
+				if rec.OverheadMs != nil {
+					add(p.span, p.start, rec, rollupShareOverhead, *rec.OverheadMs / *t)
+				}
+			}
+			if rec.RetrievalShare != nil {
+				add(p.span, p.start, rec, rollupShareRetrieval, *rec.RetrievalShare)
+			}
+			if rec.PrefillShare != nil {
+				add(p.span, p.start, rec, rollupSharePrefill, *rec.PrefillShare)
+			}
+			if rec.Usage.CachedTokens != nil {
+				add(p.span, p.start, rec, rollupTokensPrompt, float64(rec.Usage.PromptTokens))
+				add(p.span, p.start, rec, rollupTokensCached, float64(*rec.Usage.CachedTokens))
 			}
 		}
 	}

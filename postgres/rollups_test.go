@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -254,4 +255,119 @@ func TestLongWindowsReadRollups(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM stage_percentiles(now() - interval '59 minutes')").Scan(&recent); err != nil || recent != 0 {
 		t.Errorf("the last hour (raw rows) has %d stages, %v; want 0", recent, err)
 	}
+}
+
+// TestStatsLongWindowFromRollups: /v1/stats over more than an hour reads
+// its totals and series from the roll-ups — counts, shares and the cache
+// hit rate as the raw rows give them, TTFT percentiles within 1 % — and
+// still does with the raw rows gone: over 30 hours (hourly points) and over
+// 3 hours (5-minute points, from minute rows).
+func TestStatsLongWindowFromRollups(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		window, bucket time.Duration
+	}{{30 * time.Hour, time.Hour}, {3 * time.Hour, 5 * time.Minute}} {
+		t.Run(c.window.String(), func(t *testing.T) {
+			t.Parallel()
+			statsFromRollups(t, c.window, c.bucket)
+		})
+	}
+}
+
+func statsFromRollups(t *testing.T, window, bucket time.Duration) {
+	pool := postgrestest.NewPool(t)
+	ctx := ctxFor(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	since := time.Now().Add(-window)
+	var recs []pipeline.Record
+	for i := range 400 {
+		r := record(i)
+		r.QueryID = uuid.NewString()
+		r.CreatedAt = since.Add(time.Minute + time.Duration(i)*20*time.Second) // 2 h 13 min, ending over 40 min ago
+		ttft := 80 + 300*rng.Float64()
+		r.TTFTMs, r.QueueMs, r.RetrievalMs = &ttft, 5*rng.Float64(), 10+5*rng.Float64()
+		r.GenTTFTMs, r.LLMPrefillMs = ttft-20, ttft-25
+		r.OverheadMs = ptr(ttft - r.QueueMs - r.RetrievalMs - r.GenTTFTMs)
+		r.RetrievalShare, r.PrefillShare = ptr(r.RetrievalMs/ttft), ptr(r.LLMPrefillMs/ttft)
+		r.Usage.PromptTokens, r.Usage.CachedTokens = 1000+rng.IntN(500), ptr(rng.IntN(800))
+		switch i % 10 {
+		case 0:
+			r.Usage.CachedTokens = nil // a provider that does not say
+		case 1:
+			r.Status, r.TTFTMs, r.OverheadMs, r.RetrievalShare, r.PrefillShare = pipeline.StatusError, nil, nil, nil, nil
+		case 2:
+			r.Status = pipeline.StatusCancelled
+		}
+		if i%4 == 3 {
+			r.Model = "other-model"
+		}
+		recs = append(recs, r)
+	}
+	recordAll(t, pool, recs...)
+	store := postgres.NewStore(pool)
+	// A model filter applies to the roll-ups' rows as to the raw ones.
+	other, err := store.Stats(ctx, pipeline.StatsFilter{Since: since, Model: "other-model"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Totals.Queries != 100 || len(other.Models) != 2 || len(other.Series) == 0 {
+		t.Errorf("stats of other-model: %d queries, models %+v, %d points; want 100 of 2 models", other.Totals.Queries, other.Models, len(other.Series))
+	}
+	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Bucket != bucket.String() {
+		t.Fatalf("bucket %s, want %s for a %s window", st.Bucket, bucket, window)
+	}
+	rows, _ := pool.Query(ctx, postgres.TotalsSQL, since, time.Now())
+	exact, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ = pool.Query(ctx, postgres.SeriesSQL, since, time.Now(), bucket)
+	exactSeries, err := pgx.CollectRows(rows, pgx.RowToStructByName[pipeline.SeriesPoint])
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, got, want *float64, tol float64) {
+		t.Helper()
+		if (got == nil) != (want == nil) || got != nil && math.Abs(*got-*want) > tol*math.Abs(*want)+1e-12 {
+			t.Errorf("%s: roll-ups %v, raw rows %v", what, deref(got), deref(want))
+		}
+	}
+	check := func(st pipeline.Stats) {
+		t.Helper()
+		got := st.Totals
+		if got.Queries != 400 || got.Queries != exact.Queries || got.OK != exact.OK || got.Errors != exact.Errors || got.Cancelled != exact.Cancelled {
+			t.Errorf("totals from roll-ups %+v, raw %+v", got, exact)
+		}
+		within("ttft p50", got.TTFTP50Ms, exact.TTFTP50Ms, 0.01)
+		within("ttft p99", got.TTFTP99Ms, exact.TTFTP99Ms, 0.01)
+		within("cache hit rate", got.CacheHitRate, exact.CacheHitRate, 1e-9)
+		if len(st.Series) != len(exactSeries) || len(st.Series) < 3 {
+			t.Fatalf("%d series points from roll-ups, %d from raw rows", len(st.Series), len(exactSeries))
+		}
+		for i, p := range st.Series {
+			e := exactSeries[i]
+			if !p.Time.Equal(e.Time) || p.Queries != e.Queries {
+				t.Errorf("series point %d: %v %d queries, raw %v %d", i, p.Time, p.Queries, e.Time, e.Queries)
+			}
+			within("series ttft p95", p.TTFTP95Ms, e.TTFTP95Ms, 0.01)
+			within("queue share", p.QueueShare, e.QueueShare, 1e-9)
+			within("retrieval share", p.RetrievalShare, e.RetrievalShare, 1e-9)
+			within("llm_connect share", p.ConnectShare, e.ConnectShare, 1e-9)
+			within("llm_prefill share", p.PrefillShare, e.PrefillShare, 1e-9)
+			within("overhead share", p.OverheadShare, e.OverheadShare, 1e-9)
+			within("series cache hit rate", p.CacheHitRate, e.CacheHitRate, 1e-9)
+		}
+	}
+	check(st)
+	if _, err := pool.Exec(ctx, "TRUNCATE queries, query_stages"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = store.Stats(ctx, pipeline.StatsFilter{Since: since}); err != nil {
+		t.Fatal(err)
+	}
+	check(st) // the same, without a raw row
 }

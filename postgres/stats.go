@@ -50,6 +50,59 @@ const seriesSQL = `SELECT date_bin($3::interval, created_at, '2000-01-01 00:00:0
 FROM queries WHERE created_at >= $1 AND created_at < $2%s
 GROUP BY 1 ORDER BY 1`
 
+// rollupAfter is how long a window must be for Stats to read its models,
+// totals and series from the roll-ups (as stage_percentiles does): an hour
+// and a minute of grace, so that "the last hour" stays exact.
+const rollupAfter = 61 * time.Minute
+
+// rollupTotalsSQL is totalsSQL from the roll-ups of [$1, $2); %s takes
+// conditions on provider and model, as totalsSQL's.
+const rollupTotalsSQL = `SELECT queries, queries - failed AS ok, errors, cancelled,
+	p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms, cache_hit_rate
+FROM (
+	SELECT coalesce(sum(n) FILTER (WHERE stage = 'e2e'), 0)::bigint AS queries,
+		coalesce(sum(n) FILTER (WHERE stage IN ('e2e_error', 'e2e_cancelled')), 0)::bigint AS failed,
+		coalesce(sum(n) FILTER (WHERE stage = 'e2e_error'), 0)::bigint AS errors,
+		coalesce(sum(n) FILTER (WHERE stage = 'e2e_cancelled'), 0)::bigint AS cancelled,
+		rollup_percentiles(rollup_hist_sum(hist) FILTER (WHERE stage = 'ttft'), ARRAY[0.5, 0.95, 0.99]) AS p,
+		sum(sum_ms) FILTER (WHERE stage = 'tokens_cached') / nullif(sum(sum_ms) FILTER (WHERE stage = 'tokens_prompt'), 0) AS cache_hit_rate
+	FROM query_rollups_between($1, $2)
+	WHERE stage IN ('e2e', 'e2e_error', 'e2e_cancelled', 'ttft', 'tokens_prompt', 'tokens_cached')%s
+) x`
+
+// rollupSeriesSQL is seriesSQL from the roll-ups of [$1, $2): a share is
+// the mean of the queries' shares (sum / n), as avg over raw rows. Buckets
+// shorter than an hour are made of minute rows only.
+const rollupSeriesSQL = `SELECT time, queries, p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms,
+	queue_share, retrieval_share, llm_connect_share, llm_prefill_share, overhead_share, cache_hit_rate
+FROM (
+	SELECT date_bin($3::interval, start, '2000-01-01 00:00:00+00') AS time,
+		coalesce(sum(n) FILTER (WHERE stage = 'e2e'), 0)::bigint AS queries,
+		rollup_percentiles(rollup_hist_sum(hist) FILTER (WHERE stage = 'ttft'), ARRAY[0.5, 0.95, 0.99]) AS p,
+		sum(sum_ms) FILTER (WHERE stage = 'share_queue') / nullif(sum(n) FILTER (WHERE stage = 'share_queue'), 0) AS queue_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_retrieval') / nullif(sum(n) FILTER (WHERE stage = 'share_retrieval'), 0) AS retrieval_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_llm_connect') / nullif(sum(n) FILTER (WHERE stage = 'share_llm_connect'), 0) AS llm_connect_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_llm_prefill') / nullif(sum(n) FILTER (WHERE stage = 'share_llm_prefill'), 0) AS llm_prefill_share,
+		sum(sum_ms) FILTER (WHERE stage = 'share_overhead') / nullif(sum(n) FILTER (WHERE stage = 'share_overhead'), 0) AS overhead_share,
+		sum(sum_ms) FILTER (WHERE stage = 'tokens_cached') / nullif(sum(sum_ms) FILTER (WHERE stage = 'tokens_prompt'), 0) AS cache_hit_rate
+	FROM (
+		SELECT * FROM query_rollups_between($1, $2) WHERE $3::interval >= interval '1 hour'
+		UNION ALL
+		SELECT * FROM query_rollups WHERE $3::interval < interval '1 hour' AND span = 'minute'
+			AND start >= date_trunc('minute', $1::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AND start < $2
+	) r
+	WHERE stage IN ('e2e', 'ttft', 'share_queue', 'share_retrieval', 'share_llm_connect', 'share_llm_prefill',
+	                'share_overhead', 'tokens_prompt', 'tokens_cached')%s
+	GROUP BY 1
+) x
+WHERE queries > 0
+ORDER BY 1`
+
+// rollupModelsSQL is modelsSQL from the roll-ups of [$1, $2).
+const rollupModelsSQL = `SELECT provider, model, sum(n)::bigint AS queries
+FROM query_rollups_between($1, $2) WHERE stage = 'e2e'%s
+GROUP BY provider, model ORDER BY provider, model`
+
 // hourFrom is the views' hour expression; a filter on it uses queries_hour_idx.
 const hourFrom = `date_trunc('hour', $1::timestamptz AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`
 
@@ -93,6 +146,13 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 		bySlowKey = []filterCond{{"query_id IN (SELECT id FROM queries WHERE key_id = ? AND created_at >= $1)", k}}
 	}
 	onQueries := append(append([]filterCond{}, byModel...), byKey...)
+	// A window longer than an hour (of every key's queries: the roll-ups
+	// do not keep the key) reads the roll-ups — within 1 % for the
+	// percentiles, to the minute — not every raw row of it.
+	totalsQ, seriesQ, modelsQ := totalsSQL, seriesSQL, modelsSQL
+	if key == nil && until.Sub(since) > rollupAfter {
+		totalsQ, seriesQ, modelsQ = rollupTotalsSQL, rollupSeriesSQL, rollupModelsSQL
+	}
 
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead})
 	if err != nil {
@@ -101,7 +161,7 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 	defer func() { _ = tx.Rollback(ctx) }()
 
 	totals := and([]any{since, until}, onQueries)
-	rows, _ := tx.Query(ctx, strings.Replace(totalsSQL, "%s", totals.cond, 1), totals.args...)
+	rows, _ := tx.Query(ctx, strings.Replace(totalsQ, "%s", totals.cond, 1), totals.args...)
 	if st.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals]); err != nil {
 		return pipeline.Stats{}, fmt.Errorf("read stats totals: %w", err)
 	}
@@ -109,8 +169,8 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 		return statsRead{what, strings.Replace(sql, "%s", b.cond, 1), b.args, into}
 	}
 	reads := []statsRead{
-		read("models", modelsSQL, (and([]any{since, until}, byKey)), collect(&st.Models)),
-		read("series", seriesSQL, (and([]any{since, until, bucket}, onQueries)), collect(&st.Series)),
+		read("models", modelsQ, (and([]any{since, until}, byKey)), collect(&st.Models)),
+		read("series", seriesQ, (and([]any{since, until, bucket}, onQueries)), collect(&st.Series)),
 		read("stage_percentiles", `SELECT * FROM stage_percentiles($1, $2) WHERE true%s`, (and([]any{since, key}, byModel)), collect(&st.StagePercentiles)),
 		read("topk_tradeoff", `SELECT * FROM topk_tradeoff($1, $2) WHERE true%s`, (and([]any{since, key}, byModel)), collect(&st.TopK)),
 		read("slow_queries", `SELECT * FROM slow_queries WHERE created_at >= $1%s
@@ -142,8 +202,12 @@ func (s *Store) Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.
 		}
 		byKey = []filterCond{{"key_id = ?", k}}
 	}
-	b := and([]any{f.Since, time.Now()}, byKey)
-	rows, err := s.pool.Query(ctx, strings.Replace(modelsSQL, "%s", b.cond, 1), b.args...)
+	models, until := modelsSQL, time.Now()
+	if f.KeyID == "" && until.Sub(f.Since) > rollupAfter {
+		models = rollupModelsSQL
+	}
+	b := and([]any{f.Since, until}, byKey)
+	rows, err := s.pool.Query(ctx, strings.Replace(models, "%s", b.cond, 1), b.args...)
 	if err != nil {
 		return nil, fmt.Errorf("read the models of the queries: %w", err)
 	}
