@@ -153,3 +153,47 @@ read_consistency = "quorum"
 		t.Errorf("serve with a bad read consistency: %v", err)
 	}
 }
+
+// TestQdrantTenantKeyReadsOnlyItsShards runs serve over a collection
+// sharded by tenant (--qdrant-tenant-key tenant): documents posted with
+// metadata tenant=acme and tenant=globex go to their shard keys, an ask with
+// a key whose --filter is metadata.tenant=acme is sent to acme's shards only
+// and finds only acme's document, and the admin's ask reads every shard.
+func TestQdrantTenantKeyReadsOnlyItsShards(t *testing.T) {
+	t.Parallel()
+	q, addr := qdranttest.Start(t)
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	admin := createKey(t, env, "--name", "admin", "--scopes", "admin")
+	acme := createKey(t, env, "--name", "acme", "--scopes", "ask", "--filter", "metadata.tenant=acme")
+	srv := startServe(t, env, "--store", "qdrant", "--qdrant-url", addr, "--qdrant-collection", "tenants",
+		"--qdrant-tenant-key", "tenant", "--data-dir", t.TempDir())
+	for id, tenant := range map[string]string{"acme-kv.md": "acme", "globex-kv.md": "globex"} {
+		body := fmt.Sprintf(`{"id":%q,"text":"The KV cache of %s keeps the keys and values of past tokens.","metadata":{"tenant":%q}}`, id, tenant, tenant)
+		if status, _, out := call(t, "POST", srv.url+"/v1/documents", admin.token, strings.NewReader(body), map[string]string{"Content-Type": "application/json"}); status != 200 {
+			t.Fatalf("POST %s: %d %s", id, status, out)
+		}
+	}
+	var shardKeys []string
+	for _, r := range qdranttest.Recorded[*qc.CreateShardKeyRequest](q) {
+		shardKeys = append(shardKeys, r.GetRequest().GetShardKey().GetKeyword())
+	}
+	if len(shardKeys) != 2 {
+		t.Errorf("shard keys created %v, want acme and globex", shardKeys)
+	}
+
+	if src := sourcesOf(t, askWith(t, srv.url, "/ask?q=what+does+the+kv+cache+keep&top_k=5", acme.token, nil)); len(src) != 1 || src[0] != "acme-kv.md" {
+		t.Errorf("acme's ask found %v, want only acme-kv.md", src)
+	}
+	qs := qdranttest.Recorded[*qc.QueryPoints](q)
+	if sel := qs[len(qs)-1].GetShardKeySelector().GetShardKeys(); len(sel) != 1 || sel[0].GetKeyword() != "acme" {
+		t.Errorf("acme's search went to shard keys %v, want acme's only", sel)
+	}
+	if src := sourcesOf(t, askWith(t, srv.url, "/ask?q=what+does+the+kv+cache+keep&top_k=5", admin.token, nil)); len(src) != 2 {
+		t.Errorf("the admin's ask found %v, want both tenants' documents", src)
+	}
+	qs = qdranttest.Recorded[*qc.QueryPoints](q)
+	if qs[len(qs)-1].ShardKeySelector != nil {
+		t.Errorf("the admin's search was limited to %v", qs[len(qs)-1].ShardKeySelector)
+	}
+}
