@@ -106,7 +106,7 @@ type Recorder struct {
 	abandoned                         atomic.Int64 // dropped by Close
 	spooled, replayed                 atomic.Int64
 
-	dropLog, retryLog, failLog, replayLog limiter
+	dropLog, retryLog, failLog, replayLog, partLog limiter
 }
 
 var _ pipeline.Recorder = (*Recorder)(nil)
@@ -147,6 +147,7 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 		cancel:     cancel,
 		dropLog:    limiter{every: logEvery},
 		retryLog:   limiter{every: logEvery},
+		partLog:    limiter{every: logEvery},
 		failLog:    limiter{every: logEvery},
 		replayLog:  limiter{every: logEvery},
 	}
@@ -324,7 +325,7 @@ func (r *Recorder) makePartitions() {
 		cancel()
 		switch {
 		case err != nil && r.ctx.Err() == nil:
-			if ok, suppressed := r.retryLog.allow(); ok {
+			if ok, suppressed := r.partLog.allow(); ok {
 				r.log.Warn("postgres recorder: making the next days' partitions failed, will retry", "err", err,
 					"every", partitionEvery, "retries_not_logged", suppressed)
 			}

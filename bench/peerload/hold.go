@@ -49,7 +49,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			if ctx.Err() != nil {
 				break
 			}
-			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), true)
+			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), true, nil)
 			if a.err == "" {
 				ttfts = append(ttfts, ms(a.ttft))
 			}
@@ -127,33 +127,16 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 // askHeld is askSSE for a held stream: it counts the stream open from its
 // first token to its end.
 func askHeld(ctx context.Context, hc *http.Client, u string, open, started *atomic.Int64) askResult {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return askResult{err: err.Error(), embedMs: -1}
-	}
-	first := true
-	defer func() {
-		if !first {
-			open.Add(-1)
-		}
-	}()
-	return stream(hc, req, func(event string, data []byte, a *askResult) (token, done bool) {
-		switch event {
-		case "token":
-			if first {
-				first = false
-				open.Add(1)
-				started.Add(1)
-			}
-			return true, false
-		case "error", "done":
-			if event == "error" {
-				a.err = "error event"
-			}
-			return false, true
-		}
-		return false, false
+	opened := false
+	a := askSSE(ctx, hc, u, true, func() {
+		opened = true
+		open.Add(1)
+		started.Add(1)
 	})
+	if opened {
+		open.Add(-1)
+	}
+	return a
 }
 
 func reportHold(w io.Writer, cfg *config, r holdResult) {

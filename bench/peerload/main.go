@@ -173,10 +173,10 @@ func run(args []string, out io.Writer) error {
 			return askSim(ctx, hc, cfg.simURL, q, cfg.maxTokens)
 		}},
 		{name: "ragtime", pid: cfg.ragtimePID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
-			return askSSE(ctx, hc, fmt.Sprintf("%s/ask?q=%s&top_k=%d&rerank_top_n=0&max_tokens=%d", cfg.ragtimeURL, url.QueryEscape(q), cfg.topK, cfg.maxTokens), true)
+			return askSSE(ctx, hc, fmt.Sprintf("%s/ask?q=%s&top_k=%d&rerank_top_n=0&max_tokens=%d", cfg.ragtimeURL, url.QueryEscape(q), cfg.topK, cfg.maxTokens), true, nil)
 		}},
 		{name: "peer", pid: cfg.peerPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
-			return askSSE(ctx, hc, cfg.peerURL+"/ask?q="+url.QueryEscape(q), false)
+			return askSSE(ctx, hc, cfg.peerURL+"/ask?q="+url.QueryEscape(q), false, nil)
 		}},
 	}
 	targets = slices.DeleteFunc(targets, func(t target) bool { return !cfg.has(t.name) })
@@ -312,8 +312,9 @@ func askSim(ctx context.Context, hc *http.Client, base, q string, maxTokens int)
 }
 
 // askSSE streams one answer from ragtime's or the peer's /ask: token
-// events, then done (or error).
-func askSSE(ctx context.Context, hc *http.Client, u string, ragtime bool) askResult {
+// events, then done (or error). firstToken, when not nil, is called at the
+// first token event.
+func askSSE(ctx context.Context, hc *http.Client, u string, ragtime bool, firstToken func()) askResult {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return askResult{err: err.Error(), embedMs: -1}
@@ -321,6 +322,9 @@ func askSSE(ctx context.Context, hc *http.Client, u string, ragtime bool) askRes
 	return stream(hc, req, func(event string, data []byte, a *askResult) (token, done bool) {
 		switch event {
 		case "token":
+			if firstToken != nil && a.ttft == 0 {
+				firstToken()
+			}
 			return true, false
 		case "error":
 			var e struct {
