@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/jsontext"
 	"ragtime/pipeline"
 )
 
@@ -58,8 +59,13 @@ func newRow(rec pipeline.Record) (row, error) {
 }
 
 // marshalAttrs encodes attrs as JSON, turning a panicking MarshalJSON of
-// some attribute value into an error.
+// some attribute value into an error. Attributes of the usual scalar types
+// are framed without reflection (jsontext; the column is jsonb, so its
+// unescaped < > & are the same value as encoding/json's \u003c…).
 func marshalAttrs(attrs map[string]any) (b []byte, err error) {
+	if b, ok := jsontext.AppendObject(make([]byte, 0, 128), attrs); ok {
+		return b, nil
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("encoding panicked: %v", p)
