@@ -88,6 +88,20 @@ type clientRun struct {
 	Fetch       int `json:"fetch"`
 }
 
+// String shows the run with its error and meta spelled out (not as
+// pointers).
+func (r clientRun) String() string {
+	var e, m any = r.Error, r.Meta
+	if r.Error != nil {
+		e = *r.Error
+	}
+	if r.Meta != nil {
+		m = *r.Meta
+	}
+	return fmt.Sprintf("tokens %q, stages %v, %d sources, meta %+v, done %v, error %+v, %d reconnects, %d EventSource, %d fetch",
+		r.Tokens, r.Stages, len(r.Sources), m, r.Done != nil, e, r.Reconnects, r.EventSource, r.Fetch)
+}
+
 // TestClientJSInHeadlessChromium loads a page from another origin that
 // imports /client.js from a real `ragtime serve` (with a publishable key
 // for that origin; upstream: the simulator) and asks through it: over
@@ -154,7 +168,7 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	checkAnswered := func(how string, got clientRun) {
 		t.Helper()
 		if got.Error != nil || got.Done == nil || got.Meta == nil {
-			t.Fatalf("%s: %+v", how, got)
+			t.Fatalf("%s: %s", how, got)
 		}
 		if len(got.Tokens) == 0 || len(got.Sources) == 0 || !slices.Equal(got.Stages, wantStages) ||
 			got.Done.QueryID != got.Meta.QueryID || got.Done.TTFTMs == nil || len(got.Done.Stages) != len(wantStages) {
@@ -196,7 +210,7 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	for _, method := range []string{"GET", "POST"} {
 		got = run("What is decode?", `{method: "`+method+`", abortAfter: 2}`)
 		if got.Error == nil || got.Error.Name != "AbortError" || got.Done != nil || len(got.Tokens) != 2 || got.Meta == nil {
-			t.Fatalf("abort over %s: %+v", method, got)
+			t.Fatalf("abort over %s: %s", method, got)
 		}
 		var status string
 		eventually(t, "the aborted query stored", func() bool {
