@@ -9,6 +9,7 @@ var (
 	SelectStages = selectStages
 	IDWindow     = idWindow
 	RollupBucket = rollupBucket
+	StageColumns = stageColumns
 	TotalsSQL    = fmt.Sprintf(totalsSQL, "")
 	SeriesSQL    = fmt.Sprintf(seriesSQL, "")
 )

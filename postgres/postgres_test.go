@@ -439,6 +439,25 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 	checkRollupsMatchRows(t, pool) // and is counted once
 }
 
+// TestStageColumnTypes: the recorder writes query_stages' rows in COPY's
+// binary format, each field in the representation of the type named here;
+// a migration that changes one of these types must change appendStage.
+func TestStageColumnTypes(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	want := []string{"uuid", "integer", "text", "double precision", "double precision", "jsonb", "timestamp with time zone"}
+	for i, col := range postgres.StageColumns {
+		var typ string
+		if err := pool.QueryRow(ctxFor(t), `SELECT data_type FROM information_schema.columns
+			WHERE table_schema = current_schema() AND table_name = 'query_stages' AND column_name = $1`, col).Scan(&typ); err != nil {
+			t.Fatalf("column %s: %v", col, err)
+		}
+		if typ != want[i] {
+			t.Errorf("query_stages.%s is %s; appendStage writes %s", col, typ, want[i])
+		}
+	}
+}
+
 func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)

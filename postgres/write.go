@@ -1,12 +1,14 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,17 +18,21 @@ import (
 	"ragtime/pipeline"
 )
 
-// stageColumns are the query_stages columns the writer copies.
-// created_at is the query's, so that per-stage reads over a time window
-// need no join (migration 0005).
+// stageColumns are the query_stages columns the writer copies, in the
+// order and with the types appendStage writes (migration 0001 and 0005;
+// TestStageColumnTypes checks them). created_at is the query's, so that
+// per-stage reads over a time window need no join (migration 0005).
 var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms", "attrs", "created_at"}
+
+// copyStages is the COPY statement appendStage's rows are sent with.
+var copyStages = "COPY query_stages (" + strings.Join(stageColumns, ", ") + ") FROM STDIN BINARY"
 
 // row is a record turned into the values the writer sends.
 type row struct {
 	queryID string
 	id      [16]byte // queryID parsed
 	query   []any
-	stages  [][]any
+	stages  []byte           // the stage rows in COPY's binary format
 	rec     *pipeline.Record // for the roll-ups
 }
 
@@ -39,34 +45,80 @@ func newRow(rec pipeline.Record) (row, error) {
 		return row{}, err
 	}
 	pgID := vals[idColumn].(pgtype.UUID) // checked to be a UUID
-	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([][]any, 0, len(rec.Stages)), rec: &rec}
-	for _, s := range rec.Stages {
+	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([]byte, 0, 192*len(rec.Stages)), rec: &rec}
+	at := copyTime(rec.CreatedAt)
+	for i := range rec.Stages {
+		s := &rec.Stages[i]
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
 		}
-		var attrs any
-		if s.Attrs != nil {
-			b, err := marshalAttrs(s.Attrs)
-			if err != nil {
-				return row{}, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
-			}
-			attrs = b
+		if r.stages, err = appendStage(r.stages, r.id, s, at); err != nil {
+			return row{}, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
 		}
-		r.stages = append(r.stages, []any{pgID, int32(s.Seq), s.Name, s.StartMs, s.DurationMs, attrs, rec.CreatedAt})
 	}
 	return r, nil
 }
 
-// marshalAttrs encodes attrs as JSON, turning a panicking MarshalJSON of
-// some attribute value into an error.
-func marshalAttrs(attrs map[string]any) (b []byte, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("encoding panicked: %v", p)
+// appendStage appends the query_stages row of s, a stage of the query id
+// created at (copyTime), in COPY's binary format: a field count, then each
+// field's length and bytes in the column's binary representation. Its
+// error is the attrs' JSON encoding's.
+func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, error) {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(stageColumns)))
+	b = binary.BigEndian.AppendUint32(b, 16) // uuid
+	b = append(b, id[:]...)
+	b = binary.BigEndian.AppendUint32(b, 4) // integer
+	b = binary.BigEndian.AppendUint32(b, uint32(int32(s.Seq)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Name))) // text
+	b = append(b, s.Name...)
+	b = binary.BigEndian.AppendUint32(b, 8) // double precision
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.StartMs))
+	b = binary.BigEndian.AppendUint32(b, 8)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.DurationMs))
+	if s.Attrs == nil {
+		b = binary.BigEndian.AppendUint32(b, math.MaxUint32) // -1: NULL
+	} else {
+		// jsonb: a version byte (1), then the JSON text.
+		n := len(b)
+		b = append(b, 0, 0, 0, 0, 1)
+		var err error
+		if b, err = appendAttrsJSON(b, s.Attrs); err != nil {
+			return nil, err
 		}
-	}()
-	return json.Marshal(attrs)
+		binary.BigEndian.PutUint32(b[n:], uint32(len(b)-n-4))
+	}
+	b = binary.BigEndian.AppendUint32(b, 8) // timestamp with time zone
+	return binary.BigEndian.AppendUint64(b, uint64(at)), nil
 }
+
+// copyTime is t in timestamptz's binary representation, microseconds since
+// 2000-01-01 UTC, computed as pgx computes it for the queries row, so that
+// a stage's created_at equals its query's.
+func copyTime(t time.Time) int64 {
+	const unixToY2K = 946_684_800 * 1_000_000
+	return t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - unixToY2K
+}
+
+// copyBinary sends COPY's binary format of rows (each the output of
+// appendStage) with stmt, within tx.
+func copyBinary(ctx context.Context, tx pgx.Tx, stmt string, rows [][]byte) error {
+	n := len(copyHeader) + 2
+	for _, r := range rows {
+		n += len(r)
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, copyHeader...)
+	for _, r := range rows {
+		buf = append(buf, r...)
+	}
+	buf = binary.BigEndian.AppendUint16(buf, math.MaxUint16) // -1: the end
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), stmt)
+	return err
+}
+
+// copyHeader starts COPY's binary format: the signature, no flags, no
+// header extension.
+var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 
 // writeRows writes rows in one transaction. Almost always none of the
 // queries is stored yet, and copyRows loads both tables with COPY straight
@@ -100,10 +152,9 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	queries := make([][]any, len(rows))
 	recs := make([]*pipeline.Record, len(rows))
-	var stages [][]any
+	stages := make([][]byte, len(rows))
 	for i, r := range rows {
-		queries[i], recs[i] = r.query, r.rec
-		stages = append(stages, r.stages...)
+		queries[i], recs[i], stages[i] = r.query, r.rec, r.stages
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
 		return fmt.Errorf("copy queries: %w", err)
@@ -134,12 +185,12 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	if err != nil {
 		return fmt.Errorf("insert queries: %w", err)
 	}
-	var stages [][]any
+	var stages [][]byte
 	inserted := make([]*pipeline.Record, 0, len(queries))
 	var id pgtype.UUID
 	_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
 		if r := byID[id.Bytes]; r != nil {
-			stages = append(stages, r.stages...)
+			stages = append(stages, r.stages)
 			inserted = append(inserted, r.rec)
 		}
 		return nil
@@ -150,12 +201,12 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	return insertStages(ctx, tx, stages, inserted)
 }
 
-// insertStages copies the stages of the queries just inserted (recs)
-// straight into query_stages and adds recs to the roll-ups. The stages skip
+// insertStages copies the stages of the queries just inserted (recs, each
+// one's rows in stages) straight into query_stages and adds recs to the roll-ups. The stages skip
 // a staging table: they are most of the rows, and their queries are new.
-func insertStages(ctx context.Context, tx pgx.Tx, stages [][]any, recs []*pipeline.Record) error {
+func insertStages(ctx context.Context, tx pgx.Tx, stages [][]byte, recs []*pipeline.Record) error {
 	if len(stages) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
+		if err := copyBinary(ctx, tx, copyStages, stages); err != nil {
 			return fmt.Errorf("copy query stages: %w", err)
 		}
 	}
