@@ -439,21 +439,23 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 	checkRollupsMatchRows(t, pool) // and is counted once
 }
 
-// TestStageColumnTypes: the recorder writes query_stages' rows in COPY's
-// binary format, each field in the representation of the type named here;
-// a migration that changes one of these types must change appendStage.
-func TestStageColumnTypes(t *testing.T) {
+// TestCopiedColumnTypes: the recorder writes the rows of queries and
+// query_stages in COPY's binary format, each field in the representation
+// of one type; a migration that changes a column's type must change what
+// the recorder writes (columns.go's fieldEncoder, write.go's appendStage).
+func TestCopiedColumnTypes(t *testing.T) {
 	t.Parallel()
 	pool := postgrestest.NewPool(t)
-	want := []string{"uuid", "integer", "text", "double precision", "double precision", "jsonb", "timestamp with time zone"}
-	for i, col := range postgres.StageColumns {
-		var typ string
-		if err := pool.QueryRow(ctxFor(t), `SELECT data_type FROM information_schema.columns
-			WHERE table_schema = current_schema() AND table_name = 'query_stages' AND column_name = $1`, col).Scan(&typ); err != nil {
-			t.Fatalf("column %s: %v", col, err)
-		}
-		if typ != want[i] {
-			t.Errorf("query_stages.%s is %s; appendStage writes %s", col, typ, want[i])
+	for table, cols := range postgres.CopiedColumnTypes() {
+		for _, col := range cols {
+			var typ string
+			if err := pool.QueryRow(ctxFor(t), `SELECT data_type FROM information_schema.columns
+				WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`, table, col[0]).Scan(&typ); err != nil {
+				t.Fatalf("column %s.%s: %v", table, col[0], err)
+			}
+			if typ != col[1] {
+				t.Errorf("%s.%s is %s; the recorder writes %s", table, col[0], typ, col[1])
+			}
 		}
 	}
 }

@@ -20,18 +20,22 @@ import (
 
 // stageColumns are the query_stages columns the writer copies, in the
 // order and with the types appendStage writes (migration 0001 and 0005;
-// TestStageColumnTypes checks them). created_at is the query's, so that
+// TestCopiedColumnTypes checks them). created_at is the query's, so that
 // per-stage reads over a time window need no join (migration 0005).
 var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms", "attrs", "created_at"}
 
-// copyStages is the COPY statement appendStage's rows are sent with.
-var copyStages = "COPY query_stages (" + strings.Join(stageColumns, ", ") + ") FROM STDIN BINARY"
+// The COPY statements of the rows appendQueryRow and appendStage write.
+var (
+	copyQueries   = "COPY queries (" + strings.Join(queryColumnNames, ", ") + ") FROM STDIN BINARY"
+	copyQueriesIn = "COPY queries_in (" + strings.Join(queryColumnNames, ", ") + ") FROM STDIN BINARY"
+	copyStages    = "COPY query_stages (" + strings.Join(stageColumns, ", ") + ") FROM STDIN BINARY"
+)
 
 // row is a record turned into the values the writer sends.
 type row struct {
 	queryID string
-	id      [16]byte // queryID parsed
-	query   []any
+	id      [16]byte         // queryID parsed
+	query   []byte           // the queries row in COPY's binary format
 	stages  []byte           // the stage rows in COPY's binary format
 	rec     *pipeline.Record // for the roll-ups
 }
@@ -40,12 +44,11 @@ type row struct {
 // UUIDs, integers fit in an int4 column, attrs encode as JSON) and returns
 // the values to insert. Its errors wrap errInvalidRecord.
 func newRow(rec pipeline.Record) (row, error) {
-	vals, err := queryValues(&rec)
+	query, id, err := appendQueryRow(make([]byte, 0, 512), &rec)
 	if err != nil {
 		return row{}, err
 	}
-	pgID := vals[idColumn].(pgtype.UUID) // checked to be a UUID
-	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([]byte, 0, 192*len(rec.Stages)), rec: &rec}
+	r := row{queryID: rec.QueryID, id: id, query: query, stages: make([]byte, 0, 192*len(rec.Stages)), rec: &rec}
 	at := copyTime(rec.CreatedAt)
 	for i := range rec.Stages {
 		s := &rec.Stages[i]
@@ -76,7 +79,7 @@ func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, err
 	b = binary.BigEndian.AppendUint32(b, 8)
 	b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.DurationMs))
 	if s.Attrs == nil {
-		b = binary.BigEndian.AppendUint32(b, math.MaxUint32) // -1: NULL
+		b = appendNull(b)
 	} else {
 		// jsonb: a version byte (1), then the JSON text.
 		n := len(b)
@@ -99,8 +102,9 @@ func copyTime(t time.Time) int64 {
 	return t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - unixToY2K
 }
 
-// copyBinary sends COPY's binary format of rows (each the output of
-// appendStage) with stmt, within tx.
+// copyBinary sends rows (each the output of appendQueryRow or appendStage
+// for the table stmt copies into) in COPY's binary format with stmt,
+// within tx.
 func copyBinary(ctx context.Context, tx pgx.Tx, stmt string, rows [][]byte) error {
 	n := len(copyHeader) + 2
 	for _, r := range rows {
@@ -150,13 +154,13 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 // model × stage). A query stored before fails the first COPY with a
 // unique violation.
 func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
-	queries := make([][]any, len(rows))
+	queries := make([][]byte, len(rows))
 	recs := make([]*pipeline.Record, len(rows))
 	stages := make([][]byte, len(rows))
 	for i, r := range rows {
 		queries[i], recs[i], stages[i] = r.query, r.rec, r.stages
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+	if err := copyBinary(ctx, tx, copyQueries, queries); err != nil {
 		return fmt.Errorf("copy queries: %w", err)
 	}
 	return insertStages(ctx, tx, stages, recs)
@@ -169,7 +173,7 @@ func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 // created_at, as a replayed spool record has — is left as it is); the
 // stages and roll-ups of the queries it inserted follow as in copyRows.
 func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
-	queries := make([][]any, len(rows))
+	queries := make([][]byte, len(rows))
 	byID := make(map[[16]byte]*row, len(rows))
 	for i, r := range rows {
 		queries[i] = r.query
@@ -178,7 +182,7 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	if _, err := tx.Exec(ctx, stagingTable); err != nil {
 		return fmt.Errorf("create the staging table: %w", err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+	if err := copyBinary(ctx, tx, copyQueriesIn, queries); err != nil {
 		return fmt.Errorf("copy queries: %w", err)
 	}
 	ids, err := tx.Query(ctx, moveStaged)
