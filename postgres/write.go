@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/jsontext"
 	"ragtime/pipeline"
 )
 
@@ -85,13 +87,39 @@ func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, err
 		n := len(b)
 		b = append(b, 0, 0, 0, 0, 1)
 		var err error
-		if b, err = appendAttrsJSON(b, s.Attrs); err != nil {
+		if b, err = appendAttrs(b, s.Attrs); err != nil {
 			return nil, err
 		}
 		binary.BigEndian.PutUint32(b[n:], uint32(len(b)-n-4))
 	}
 	b = binary.BigEndian.AppendUint32(b, 8) // timestamp with time zone
 	return binary.BigEndian.AppendUint64(b, uint64(at)), nil
+}
+
+// appendAttrs appends attrs as JSON: framed by jsontext when every value
+// is a scalar (the column is jsonb, so jsontext's unescaped < > & are the
+// same value as encoding/json's \u003c…), else by encoding/json.
+func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
+	n := len(b)
+	if out, ok := jsontext.AppendObject(b, attrs); ok {
+		return out, nil
+	}
+	j, err := marshalAttrs(attrs)
+	if err != nil {
+		return nil, err
+	}
+	return append(b[:n], j...), nil
+}
+
+// marshalAttrs encodes attrs with encoding/json, turning a panicking
+// MarshalJSON of some attribute value into an error.
+func marshalAttrs(attrs map[string]any) (b []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("encoding panicked: %v", p)
+		}
+	}()
+	return json.Marshal(attrs)
 }
 
 // copyTime is t in timestamptz's binary representation, microseconds since
