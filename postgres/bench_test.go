@@ -63,11 +63,11 @@ func BenchmarkRecorder(b *testing.B) {
 	}
 }
 
-// BenchmarkRecorderEncode measures the recorder's Go side alone, without
+// BenchmarkEncodeBatch measures the recorder's Go side alone, without
 // PostgreSQL: turning a batch of 256 records into COPY rows and the
 // roll-up upsert's arguments. cpu-µs/rec (this process's CPU per record)
 // and allocs/op do not depend on how much of the machine it gets.
-func BenchmarkRecorderEncode(b *testing.B) {
+func BenchmarkEncodeBatch(b *testing.B) {
 	recs := make([]pipeline.Record, 256)
 	for i := range recs {
 		recs[i] = record(i)
