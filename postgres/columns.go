@@ -25,7 +25,7 @@ type column struct {
 	uuid bool
 	typ  reflect.Type
 	// pgType is the column's type as information_schema names it, the one
-	// encode writes (TestQueryColumnTypes compares them with the table).
+	// encode writes (TestCopiedColumnTypes compares them with the table).
 	pgType string
 	// encode appends the field's value as a field of COPY's binary format
 	// (its length, then its bytes; a nil pointer is NULL). Its errors are

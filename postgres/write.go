@@ -234,8 +234,9 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 }
 
 // insertStages copies the stages of the queries just inserted (recs, each
-// one's rows in stages) straight into query_stages and adds recs to the roll-ups. The stages skip
-// a staging table: they are most of the rows, and their queries are new.
+// one's rows in stages) straight into query_stages and adds recs to the
+// roll-ups. The stages skip a staging table: they are most of the rows,
+// and their queries are new.
 func insertStages(ctx context.Context, tx pgx.Tx, stages [][]byte, recs []*pipeline.Record) error {
 	if len(stages) > 0 {
 		if err := copyBinary(ctx, tx, copyStages, stages); err != nil {
