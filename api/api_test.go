@@ -280,6 +280,33 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 // buffer already dropped gets one error event resume_gap, not an answer
 // with a hole in it; a resume within the buffer gets the events after its
 // Last-Event-ID.
+// TestAQueryThatPanicsDoesNotStopTheServer: the query runs on a goroutine
+// of its own; its panic is raised again on the handler's, where the
+// Recover middleware catches it, and the server goes on answering.
+func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+		if calls.Add(1) == 1 {
+			_ = out.Meta(pipeline.Meta{QueryID: "q1"})
+			panic("boom")
+		}
+		return (&scriptedAsker{}).Run(context.Background(), pipeline.Request{}, out)
+	})
+	ts := newTestServer(t, Deps{Asker: asker})
+	for i := range 2 {
+		resp, err := http.Get(ts.URL + "/ask?q=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if i == 1 && !strings.Contains(string(body), "event: done") {
+			t.Errorf("the ask after the panic: %s", body)
+		}
+	}
+}
+
 func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 	t.Parallel()
 	wrote, finish := make(chan struct{}), make(chan struct{})
