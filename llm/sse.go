@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/valyala/fastjson"
 	"io"
 	"time"
 
@@ -159,7 +158,6 @@ type streamReader struct {
 	scrubber upstream.Scrubber
 
 	dec      chunkDecoder
-	fast     fastjson.Parser // fastChunk's, reused per stream
 	framer   sseFramer
 	done     bool // data: [DONE] was seen
 	finished bool // a finish_reason was seen
