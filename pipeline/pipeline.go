@@ -140,7 +140,7 @@ type query struct {
 	// deltaAt holds each delta's arrival since t0: 8 bytes a token
 	// (a time.Time is 24) for as long as the answer streams.
 	deltaAt []time.Duration
-	gen      Generation
+	gen     Generation
 	// earlySpans: llm_connect and llm_prefill went out with the first token.
 	earlySpans bool
 	// trace is the query's distributed trace; nil without a Tracer.
