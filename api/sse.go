@@ -6,10 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,7 +24,10 @@ import (
 type StreamOptions struct {
 	// WriteTimeout bounds the write and flush of one event: a client that
 	// takes nothing for this long is cut, and its query cancelled as
-	// client_stalled. 0 means 10 s.
+	// client_stalled. 0 means 10 s. The connection's deadline is moved
+	// only when less than WriteTimeout of it is left, to 1.5 × WriteTimeout
+	// ahead (re-arming it per event cost a timer update per token), so a
+	// stalled client is cut after between 1 and 1.5 × WriteTimeout.
 	WriteTimeout time.Duration
 	// Heartbeat is how long a stream may stay silent before a
 	// ": keep-alive" comment is sent (proxies cut idle connections);
@@ -253,10 +254,11 @@ type loggedEvent struct {
 
 // sink is one connection receiving a stream.
 type sink struct {
-	w    http.ResponseWriter
-	rc   *http.ResponseController
-	done chan struct{} // closed when it receives no more events
-	err  error         // the write error that detached it, if any
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	done     chan struct{} // closed when it receives no more events
+	err      error         // the write error that detached it, if any
+	deadline time.Time     // the connection's write deadline; zero before the first write
 }
 
 // release readies the connection for what the server writes after the
@@ -328,7 +330,11 @@ func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
 // connection leaves it running for a resume.
 func (l *eventLog) writeLocked(p []byte) error {
 	sk := l.sink
-	_ = sk.rc.SetWriteDeadline(time.Now().Add(l.hub.opts.WriteTimeout))
+	now := time.Now()
+	if timeout := l.hub.opts.WriteTimeout; sk.deadline.Sub(now) < timeout {
+		sk.deadline = now.Add(timeout + timeout/2)
+		_ = sk.rc.SetWriteDeadline(sk.deadline)
+	}
 	var err error
 	if len(p) > 0 {
 		_, err = sk.w.Write(p)
@@ -336,7 +342,7 @@ func (l *eventLog) writeLocked(p []byte) error {
 	if err == nil {
 		err = sk.rc.Flush()
 	}
-	l.lastWrite = time.Now()
+	l.lastWrite = now
 	if err == nil {
 		return nil
 	}
@@ -399,14 +405,7 @@ func (l *eventLog) send(name string, v any) error {
 		return l.gone
 	}
 	l.scratch.Reset()
-	b := append(l.scratch.AvailableBuffer(), "id: "...)
-	b = append(b, l.id...)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(l.seq), 10)
-	b = append(b, "\nevent: "...)
-	b = append(b, name...)
-	b = append(b, "\ndata: "...)
-	b, framed := appendEventData(b, v)
+	b, framed := appendEventData(l.appendHead(l.scratch.AvailableBuffer(), name), v)
 	l.scratch.Write(b)
 	if framed {
 		l.scratch.WriteByte('\n')
@@ -418,6 +417,40 @@ func (l *eventLog) send(name string, v any) error {
 		}
 	}
 	l.scratch.WriteByte('\n')
+	return l.keepAndWriteLocked(name)
+}
+
+// sendText sends a token or reasoning event, {"text":…}: the one sent per
+// token, framed here without boxing the delta in an interface (an
+// allocation per token).
+func (l *eventLog) sendText(name, text string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	l.scratch.Reset()
+	b := append(l.appendHead(l.scratch.AvailableBuffer(), name), `{"text":`...)
+	b = jsontext.AppendString(b, text)
+	l.scratch.Write(append(b, "}\n\n"...))
+	return l.keepAndWriteLocked(name)
+}
+
+// appendHead appends the event's id and name lines and the data field's
+// name: all of an event before its JSON.
+func (l *eventLog) appendHead(b []byte, name string) []byte {
+	b = append(b, "id: "...)
+	b = append(b, l.id...)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(l.seq), 10)
+	b = append(b, "\nevent: "...)
+	b = append(b, name...)
+	return append(b, "\ndata: "...)
+}
+
+// keepAndWriteLocked keeps the event framed in l.scratch for resumes and
+// writes it to the client, if one is attached.
+func (l *eventLog) keepAndWriteLocked(name string) error {
 	e := loggedEvent{seq: l.seq, data: bytes.Clone(l.scratch.Bytes())}
 	l.seq++
 	l.buf = append(l.buf, e)
@@ -501,27 +534,23 @@ func (l *eventLog) Sources(src []pipeline.Source) error {
 
 func (l *eventLog) Delta(d pipeline.Delta) error {
 	if d.Reasoning {
-		return l.send(EventReasoning, d)
+		return l.sendText(EventReasoning, d.Text)
 	}
-	return l.send(EventToken, d)
+	return l.sendText(EventToken, d.Text)
 }
 
 func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
 
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
 
-// appendEventData appends the data of the events sent many times per ask —
-// a token (one per token) and a stage (nine per ask) — framed by hand, byte
-// for byte what encoding/json (HTML escaping off) writes, without its
-// encoder and reflection. framed is false for any other event, and for a
-// span with an attribute of another type than string, bool, int or
-// float64: the caller encodes those with encoding/json.
+// appendEventData appends the data of a stage event (nine per ask) framed
+// by hand, byte for byte what encoding/json (HTML escaping off) writes,
+// without its encoder and reflection (token events are sendText's).
+// framed is false for any other event, and for a span with an attribute of
+// another type than string, bool, int or float64: the caller encodes those
+// with encoding/json.
 func appendEventData(b []byte, v any) (out []byte, framed bool) {
 	switch x := v.(type) {
-	case pipeline.Delta:
-		b = append(b, `{"text":`...)
-		b = jsontext.AppendString(b, x.Text)
-		return append(b, '}'), true
 	case pipeline.Span:
 		n := len(b)
 		if out, ok := appendSpan(b, x); ok {
@@ -549,18 +578,10 @@ func appendSpan(b []byte, sp pipeline.Span) ([]byte, bool) {
 		return b, false
 	}
 	if len(sp.Attrs) > 0 {
-		b = append(b, `,"attrs":{`...)
-		for i, k := range slices.Sorted(maps.Keys(sp.Attrs)) {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsontext.AppendString(b, k)
-			b = append(b, ':')
-			if b, ok = jsontext.AppendScalar(b, sp.Attrs[k]); !ok {
-				return b, false
-			}
+		b = append(b, `,"attrs":`...)
+		if b, ok = jsontext.AppendObject(b, sp.Attrs); !ok {
+			return b, false
 		}
-		b = append(b, '}')
 	}
 	return append(b, '}'), true
 }

@@ -6,6 +6,7 @@ package jsontext
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -112,4 +113,32 @@ func AppendScalar(dst []byte, v any) (out []byte, ok bool) {
 		return AppendFloat(dst, x)
 	}
 	return dst, false
+}
+
+// AppendObject appends m as encoding/json (HTML escaping off) writes a
+// map[string]any, keys in byte order, when every value is one that
+// AppendScalar writes (stage attributes); ok is false for any other value,
+// which the caller encodes with encoding/json. A nil map is null.
+func AppendObject(dst []byte, m map[string]any) (out []byte, ok bool) {
+	if m == nil {
+		return append(dst, "null"...), true
+	}
+	var stack [16]string // stage attributes are a handful: no allocation for their keys
+	keys := stack[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendString(dst, k)
+		dst = append(dst, ':')
+		if dst, ok = AppendScalar(dst, m[k]); !ok {
+			return dst, false
+		}
+	}
+	return append(dst, '}'), true
 }

@@ -1,9 +1,15 @@
 package postgres_test
 
 import (
+	"context"
+	"os"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -12,7 +18,11 @@ import (
 
 // BenchmarkRecorder measures records written per second into PostgreSQL
 // (records with 8 stages and attrs), from the first Record to Close
-// returning with everything committed.
+// returning with everything committed. Beside records/s, which follows the
+// machine's load, it reports the CPU spent per record by this process
+// (go-µs/rec) and by the PostgreSQL backends serving its connections
+// (pg-µs/rec, read from /proc when PostgreSQL runs on this machine): their
+// sum bounds the rate two idle cores could reach.
 func BenchmarkRecorder(b *testing.B) {
 	for _, batch := range []int{64, 256, 1024} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
@@ -24,6 +34,8 @@ func BenchmarkRecorder(b *testing.B) {
 			rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
 				QueueSize: b.N + 1, BatchSize: batch, Logger: quietLogger(),
 			})
+			pgBefore := backendCPU(b.Context(), pool)
+			goBefore := processCPU()
 			b.ResetTimer()
 			start := time.Now()
 			for i := range recs {
@@ -33,13 +45,64 @@ func BenchmarkRecorder(b *testing.B) {
 				b.Fatal(err)
 			}
 			elapsed := time.Since(start)
+			goCPU := processCPU() - goBefore
 			b.StopTimer()
 			if st := rec.Stats(); st.Written != int64(b.N) {
 				b.Fatalf("Stats = %+v, want %d written", st, b.N)
 			}
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "records/s")
+			b.ReportMetric(float64(goCPU.Microseconds())/float64(b.N), "go-µs/rec")
+			if pgBefore != nil {
+				var pgCPU time.Duration
+				for pid, after := range backendCPU(b.Context(), pool) {
+					pgCPU += after - pgBefore[pid]
+				}
+				b.ReportMetric(float64(pgCPU.Microseconds())/float64(b.N), "pg-µs/rec")
+			}
 		})
 	}
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU returns the CPU time each PostgreSQL backend connected to
+// pool's database has used, by pid, from /proc/PID/schedstat; nil when
+// PostgreSQL is not on this machine (or /proc is not readable). Backends
+// that exit between two calls are not counted: the pool keeps its
+// connections until it is closed.
+func backendCPU(ctx context.Context, pool *pgxpool.Pool) map[int]time.Duration {
+	rows, err := pool.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	cpu := make(map[int]time.Duration)
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return nil
+		}
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/schedstat")
+		if err != nil {
+			return nil
+		}
+		ns, err := strconv.ParseInt(strings.Fields(string(b))[0], 10, 64)
+		if err != nil {
+			return nil
+		}
+		cpu[pid] = time.Duration(ns)
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return cpu
 }
 
 // BenchmarkRecord measures what the request path pays: one Record call.

@@ -435,7 +435,8 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	equalRecords(t, got, first) // the first write wins
+	equalRecords(t, got, first)    // the first write wins
+	checkRollupsMatchRows(t, pool) // and is counted once
 }
 
 func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {

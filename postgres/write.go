@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/jsontext"
 	"ragtime/pipeline"
 )
 
@@ -58,8 +59,13 @@ func newRow(rec pipeline.Record) (row, error) {
 }
 
 // marshalAttrs encodes attrs as JSON, turning a panicking MarshalJSON of
-// some attribute value into an error.
+// some attribute value into an error. Attributes of the usual scalar types
+// are framed without reflection (jsontext; the column is jsonb, so its
+// unescaped < > & are the same value as encoding/json's \u003c…).
 func marshalAttrs(attrs map[string]any) (b []byte, err error) {
+	if b, ok := jsontext.AppendObject(make([]byte, 0, 128), attrs); ok {
+		return b, nil
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("encoding panicked: %v", p)
@@ -68,64 +74,111 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	return json.Marshal(attrs)
 }
 
-// writeRows writes rows in one transaction of five round trips whatever
-// their number: the queries are loaded with COPY into a session-local
+// writeRows writes rows in one transaction. Almost always none of the
+// queries is stored yet, and copyRows loads both tables with COPY straight
+// into queries and query_stages. When one is (a spool record replayed after
+// its batch committed: the same id at the same created_at), its primary key
+// refuses the COPY, and the batch is written again by moveRows, which skips
+// the queries stored before. Either way a query, its stages and its share of
+// the roll-ups are written once, together.
+func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
+	uniq := make([]*row, 0, len(rows))
+	seen := make(map[[16]byte]bool, len(rows))
+	for i := range rows {
+		if seen[rows[i].id] {
+			continue // the same query twice in a batch: the first one counts
+		}
+		seen[rows[i].id] = true
+		uniq = append(uniq, &rows[i])
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return copyRows(ctx, tx, uniq) })
+	if !isUniqueViolation(err) {
+		return err
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return moveRows(ctx, tx, uniq) })
+}
+
+// copyRows writes rows, none of them stored before, in three round trips
+// within tx: a COPY of the queries, a COPY of their stages, and one upsert
+// of their roll-ups (aggregated here, per minute and hour × provider ×
+// model × stage). A query stored before fails the first COPY with a
+// unique violation.
+func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
+	queries := make([][]any, len(rows))
+	recs := make([]*pipeline.Record, len(rows))
+	var stages [][]any
+	for i, r := range rows {
+		queries[i], recs[i] = r.query, r.rec
+		stages = append(stages, r.stages...)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+		return fmt.Errorf("copy queries: %w", err)
+	}
+	return insertStages(ctx, tx, stages, recs)
+}
+
+// moveRows writes rows in five round trips within tx, skipping the queries
+// stored before: the queries are loaded with COPY into a session-local
 // staging table and moved into queries by one INSERT … ON CONFLICT DO
 // NOTHING RETURNING id (a query stored before — the same id at the same
 // created_at, as a replayed spool record has — is left as it is); the
-// stages of the queries it inserted are loaded with COPY straight into
-// query_stages, and their roll-ups (aggregated here, per minute and hour ×
-// provider × model × stage) added with one more statement. A pipelined
-// INSERT per query parsed, planned and executed 36 parameters per row; COPY
-// streams them. The stages skip a staging table: they are most of the rows,
-// and the INSERT has already said which queries are new.
-func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
-	queries := make([][]any, 0, len(rows))
+// stages and roll-ups of the queries it inserted follow as in copyRows.
+func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
+	queries := make([][]any, len(rows))
 	byID := make(map[[16]byte]*row, len(rows))
-	for i := range rows {
-		if _, seen := byID[rows[i].id]; seen {
-			continue // the same query twice in a batch: the first one counts
-		}
-		byID[rows[i].id] = &rows[i]
-		queries = append(queries, rows[i].query)
+	for i, r := range rows {
+		queries[i] = r.query
+		byID[r.id] = r
 	}
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, stagingTable); err != nil {
-			return fmt.Errorf("create the staging table: %w", err)
-		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
-			return fmt.Errorf("copy queries: %w", err)
-		}
-		ids, err := tx.Query(ctx, moveStaged)
-		if err != nil {
-			return fmt.Errorf("insert queries: %w", err)
-		}
-		var stages [][]any
-		inserted := make([]*pipeline.Record, 0, len(queries))
-		var id pgtype.UUID
-		_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
-			if r := byID[id.Bytes]; r != nil {
-				stages = append(stages, r.stages...)
-				inserted = append(inserted, r.rec)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("insert queries: %w", err)
-		}
-		if len(stages) > 0 {
-			if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
-				return fmt.Errorf("copy query stages: %w", err)
-			}
-		}
-		if len(inserted) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, upsertRollups, rollupArgs(rollupsOf(inserted))...); err != nil {
-			return fmt.Errorf("add to the roll-ups: %w", err)
+	if _, err := tx.Exec(ctx, stagingTable); err != nil {
+		return fmt.Errorf("create the staging table: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+		return fmt.Errorf("copy queries: %w", err)
+	}
+	ids, err := tx.Query(ctx, moveStaged)
+	if err != nil {
+		return fmt.Errorf("insert queries: %w", err)
+	}
+	var stages [][]any
+	inserted := make([]*pipeline.Record, 0, len(queries))
+	var id pgtype.UUID
+	_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
+		if r := byID[id.Bytes]; r != nil {
+			stages = append(stages, r.stages...)
+			inserted = append(inserted, r.rec)
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("insert queries: %w", err)
+	}
+	return insertStages(ctx, tx, stages, inserted)
+}
+
+// insertStages copies the stages of the queries just inserted (recs)
+// straight into query_stages and adds recs to the roll-ups. The stages skip
+// a staging table: they are most of the rows, and their queries are new.
+func insertStages(ctx context.Context, tx pgx.Tx, stages [][]any, recs []*pipeline.Record) error {
+	if len(stages) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
+			return fmt.Errorf("copy query stages: %w", err)
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, upsertRollups, rollupArgs(rollupsOf(recs))...); err != nil {
+		return fmt.Errorf("add to the roll-ups: %w", err)
+	}
+	return nil
+}
+
+// isUniqueViolation reports whether err is PostgreSQL refusing a row whose
+// key is taken (SQLSTATE 23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // queryColumnNames are queryColumns' names, for COPY.

@@ -55,8 +55,14 @@ func (r *RemoteEmbedder) Where() string {
 	return fmt.Sprintf("the %s embedder at %s", r.Provider, upstream.RedactURL(r.BaseURL))
 }
 
+// BodyDecoder is an out of Post that decodes the response body itself
+// rather than through encoding/json.
+type BodyDecoder interface {
+	DecodeBody(body []byte) error
+}
+
 // Post sends payload as JSON to BaseURL+path and decodes the answer into
-// out. Failures are *pipeline.Error with an embed_* code, except the
+// out (with its DecodeBody when it is a BodyDecoder). Failures are *pipeline.Error with an embed_* code, except the
 // caller's own cancellation, returned as a plain error wrapping it. The
 // connection and retries are reported to the pipeline.Call in ctx.
 func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any) error {
@@ -90,7 +96,9 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 	if err != nil && !errors.Is(err, upstream.ErrTooLarge) {
 		return r.failure(ctx, 0, nil, err)
 	}
-	if err == nil {
+	if d, ok := out.(BodyDecoder); ok && err == nil {
+		err = d.DecodeBody(data)
+	} else if err == nil {
 		err = json.Unmarshal(data, out)
 	}
 	if err != nil {
