@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode"
 
+	"ragtime/openaiwire"
 	"ragtime/pipeline"
 	"ragtime/upstream"
 )
@@ -488,11 +489,7 @@ func (c *client) Warmup(ctx context.Context, request bool) error {
 // decodeModelIDs reads {"data": [{"id": ...}]} (OpenAI, Anthropic, vLLM,
 // llama.cpp, the simulator).
 func decodeModelIDs(body []byte) ([]string, error) {
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
+	var list openaiwire.ModelList
 	if err := json.Unmarshal(body, &list); err != nil {
 		return nil, fmt.Errorf("the models list is not JSON: %w", err)
 	}

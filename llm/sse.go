@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"ragtime/openaiwire"
 	"ragtime/pipeline"
 	"ragtime/upstream"
 )
@@ -189,15 +190,9 @@ type streamChoice struct {
 	FinishReason *string `json:"finish_reason"`
 }
 
+// wireUsage is OpenAI's usage object and the server timings Groq adds to it.
 type wireUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	PromptTokensDetails *struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
+	openaiwire.Usage
 	// Groq's server timings, in seconds.
 	QueueTime  *float64 `json:"queue_time"`
 	PromptTime *float64 `json:"prompt_time"`
