@@ -544,44 +544,17 @@ func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, re
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
 
 // appendEventData appends the data of a stage event (nine per ask) framed
-// by hand, byte for byte what encoding/json (HTML escaping off) writes,
-// without its encoder and reflection (token events are sendText's).
-// framed is false for any other event, and for a span with an attribute of
-// another type than string, bool, int or float64: the caller encodes those
-// with encoding/json.
+// by hand (pipeline.Span.AppendJSON), byte for byte what encoding/json
+// (HTML escaping off) writes (token events are sendText's). framed is
+// false for any other event, and for a span AppendJSON does not frame: the
+// caller encodes those with encoding/json.
 func appendEventData(b []byte, v any) (out []byte, framed bool) {
-	switch x := v.(type) {
-	case pipeline.Span:
+	if sp, ok := v.(pipeline.Span); ok {
 		n := len(b)
-		if out, ok := appendSpan(b, x); ok {
+		if out, ok := sp.AppendJSON(b); ok {
 			return out, true
 		}
 		return b[:n], false
 	}
 	return b, false
-}
-
-// appendSpan appends sp as encoding/json writes it; ok is false when an
-// attribute has a type it does not write.
-func appendSpan(b []byte, sp pipeline.Span) ([]byte, bool) {
-	var ok bool
-	b = append(b, `{"name":`...)
-	b = jsontext.AppendString(b, sp.Name)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, int64(sp.Seq), 10)
-	b = append(b, `,"start_ms":`...)
-	if b, ok = jsontext.AppendFloat(b, sp.StartMs); !ok {
-		return b, false
-	}
-	b = append(b, `,"duration_ms":`...)
-	if b, ok = jsontext.AppendFloat(b, sp.DurationMs); !ok {
-		return b, false
-	}
-	if len(sp.Attrs) > 0 {
-		b = append(b, `,"attrs":`...)
-		if b, ok = jsontext.AppendObject(b, sp.Attrs); !ok {
-			return b, false
-		}
-	}
-	return append(b, '}'), true
 }

@@ -4,54 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"ragtime/pipeline"
 )
-
-// TestAppendSpanMatchesEncodingJSON: a hand-framed stage event carries
-// exactly what encoding/json (HTML escaping off) writes, and spans it
-// cannot frame are left to encoding/json.
-func TestAppendSpanMatchesEncodingJSON(t *testing.T) {
-	t.Parallel()
-	spans := []pipeline.Span{
-		{Name: "queue", Seq: 0, StartMs: 0, DurationMs: 0, Attrs: map[string]any{"limit": 0}},
-		{Name: "accept", Seq: 0},
-		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 12.5, Attrs: map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": true, "dns_ms": 0.0, "connect_ms": 1e-7, "tls_ms": 3e21}},
-		{Name: "search", Seq: 3, StartMs: 1234567.891, DurationMs: 0.000001, Attrs: map[string]any{"k": 4, "hits": int64(4), "store": "embedded", "exact": false, "ef": 64}},
-		{Name: "llm_prefill", Seq: 7, StartMs: -0.5, DurationMs: 150.25, Attrs: map[string]any{"status": 200, "server_prefill_ms": 98.765432, "z\u2028key": "v\"al\\ue\n"}},
-		{Name: "llm_decode", Seq: 8, Attrs: map[string]any{}},
-	}
-	for _, sp := range spans {
-		got, ok := appendSpan(nil, sp)
-		if !ok {
-			t.Errorf("%s: not framed", sp.Name)
-			continue
-		}
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(sp); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != strings.TrimSuffix(want.String(), "\n") {
-			t.Errorf("%s:\n got %s\nwant %s", sp.Name, got, want.String())
-		}
-	}
-	for _, sp := range []pipeline.Span{
-		{Name: "x", Attrs: map[string]any{"list": []string{"a"}}},
-		{Name: "x", StartMs: math.NaN()},
-		{Name: "x", Attrs: map[string]any{"f": math.Inf(1)}},
-	} {
-		if _, ok := appendSpan(nil, sp); ok {
-			t.Errorf("%+v was framed by hand", sp)
-		}
-	}
-}
 
 // countingWriter is a ResponseWriter that keeps nothing and counts the
 // flushes and write-deadline changes it is asked for.
@@ -169,6 +127,34 @@ func BenchmarkStreamStage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := l.Stage(sp); err != nil {
+			b.Fatal(err)
+		}
+		if len(l.buf) > 1000 {
+			l.buf, l.bufBytes = l.buf[:0], 0
+		}
+	}
+}
+
+// BenchmarkStreamDone is the cost of an ask's done event: its figures and
+// its nine stages with their attributes.
+func BenchmarkStreamDone(b *testing.B) {
+	l := attachedLog(b, &countingWriter{}, 10*time.Second)
+	ttft, overhead := 43.5, 0.4
+	rec := pipeline.Record{QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7", Model: "sim",
+		Figures: pipeline.Figures{TTFTMs: &ttft, OverheadMs: &overhead, E2EMs: 342.5, RetrievalMs: 6.5},
+		Stages: []pipeline.Span{
+			{Name: pipeline.StageAccept, Seq: 0, DurationMs: 0.052},
+			{Name: pipeline.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
+			{Name: pipeline.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},
+			{Name: pipeline.StageSearch, Seq: 3, StartMs: 6.2, DurationMs: 0.3, Attrs: map[string]any{"hits": 4, "k": 4, "store": "embedded"}},
+			{Name: pipeline.StageAssemble, Seq: 4, StartMs: 6.5, DurationMs: 0.2, Attrs: map[string]any{"chunks": 4, "context_tokens": 316, "dropped": 0, "prompt_tokens": 381}},
+			{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 6.8, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}},
+			{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 6.8, DurationMs: 15.2, Attrs: map[string]any{"status": 200}},
+			{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 22.0, DurationMs: 320.5, Attrs: map[string]any{"chunks": 64, "completion_tokens": 64, "itl_p50_ms": 5.01, "itl_p95_ms": 5.9, "itl_max_ms": 9.3}},
+		}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Done(rec); err != nil {
 			b.Fatal(err)
 		}
 		if len(l.buf) > 1000 {
