@@ -239,7 +239,8 @@ type eventLog struct {
 	buf       []loggedEvent // the latest events, oldest first
 	bufBytes  int
 	scratch   bytes.Buffer
-	sink      *sink // nil while no client is attached
+	block     []byte // the tail of the block kept events are copied into
+	sink      *sink  // nil while no client is attached
 	lastWrite time.Time
 	grace     *time.Timer // runs while detached, waiting for a resume
 	beat      *time.Timer // the heartbeat's; stopped at the end
@@ -451,8 +452,11 @@ func (l *eventLog) appendHead(b []byte, name string) []byte {
 // keepAndWriteLocked keeps the event framed in l.scratch for resumes and
 // writes it to the client, if one is attached.
 func (l *eventLog) keepAndWriteLocked(name string) error {
-	e := loggedEvent{seq: l.seq, data: bytes.Clone(l.scratch.Bytes())}
+	e := loggedEvent{seq: l.seq, data: l.keep(l.scratch.Bytes())}
 	l.seq++
+	if l.buf == nil {
+		l.buf = make([]loggedEvent, 0, eventsPerAsk)
+	}
 	l.buf = append(l.buf, e)
 	l.bufBytes += len(e.data)
 	for l.bufBytes > l.hub.opts.BufferBytes && len(l.buf) > 1 {
@@ -467,6 +471,28 @@ func (l *eventLog) keepAndWriteLocked(name string) error {
 		return fmt.Errorf("writing %s event: %w", name, err)
 	}
 	return nil
+}
+
+// eventsPerAsk is the room l.buf starts with: an ask of 64 tokens sends
+// about 80 events, which then fit without the slice growing five times.
+const eventsPerAsk = 96
+
+// eventBlock is the size of the blocks kept events are copied into: a
+// token's event is about 80 bytes, so a block holds a dozen of them in one
+// allocation instead of one each, and a stream holds at most one block's
+// worth of unused room.
+const eventBlock = 1 << 10
+
+// keep copies p, a framed event, into the current block (a new one when p
+// does not fit) and returns the copy, which the block's later events do not
+// overwrite.
+func (l *eventLog) keep(p []byte) []byte {
+	if cap(l.block)-len(l.block) < len(p) {
+		l.block = make([]byte, 0, max(eventBlock, len(p)))
+	}
+	n := len(l.block)
+	l.block = append(l.block, p...)
+	return l.block[n:len(l.block):len(l.block)]
 }
 
 // heartbeat sends a keep-alive comment whenever the stream has been silent
