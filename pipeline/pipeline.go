@@ -711,6 +711,11 @@ func (q *query) assemble(hits []Hit) promptParts {
 		})
 	}
 	var user strings.Builder
+	size := len("Request \n\nSources:\n\nQuestion: ") + len(q.req.PromptNonce) + len(noSources) + len(q.req.Question)
+	for _, b := range blocks {
+		size += len(b) + 2
+	}
+	user.Grow(size) // once: the context is most of a prompt's bytes
 	if q.req.PromptNonce != "" {
 		// first, so nothing after the system prompt matches an earlier prompt
 		user.WriteString("Request ")
