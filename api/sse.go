@@ -241,6 +241,7 @@ type eventLog struct {
 	scratch   bytes.Buffer
 	block     []byte // the tail of the block kept events are copied into
 	sink      *sink  // nil while no client is attached
+	pending   bool   // events written to the sink but not flushed
 	lastWrite time.Time
 	grace     *time.Timer // runs while detached, waiting for a resume
 	beat      *time.Timer // the heartbeat's; stopped at the end
@@ -325,11 +326,16 @@ func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
 	return sk
 }
 
-// writeLocked writes p to the sink and flushes it within the write
-// timeout. On failure the sink is detached: a timed-out write (the client
-// stopped reading) cancels the query as client_stalled; a broken
-// connection leaves it running for a resume.
-func (l *eventLog) writeLocked(p []byte) error {
+// writeLocked writes p to the sink and flushes it (with any event held
+// before it) within the write timeout. On failure the sink is detached: a
+// timed-out write (the client stopped reading) cancels the query as
+// client_stalled; a broken connection leaves it running for a resume.
+func (l *eventLog) writeLocked(p []byte) error { return l.writeOrHoldLocked(p, true) }
+
+// writeOrHoldLocked is writeLocked, or with flush false only the write:
+// the event is held in the connection's buffer (pending) until the next
+// flush, which then sends it with the events after it in one write.
+func (l *eventLog) writeOrHoldLocked(p []byte, flush bool) error {
 	sk := l.sink
 	now := time.Now()
 	if timeout := l.hub.opts.WriteTimeout; sk.deadline.Sub(now) < timeout {
@@ -340,9 +346,10 @@ func (l *eventLog) writeLocked(p []byte) error {
 	if len(p) > 0 {
 		_, err = sk.w.Write(p)
 	}
-	if err == nil {
+	if err == nil && flush {
 		err = sk.rc.Flush()
 	}
+	l.pending = !flush && err == nil
 	l.lastWrite = now
 	if err == nil {
 		return nil
@@ -398,7 +405,9 @@ func (l *eventLog) goneLocked(cause *pipeline.Cancel) {
 }
 
 // send encodes one event, keeps it for resumes and writes it to the
-// client, if one is attached.
+// client, if one is attached: flushed with it for the events that end a
+// stream (done, error), held until the next flush for the others (meta,
+// stage, sources; see Flush).
 func (l *eventLog) send(name string, v any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -418,7 +427,27 @@ func (l *eventLog) send(name string, v any) error {
 		}
 	}
 	l.scratch.WriteByte('\n')
-	return l.keepAndWriteLocked(name)
+	return l.keepAndWriteLocked(name, name == EventDone || name == EventError)
+}
+
+// Flush sends the events held since the last flush. The pipeline calls it
+// before it waits on anything outside the process (an embedder, a search,
+// a reranker, the model) and after the first token's stages, so that the
+// events of a burst (meta and the first stages; the retrieval stages and
+// the sources) reach the client in one write instead of one each.
+func (l *eventLog) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	if !l.pending || l.sink == nil {
+		return nil
+	}
+	if err := l.writeLocked(nil); err != nil {
+		return fmt.Errorf("flushing events: %w", err)
+	}
+	return nil
 }
 
 // sendText sends a token or reasoning event, {"text":…}: the one sent per
@@ -434,7 +463,7 @@ func (l *eventLog) sendText(name, text string) error {
 	b := append(l.appendHead(l.scratch.AvailableBuffer(), name), `{"text":`...)
 	b = jsontext.AppendString(b, text)
 	l.scratch.Write(append(b, "}\n\n"...))
-	return l.keepAndWriteLocked(name)
+	return l.keepAndWriteLocked(name, true)
 }
 
 // appendHead appends the event's id and name lines and the data field's
@@ -450,8 +479,8 @@ func (l *eventLog) appendHead(b []byte, name string) []byte {
 }
 
 // keepAndWriteLocked keeps the event framed in l.scratch for resumes and
-// writes it to the client, if one is attached.
-func (l *eventLog) keepAndWriteLocked(name string) error {
+// writes it to the client, if one is attached, flushing it or holding it.
+func (l *eventLog) keepAndWriteLocked(name string, flush bool) error {
 	e := loggedEvent{seq: l.seq, data: l.keep(l.scratch.Bytes())}
 	l.seq++
 	if l.buf == nil {
@@ -467,7 +496,7 @@ func (l *eventLog) keepAndWriteLocked(name string) error {
 	if l.sink == nil {
 		return nil
 	}
-	if err := l.writeLocked(e.data); err != nil {
+	if err := l.writeOrHoldLocked(e.data, flush); err != nil {
 		return fmt.Errorf("writing %s event: %w", name, err)
 	}
 	return nil
@@ -522,6 +551,9 @@ func (l *eventLog) heartbeat(every time.Duration) {
 // end closes the stream after the query finished.
 func (l *eventLog) end() {
 	l.mu.Lock()
+	if l.pending && l.sink != nil && l.gone == nil {
+		_ = l.writeLocked(nil) // a query ends with done or error, flushed; this is the safety net
+	}
 	l.ended = true
 	if sk := l.sink; sk != nil {
 		l.sink = nil

@@ -68,8 +68,8 @@ func TestWriteDeadlineIsNotMovedPerEvent(t *testing.T) {
 	if d := w.deadlines[0]; d.Before(start.Add(timeout)) || d.After(time.Now().Add(timeout*3/2)) {
 		t.Errorf("deadline %v ahead, want between %v and %v", d.Sub(start), timeout, timeout*3/2)
 	}
-	if w.flushes != 101 {
-		t.Errorf("%d flushes for 101 events", w.flushes)
+	if w.flushes != 100 {
+		t.Errorf("%d flushes for 100 tokens after the meta event", w.flushes)
 	}
 	// A deadline with less than WriteTimeout left is moved before the write.
 	l.sink.deadline = time.Now().Add(timeout / 2)
@@ -78,6 +78,41 @@ func TestWriteDeadlineIsNotMovedPerEvent(t *testing.T) {
 	}
 	if len(w.deadlines) != 2 || w.deadlines[1].Before(time.Now().Add(timeout)) {
 		t.Errorf("deadlines %v: the nearly spent one was not moved a WriteTimeout ahead", w.deadlines)
+	}
+}
+
+// TestEventsHeldUntilFlush: meta, stage and sources events are written but
+// not flushed until Flush (or a token, or the end), so a burst of them is
+// one network write; tokens, done and error are flushed at once.
+func TestEventsHeldUntilFlush(t *testing.T) {
+	t.Parallel()
+	w := &countingWriter{}
+	l := attachedLog(t, w, time.Second)
+	_ = l.Stage(pipeline.Span{Name: pipeline.StageAccept})
+	_ = l.Sources(nil)
+	if w.flushes != 0 || !l.pending {
+		t.Fatalf("%d flushes after meta, a stage and the sources; want them held", w.flushes)
+	}
+	if err := l.Flush(); err != nil || w.flushes != 1 || l.pending {
+		t.Fatalf("Flush: %v, %d flushes", err, w.flushes)
+	}
+	if err := l.Flush(); err != nil || w.flushes != 1 {
+		t.Errorf("a Flush with nothing held flushed again (%d)", w.flushes)
+	}
+	_ = l.Stage(pipeline.Span{Name: pipeline.StageEmbed})
+	_ = l.Delta(pipeline.Delta{Text: "a"})
+	if w.flushes != 2 || l.pending {
+		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.pending)
+	}
+	_ = l.Stage(pipeline.Span{Name: pipeline.StageLLMDecode})
+	_ = l.Done(pipeline.Record{})
+	if w.flushes != 3 {
+		t.Errorf("done: %d flushes, want 3", w.flushes)
+	}
+	_ = l.Stage(pipeline.Span{Name: "late"})
+	l.end()
+	if w.flushes != 4 {
+		t.Errorf("end with an event held: %d flushes, want it flushed", w.flushes)
 	}
 }
 
