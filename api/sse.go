@@ -404,27 +404,26 @@ func (l *eventLog) goneLocked(cause *pipeline.Cancel) {
 	}
 }
 
-// send encodes one event, keeps it for resumes and writes it to the
-// client, if one is attached: flushed with it for the events that end a
-// stream (done, error), held until the next flush for the others (meta,
-// stage, sources; see Flush).
+// send encodes one event with encoding/json, keeps it for resumes and
+// writes it to the client, if one is attached: flushed with it for the
+// events that end a stream (done, error), held until the next flush for
+// the others (meta, stage, sources; see Flush).
 func (l *eventLog) send(name string, v any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.encodeLocked(name, v)
+}
+
+func (l *eventLog) encodeLocked(name string, v any) error {
 	if l.gone != nil {
 		return l.gone
 	}
 	l.scratch.Reset()
-	b, framed := appendEventData(l.appendHead(l.scratch.AvailableBuffer(), name), v)
-	l.scratch.Write(b)
-	if framed {
-		l.scratch.WriteByte('\n')
-	} else {
-		enc := json.NewEncoder(&l.scratch)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil { // Encode ends with '\n'
-			return fmt.Errorf("encoding %s event: %w", name, err)
-		}
+	l.scratch.Write(l.appendHead(l.scratch.AvailableBuffer(), name))
+	enc := json.NewEncoder(&l.scratch)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends with '\n'
+		return fmt.Errorf("encoding %s event: %w", name, err)
 	}
 	l.scratch.WriteByte('\n')
 	return l.keepAndWriteLocked(name, name == EventDone || name == EventError)
@@ -581,7 +580,24 @@ func (l *eventLog) Meta(m pipeline.Meta) error {
 	return l.send(EventMeta, m)
 }
 
-func (l *eventLog) Stage(sp pipeline.Span) error { return l.send(EventStage, sp) }
+// Stage sends a stage event (nine per ask), framed by hand
+// (pipeline.Span.AppendJSON: what encoding/json writes, without its
+// reflection or the span's boxing in an interface), or through
+// encoding/json for a span AppendJSON does not frame.
+func (l *eventLog) Stage(sp pipeline.Span) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	l.scratch.Reset()
+	b, ok := sp.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), EventStage))
+	if !ok {
+		return l.encodeLocked(EventStage, sp)
+	}
+	l.scratch.Write(append(b, "\n\n"...))
+	return l.keepAndWriteLocked(EventStage, false)
+}
 
 func (l *eventLog) Sources(src []pipeline.Source) error {
 	if src == nil {
@@ -600,19 +616,3 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
 
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
-
-// appendEventData appends the data of a stage event (nine per ask) framed
-// by hand (pipeline.Span.AppendJSON), byte for byte what encoding/json
-// (HTML escaping off) writes (token events are sendText's). framed is
-// false for any other event, and for a span AppendJSON does not frame: the
-// caller encodes those with encoding/json.
-func appendEventData(b []byte, v any) (out []byte, framed bool) {
-	if sp, ok := v.(pipeline.Span); ok {
-		n := len(b)
-		if out, ok := sp.AppendJSON(b); ok {
-			return out, true
-		}
-		return b[:n], false
-	}
-	return b, false
-}

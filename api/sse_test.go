@@ -139,6 +139,32 @@ func TestTokenEventIsFramedAsJSON(t *testing.T) {
 	}
 }
 
+// TestStageEventIsFramedAsJSON: a stage event carries what encoding/json
+// writes for the span (HTML escaping off), framed by hand or, for
+// attributes AppendJSON does not write, by encoding/json.
+func TestStageEventIsFramedAsJSON(t *testing.T) {
+	t.Parallel()
+	l := attachedLog(t, &countingWriter{}, time.Second)
+	for _, sp := range []pipeline.Span{
+		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"embedder": "openai:<m>", "dim": 512, "reused": true}},
+		{Name: "search", Seq: 3, Attrs: map[string]any{"ids": []string{"a<b"}, "k": 4}},
+	} {
+		if err := l.Stage(sp); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(sp); err != nil {
+			t.Fatal(err)
+		}
+		e := l.buf[len(l.buf)-1]
+		if got, w := string(e.data), fmt.Sprintf("id: %s:%d\nevent: stage\ndata: %s\n", l.id, e.seq, want.String()); got != w {
+			t.Errorf("event\n%q, want\n%q", got, w)
+		}
+	}
+}
+
 // BenchmarkStreamToken is the per-token cost of an /ask stream: framing
 // the token event, keeping it for resumes and writing it (to a writer that
 // keeps nothing).
