@@ -613,6 +613,22 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 	return l.sendText(EventToken, d.Text)
 }
 
-func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
+// Done sends the done event, framed by hand (pipeline.DoneEvent.AppendJSON)
+// or, for one it does not frame, through encoding/json.
+func (l *eventLog) Done(rec pipeline.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	done := rec.DoneEvent()
+	l.scratch.Reset()
+	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), EventDone))
+	if !ok {
+		return l.encodeLocked(EventDone, done)
+	}
+	l.scratch.Write(append(b, "\n\n"...))
+	return l.keepAndWriteLocked(EventDone, true)
+}
 
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }

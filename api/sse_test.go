@@ -165,6 +165,31 @@ func TestStageEventIsFramedAsJSON(t *testing.T) {
 	}
 }
 
+// TestDoneEventIsFramedAsJSON: the done event carries what encoding/json
+// writes for the record's DoneEvent, framed by hand or, with a stage
+// AppendJSON does not frame, by encoding/json.
+func TestDoneEventIsFramedAsJSON(t *testing.T) {
+	t.Parallel()
+	ttft := 12.5
+	for _, stages := range [][]pipeline.Span{nil, {{Name: "embed", Attrs: map[string]any{"dim": 512}}}, {{Name: "x", Attrs: map[string]any{"ids": []int{1}}}}} {
+		l := attachedLog(t, &countingWriter{}, time.Second)
+		rec := pipeline.Record{QueryID: "q", Model: "m<x>", Figures: pipeline.Figures{TTFTMs: &ttft}, Stages: stages}
+		if err := l.Done(rec); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rec.DoneEvent()); err != nil {
+			t.Fatal(err)
+		}
+		e := l.buf[len(l.buf)-1]
+		if got, w := string(e.data), fmt.Sprintf("id: %s:%d\nevent: done\ndata: %s\n", l.id, e.seq, want.String()); got != w {
+			t.Errorf("event\n%q, want\n%q", got, w)
+		}
+	}
+}
+
 // BenchmarkStreamToken is the per-token cost of an /ask stream: framing
 // the token event, keeping it for resumes and writing it (to a writer that
 // keeps nothing).
