@@ -16,6 +16,11 @@ bin="$dir/jaeger"
 if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 command -v go >/dev/null 2>&1 || { echo "ensure-jaeger: go is not on PATH" >&2; exit 1; }
 mkdir -p "$dir"
+# Several test runs (worktrees, CI jobs) may start at once on a cold cache:
+# one builds while the others wait on the lock, then find the binary.
+exec 9>"$dir/.lock"
+flock 9
+if [ -x "$bin" ]; then echo "$bin"; exit 0; fi
 echo "ensure-jaeger: building jaeger $version into $dir (a few minutes, once)" >&2
 (cd "$root/tools/jaeger" && GOWORK=off GOFLAGS=-buildvcs=false nice -n 10 \
   go build -trimpath -o "$bin.tmp" github.com/jaegertracing/jaeger/cmd/jaeger) >&2 ||
