@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/auth"
+	"ragtime/openaiwire"
 	"ragtime/pipeline"
 )
 
@@ -31,23 +32,19 @@ type chatBody struct {
 	Model *string `json:"model"`
 	// Messages and Ragtime are decoded apart (decodeStrict), so that an
 	// unknown field in them is named with its path.
-	Messages            []json.RawMessage `json:"messages"`
-	Stream              *bool             `json:"stream"`
-	StreamOptions       *chatStreamOpts   `json:"stream_options"`
-	MaxTokens           *int              `json:"max_tokens"`
-	MaxCompletionTokens *int              `json:"max_completion_tokens"`
-	Temperature         *float64          `json:"temperature"`
-	User                *string           `json:"user"`
-	N                   *float64          `json:"n"`
-	TopP                *float64          `json:"top_p"`
-	FrequencyPenalty    *float64          `json:"frequency_penalty"`
-	PresencePenalty     *float64          `json:"presence_penalty"`
-	Logprobs            *bool             `json:"logprobs"`
-	Ragtime             json.RawMessage   `json:"ragtime"`
-}
-
-type chatStreamOpts struct {
-	IncludeUsage bool `json:"include_usage"`
+	Messages            []json.RawMessage         `json:"messages"`
+	Stream              *bool                     `json:"stream"`
+	StreamOptions       *openaiwire.StreamOptions `json:"stream_options"`
+	MaxTokens           *int                      `json:"max_tokens"`
+	MaxCompletionTokens *int                      `json:"max_completion_tokens"`
+	Temperature         *float64                  `json:"temperature"`
+	User                *string                   `json:"user"`
+	N                   *float64                  `json:"n"`
+	TopP                *float64                  `json:"top_p"`
+	FrequencyPenalty    *float64                  `json:"frequency_penalty"`
+	PresencePenalty     *float64                  `json:"presence_penalty"`
+	Logprobs            *bool                     `json:"logprobs"`
+	Ragtime             json.RawMessage           `json:"ragtime"`
 }
 
 // chatRagtimeKnobs is the request's ragtime extension object: the /ask
@@ -277,23 +274,15 @@ func renameChatField(err error, last int) error {
 	return badRequest(field, ve.Code, ve.Message)
 }
 
-// chatModel is OpenAI's model object.
-type chatModel struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
-}
-
 // handleModels serves GET /v1/models: the models the caller may name, in
 // OpenAI's list shape. The configured model comes first.
 func (s *server) handleModels(c echo.Context) error {
 	ids := s.modelsFor(c)
-	data := make([]chatModel, len(ids))
+	data := make([]openaiwire.Model, len(ids))
 	for i, id := range ids {
-		data[i] = chatModel{ID: id, Object: "model", OwnedBy: "ragtime"}
+		data[i] = openaiwire.Model{ID: id, Object: "model", OwnedBy: "ragtime"}
 	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+	return c.JSON(http.StatusOK, openaiwire.ModelList{Object: "list", Data: data})
 }
 
 // handleModel serves GET /v1/models/{id}: one of the caller's models, or
@@ -307,7 +296,7 @@ func (s *server) handleModel(c echo.Context) error {
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Field: "model",
 			Message: fmt.Sprintf("model %.200q is not one this key may use; GET /v1/models lists them", id)}
 	}
-	return c.JSON(http.StatusOK, chatModel{ID: id, Object: "model", OwnedBy: "ragtime"})
+	return c.JSON(http.StatusOK, openaiwire.Model{ID: id, Object: "model", OwnedBy: "ragtime"})
 }
 
 // modelsFor lists the models the request's caller may name.
@@ -334,19 +323,12 @@ func openAIRoute(path string) bool {
 	return path == "/v1/chat/completions" || path == "/v1/models" || strings.HasPrefix(path, "/v1/models/")
 }
 
-// openAIError is OpenAI's error body: {"error": {message, type, param,
-// code}}, with ragtime's stable code as code and the field as param.
-type openAIError struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
-// asOpenAIError puts ae in OpenAI's shape; the hint, which OpenAI's shape
-// has no field for, ends the message.
-func asOpenAIError(ae *apiError) openAIError {
-	e := openAIError{Message: ae.Message, Type: openAIErrorType(ae.Status), Code: ae.Code}
+// asOpenAIError puts ae in OpenAI's error shape, with ragtime's stable code
+// as code and the field as param; the hint, which OpenAI's shape has no
+// field for, ends the message.
+func asOpenAIError(ae *apiError) openaiwire.Error {
+	code := ae.Code
+	e := openaiwire.Error{Message: ae.Message, Type: openAIErrorType(ae.Status), Code: &code}
 	if ae.Hint != "" {
 		e.Message += " (" + ae.Hint + ")"
 	}

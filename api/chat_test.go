@@ -270,7 +270,7 @@ func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{}, DefaultModel: "sim", AllowedModels: []string{"sim", "org/big"}})
 	status, body, _ := get(t, ts.URL+"/v1/models")
-	if status != 200 || body != `{"data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}],"object":"list"}`+"\n" {
+	if status != 200 || body != `{"object":"list","data":[{"id":"sim","object":"model","created":0,"owned_by":"ragtime"},{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}]}`+"\n" {
 		t.Errorf("%d %s", status, body)
 	}
 	if status, body, _ := get(t, ts.URL+"/v1/models/org/big"); status != 200 || body != `{"id":"org/big","object":"model","created":0,"owned_by":"ragtime"}`+"\n" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime/openaiwire"
 	"ragtime/pipeline"
 )
 
@@ -55,42 +56,11 @@ func newChatStream(c echo.Context, opts StreamOptions, req pipeline.Request, str
 	return &chatStream{c: c, opts: opts, maxTokens: req.MaxTokens, stream: stream, usage: usage, created: timeNow().Unix()}
 }
 
-// chatChunk is a chat.completion.chunk or a chat.completion.
+// chatChunk is a chat.completion.chunk or a chat.completion, with the
+// ragtime object beside OpenAI's fields.
 type chatChunk struct {
-	ID      string        `json:"id"`
-	Object  string        `json:"object"`
-	Created int64         `json:"created"`
-	Model   string        `json:"model"`
-	Choices []chatChoice  `json:"choices"`
-	Usage   *chatUsage    `json:"usage,omitempty"`
+	openaiwire.Chunk
 	Ragtime *chatExtended `json:"ragtime,omitempty"`
-}
-
-type chatChoice struct {
-	Index        int        `json:"index"`
-	Delta        *chatDelta `json:"delta,omitempty"`
-	Message      *chatDelta `json:"message,omitempty"`
-	FinishReason *string    `json:"finish_reason"`
-	Logprobs     *struct{}  `json:"logprobs"`
-}
-
-type chatDelta struct {
-	Role             string  `json:"role,omitempty"`
-	Content          *string `json:"content,omitempty"`
-	ReasoningContent *string `json:"reasoning_content,omitempty"`
-}
-
-// chatUsage is OpenAI's usage object.
-type chatUsage struct {
-	PromptTokens        int `json:"prompt_tokens"`
-	CompletionTokens    int `json:"completion_tokens"`
-	TotalTokens         int `json:"total_tokens"`
-	PromptTokensDetails struct {
-		CachedTokens int `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
 }
 
 // chatExtended is the ragtime object: the done event's body (query id,
@@ -100,21 +70,22 @@ type chatExtended struct {
 	Sources []pipeline.Source `json:"sources"`
 }
 
-func usageOf(u pipeline.Usage) *chatUsage {
-	out := &chatUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
-		TotalTokens: u.PromptTokens + u.CompletionTokens}
+func usageOf(u pipeline.Usage) *openaiwire.Usage {
+	out := &openaiwire.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens:             u.PromptTokens + u.CompletionTokens,
+		PromptTokensDetails:     &openaiwire.PromptTokensDetails{},
+		CompletionTokensDetails: &openaiwire.CompletionTokensDetails{ReasoningTokens: u.ReasoningTokens}}
 	if u.CachedTokens != nil {
 		out.PromptTokensDetails.CachedTokens = *u.CachedTokens
 	}
-	out.CompletionTokensDetails.ReasoningTokens = u.ReasoningTokens
 	return out
 }
 
-func (s *chatStream) chunk(choices ...chatChoice) chatChunk {
+func (s *chatStream) chunk(choices ...openaiwire.Choice) chatChunk {
 	if choices == nil {
-		choices = []chatChoice{}
+		choices = []openaiwire.Choice{}
 	}
-	return chatChunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: s.model, Choices: choices}
+	return chatChunk{Chunk: openaiwire.Chunk{ID: s.id, Object: openaiwire.ObjectChunk, Created: s.created, Model: s.model, Choices: choices}}
 }
 
 // write sends one data line and flushes it within the write timeout. A
@@ -168,7 +139,7 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 	s.c.Response().WriteHeader(http.StatusOK)
 	s.started = true
 	empty := ""
-	err := s.write(s.chunk(chatChoice{Delta: &chatDelta{Role: "assistant", Content: &empty}}))
+	err := s.write(s.chunk(openaiwire.Choice{Delta: &openaiwire.Delta{Role: "assistant", Content: &empty}}))
 	if err == nil && s.opts.Heartbeat > 0 {
 		go s.heartbeat(s.opts.Heartbeat)
 	}
@@ -218,13 +189,13 @@ func (s *chatStream) Delta(d pipeline.Delta) error {
 		}
 		return nil
 	}
-	delta := &chatDelta{}
+	delta := &openaiwire.Delta{}
 	if d.Reasoning {
 		delta.ReasoningContent = &d.Text
 	} else {
 		delta.Content = &d.Text
 	}
-	return s.write(s.chunk(chatChoice{Delta: delta}))
+	return s.write(s.chunk(openaiwire.Choice{Delta: delta}))
 }
 
 // finishReason is OpenAI's finish_reason for rec: the provider's own,
@@ -252,7 +223,7 @@ func (s *chatStream) Done(rec pipeline.Record) error {
 	if !s.stream {
 		return nil
 	}
-	if err := s.write(s.chunk(chatChoice{Delta: &chatDelta{}, FinishReason: s.finishReason(rec)})); err != nil {
+	if err := s.write(s.chunk(openaiwire.Choice{Delta: &openaiwire.Delta{}, FinishReason: s.finishReason(rec)})); err != nil {
 		return err
 	}
 	if s.usage {
@@ -273,7 +244,7 @@ func (s *chatStream) Done(rec pipeline.Record) error {
 // chatFailure is the data line of a failure after the stream started:
 // OpenAI's error object, and the query id, stage and hint beside it.
 type chatFailure struct {
-	Error   openAIError `json:"error"`
+	Error   openaiwire.Error `json:"error"`
 	Ragtime struct {
 		QueryID string `json:"query_id"`
 		Stage   string `json:"stage,omitempty"`
@@ -333,14 +304,14 @@ func (s *chatStream) finish() {
 	switch {
 	case s.done != nil:
 		text := s.text.String()
-		msg := &chatDelta{Role: "assistant", Content: &text}
+		msg := &openaiwire.Delta{Role: "assistant", Content: &text}
 		if s.reasoning.Len() > 0 {
 			r := s.reasoning.String()
 			msg.ReasoningContent = &r
 		}
-		body := chatChunk{ID: s.id, Object: "chat.completion", Created: s.created, Model: s.model,
-			Choices: []chatChoice{{Message: msg, FinishReason: s.finishReason(*s.done)}},
-			Usage:   usageOf(s.done.Usage), Ragtime: &chatExtended{DoneEvent: s.done.DoneEvent(), Sources: s.sources}}
+		body := chatChunk{Chunk: openaiwire.Chunk{ID: s.id, Object: openaiwire.ObjectCompletion, Created: s.created, Model: s.model,
+			Choices: []openaiwire.Choice{{Message: msg, FinishReason: s.finishReason(*s.done)}},
+			Usage:   usageOf(s.done.Usage)}, Ragtime: &chatExtended{DoneEvent: s.done.DoneEvent(), Sources: s.sources}}
 		_ = s.c.JSON(http.StatusOK, body)
 	case s.failed != nil:
 		_ = s.c.JSON(failureStatus(s.failed.Code), s.failure(s.failed))

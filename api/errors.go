@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/auth"
+	"ragtime/openaiwire"
 	"ragtime/pipeline"
 )
 
@@ -104,7 +105,7 @@ func (s *server) handleError(err error, c echo.Context) {
 		if ae.Code == "model_denied" && ae.Field == "" {
 			ae.Field = "model"
 		}
-		_ = c.JSON(ae.Status, map[string]openAIError{"error": asOpenAIError(ae)})
+		_ = c.JSON(ae.Status, openaiwire.ErrorResponse{Error: asOpenAIError(ae)})
 		return
 	}
 	_ = c.JSON(ae.Status, map[string]*apiError{"error": ae})

@@ -132,8 +132,13 @@ func TestTokenEventIsFramedAsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := map[bool]string{false: EventToken, true: EventReasoning}[d.Reasoning]
-		e := l.buf[len(l.buf)-1]
-		if got, w := string(e.data), fmt.Sprintf("id: %s:%d\nevent: %s\ndata: %s\n", l.id, e.seq, name, want.String()); got != w {
+		// As a resume frames it again from what was kept.
+		seq := l.seq - 1
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: %s\ndata: %s\n", l.id, seq, name, want.String()); got != w {
 			t.Errorf("event\n%q, want\n%q", got, w)
 		}
 	}
@@ -158,8 +163,12 @@ func TestStageEventIsFramedAsJSON(t *testing.T) {
 		if err := enc.Encode(sp); err != nil {
 			t.Fatal(err)
 		}
-		e := l.buf[len(l.buf)-1]
-		if got, w := string(e.data), fmt.Sprintf("id: %s:%d\nevent: stage\ndata: %s\n", l.id, e.seq, want.String()); got != w {
+		seq := l.seq - 1
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: stage\ndata: %s\n", l.id, seq, want.String()); got != w {
 			t.Errorf("event\n%q, want\n%q", got, w)
 		}
 	}
@@ -183,8 +192,12 @@ func TestDoneEventIsFramedAsJSON(t *testing.T) {
 		if err := enc.Encode(rec.DoneEvent()); err != nil {
 			t.Fatal(err)
 		}
-		e := l.buf[len(l.buf)-1]
-		if got, w := string(e.data), fmt.Sprintf("id: %s:%d\nevent: done\ndata: %s\n", l.id, e.seq, want.String()); got != w {
+		seq := l.seq - 1
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: done\ndata: %s\n", l.id, seq, want.String()); got != w {
 			t.Errorf("event\n%q, want\n%q", got, w)
 		}
 	}
@@ -200,8 +213,8 @@ func BenchmarkStreamToken(b *testing.B) {
 		if err := l.Delta(pipeline.Delta{Text: " prefill"}); err != nil {
 			b.Fatal(err)
 		}
-		if len(l.buf) > 1000 {
-			l.buf, l.bufBytes = l.buf[:0], 0
+		if len(l.kept) > 1000 {
+			l.kept, l.keptBytes = l.kept[:0], 0
 		}
 	}
 }
@@ -215,8 +228,8 @@ func BenchmarkStreamStage(b *testing.B) {
 		if err := l.Stage(sp); err != nil {
 			b.Fatal(err)
 		}
-		if len(l.buf) > 1000 {
-			l.buf, l.bufBytes = l.buf[:0], 0
+		if len(l.kept) > 1000 {
+			l.kept, l.keptBytes = l.kept[:0], 0
 		}
 	}
 }
@@ -243,8 +256,8 @@ func BenchmarkStreamDone(b *testing.B) {
 		if err := l.Done(rec); err != nil {
 			b.Fatal(err)
 		}
-		if len(l.buf) > 1000 {
-			l.buf, l.bufBytes = l.buf[:0], 0
+		if len(l.kept) > 1000 {
+			l.kept, l.keptBytes = l.kept[:0], 0
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 
+	"ragtime/openaiwire"
 	"ragtime/pipeline"
 	"ragtime/upstream"
 )
@@ -45,29 +46,22 @@ func (openaiDialect) provider() string   { return ProviderOpenAI }
 func (openaiDialect) chatPath() string   { return "/chat/completions" }
 func (openaiDialect) modelsPath() string { return "/models" }
 
-// chatRequest is the body of a streaming chat completion request.
-type chatRequest struct {
-	Model         string             `json:"model"`
-	Messages      []pipeline.Message `json:"messages"`
-	MaxTokens     int                `json:"max_tokens,omitempty"`
-	Temperature   *float64           `json:"temperature,omitempty"`
-	Stream        bool               `json:"stream"`
-	StreamOptions streamOptions      `json:"stream_options"`
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
 func (openaiDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
-	return json.Marshal(chatRequest{
+	msgs := messagesOf(req)
+	body := openaiwire.ChatRequest{
 		Model:         model,
-		Messages:      messagesOf(req),
-		MaxTokens:     max(req.MaxTokens, 0),
+		Messages:      make([]openaiwire.Message, len(msgs)),
 		Temperature:   req.Temperature,
 		Stream:        true,
-		StreamOptions: streamOptions{IncludeUsage: true},
-	})
+		StreamOptions: &openaiwire.StreamOptions{IncludeUsage: true},
+	}
+	for i, m := range msgs {
+		body.Messages[i] = openaiwire.Message{Role: m.Role, Content: openaiwire.Content(m.Content)}
+	}
+	if req.MaxTokens > 0 {
+		body.MaxTokens = &req.MaxTokens
+	}
+	return json.Marshal(body)
 }
 
 // messagesOf is the prompt, or the bare question when there is none.

@@ -6,13 +6,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,10 +32,47 @@ import (
 // pacing (time to first token, gaps between tokens). The directives are not
 // sent.
 
+// paceGate ties a replay's pauses to what the client has done, so that a
+// test can bound the client's timestamps by the pacing whatever the
+// scheduler does. Sleeping alone bounds only when the server wrote: a client
+// that is starved after its first read stamps the first token late but the
+// last one on time, and its decode then looks shorter than the pauses.
+type paceGate struct {
+	// wrote is closed by the client's httptrace WroteRequest hook, which runs
+	// after the generator's own (hooks in the context compose, newest
+	// first): the first pause starts after the client stamped WroteRequest.
+	wrote chan struct{}
+	// first is closed when the first delta reached the caller (its At is
+	// stamped before): every later pause starts after FirstToken.
+	first chan struct{}
+}
+
+func newPaceGate() *paceGate {
+	return &paceGate{wrote: make(chan struct{}), first: make(chan struct{})}
+}
+
+// trace is ctx with the hook that closes g.wrote.
+func (g *paceGate) trace(ctx context.Context) context.Context {
+	var once sync.Once
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+		if info.Err == nil {
+			once.Do(func() { close(g.wrote) })
+		}
+	}})
+}
+
 // pacedReplay serves testdata/name with its pacing. head, when > 0, stops
 // after that many paced parts and holds the response open until the client
 // goes away (closing gone).
 func pacedReplay(t *testing.T, name, contentType string, head int, gone chan<- struct{}) http.HandlerFunc {
+	t.Helper()
+	return gatedReplay(t, name, contentType, head, gone, nil)
+}
+
+// gatedReplay is pacedReplay whose first pause also waits for gate.wrote and
+// every later one for gate.first (nil: time alone). Each fixture's first
+// delta comes after its first pause and before its second.
+func gatedReplay(t *testing.T, name, contentType string, head int, gone chan<- struct{}, gate *paceGate) http.HandlerFunc {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -66,6 +106,20 @@ func pacedReplay(t *testing.T, name, contentType string, head int, gone chan<- s
 				if err != nil {
 					t.Errorf("%s: bad pace %q", name, d)
 					return
+				}
+				if gate != nil {
+					wait := gate.first
+					if parts == 1 {
+						wait = gate.wrote
+					}
+					select {
+					case <-r.Context().Done():
+						return
+					case <-wait:
+					case <-time.After(10 * time.Second):
+						t.Errorf("%s: the client never reached pace point %d (the request written, then the first delta)", name, parts)
+						return
+					}
 				}
 				select {
 				case <-r.Context().Done():
@@ -145,7 +199,9 @@ func TestProviderStreamsReplayed(t *testing.T) {
 		timings  map[string]float64
 		// Lower bounds from the fixture's pacing: the first token cannot
 		// arrive before the pauses ahead of it, nor the last before the
-		// pauses between them.
+		// pauses between them. The replay's gate makes them bounds on the
+		// client's stamps (WroteRequest, FirstToken), not only on the
+		// server's writes.
 		ttftAtLeast   time.Duration
 		decodeAtLeast time.Duration
 	}{
@@ -200,9 +256,17 @@ func TestProviderStreamsReplayed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
 			p := providers[tt.provider]
-			srv := newServer(t, pacedReplay(t, tt.fixture, p.contentType, 0, nil))
+			gate := newPaceGate()
+			srv := newServer(t, gatedReplay(t, tt.fixture, p.contentType, 0, nil, gate))
 			g := buildFor(t, p, srv.URL)
-			got, gen, err := collect(t, g, context.Background(), testRequest)
+			var got []pipeline.Delta
+			gen, err := g.Generate(gate.trace(context.Background()), testRequest, func(d pipeline.Delta) error {
+				if len(got) == 0 {
+					close(gate.first)
+				}
+				got = append(got, d)
+				return nil
+			})
 			if err != nil {
 				t.Fatalf("Generate: %v", err)
 			}
@@ -383,7 +447,17 @@ func TestOllamaBaseURLForms(t *testing.T) {
 func TestRetriesBeforeFirstTokenOnly(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
+	var mu sync.Mutex
+	var bodies []string // each attempt's body, sent with its length
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		mu.Lock()
+		if err != nil || r.ContentLength != int64(len(b)) {
+			bodies = append(bodies, fmt.Sprintf("Content-Length %d, %d bytes read, %v", r.ContentLength, len(b), err))
+		} else {
+			bodies = append(bodies, string(b))
+		}
+		mu.Unlock()
 		switch calls.Add(1) {
 		case 1:
 			w.Header().Set("Retry-After", "0")
@@ -406,6 +480,9 @@ func TestRetriesBeforeFirstTokenOnly(t *testing.T) {
 	}
 	if !gen.RequestStart.Before(gen.GotConn) {
 		t.Errorf("RequestStart is not the first attempt's")
+	}
+	if len(bodies) != 3 || !strings.HasPrefix(bodies[0], "{") || bodies[1] != bodies[0] || bodies[2] != bodies[0] {
+		t.Errorf("the attempts' bodies differ or are not JSON with their length: %q", bodies)
 	}
 
 	// No retry for what retrying cannot fix, nor beyond MaxRetries.

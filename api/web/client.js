@@ -232,6 +232,9 @@ function viaFetch(question, o, method) {
               }
               if (id !== null) lastEventId = id;
               if (data.length && d.event(name, data.join("\n"))) { end(); return; }
+              // A callback may have aborted (or the stream ended): the rest
+              // of this read is not delivered, as EventSource delivers none.
+              if (over) return;
             }
           }
         } catch (e) {

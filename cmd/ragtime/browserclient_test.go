@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -29,13 +30,15 @@ const NativeES = window.EventSource;
 window.EventSource = class extends NativeES { constructor(...a) { super(...a); window.opened.eventsource++; } };
 const nativeFetch = window.fetch;
 window.fetch = (...a) => { window.opened.fetch++; return nativeFetch(...a); };
+// cutNow asks the page's own server to cut the ask's connection (uncounted).
+window.cutNow = () => nativeFetch("/cut", { method: "POST" });
 </script>
 <script type="module">
 import { ask, RagtimeError } from "%[1]s/client.js";
 const key = "%[2]s";
 // run asks with opts and returns everything the callbacks saw, and the done
 // record or the error; abortAfter aborts through the signal after that
-// many tokens.
+// many tokens, cutAfter has the connection cut once that many arrived.
 window.run = async (question, opts = {}) => {
   const got = { tokens: [], stages: [], sources: null, meta: null, reconnects: 0 };
   const ctl = new AbortController();
@@ -46,7 +49,11 @@ window.run = async (question, opts = {}) => {
       onStage: s => { got.stages.push(s.name); },
       onSources: s => { got.sources = s; },
       onReconnect: () => { got.reconnects++; },
-      onToken: t => { got.tokens.push(t); if (got.tokens.length === opts.abortAfter) ctl.abort(); },
+      onToken: t => {
+        got.tokens.push(t);
+        if (got.tokens.length === opts.abortAfter) ctl.abort();
+        if (got.tokens.length === opts.cutAfter) window.cutNow();
+      },
     });
   } catch (e) {
     got.error = { name: e.name, code: typeof e.code === "string" ? e.code : "", status: e.status || 0, field: e.field || "",
@@ -88,6 +95,20 @@ type clientRun struct {
 	Fetch       int `json:"fetch"`
 }
 
+// String shows the run with its error and meta spelled out (not as
+// pointers).
+func (r clientRun) String() string {
+	var e, m any = r.Error, r.Meta
+	if r.Error != nil {
+		e = *r.Error
+	}
+	if r.Meta != nil {
+		m = *r.Meta
+	}
+	return fmt.Sprintf("tokens %q, stages %v, %d sources, meta %+v, done %v, error %+v, %d reconnects, %d EventSource, %d fetch",
+		r.Tokens, r.Stages, len(r.Sources), m, r.Done != nil, e, r.Reconnects, r.EventSource, r.Fetch)
+}
+
 // TestClientJSInHeadlessChromium loads a page from another origin that
 // imports /client.js from a real `ragtime serve` (with a publishable key
 // for that origin; upstream: the simulator) and asks through it: over
@@ -101,27 +122,36 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(t, env)
 	_, simURL := startSim(t, func(c *sim.Config) {
-		// 100 tokens, 2 s: longer than a query waits for its client to
-		// resume (twice --sse-retry), so an abort cancels it and a cut
-		// connection resumes while it still runs. Other asks take 20.
-		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 20, 0, 20, 100
+		// 200 tokens, 4 s: twice as long as a query waits for its client
+		// to resume (twice --sse-retry), so an abort cancels it and a cut
+		// connection resumes while it still runs, with a second to spare
+		// for a loaded machine. Other asks take 20.
+		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 20, 0, 20, 200
 		c.Model = "sim-7b" // another model is refused: an error event mid-stream
 	})
-	// The page's own server, on another origin.
+	// The page's own server, on another origin; POST /cut cuts the ask
+	// under way (the page asks for it once it has a token).
 	var page string
+	var proxy *cutProxy
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/cut" {
+			proxy.cut()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, page)
 	}))
 	t.Cleanup(site.Close)
 	key := createKey(t, env, "--name", "site", "--kind", "publishable", "--origins", site.URL)
 	// A short --sse-retry: an aborted ask's query is cancelled after twice
-	// it (the wait for a resume).
+	// it (the wait for a resume). A cut client reconnects after it, so the
+	// other half is what a loaded machine has to reconnect in.
 	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL,
-		"--llm-model", "sim-7b", "--sse-retry", "500ms")
+		"--llm-model", "sim-7b", "--sse-retry", "1s")
 	// The page reaches ragtime through a proxy that can cut an /ask
 	// connection mid-answer.
-	proxy := startCutProxy(t, strings.TrimPrefix(srv.url, "http://"))
+	proxy = startCutProxy(t, strings.TrimPrefix(srv.url, "http://"))
 	page = fmt.Sprintf(clientPage, proxy.url, key.token)
 
 	// The module is served as JavaScript, to any origin.
@@ -154,7 +184,7 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	checkAnswered := func(how string, got clientRun) {
 		t.Helper()
 		if got.Error != nil || got.Done == nil || got.Meta == nil {
-			t.Fatalf("%s: %+v", how, got)
+			t.Fatalf("%s: %s", how, got)
 		}
 		if len(got.Tokens) == 0 || len(got.Sources) == 0 || !slices.Equal(got.Stages, wantStages) ||
 			got.Done.QueryID != got.Meta.QueryID || got.Done.TTFTMs == nil || len(got.Done.Stages) != len(wantStages) {
@@ -196,7 +226,7 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	for _, method := range []string{"GET", "POST"} {
 		got = run("What is decode?", `{method: "`+method+`", abortAfter: 2}`)
 		if got.Error == nil || got.Error.Name != "AbortError" || got.Done != nil || len(got.Tokens) != 2 || got.Meta == nil {
-			t.Fatalf("abort over %s: %+v", method, got)
+			t.Fatalf("abort over %s: %s", method, got)
 		}
 		var status string
 		eventually(t, "the aborted query stored", func() bool {
@@ -207,14 +237,15 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 		}
 	}
 
-	// The connection cut after the first token, both ways: the client
-	// resumes from the last event id after the retry delay (EventSource
-	// by itself, fetch by the client's own loop), and gets the whole answer
-	// from the one query the server ran: the model was not asked again.
+	// The connection cut once the page has its first token, both ways:
+	// the client resumes from the last event id after the retry delay
+	// (EventSource by itself, fetch by the client's own loop), and gets the
+	// whole answer from the one query the server ran: the model was not
+	// asked again. (A cut before the page has read any event leaves it
+	// nothing to resume from: the proxy waits for the page to say so.)
 	for _, method := range []string{"GET", "POST"} {
 		question := "How is decode timed, asked over " + method + "?"
-		proxy.arm()
-		got = run(question, `{method: "`+method+`"}`)
+		got = run(question, `{method: "`+method+`", cutAfter: 1}`)
 		checkAnswered("resumed "+method, got)
 		if proxy.cuts.Load() == 0 || got.Reconnects != 1 {
 			t.Errorf("resumed %s: %d cuts, %d reconnects; want the connection cut and one reconnect", method, proxy.cuts.Load(), got.Reconnects)
@@ -251,16 +282,26 @@ func TestClientJSInHeadlessChromium(t *testing.T) {
 	}
 }
 
-// cutProxy forwards TCP connections to a server; once armed, it cuts the
-// first connection that carries an /ask request as soon as the answer's
-// first token event has passed.
+// cutProxy forwards TCP connections to a server; cut closes those that
+// carry an /ask request.
 type cutProxy struct {
-	url   string
-	armed atomic.Bool
-	cuts  atomic.Int32
+	url  string
+	cuts atomic.Int32
+	mu   sync.Mutex
+	asks map[net.Conn]net.Conn // client side → server side, of /ask connections
 }
 
-func (p *cutProxy) arm() { p.armed.Store(true) }
+// cut closes every open /ask connection, both sides.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for client, server := range p.asks {
+		client.Close()
+		server.Close()
+		delete(p.asks, client)
+		p.cuts.Add(1)
+	}
+}
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
 	t.Helper()
@@ -269,7 +310,7 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	p := &cutProxy{url: "http://" + ln.Addr().String()}
+	p := &cutProxy{url: "http://" + ln.Addr().String(), asks: map[net.Conn]net.Conn{}}
 	go func() {
 		for {
 			client, err := ln.Accept()
@@ -289,14 +330,20 @@ func (p *cutProxy) serve(client net.Conn, target string) {
 		return
 	}
 	defer server.Close()
-	var asking atomic.Bool // this connection carries an /ask request
+	defer func() {
+		p.mu.Lock()
+		delete(p.asks, client)
+		p.mu.Unlock()
+	}()
 	go func() {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := client.Read(buf)
 			if n > 0 {
 				if bytes.Contains(buf[:n], []byte(" /ask")) {
-					asking.Store(true)
+					p.mu.Lock()
+					p.asks[client] = server
+					p.mu.Unlock()
 				}
 				if _, werr := server.Write(buf[:n]); werr != nil {
 					return
@@ -314,10 +361,6 @@ func (p *cutProxy) serve(client net.Conn, target string) {
 		if n > 0 {
 			if _, werr := client.Write(buf[:n]); werr != nil {
 				return
-			}
-			if asking.Load() && bytes.Contains(buf[:n], []byte("event: token")) && p.armed.CompareAndSwap(true, false) {
-				p.cuts.Add(1)
-				return // the deferred closes cut both sides
 			}
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -65,8 +66,23 @@ func (p *recordingProxy) start(t *testing.T, target, chatPath string) string {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The request body is read whole before forwarding: handing r.Body
+		// itself to the transport races the first Flush below. The server
+		// closes r.Body when the handler first writes its answer, while the
+		// transport's write loop may not yet have made its last read (after
+		// Content-Length bytes it reads once more to check for extra bytes);
+		// that read then fails with http.ErrBodyReadAfterClose, the
+		// transport takes it for a broken request and closes the connection
+		// to the server, cutting the answer it is streaming ("use of closed
+		// network connection" after the first chunk).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
 		out := r.Clone(r.Context())
 		out.URL.Scheme, out.URL.Host, out.Host, out.RequestURI = u.Scheme, u.Host, u.Host, ""
+		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		resp, err := tr.RoundTrip(out)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"ragtime/openaiwire"
 )
 
 // tokenMemo remembers the token ids of recently seen message contents (a
@@ -52,7 +54,7 @@ const (
 // every message is "<|im_start|>ROLE\nCONTENT<|im_end|>\n", and the prompt
 // ends with the generation prompt "<|im_start|>assistant\n". So "hi" from
 // the user is 9 tokens, not 1, as llama.cpp's server and vLLM count it.
-func (s *Server) promptIDs(msgs []chatMessage) []int {
+func (s *Server) promptIDs(msgs []openaiwire.Message) []int {
 	var ids []int
 	newline := s.encodeMemo("\n")
 	for _, m := range msgs {
@@ -293,7 +295,7 @@ func (s *Server) observe(sq *seq) {
 type answerer struct {
 	s       *Server
 	w       http.ResponseWriter
-	req     *chatRequest
+	req     *openaiwire.ChatRequest
 	sq      *seq
 	text    textSource
 	enc     chunkEncoder
@@ -458,7 +460,7 @@ func (a *answerer) complete(ctx context.Context) bool {
 		msg[a.s.cfg.ReasoningField] = reasoning.String()
 	}
 	body := map[string]any{
-		"id": a.enc.id, "object": "chat.completion", "created": a.enc.created, "model": a.enc.model,
+		"id": a.enc.id, "object": openaiwire.ObjectCompletion, "created": a.enc.created, "model": a.enc.model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": a.finish}},
 		"usage":   a.usage(),
 	}
@@ -470,16 +472,16 @@ func (a *answerer) complete(ctx context.Context) bool {
 	return true
 }
 
-func (a *answerer) usage() *usage {
+func (a *answerer) usage() *openaiwire.Usage {
 	sq := a.sq
-	u := &usage{
+	u := &openaiwire.Usage{
 		PromptTokens:        sq.promptTokens,
 		CompletionTokens:    sq.total(),
 		TotalTokens:         sq.promptTokens + sq.total(),
-		PromptTokensDetails: &promptTokensDetails{CachedTokens: sq.cachedTokens},
+		PromptTokensDetails: &openaiwire.PromptTokensDetails{CachedTokens: sq.cachedTokens},
 	}
 	if sq.reasoning > 0 {
-		u.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: sq.reasoning}
+		u.CompletionTokensDetails = &openaiwire.CompletionTokensDetails{ReasoningTokens: sq.reasoning}
 	}
 	return u
 }

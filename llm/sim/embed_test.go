@@ -14,6 +14,8 @@ import (
 
 	"ragtime/lexical"
 	"ragtime/retrieval"
+
+	"ragtime/openaiwire"
 )
 
 // postJSON sends body to url+path and decodes the answer into out (when not
@@ -179,7 +181,7 @@ func TestEmbeddingsErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			resp := postJSON(t, ts.URL, c.path, c.body, nil, auth...)
 			body := resp.Header.Get("X-Test-Body")
-			var e apiError
+			var e openaiwire.ErrorResponse
 			if resp.StatusCode != c.status || json.Unmarshal([]byte(body), &e) != nil || e.Error.Param == nil || *e.Error.Param != c.param {
 				t.Errorf("status %d body %s; want %d naming %q", resp.StatusCode, body, c.status, c.param)
 			}

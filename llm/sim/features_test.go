@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ragtime/openaiwire"
 )
 
 // streamAll posts a streamed request and returns its raw data lines, the
@@ -116,7 +118,7 @@ func TestQueueFullAnswers429(t *testing.T) {
 	}
 	resp := post(t, context.Background(), ts.URL, "", chatBody(true, "no room"))
 	defer resp.Body.Close()
-	var body apiError
+	var body openaiwire.ErrorResponse
 	json.NewDecoder(resp.Body).Decode(&body)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "3" || body.Error.Code == nil || *body.Error.Code != "rate_limit_exceeded" {
 		t.Errorf("status %d, Retry-After %q, error %+v; want 429, 3, rate_limit_exceeded", resp.StatusCode, resp.Header.Get("Retry-After"), body.Error)

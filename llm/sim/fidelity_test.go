@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"ragtime/openaiwire"
 )
 
 // These tests pin where llmsim behaves as the servers it stands for (OpenAI,
@@ -120,7 +122,7 @@ func TestModelFlagHoldsForEmbeddings(t *testing.T) {
 		t.Errorf("the served model: status %d %s", resp.StatusCode, resp.Header.Get("X-Test-Body"))
 	}
 	resp := postJSON(t, ts.URL, "/v1/embeddings", map[string]any{"model": "other", "input": "x"}, nil)
-	var e apiError
+	var e openaiwire.ErrorResponse
 	body := resp.Header.Get("X-Test-Body")
 	if resp.StatusCode != 404 || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code == nil || *e.Error.Code != "model_not_found" || !strings.Contains(e.Error.Message, `"embedder"`) {
 		t.Errorf("another model on /v1/embeddings: status %d body %s, want 404 model_not_found naming the served model", resp.StatusCode, body)

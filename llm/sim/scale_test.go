@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ragtime/openaiwire"
 )
 
 // TestDecodeStepGrowsWithTheBatch runs batches of 1, 10 and 100 sequences
@@ -92,9 +94,9 @@ func TestLaggingWriterCoalesces(t *testing.T) {
 		sq.emit(t0.Add(time.Duration(i) * 100 * time.Millisecond))
 	}
 	w := &countingWriter{h: http.Header{}}
-	msgs := []chatMessage{{Role: "user", Content: "five words come out together"}}
+	msgs := []openaiwire.Message{{Role: "user", Content: "five words come out together"}}
 	a := answerer{
-		s: s, w: w, req: &chatRequest{Stream: true, Messages: msgs}, sq: sq, finish: "stop",
+		s: s, w: w, req: &openaiwire.ChatRequest{Stream: true, Messages: msgs}, sq: sq, finish: "stop",
 		text: newTextSource(0, msgs), enc: newChunkEncoder("chatcmpl-test", "m", t0.Unix(), false),
 	}
 	if !a.stream(context.Background()) {

@@ -15,6 +15,7 @@ import (
 
 	"ragtime/jsontext"
 	"ragtime/llm/tokens"
+	"ragtime/openaiwire"
 )
 
 // Stats are the simulator's counters since New; tests use them to see what
@@ -235,7 +236,7 @@ func (s *Server) handleModels(w http.ResponseWriter, r *http.Request) {
 		s.writeAuthError(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelInfo{{
+	writeJSON(w, http.StatusOK, openaiwire.ModelList{Object: "list", Data: []openaiwire.Model{{
 		ID: s.modelName(""), Object: "model", Created: s.created, OwnedBy: OwnedBy,
 	}}})
 }
@@ -280,7 +281,7 @@ func newChunkEncoder(id, model string, created int64, includeUsage bool) chunkEn
 	}
 	b := append([]byte(nil), `data: {"id":`...)
 	b = jsontext.AppendString(b, id)
-	b = append(b, `,"object":"chat.completion.chunk","created":`...)
+	b = append(b, `,"object":"`+openaiwire.ObjectChunk+`","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
 	e.pre = jsontext.AppendString(b, model)
@@ -320,7 +321,7 @@ func (e *chunkEncoder) finish(b []byte, reason string) []byte {
 
 // usage writes the chunk after the final one: no choices, the usage (when
 // asked for) and the server-timing objects (when asked for).
-func (e *chunkEncoder) usage(b []byte, u *usage, extras map[string]any) []byte {
+func (e *chunkEncoder) usage(b []byte, u *openaiwire.Usage, extras map[string]any) []byte {
 	b = e.head(b)
 	b = append(b, `,"choices":[]`...)
 	if u != nil {
@@ -350,7 +351,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeAPIError(w http.ResponseWriter, status int, typ, code, param, msg string) {
-	body := apiError{Error: apiErrorBody{Message: msg, Type: typ}}
+	body := openaiwire.ErrorResponse{Error: openaiwire.Error{Message: msg, Type: typ}}
 	if code != "" {
 		body.Error.Code = &code
 	}

@@ -14,6 +14,8 @@ import (
 
 	"ragtime/jsontext"
 	"ragtime/llm/tokens"
+
+	"ragtime/openaiwire"
 )
 
 // startSim runs a simulator with cfg behind a real HTTP server on 127.0.0.1:0.
@@ -36,26 +38,9 @@ type streamEvent struct {
 	at   time.Time
 	done bool
 	raw  string
-	c    struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Model   string `json:"model"`
-		Choices []struct {
-			Delta struct {
-				Role    string  `json:"role"`
-				Content *string `json:"content"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-		Usage *struct {
-			PromptTokens        int `json:"prompt_tokens"`
-			CompletionTokens    int `json:"completion_tokens"`
-			TotalTokens         int `json:"total_tokens"`
-			PromptTokensDetails struct {
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"prompt_tokens_details"`
-		} `json:"usage"`
-	}
+	// c is decoded strictly: the simulator's hand-written chunks must have
+	// exactly the shared wire type's fields.
+	c openaiwire.Chunk
 }
 
 func post(t testing.TB, ctx context.Context, url, key string, body any) *http.Response {
@@ -79,6 +64,13 @@ func post(t testing.TB, ctx context.Context, url, key string, body any) *http.Re
 	return resp
 }
 
+// decodeStrict decodes data into v, failing on a field v does not declare.
+func decodeStrict(data string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(data))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 func readStream(t testing.TB, r io.Reader) []streamEvent {
 	t.Helper()
 	var evs []streamEvent
@@ -95,7 +87,7 @@ func readStream(t testing.TB, r io.Reader) []streamEvent {
 		ev := streamEvent{at: time.Now(), raw: data}
 		if data == "[DONE]" {
 			ev.done = true
-		} else if err := json.Unmarshal([]byte(data), &ev.c); err != nil {
+		} else if err := decodeStrict(data, &ev.c); err != nil {
 			t.Fatalf("chunk %q: %v", data, err)
 		}
 		evs = append(evs, ev)
@@ -219,15 +211,15 @@ func TestNonStream(t *testing.T) {
 	start := time.Now()
 	resp := post(t, context.Background(), ts.URL, "", chatBody(false, "one two three"))
 	defer resp.Body.Close()
-	var c completion
+	var c openaiwire.Chunk
 	if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
 		t.Fatal(err)
 	}
 	if elapsed := time.Since(start); elapsed < 20*time.Millisecond {
 		t.Errorf("answered after %v, before the 20 ms prefill", elapsed)
 	}
-	if c.Object != "chat.completion" || len(c.Choices) != 1 || len(strings.Fields(c.Choices[0].Message.Content)) != 4 ||
-		c.Choices[0].Message.Role != "assistant" || c.Choices[0].FinishReason != "stop" || c.Usage.CompletionTokens != 4 {
+	if c.Object != "chat.completion" || len(c.Choices) != 1 || c.Choices[0].Message == nil || len(strings.Fields(*c.Choices[0].Message.Content)) != 4 ||
+		c.Choices[0].Message.Role != "assistant" || c.Choices[0].FinishReason == nil || *c.Choices[0].FinishReason != "stop" || c.Usage == nil || c.Usage.CompletionTokens != 4 {
 		t.Errorf("completion %+v", c)
 	}
 }
@@ -302,7 +294,7 @@ func TestErrors(t *testing.T) {
 				resp = post(t, context.Background(), ts.URL, tt.key, tt.body)
 			}
 			defer resp.Body.Close()
-			var body apiError
+			var body openaiwire.ErrorResponse
 			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 				t.Fatalf("status %d, body not an OpenAI error: %v", resp.StatusCode, err)
 			}
@@ -336,7 +328,7 @@ func TestModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var list modelList
+	var list openaiwire.ModelList
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package sim
 import (
 	"hash/fnv"
 	"strings"
+
+	"ragtime/openaiwire"
 )
 
 // fallbackWords is drawn from when the prompt has no words of its own.
@@ -19,7 +21,7 @@ type textSource struct {
 	off   int
 }
 
-func newTextSource(seed int64, msgs []chatMessage) textSource {
+func newTextSource(seed int64, msgs []openaiwire.Message) textSource {
 	h := fnv.New64a()
 	var b [8]byte
 	for i := range b {
