@@ -61,8 +61,13 @@ func (d *driver) publish() {
 // arms a runtime timer of its own: on a busy process the runtime fires it
 // at the next goroutine switch and readies the driver directly, one
 // hand-off instead of the alarm's two (timer, alarm goroutine, driver).
+//
+// Only the planned early wake spins: the alarm's and the timer's wakes for
+// a step already taken (each step is armed on both, so the slower one
+// arrives stale) and arrivals do not, or a driver whose steps are dense
+// (many sequences on their own timelines) would spin most of the time.
 func (d *driver) run(ctx context.Context) {
-	var next, armed time.Time
+	var next, armed, wakeAt time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -87,7 +92,7 @@ func (d *driver) run(ctx context.Context) {
 			d.steps.Store(be.steps)
 		}
 		if !next.IsZero() && !next.Equal(armed) {
-			wakeAt := next
+			wakeAt = next
 			if next.Sub(now) >= spinSparse {
 				wakeAt = next.Add(-spinAhead)
 			}
@@ -99,9 +104,9 @@ func (d *driver) run(ctx context.Context) {
 		case s := <-d.in:
 			d.eng.add(s)
 		case <-d.wake:
-			d.spinUntil(next)
+			d.spinUntil(wakeAt, next)
 		case <-timer.C:
-			d.spinUntil(next)
+			d.spinUntil(wakeAt, next)
 		case <-ctx.Done():
 			return
 		}
@@ -118,9 +123,14 @@ const (
 	spinSparse = 5 * time.Millisecond
 )
 
-// spinUntil polls the clock until next, taking arrivals meanwhile.
-func (d *driver) spinUntil(next time.Time) {
-	if next.IsZero() || time.Until(next) > spinAhead {
+// spinUntil polls the clock until next, taking arrivals meanwhile, when
+// the driver woke early on purpose: wakeAt, the wake it planned, is before
+// next and due.
+func (d *driver) spinUntil(wakeAt, next time.Time) {
+	if next.IsZero() || !wakeAt.Before(next) {
+		return
+	}
+	if now := time.Now(); now.Before(wakeAt) || next.Sub(now) > spinAhead {
 		return
 	}
 	for time.Now().Before(next) {
