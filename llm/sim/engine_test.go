@@ -222,7 +222,7 @@ func TestBatchQueueIsFIFOAndBounded(t *testing.T) {
 // queued meanwhile. Polling through the dense steps of 100 streams was
 // most of llmsim's CPU in make bench-peer.
 func TestDriverSpinsOnlyOnItsPlannedEarlyWake(t *testing.T) {
-	d := newDriver(newIdealEngine(costs{}, nil, 1), newAlarm(false), newHistogram(lagBuckets))
+	d := newDriver(newIdealEngine(costs{}, nil, 1), newAlarm(false), newHistogram(lagBuckets), false)
 	d.in <- newSeq(time.Now(), 1, nil, 0, 1)
 	next := time.Now().Add(spinAhead / 2)
 	d.spinUntil(next, next)
