@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -280,6 +281,106 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 // buffer already dropped gets one error event resume_gap, not an answer
 // with a hole in it; a resume within the buffer gets the events after its
 // Last-Event-ID.
+// TestResumeReplaysTheEventsAsSent: a resume frames the kept events again
+// (a token keeps its text, the sources event its sources): what it replays
+// is byte for byte what the first connection was sent, even when the
+// caller changes the sources it handed over afterwards.
+func TestResumeReplaysTheEventsAsSent(t *testing.T) {
+	t.Parallel()
+	wrote, finish := make(chan struct{}), make(chan struct{})
+	const events = 9 // meta to the last token
+	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+		_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "m"})
+		_ = out.Stage(pipeline.Span{Name: "search", Seq: 1, StartMs: 0.25, DurationMs: 1.5, Attrs: map[string]any{"k": 4, "store": "<e&m>"}})
+		rerank := 0.75
+		src := []pipeline.Source{
+			{Rank: 1, ChunkID: "c1", DocID: "d1", Title: "A \"title\"", Score: 0.5, RerankScore: &rerank, Text: "line one\nline two <b> & \u2028"},
+			{Rank: 2, ChunkID: "c2", DocID: "d2", Title: "B", Score: 0.25, Text: "é 😀"},
+		}
+		_ = out.Sources(src)
+		src[0].Text, src[1].Title, rerank = "changed", "changed", 0.1
+		_ = out.Delta(pipeline.Delta{Text: "thinking\n", Reasoning: true})
+		for _, tok := range []string{"Hello", " <world>", " \"quoted\"\t", "\u2028 é"} {
+			_ = out.Delta(pipeline.Delta{Text: tok})
+		}
+		_ = out.Stage(pipeline.Span{Name: "llm_decode", Seq: 8, Attrs: map[string]any{"chunks": 4}})
+		close(wrote)
+		<-finish
+		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		_ = out.Done(rec)
+		return rec
+	})
+	ts := newTestServer(t, Deps{Asker: asker})
+	// readEvents reads the retry hint and n events, raw.
+	readEvents := func(r io.Reader, n int) []string {
+		br := bufio.NewReader(r)
+		var evs []string
+		var cur strings.Builder
+		for len(evs) < n {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("after %d events: %v", len(evs), err)
+			}
+			cur.WriteString(line)
+			if line == "\n" {
+				if !strings.HasPrefix(cur.String(), "retry:") {
+					evs = append(evs, cur.String())
+				}
+				cur.Reset()
+			}
+		}
+		return evs
+	}
+	first, err := http.Get(ts.URL + "/ask?q=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Body.Close()
+	sent := readEvents(first.Body, events)
+	<-wrote
+	for _, from := range []int{0, 3, 6} {
+		req, _ := http.NewRequest("GET", ts.URL+"/ask?q=x", nil)
+		req.Header.Set("Last-Event-ID", fmt.Sprintf("q1:%d", from))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := readEvents(resp.Body, events-from-1)
+		resp.Body.Close()
+		if !reflect.DeepEqual(got, sent[from+1:]) {
+			t.Errorf("resumed after q1:%d:\n%q\nsent:\n%q", from, got, sent[from+1:])
+		}
+	}
+	close(finish)
+}
+
+// TestAQueryThatPanicsDoesNotStopTheServer: the query runs on a goroutine
+// of its own; its panic is raised again on the handler's, where the
+// Recover middleware catches it, and the server goes on answering.
+func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+		if calls.Add(1) == 1 {
+			_ = out.Meta(pipeline.Meta{QueryID: "q1"})
+			panic("boom")
+		}
+		return (&scriptedAsker{}).Run(context.Background(), pipeline.Request{}, out)
+	})
+	ts := newTestServer(t, Deps{Asker: asker})
+	for i := range 2 {
+		resp, err := http.Get(ts.URL + "/ask?q=x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if i == 1 && !strings.Contains(string(body), "event: done") {
+			t.Errorf("the ask after the panic: %s", body)
+		}
+	}
+}
+
 func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 	t.Parallel()
 	wrote, finish := make(chan struct{}), make(chan struct{})

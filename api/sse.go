@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,8 +113,33 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	if h.opts.Heartbeat > 0 {
 		l.heartbeat(h.opts.Heartbeat)
 	}
-	asker.Run(ctx, req, l)
+	onOwnGoroutine(func() { asker.Run(ctx, req, l) })
 	l.end()
+}
+
+// onOwnGoroutine runs a query on a goroutine of its own and waits for it.
+// The handler's goroutine then parks a few frames below net/http's and
+// echo's and keeps an 8 KB stack while the answer streams, and the query's
+// grows only as deep as the query goes (16 KB); run on the handler's, the
+// two depths added up to a 32 KB stack per open stream (make
+// bench-streams: 32 KB + 4 + 4 + 2 for net/http's own goroutines, now
+// 8 + 16 + 4 + 4 + 2). A panic is raised again on the handler's goroutine,
+// with the query's stack, for the Recover middleware.
+func onOwnGoroutine(run func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() {
+			p := recover()
+			if p != nil && p != http.ErrAbortHandler {
+				p = fmt.Errorf("%v\n%s", p, debug.Stack())
+			}
+			done <- p
+		}()
+		run()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be
@@ -130,7 +157,7 @@ func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, 
 		h.closeLocked(out)
 		h.mu.Unlock()
 	}()
-	asker.Run(ctx, req, out)
+	onOwnGoroutine(func() { asker.Run(ctx, req, out) })
 }
 
 // resume serves a request carrying Last-Event-ID: the events after it of a
@@ -233,11 +260,17 @@ type eventLog struct {
 	cancel context.CancelCauseFunc
 	keyID  string // the API key that asked ("" without one)
 
-	mu        sync.Mutex
-	id        string
-	seq       int           // the next event's sequence number
-	buf       []loggedEvent // the latest events, oldest first
-	bufBytes  int
+	mu  sync.Mutex
+	id  string
+	seq int // the next event's sequence number
+	// kept holds the latest events for resumes, oldest first: kept[0] is
+	// sequence first; keptBytes is their size as framed.
+	kept      []keptEvent
+	first     int
+	keptBytes int
+	sources   []pipeline.Source // the sources event's, when it is kept
+	// scratch frames the event being written; it is let go after a large
+	// one (the sources), so that a held stream does not keep its size.
 	scratch   bytes.Buffer
 	sink      *sink // nil while no client is attached
 	lastWrite time.Time
@@ -247,10 +280,32 @@ type eventLog struct {
 	ended     bool
 }
 
-type loggedEvent struct {
-	seq  int
-	data []byte
+// keptEvent is an event held for resumes, in as little as framing it
+// again byte for byte takes: a token or reasoning event keeps its text (the
+// string the model's decoder made), the sources event nothing of its own
+// (eventLog.sources, whose texts are the store's), any other event its
+// framed bytes. For a 64-token answer that is about 6 KB rather than the
+// 18 KB its framed events took (7 KB of it the sources'), for as long as
+// the stream is open.
+type keptEvent struct {
+	kind keptKind
+	size int32  // framed bytes, for StreamOptions.BufferBytes
+	text string // the token's or reasoning's text, or the framed event
 }
+
+// keptKind says how a keptEvent is framed again.
+type keptKind uint8
+
+const (
+	keptFramed keptKind = iota
+	keptToken
+	keptReasoning
+	keptSources
+)
+
+// maxScratch is the largest scratch buffer an eventLog keeps between
+// events: a token's or a stage's fits.
+const maxScratch = 1 << 10
 
 // sink is one connection receiving a stream.
 type sink struct {
@@ -298,12 +353,12 @@ func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
 		l.grace = nil
 	}
 	sk := l.attachLocked(w)
-	if len(l.buf) > 0 && l.buf[0].seq > seq+1 {
+	if len(l.kept) > 0 && l.first > seq+1 {
 		// The events in between were dropped from the bounded buffer: say
 		// so rather than hand over an answer with a hole in it.
 		data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
-			Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", seq+1, l.buf[0].seq-1)})
-		msg := fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", l.id, l.buf[0].seq-1, EventError, data)
+			Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", seq+1, l.first-1)})
+		msg := fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", l.id, l.first-1, EventError, data)
 		if err := l.writeLocked(msg); err == nil {
 			l.sink = nil
 			close(sk.done)
@@ -314,14 +369,43 @@ func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
 	if err := l.writeLocked(nil); err != nil {
 		return sk
 	}
-	for _, e := range l.buf {
-		if e.seq > seq {
-			if err := l.writeLocked(e.data); err != nil {
-				return sk
-			}
+	defer l.trimScratch()
+	for i, e := range l.kept {
+		if l.first+i <= seq {
+			continue
+		}
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(l.first+i, e); err != nil {
+			return sk // cannot happen: the same values were framed when sent
+		}
+		if err := l.writeLocked(l.scratch.Bytes()); err != nil {
+			return sk
 		}
 	}
 	return sk
+}
+
+// frameKeptLocked frames kept event seq into l.scratch again, byte for byte
+// as it was sent.
+func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
+	switch e.kind {
+	case keptToken:
+		l.frameText(seq, EventToken, e.text)
+	case keptReasoning:
+		l.frameText(seq, EventReasoning, e.text)
+	case keptSources:
+		return l.frameJSON(seq, EventSources, sourcesEvent{Sources: l.sources})
+	default:
+		l.scratch.WriteString(e.text)
+	}
+	return nil
+}
+
+// trimScratch lets go of a scratch buffer grown by a large event.
+func (l *eventLog) trimScratch() {
+	if l.scratch.Cap() > maxScratch {
+		l.scratch = bytes.Buffer{}
+	}
 }
 
 // writeLocked writes p to the sink and flushes it within the write
@@ -405,7 +489,15 @@ func (l *eventLog) send(name string, v any) error {
 		return l.gone
 	}
 	l.scratch.Reset()
-	b, framed := appendEventData(l.appendHead(l.scratch.AvailableBuffer(), name), v)
+	if err := l.frameJSON(l.seq, name, v); err != nil {
+		return err
+	}
+	return l.keepAndWriteLocked(name, keptEvent{text: l.scratch.String()})
+}
+
+// frameJSON frames event seq with v's JSON as its data into l.scratch.
+func (l *eventLog) frameJSON(seq int, name string, v any) error {
+	b, framed := appendEventData(l.appendHead(l.scratch.AvailableBuffer(), seq, name), v)
 	l.scratch.Write(b)
 	if framed {
 		l.scratch.WriteByte('\n')
@@ -417,7 +509,7 @@ func (l *eventLog) send(name string, v any) error {
 		}
 	}
 	l.scratch.WriteByte('\n')
-	return l.keepAndWriteLocked(name)
+	return nil
 }
 
 // sendText sends a token or reasoning event, {"text":…}: the one sent per
@@ -430,40 +522,57 @@ func (l *eventLog) sendText(name, text string) error {
 		return l.gone
 	}
 	l.scratch.Reset()
-	b := append(l.appendHead(l.scratch.AvailableBuffer(), name), `{"text":`...)
-	b = jsontext.AppendString(b, text)
-	l.scratch.Write(append(b, "}\n\n"...))
-	return l.keepAndWriteLocked(name)
+	l.frameText(l.seq, name, text)
+	kind := keptToken
+	if name == EventReasoning {
+		kind = keptReasoning
+	}
+	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text})
 }
 
-// appendHead appends the event's id and name lines and the data field's
+// frameText frames event seq, {"text":…}, into l.scratch.
+func (l *eventLog) frameText(seq int, name, text string) {
+	b := append(l.appendHead(l.scratch.AvailableBuffer(), seq, name), `{"text":`...)
+	b = jsontext.AppendString(b, text)
+	l.scratch.Write(append(b, "}\n\n"...))
+}
+
+// appendHead appends event seq's id and name lines and the data field's
 // name: all of an event before its JSON.
-func (l *eventLog) appendHead(b []byte, name string) []byte {
+func (l *eventLog) appendHead(b []byte, seq int, name string) []byte {
 	b = append(b, "id: "...)
 	b = append(b, l.id...)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(l.seq), 10)
+	b = strconv.AppendInt(b, int64(seq), 10)
 	b = append(b, "\nevent: "...)
 	b = append(b, name...)
 	return append(b, "\ndata: "...)
 }
 
-// keepAndWriteLocked keeps the event framed in l.scratch for resumes and
-// writes it to the client, if one is attached.
-func (l *eventLog) keepAndWriteLocked(name string) error {
-	e := loggedEvent{seq: l.seq, data: bytes.Clone(l.scratch.Bytes())}
+// keepAndWriteLocked keeps e, the event framed in l.scratch, for resumes
+// and writes it to the client, if one is attached.
+func (l *eventLog) keepAndWriteLocked(name string, e keptEvent) error {
+	defer l.trimScratch()
+	e.size = int32(l.scratch.Len())
+	if len(l.kept) == 0 {
+		l.first = l.seq
+	}
 	l.seq++
-	l.buf = append(l.buf, e)
-	l.bufBytes += len(e.data)
-	for l.bufBytes > l.hub.opts.BufferBytes && len(l.buf) > 1 {
-		l.bufBytes -= len(l.buf[0].data)
-		l.buf[0] = loggedEvent{}
-		l.buf = l.buf[1:]
+	l.kept = append(l.kept, e)
+	l.keptBytes += int(e.size)
+	for l.keptBytes > l.hub.opts.BufferBytes && len(l.kept) > 1 {
+		l.keptBytes -= int(l.kept[0].size)
+		if l.kept[0].kind == keptSources {
+			l.sources = nil
+		}
+		l.kept[0] = keptEvent{}
+		l.kept = l.kept[1:]
+		l.first++
 	}
 	if l.sink == nil {
 		return nil
 	}
-	if err := l.writeLocked(e.data); err != nil {
+	if err := l.writeLocked(l.scratch.Bytes()); err != nil {
 		return fmt.Errorf("writing %s event: %w", name, err)
 	}
 	return nil
@@ -525,11 +634,40 @@ func (l *eventLog) Meta(m pipeline.Meta) error {
 
 func (l *eventLog) Stage(sp pipeline.Span) error { return l.send(EventStage, sp) }
 
+// Sources sends the sources event and keeps the sources themselves for a
+// resume, not their framing: their texts are the store's strings, or would
+// take as much room framed.
 func (l *eventLog) Sources(src []pipeline.Source) error {
 	if src == nil {
 		src = []pipeline.Source{}
 	}
-	return l.send(EventSources, sourcesEvent{Sources: src})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	l.scratch.Reset()
+	if err := l.frameJSON(l.seq, EventSources, sourcesEvent{Sources: src}); err != nil {
+		return err
+	}
+	if l.sources != nil { // a second sources event: kept framed
+		return l.keepAndWriteLocked(EventSources, keptEvent{text: l.scratch.String()})
+	}
+	l.sources = cloneSources(src)
+	return l.keepAndWriteLocked(EventSources, keptEvent{kind: keptSources})
+}
+
+// cloneSources copies src deeply enough that a replay frames what was
+// sent even if the caller changes src afterwards.
+func cloneSources(src []pipeline.Source) []pipeline.Source {
+	out := slices.Clone(src)
+	for i, s := range out {
+		if s.RerankScore != nil {
+			v := *s.RerankScore
+			out[i].RerankScore = &v
+		}
+	}
+	return out
 }
 
 func (l *eventLog) Delta(d pipeline.Delta) error {

@@ -139,8 +139,13 @@ func TestTokenEventIsFramedAsJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := map[bool]string{false: EventToken, true: EventReasoning}[d.Reasoning]
-		e := l.buf[len(l.buf)-1]
-		if got, w := string(e.data), fmt.Sprintf("id: %s:%d\nevent: %s\ndata: %s\n", l.id, e.seq, name, want.String()); got != w {
+		// As a resume frames it again from what was kept.
+		seq := l.seq - 1
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: %s\ndata: %s\n", l.id, seq, name, want.String()); got != w {
 			t.Errorf("event\n%q, want\n%q", got, w)
 		}
 	}
@@ -156,8 +161,8 @@ func BenchmarkStreamToken(b *testing.B) {
 		if err := l.Delta(pipeline.Delta{Text: " prefill"}); err != nil {
 			b.Fatal(err)
 		}
-		if len(l.buf) > 1000 {
-			l.buf, l.bufBytes = l.buf[:0], 0
+		if len(l.kept) > 1000 {
+			l.kept, l.keptBytes = l.kept[:0], 0
 		}
 	}
 }
@@ -171,8 +176,8 @@ func BenchmarkStreamStage(b *testing.B) {
 		if err := l.Stage(sp); err != nil {
 			b.Fatal(err)
 		}
-		if len(l.buf) > 1000 {
-			l.buf, l.bufBytes = l.buf[:0], 0
+		if len(l.kept) > 1000 {
+			l.kept, l.keptBytes = l.kept[:0], 0
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -224,14 +223,20 @@ func (c *client) Generate(ctx context.Context, req pipeline.GenerateRequest, emi
 		t := time.AfterFunc(c.timeout, func() { cancel(errOverallTimeout) })
 		defer t.Stop()
 	}
+	rb := &requestBody{b: body}
 	emitted := false
 	counted := func(d pipeline.Delta) error {
-		emitted = true
+		if !emitted {
+			// No retry after the first token: the prompt need not be kept
+			// while the rest of the answer streams.
+			emitted = true
+			rb.release()
+		}
 		return emit(d)
 	}
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		gen, retryAfter, err := c.attempt(ctx, callCtx, start, model, body, counted)
+		gen, retryAfter, err := c.attempt(ctx, callCtx, start, model, rb, counted)
 		gen.RequestStart, gen.Retries = start, attempt
 		if err == nil || emitted || attempt >= c.maxRetries || !retryable(err) {
 			return gen, err
@@ -278,7 +283,7 @@ func backoff(attempt int, retryAfter time.Duration) time.Duration {
 
 // attempt makes one upstream call. parent is the caller's context, call
 // the generation's (carrying the overall timeout).
-func (c *client) attempt(parent, call context.Context, start time.Time, model string, body []byte, emit func(pipeline.Delta) error) (gen pipeline.Generation, retryAfter time.Duration, err error) {
+func (c *client) attempt(parent, call context.Context, start time.Time, model string, body *requestBody, emit func(pipeline.Delta) error) (gen pipeline.Generation, retryAfter time.Duration, err error) {
 	gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
 	actx, cancel := context.WithCancelCause(call)
 	defer cancel(nil)
@@ -300,10 +305,11 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	tr := &upstream.Trace{}
 	defer func() { fill(&gen, tr) }()
 
-	httpReq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+c.d.chatPath(), bytes.NewReader(body))
+	httpReq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+c.d.chatPath(), nil)
 	if err != nil {
 		return gen, 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
 	}
+	httpReq.Body, httpReq.ContentLength, httpReq.GetBody = body.reader(), int64(len(body.b)), body.getBody
 	httpReq.Header.Set("Content-Type", "application/json")
 	c.d.authorize(httpReq.Header, c.key)
 
@@ -366,6 +372,43 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 		stop.Stop()
 	}
 	return gen, 0, nil
+}
+
+// requestBody is a chat request's body (the whole prompt, often several
+// KB), read again by each attempt and by the transport's own retry until
+// release. The transport holds a request until its response ends, so a
+// body read from a bytes.Reader would stay alive for as long as the answer
+// streams; release, at the first token (after which nothing is retried),
+// lets the collector have it while the stream is held open.
+type requestBody struct{ b []byte }
+
+func (rb *requestBody) release() { rb.b = nil }
+
+// reader reads the body from its start.
+func (rb *requestBody) reader() io.ReadCloser { return &bodyReader{rest: rb.b} }
+
+// getBody is http.Request.GetBody.
+func (rb *requestBody) getBody() (io.ReadCloser, error) { return rb.reader(), nil }
+
+// bodyReader reads a requestBody and lets go of it once read.
+type bodyReader struct{ rest []byte }
+
+func (r *bodyReader) Read(p []byte) (int, error) {
+	if len(r.rest) == 0 {
+		r.rest = nil
+		return 0, io.EOF
+	}
+	n := copy(p, r.rest)
+	r.rest = r.rest[n:]
+	if len(r.rest) == 0 {
+		r.rest = nil // an empty tail still points into the body
+	}
+	return n, nil
+}
+
+func (r *bodyReader) Close() error {
+	r.rest = nil
+	return nil
 }
 
 // requestID is the upstream's request id from the headers providers use,

@@ -24,11 +24,18 @@ import (
 // fast path takes a chunk only when each is absent or null.
 var chunkKeys = []string{"usage", "error", "timings", "metrics", "x_groq"}
 
+// chunkParsers parse the content chunks of every stream. A parser keeps the
+// values of the last chunk it parsed (1-2 KB), which a stream's own parser
+// held between its tokens for as long as the stream stayed open.
+var chunkParsers fastjson.ParserPool
+
 // fastChunk delivers the deltas of a plain content chunk. handled is false
 // when the chunk must go through the full decode instead (nothing was
 // delivered then).
 func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err error) {
-	v, perr := s.fast.ParseBytes(data)
+	p := chunkParsers.Get()
+	defer chunkParsers.Put(p) // the deltas' texts are copies
+	v, perr := p.ParseBytes(data)
 	if perr != nil {
 		return false, nil // the full decode words the error
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -446,7 +447,17 @@ func TestOllamaBaseURLForms(t *testing.T) {
 func TestRetriesBeforeFirstTokenOnly(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
+	var mu sync.Mutex
+	var bodies []string // each attempt's body, sent with its length
 	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		mu.Lock()
+		if err != nil || r.ContentLength != int64(len(b)) {
+			bodies = append(bodies, fmt.Sprintf("Content-Length %d, %d bytes read, %v", r.ContentLength, len(b), err))
+		} else {
+			bodies = append(bodies, string(b))
+		}
+		mu.Unlock()
 		switch calls.Add(1) {
 		case 1:
 			w.Header().Set("Retry-After", "0")
@@ -469,6 +480,9 @@ func TestRetriesBeforeFirstTokenOnly(t *testing.T) {
 	}
 	if !gen.RequestStart.Before(gen.GotConn) {
 		t.Errorf("RequestStart is not the first attempt's")
+	}
+	if len(bodies) != 3 || !strings.HasPrefix(bodies[0], "{") || bodies[1] != bodies[0] || bodies[2] != bodies[0] {
+		t.Errorf("the attempts' bodies differ or are not JSON with their length: %q", bodies)
 	}
 
 	// No retry for what retrying cannot fix, nor beyond MaxRetries.

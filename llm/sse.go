@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/valyala/fastjson"
 	"io"
 	"time"
 
@@ -160,7 +159,6 @@ type streamReader struct {
 	scrubber upstream.Scrubber
 
 	dec      chunkDecoder
-	fast     fastjson.Parser // fastChunk's, reused per stream
 	framer   sseFramer
 	done     bool // data: [DONE] was seen
 	finished bool // a finish_reason was seen
@@ -470,8 +468,10 @@ func (d *chunkDecoder) decode(data []byte, v any) error {
 // took 1.3 s; 1 MB would take over 30 s of CPU).
 func newLineScanner(body io.Reader) *bufio.Scanner {
 	sc := bufio.NewScanner(body)
-	// 4 KB to start: most lines are under 1 KB; the buffer grows for a longer one.
-	sc.Buffer(make([]byte, 0, 4<<10), maxLine)
+	// 512 bytes to start: a chunk's line is mostly 100 to 300 bytes, and the buffer
+	// lives as long as the stream (a held stream keeps it); it doubles for
+	// a longer line.
+	sc.Buffer(make([]byte, 0, 512), maxLine)
 	searched := 0 // bytes of the pending line known to hold no '\n'
 	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
 		if i := bytes.IndexByte(data[min(searched, len(data)):], '\n'); i >= 0 {

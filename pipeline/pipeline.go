@@ -137,8 +137,10 @@ type query struct {
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
-	deltaAt  []time.Time
-	gen      Generation
+	// deltaAt holds each delta's arrival since t0: 8 bytes a token
+	// (a time.Time is 24) for as long as the answer streams.
+	deltaAt []time.Duration
+	gen     Generation
 	// earlySpans: llm_connect and llm_prefill went out with the first token.
 	earlySpans bool
 	// trace is the query's distributed trace; nil without a Tracer.
@@ -308,6 +310,12 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	// generate
 	greq := GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
 		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
+	promptTokens := prompt.promptTokens
+	// The closures above keep these variables alive to the end of this
+	// function, and an answer streams for seconds: the question's vector,
+	// the hits and this function's reference to the prompt are let go now
+	// (the generator holds what it still needs).
+	vecs, hits, prompt = nil, nil, promptParts{}
 	gctx := ctx
 	if q.trace != nil {
 		gctx = q.trace.Generation(ctx, model)
@@ -315,7 +323,7 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 	gen, err := cfg.Generator.Generate(gctx, greq, func(d Delta) error { return q.emit(out, d) })
 	q.gen = gen
 	if gen.Usage.PromptTokens == 0 {
-		q.gen.Usage.PromptTokens = prompt.promptTokens
+		q.gen.Usage.PromptTokens = promptTokens
 	}
 	if gen.Usage.CompletionTokens == 0 {
 		q.gen.Usage.CompletionTokens = gen.Chunks
@@ -358,7 +366,7 @@ func (q *query) emit(out Stream, d Delta) error {
 	if d.At.IsZero() {
 		d.At = q.now()
 	}
-	q.deltaAt = append(q.deltaAt, d.At)
+	q.deltaAt = append(q.deltaAt, d.At.Sub(q.t0))
 	if d.Reasoning && q.p.cfg.HideReasoning {
 		// Not forwarded, still timed: first_token_ms is when the hidden
 		// reasoning would have been flushed.
@@ -650,13 +658,13 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 
 // itlStats returns the p50, p95 and max gap between consecutive deltas, in
 // milliseconds (nearest-rank percentiles; zeros with fewer than two deltas).
-func itlStats(at []time.Time) (p50, p95, pmax float64) {
+func itlStats(at []time.Duration) (p50, p95, pmax float64) {
 	if len(at) < 2 {
 		return 0, 0, 0
 	}
 	gaps := make([]float64, len(at)-1)
 	for i := 1; i < len(at); i++ {
-		gaps[i-1] = roundMs(at[i].Sub(at[i-1]))
+		gaps[i-1] = roundMs(at[i] - at[i-1])
 	}
 	slices.Sort(gaps)
 	return NearestRank(gaps, 0.50), NearestRank(gaps, 0.95), gaps[len(gaps)-1]

@@ -1,14 +1,14 @@
 package postgres
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"ragtime/pipeline"
 )
@@ -24,13 +24,18 @@ type column struct {
 	// uuid: the field is a string holding a UUID, in a uuid column.
 	uuid bool
 	typ  reflect.Type
+	// pgType is the column's type as information_schema names it, the one
+	// encode writes (TestCopiedColumnTypes compares them with the table).
+	pgType string
+	// encode appends the field's value as a field of COPY's binary format
+	// (its length, then its bytes; a nil pointer is NULL). Its errors are
+	// the checks PostgreSQL could not be asked to make and wrap
+	// errInvalidRecord.
+	encode func(b []byte, v reflect.Value) ([]byte, error)
 }
 
 // queryColumns are the queries table's columns, in Record's field order.
 var queryColumns = recordColumns(reflect.TypeFor[pipeline.Record](), nil)
-
-// idColumn is the position of the id column in queryColumns.
-var idColumn = slices.IndexFunc(queryColumns, func(c column) bool { return c.name == "id" })
 
 // recordColumns walks t's fields: a field tagged db:"name[,null][,uuid]"
 // is a column, db:"-" is not stored in queries, and an untagged struct
@@ -62,6 +67,7 @@ func recordColumns(t reflect.Type, prefix []int) []column {
 				c.uuid = true
 			}
 		}
+		c.pgType, c.encode = fieldEncoder(c.name, f.Type, c.uuid)
 		cols = append(cols, c)
 	}
 	return cols
@@ -84,35 +90,92 @@ var selectQueryAnywhere = func() string {
 	return "SELECT " + strings.Join(exprs, ", ") + " FROM queries WHERE id = $1"
 }()
 
-// queryValues returns rec's values in queryColumns' order (for writeRows), checking what
+// appendQueryRow appends rec's queries row in COPY's binary format, in
+// queryColumns' order, and returns rec's id parsed. It checks what
 // PostgreSQL could not be asked to check (a UUID is one, an integer fits an
-// int4 column). Its errors wrap errInvalidRecord.
-func queryValues(rec *pipeline.Record) ([]any, error) {
+// int4 column); its errors wrap errInvalidRecord.
+func appendQueryRow(b []byte, rec *pipeline.Record) ([]byte, [16]byte, error) {
+	id, err := uuid.Parse(rec.QueryID)
+	if err != nil {
+		return nil, id, fmt.Errorf("%w: id %.80q is not a UUID", errInvalidRecord, rec.QueryID)
+	}
 	rv := reflect.ValueOf(rec).Elem()
-	vals := make([]any, len(queryColumns))
-	for i, c := range queryColumns {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(queryColumns)))
+	for _, c := range queryColumns {
 		v := rv.FieldByIndex(c.index)
 		if c.null && v.IsZero() {
-			continue // NULL
+			b = appendNull(b)
+			continue
 		}
-		switch {
-		case c.uuid:
-			id, err := uuid.Parse(v.String())
-			if err != nil {
-				return nil, fmt.Errorf("%w: %s %.80q is not a UUID", errInvalidRecord, c.name, v.String())
-			}
-			vals[i] = pgtype.UUID{Bytes: id, Valid: true}
-		case v.CanInt():
-			n := v.Int()
-			if n < math.MinInt32 || n > math.MaxInt32 {
-				return nil, fmt.Errorf("%w: %s %d is out of range", errInvalidRecord, c.name, n)
-			}
-			vals[i] = int32(n)
-		default:
-			vals[i] = v.Interface()
+		if b, err = c.encode(b, v); err != nil {
+			return nil, id, fmt.Errorf("%w: %s %w", errInvalidRecord, c.name, err)
 		}
 	}
-	return vals, nil
+	return b, id, nil
+}
+
+// fieldEncoder returns the PostgreSQL type a field of Go type t is stored
+// as and the function appending its binary representation; it panics on a
+// type it does not know, at start, as recordColumns runs at init.
+func fieldEncoder(name string, t reflect.Type, isUUID bool) (string, func([]byte, reflect.Value) ([]byte, error)) {
+	switch {
+	case isUUID && t.Kind() == reflect.String:
+		return "uuid", func(b []byte, v reflect.Value) ([]byte, error) {
+			id, err := uuid.Parse(v.String())
+			if err != nil {
+				return nil, fmt.Errorf("%.80q is not a UUID", v.String())
+			}
+			b = binary.BigEndian.AppendUint32(b, 16)
+			return append(b, id[:]...), nil
+		}
+	case t == reflect.TypeFor[time.Time]():
+		return "timestamp with time zone", func(b []byte, v reflect.Value) ([]byte, error) {
+			b = binary.BigEndian.AppendUint32(b, 8)
+			return binary.BigEndian.AppendUint64(b, uint64(copyTime(v.Interface().(time.Time)))), nil
+		}
+	case t.Kind() == reflect.String:
+		return "text", func(b []byte, v reflect.Value) ([]byte, error) {
+			s := v.String()
+			b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+			return append(b, s...), nil
+		}
+	case t.Kind() == reflect.Int:
+		return "integer", func(b []byte, v reflect.Value) ([]byte, error) {
+			n := v.Int()
+			if n < math.MinInt32 || n > math.MaxInt32 {
+				return nil, fmt.Errorf("%d is out of range", n)
+			}
+			b = binary.BigEndian.AppendUint32(b, 4)
+			return binary.BigEndian.AppendUint32(b, uint32(int32(n))), nil
+		}
+	case t.Kind() == reflect.Float64:
+		return "double precision", func(b []byte, v reflect.Value) ([]byte, error) {
+			b = binary.BigEndian.AppendUint32(b, 8)
+			return binary.BigEndian.AppendUint64(b, math.Float64bits(v.Float())), nil
+		}
+	case t.Kind() == reflect.Bool:
+		return "boolean", func(b []byte, v reflect.Value) ([]byte, error) {
+			b = binary.BigEndian.AppendUint32(b, 1)
+			if v.Bool() {
+				return append(b, 1), nil
+			}
+			return append(b, 0), nil
+		}
+	case t.Kind() == reflect.Pointer:
+		pgType, elem := fieldEncoder(name, t.Elem(), isUUID)
+		return pgType, func(b []byte, v reflect.Value) ([]byte, error) {
+			if v.IsNil() {
+				return appendNull(b), nil
+			}
+			return elem(b, v.Elem())
+		}
+	}
+	panic(fmt.Sprintf("postgres: pipeline.Record's column %s has Go type %s, which the recorder cannot store", name, t))
+}
+
+// appendNull appends a NULL field of COPY's binary format.
+func appendNull(b []byte) []byte {
+	return binary.BigEndian.AppendUint32(b, math.MaxUint32) // length -1
 }
 
 // scanTargets returns where to scan a selectQuery row into rec: the field

@@ -1,6 +1,10 @@
 package postgres
 
-import "fmt"
+import (
+	"fmt"
+
+	"ragtime/pipeline"
+)
 
 // Exported for the tests of package postgres_test, which read the plans of
 // the statements GetQuery runs.
@@ -12,3 +16,33 @@ var (
 	TotalsSQL    = fmt.Sprintf(totalsSQL, "")
 	SeriesSQL    = fmt.Sprintf(seriesSQL, "")
 )
+
+// CopiedColumnTypes are the columns the recorder writes in COPY's binary
+// format, by table, and the type it writes each as.
+func CopiedColumnTypes() map[string][][2]string {
+	queries := make([][2]string, len(queryColumns))
+	for i, c := range queryColumns {
+		queries[i] = [2]string{c.name, c.pgType}
+	}
+	stageTypes := []string{"uuid", "integer", "text", "double precision", "double precision", "jsonb", "timestamp with time zone"}
+	stages := make([][2]string, len(stageColumns))
+	for i, c := range stageColumns {
+		stages[i] = [2]string{c, stageTypes[i]}
+	}
+	return map[string][][2]string{"queries": queries, "query_stages": stages}
+}
+
+// EncodeBatch turns recs into what the recorder sends for them — the COPY
+// rows and the roll-up upsert's arguments — without sending it.
+func EncodeBatch(recs []pipeline.Record) error {
+	rows := make([]*pipeline.Record, 0, len(recs))
+	for _, rec := range recs {
+		r, err := newRow(rec)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r.rec)
+	}
+	_ = rollupArgs(rollupsOf(rows))
+	return nil
+}

@@ -439,6 +439,27 @@ func TestRecorderDuplicateIDs(t *testing.T) {
 	checkRollupsMatchRows(t, pool) // and is counted once
 }
 
+// TestCopiedColumnTypes: the recorder writes the rows of queries and
+// query_stages in COPY's binary format, each field in the representation
+// of one type; a migration that changes a column's type must change what
+// the recorder writes (columns.go's fieldEncoder, write.go's appendStage).
+func TestCopiedColumnTypes(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	for table, cols := range postgres.CopiedColumnTypes() {
+		for _, col := range cols {
+			var typ string
+			if err := pool.QueryRow(ctxFor(t), `SELECT data_type FROM information_schema.columns
+				WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2`, table, col[0]).Scan(&typ); err != nil {
+				t.Fatalf("column %s.%s: %v", table, col[0], err)
+			}
+			if typ != col[1] {
+				t.Errorf("%s.%s is %s; the recorder writes %s", table, col[0], typ, col[1])
+			}
+		}
+	}
+}
+
 func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t)

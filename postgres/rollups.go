@@ -87,56 +87,71 @@ func (r *rollupRow) add(ms float64) {
 // minute and hour × provider × model × stage, in key order (so that
 // concurrent writers lock the rows they share in the same order).
 func rollupsOf(recs []*pipeline.Record) []*rollupRow {
-	rows := make(map[rollupKey]*rollupRow)
-	add := func(span string, start time.Time, rec *pipeline.Record, stage string, ms float64) {
-		k := rollupKey{span: span, start: start, provider: rec.Provider, model: rec.Model, stage: stage}
-		r := rows[k]
-		if r == nil {
-			r = &rollupRow{rollupKey: k}
-			rows[k] = r
-		}
-		r.add(ms)
-	}
+	// The rows of one period × provider × model by stage: consecutive
+	// records mostly share a group, so a record costs a lookup by stage
+	// name per value instead of one by the whole key.
+	type group map[string]*rollupRow
+	groups := make(map[rollupKey]group)
+	var rows []*rollupRow
+	var lastKey [2]rollupKey
+	var last [2]group
 	for _, rec := range recs {
 		at := rec.CreatedAt.UTC()
-		for _, p := range []struct {
+		for p, period := range [2]struct {
 			span  string
 			start time.Time
 		}{{"minute", at.Truncate(time.Minute)}, {"hour", at.Truncate(time.Hour)}} {
+			k := rollupKey{span: period.span, start: period.start, provider: rec.Provider, model: rec.Model}
+			g := last[p]
+			if g == nil || k != lastKey[p] {
+				if g = groups[k]; g == nil {
+					g = make(group, 32) // the stages and pseudo-stages of a query: ~20
+					groups[k] = g
+				}
+				last[p], lastKey[p] = g, k
+			}
+			add := func(stage string, ms float64) {
+				r := g[stage]
+				if r == nil {
+					kr := k
+					kr.stage = stage
+					r = &rollupRow{rollupKey: kr}
+					g[stage] = r
+					rows = append(rows, r)
+				}
+				r.add(ms)
+			}
 			for _, s := range rec.Stages {
-				add(p.span, p.start, rec, s.Name, s.DurationMs)
+				add(s.Name, s.DurationMs)
 			}
 			if rec.TTFTMs != nil {
-				add(p.span, p.start, rec, rollupTTFT, *rec.TTFTMs)
+				add(rollupTTFT, *rec.TTFTMs)
 			}
-			add(p.span, p.start, rec, rollupE2E, rec.E2EMs)
+			add(rollupE2E, rec.E2EMs)
 			if rec.Status != pipeline.StatusOK {
-				add(p.span, p.start, rec, rollupE2EPrefix+rec.Status, rec.E2EMs)
+				add(rollupE2EPrefix+rec.Status, rec.E2EMs)
 			}
 			// As /v1/stats' series computes them from the raw rows.
 			if t := rec.TTFTMs; t != nil && *t != 0 {
-				add(p.span, p.start, rec, rollupShareQueue, rec.QueueMs / *t)
-				add(p.span, p.start, rec, rollupShareConnect, (rec.GenTTFTMs-rec.LLMPrefillMs) / *t)
+				add(rollupShareQueue, rec.QueueMs / *t)
+				add(rollupShareConnect, (rec.GenTTFTMs-rec.LLMPrefillMs) / *t)
 				if rec.OverheadMs != nil {
-					add(p.span, p.start, rec, rollupShareOverhead, *rec.OverheadMs / *t)
+					add(rollupShareOverhead, *rec.OverheadMs / *t)
 				}
 			}
 			if rec.RetrievalShare != nil {
-				add(p.span, p.start, rec, rollupShareRetrieval, *rec.RetrievalShare)
+				add(rollupShareRetrieval, *rec.RetrievalShare)
 			}
 			if rec.PrefillShare != nil {
-				add(p.span, p.start, rec, rollupSharePrefill, *rec.PrefillShare)
+				add(rollupSharePrefill, *rec.PrefillShare)
 			}
 			if rec.Usage.CachedTokens != nil {
-				add(p.span, p.start, rec, rollupTokensPrompt, float64(rec.Usage.PromptTokens))
-				add(p.span, p.start, rec, rollupTokensCached, float64(*rec.Usage.CachedTokens))
+				add(rollupTokensPrompt, float64(rec.Usage.PromptTokens))
+				add(rollupTokensCached, float64(*rec.Usage.CachedTokens))
 			}
 		}
 	}
-	out := make([]*rollupRow, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, r)
-	}
+	out := rows
 	slices.SortFunc(out, func(a, b *rollupRow) int {
 		if c := strings.Compare(a.span, b.span); c != 0 {
 			return c

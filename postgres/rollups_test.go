@@ -380,3 +380,31 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 	}
 	check(st) // the same, without a raw row
 }
+
+// TestRollupHistAdd: the sum of two histograms, bucket by bucket, over the
+// union of their buckets, whichever is wider and however they overlap.
+func TestRollupHistAdd(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	for _, c := range []struct{ a, b, want string }{
+		{"[3:5]={1,2,3}", "[4:4]={7}", "[3:5]={1,9,3}"},       // b within a
+		{"[4:4]={7}", "[3:5]={1,2,3}", "[3:5]={1,9,3}"},       // a within b
+		{"[3:5]={1,2,3}", "[3:5]={1,1,1}", "[3:5]={2,3,4}"},   // the same buckets
+		{"[3:4]={1,2}", "[5:6]={1,1}", "[3:6]={1,2,1,1}"},     // disjoint
+		{"[3:5]={1,2,3}", "[2:4]={1,1,1}", "[2:5]={1,2,3,3}"}, // overlapping, one wider below
+		{"[-1:0]={5,6}", "[0:2]={1,1,1}", "[-1:2]={5,7,1,1}"}, // bucket -1
+		{"[3:4]={1,2}", "[1:5]={1,1,1,1,1}", "{1,1,2,3,1}"},   // starting at 1: no bounds in the text
+	} {
+		var got string
+		if err := pool.QueryRow(ctxFor(t), "SELECT rollup_hist_add($1::bigint[], $2::bigint[])::text", c.a, c.b).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("rollup_hist_add(%s, %s) = %s, want %s", c.a, c.b, got, c.want)
+		}
+	}
+	var null bool
+	if err := pool.QueryRow(ctxFor(t), "SELECT rollup_hist_add(NULL, '{1}') = '{1}' AND rollup_hist_add('{2}', NULL) = '{2}'").Scan(&null); err != nil || !null {
+		t.Errorf("rollup_hist_add with a NULL side: %v, %v", null, err)
+	}
+}

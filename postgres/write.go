@@ -1,12 +1,15 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,17 +20,25 @@ import (
 	"ragtime/pipeline"
 )
 
-// stageColumns are the query_stages columns the writer copies.
-// created_at is the query's, so that per-stage reads over a time window
-// need no join (migration 0005).
+// stageColumns are the query_stages columns the writer copies, in the
+// order and with the types appendStage writes (migration 0001 and 0005;
+// TestCopiedColumnTypes checks them). created_at is the query's, so that
+// per-stage reads over a time window need no join (migration 0005).
 var stageColumns = []string{"query_id", "seq", "name", "start_ms", "duration_ms", "attrs", "created_at"}
+
+// The COPY statements of the rows appendQueryRow and appendStage write.
+var (
+	copyQueries   = "COPY queries (" + strings.Join(queryColumnNames, ", ") + ") FROM STDIN BINARY"
+	copyQueriesIn = "COPY queries_in (" + strings.Join(queryColumnNames, ", ") + ") FROM STDIN BINARY"
+	copyStages    = "COPY query_stages (" + strings.Join(stageColumns, ", ") + ") FROM STDIN BINARY"
+)
 
 // row is a record turned into the values the writer sends.
 type row struct {
 	queryID string
-	id      [16]byte // queryID parsed
-	query   []any
-	stages  [][]any
+	id      [16]byte         // queryID parsed
+	query   []byte           // the queries row in COPY's binary format
+	stages  []byte           // the stage rows in COPY's binary format
 	rec     *pipeline.Record // for the roll-ups
 }
 
@@ -35,37 +46,74 @@ type row struct {
 // UUIDs, integers fit in an int4 column, attrs encode as JSON) and returns
 // the values to insert. Its errors wrap errInvalidRecord.
 func newRow(rec pipeline.Record) (row, error) {
-	vals, err := queryValues(&rec)
+	query, id, err := appendQueryRow(make([]byte, 0, 512), &rec)
 	if err != nil {
 		return row{}, err
 	}
-	pgID := vals[idColumn].(pgtype.UUID) // checked to be a UUID
-	r := row{queryID: rec.QueryID, id: pgID.Bytes, query: vals, stages: make([][]any, 0, len(rec.Stages)), rec: &rec}
-	for _, s := range rec.Stages {
+	r := row{queryID: rec.QueryID, id: id, query: query, stages: make([]byte, 0, 192*len(rec.Stages)), rec: &rec}
+	at := copyTime(rec.CreatedAt)
+	for i := range rec.Stages {
+		s := &rec.Stages[i]
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
 			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
 		}
-		var attrs any
-		if s.Attrs != nil {
-			b, err := marshalAttrs(s.Attrs)
-			if err != nil {
-				return row{}, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
-			}
-			attrs = b
+		if r.stages, err = appendStage(r.stages, r.id, s, at); err != nil {
+			return row{}, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
 		}
-		r.stages = append(r.stages, []any{pgID, int32(s.Seq), s.Name, s.StartMs, s.DurationMs, attrs, rec.CreatedAt})
 	}
 	return r, nil
 }
 
-// marshalAttrs encodes attrs as JSON, turning a panicking MarshalJSON of
-// some attribute value into an error. Attributes of the usual scalar types
-// are framed without reflection (jsontext; the column is jsonb, so its
-// unescaped < > & are the same value as encoding/json's \u003c…).
-func marshalAttrs(attrs map[string]any) (b []byte, err error) {
-	if b, ok := jsontext.AppendObject(make([]byte, 0, 128), attrs); ok {
-		return b, nil
+// appendStage appends the query_stages row of s, a stage of the query id
+// created at (copyTime), in COPY's binary format: a field count, then each
+// field's length and bytes in the column's binary representation. Its
+// error is the attrs' JSON encoding's.
+func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, error) {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(stageColumns)))
+	b = binary.BigEndian.AppendUint32(b, 16) // uuid
+	b = append(b, id[:]...)
+	b = binary.BigEndian.AppendUint32(b, 4) // integer
+	b = binary.BigEndian.AppendUint32(b, uint32(int32(s.Seq)))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Name))) // text
+	b = append(b, s.Name...)
+	b = binary.BigEndian.AppendUint32(b, 8) // double precision
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.StartMs))
+	b = binary.BigEndian.AppendUint32(b, 8)
+	b = binary.BigEndian.AppendUint64(b, math.Float64bits(s.DurationMs))
+	if s.Attrs == nil {
+		b = appendNull(b)
+	} else {
+		// jsonb: a version byte (1), then the JSON text.
+		n := len(b)
+		b = append(b, 0, 0, 0, 0, 1)
+		var err error
+		if b, err = appendAttrs(b, s.Attrs); err != nil {
+			return nil, err
+		}
+		binary.BigEndian.PutUint32(b[n:], uint32(len(b)-n-4))
 	}
+	b = binary.BigEndian.AppendUint32(b, 8) // timestamp with time zone
+	return binary.BigEndian.AppendUint64(b, uint64(at)), nil
+}
+
+// appendAttrs appends attrs as JSON: framed by jsontext when every value
+// is a scalar (the column is jsonb, so jsontext's unescaped < > & are the
+// same value as encoding/json's \u003c…), else by encoding/json.
+func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
+	n := len(b)
+	if out, ok := jsontext.AppendObject(b, attrs); ok {
+		return out, nil
+	}
+	j, err := marshalAttrs(attrs)
+	if err != nil {
+		return nil, err
+	}
+	return append(b[:n], j...), nil
+}
+
+// marshalAttrs encodes attrs with encoding/json, turning a panicking
+// MarshalJSON of some attribute value into an error.
+func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("encoding panicked: %v", p)
@@ -73,6 +121,36 @@ func marshalAttrs(attrs map[string]any) (b []byte, err error) {
 	}()
 	return json.Marshal(attrs)
 }
+
+// copyTime is t in timestamptz's binary representation, microseconds since
+// 2000-01-01 UTC, computed as pgx computes it for the queries row, so that
+// a stage's created_at equals its query's.
+func copyTime(t time.Time) int64 {
+	const unixToY2K = 946_684_800 * 1_000_000
+	return t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - unixToY2K
+}
+
+// copyBinary sends rows (each the output of appendQueryRow or appendStage
+// for the table stmt copies into) in COPY's binary format with stmt,
+// within tx.
+func copyBinary(ctx context.Context, tx pgx.Tx, stmt string, rows [][]byte) error {
+	n := len(copyHeader) + 2
+	for _, r := range rows {
+		n += len(r)
+	}
+	buf := make([]byte, 0, n)
+	buf = append(buf, copyHeader...)
+	for _, r := range rows {
+		buf = append(buf, r...)
+	}
+	buf = binary.BigEndian.AppendUint16(buf, math.MaxUint16) // -1: the end
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), stmt)
+	return err
+}
+
+// copyHeader starts COPY's binary format: the signature, no flags, no
+// header extension.
+var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
 
 // writeRows writes rows in one transaction. Almost always none of the
 // queries is stored yet, and copyRows loads both tables with COPY straight
@@ -104,14 +182,13 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 // model × stage). A query stored before fails the first COPY with a
 // unique violation.
 func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
-	queries := make([][]any, len(rows))
+	queries := make([][]byte, len(rows))
 	recs := make([]*pipeline.Record, len(rows))
-	var stages [][]any
+	stages := make([][]byte, len(rows))
 	for i, r := range rows {
-		queries[i], recs[i] = r.query, r.rec
-		stages = append(stages, r.stages...)
+		queries[i], recs[i], stages[i] = r.query, r.rec, r.stages
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+	if err := copyBinary(ctx, tx, copyQueries, queries); err != nil {
 		return fmt.Errorf("copy queries: %w", err)
 	}
 	return insertStages(ctx, tx, stages, recs)
@@ -124,7 +201,7 @@ func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 // created_at, as a replayed spool record has — is left as it is); the
 // stages and roll-ups of the queries it inserted follow as in copyRows.
 func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
-	queries := make([][]any, len(rows))
+	queries := make([][]byte, len(rows))
 	byID := make(map[[16]byte]*row, len(rows))
 	for i, r := range rows {
 		queries[i] = r.query
@@ -133,19 +210,19 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	if _, err := tx.Exec(ctx, stagingTable); err != nil {
 		return fmt.Errorf("create the staging table: %w", err)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"queries_in"}, queryColumnNames, pgx.CopyFromRows(queries)); err != nil {
+	if err := copyBinary(ctx, tx, copyQueriesIn, queries); err != nil {
 		return fmt.Errorf("copy queries: %w", err)
 	}
 	ids, err := tx.Query(ctx, moveStaged)
 	if err != nil {
 		return fmt.Errorf("insert queries: %w", err)
 	}
-	var stages [][]any
+	var stages [][]byte
 	inserted := make([]*pipeline.Record, 0, len(queries))
 	var id pgtype.UUID
 	_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
 		if r := byID[id.Bytes]; r != nil {
-			stages = append(stages, r.stages...)
+			stages = append(stages, r.stages)
 			inserted = append(inserted, r.rec)
 		}
 		return nil
@@ -156,12 +233,13 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	return insertStages(ctx, tx, stages, inserted)
 }
 
-// insertStages copies the stages of the queries just inserted (recs)
-// straight into query_stages and adds recs to the roll-ups. The stages skip
-// a staging table: they are most of the rows, and their queries are new.
-func insertStages(ctx context.Context, tx pgx.Tx, stages [][]any, recs []*pipeline.Record) error {
+// insertStages copies the stages of the queries just inserted (recs, each
+// one's rows in stages) straight into query_stages and adds recs to the
+// roll-ups. The stages skip a staging table: they are most of the rows,
+// and their queries are new.
+func insertStages(ctx context.Context, tx pgx.Tx, stages [][]byte, recs []*pipeline.Record) error {
 	if len(stages) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"query_stages"}, stageColumns, pgx.CopyFromRows(stages)); err != nil {
+		if err := copyBinary(ctx, tx, copyStages, stages); err != nil {
 			return fmt.Errorf("copy query stages: %w", err)
 		}
 	}
