@@ -169,6 +169,7 @@ func (h eventHeap) Len() int           { return len(h) }
 func (h eventHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
+
 // removeRoot removes the earliest event, without Pop's allocation.
 func (h *eventHeap) removeRoot() {
 	old := *h
