@@ -304,6 +304,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 			_ = out.Delta(pipeline.Delta{Text: tok})
 		}
 		_ = out.Stage(pipeline.Span{Name: "llm_decode", Seq: 8, Attrs: map[string]any{"chunks": 4}})
+		_ = out.(pipeline.Flusher).Flush() // as the pipeline does before it waits
 		close(wrote)
 		<-finish
 		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}

@@ -273,6 +273,7 @@ type eventLog struct {
 	// one (the sources), so that a held stream does not keep its size.
 	scratch   bytes.Buffer
 	sink      *sink // nil while no client is attached
+	pending   bool  // events written to the sink but not flushed
 	lastWrite time.Time
 	grace     *time.Timer // runs while detached, waiting for a resume
 	beat      *time.Timer // the heartbeat's; stopped at the end
@@ -408,11 +409,16 @@ func (l *eventLog) trimScratch() {
 	}
 }
 
-// writeLocked writes p to the sink and flushes it within the write
-// timeout. On failure the sink is detached: a timed-out write (the client
-// stopped reading) cancels the query as client_stalled; a broken
-// connection leaves it running for a resume.
-func (l *eventLog) writeLocked(p []byte) error {
+// writeLocked writes p to the sink and flushes it (with any event held
+// before it) within the write timeout. On failure the sink is detached: a
+// timed-out write (the client stopped reading) cancels the query as
+// client_stalled; a broken connection leaves it running for a resume.
+func (l *eventLog) writeLocked(p []byte) error { return l.writeOrHoldLocked(p, true) }
+
+// writeOrHoldLocked is writeLocked, or with flush false only the write:
+// the event is held in the connection's buffer (pending) until the next
+// flush, which then sends it with the events after it in one write.
+func (l *eventLog) writeOrHoldLocked(p []byte, flush bool) error {
 	sk := l.sink
 	now := time.Now()
 	if timeout := l.hub.opts.WriteTimeout; sk.deadline.Sub(now) < timeout {
@@ -423,9 +429,10 @@ func (l *eventLog) writeLocked(p []byte) error {
 	if len(p) > 0 {
 		_, err = sk.w.Write(p)
 	}
-	if err == nil {
+	if err == nil && flush {
 		err = sk.rc.Flush()
 	}
+	l.pending = !flush && err == nil
 	l.lastWrite = now
 	if err == nil {
 		return nil
@@ -480,11 +487,17 @@ func (l *eventLog) goneLocked(cause *pipeline.Cancel) {
 	}
 }
 
-// send encodes one event, keeps it for resumes and writes it to the
-// client, if one is attached.
+// send encodes one event with encoding/json, keeps it for resumes and
+// writes it to the client, if one is attached: flushed with it for the
+// events that end a stream (done, error), held until the next flush for
+// the others (meta, stage, sources; see Flush).
 func (l *eventLog) send(name string, v any) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.encodeLocked(name, v)
+}
+
+func (l *eventLog) encodeLocked(name string, v any) error {
 	if l.gone != nil {
 		return l.gone
 	}
@@ -492,23 +505,39 @@ func (l *eventLog) send(name string, v any) error {
 	if err := l.frameJSON(l.seq, name, v); err != nil {
 		return err
 	}
-	return l.keepAndWriteLocked(name, keptEvent{text: l.scratch.String()})
+	return l.keepAndWriteLocked(name, keptEvent{text: l.scratch.String()}, name == EventDone || name == EventError)
 }
 
-// frameJSON frames event seq with v's JSON as its data into l.scratch.
+// frameJSON frames event seq with v's JSON (encoding/json's, HTML escaping
+// off) as its data into l.scratch.
 func (l *eventLog) frameJSON(seq int, name string, v any) error {
-	b, framed := appendEventData(l.appendHead(l.scratch.AvailableBuffer(), seq, name), v)
-	l.scratch.Write(b)
-	if framed {
-		l.scratch.WriteByte('\n')
-	} else {
-		enc := json.NewEncoder(&l.scratch)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(v); err != nil { // Encode ends with '\n'
-			return fmt.Errorf("encoding %s event: %w", name, err)
-		}
+	l.scratch.Write(l.appendHead(l.scratch.AvailableBuffer(), seq, name))
+	enc := json.NewEncoder(&l.scratch)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil { // Encode ends with '\n'
+		return fmt.Errorf("encoding %s event: %w", name, err)
 	}
 	l.scratch.WriteByte('\n')
+	return nil
+}
+
+// Flush sends the events held since the last flush. The pipeline calls it
+// before it waits on anything outside the process (an embedder, a search,
+// a reranker, the model) and after the first token's stages, so that the
+// events of a burst (meta and the first stages; the retrieval stages and
+// the sources) reach the client in one write instead of one each.
+func (l *eventLog) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	if !l.pending || l.sink == nil {
+		return nil
+	}
+	if err := l.writeLocked(nil); err != nil {
+		return fmt.Errorf("flushing events: %w", err)
+	}
 	return nil
 }
 
@@ -527,7 +556,7 @@ func (l *eventLog) sendText(name, text string) error {
 	if name == EventReasoning {
 		kind = keptReasoning
 	}
-	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text})
+	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text}, true)
 }
 
 // frameText frames event seq, {"text":…}, into l.scratch.
@@ -550,8 +579,9 @@ func (l *eventLog) appendHead(b []byte, seq int, name string) []byte {
 }
 
 // keepAndWriteLocked keeps e, the event framed in l.scratch, for resumes
-// and writes it to the client, if one is attached.
-func (l *eventLog) keepAndWriteLocked(name string, e keptEvent) error {
+// and writes it to the client, if one is attached, flushing it or holding
+// it.
+func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) error {
 	defer l.trimScratch()
 	e.size = int32(l.scratch.Len())
 	if len(l.kept) == 0 {
@@ -572,7 +602,7 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent) error {
 	if l.sink == nil {
 		return nil
 	}
-	if err := l.writeLocked(l.scratch.Bytes()); err != nil {
+	if err := l.writeOrHoldLocked(l.scratch.Bytes(), flush); err != nil {
 		return fmt.Errorf("writing %s event: %w", name, err)
 	}
 	return nil
@@ -605,6 +635,9 @@ func (l *eventLog) heartbeat(every time.Duration) {
 // end closes the stream after the query finished.
 func (l *eventLog) end() {
 	l.mu.Lock()
+	if l.pending && l.sink != nil && l.gone == nil {
+		_ = l.writeLocked(nil) // a query ends with done or error, flushed; this is the safety net
+	}
 	l.ended = true
 	if sk := l.sink; sk != nil {
 		l.sink = nil
@@ -632,7 +665,24 @@ func (l *eventLog) Meta(m pipeline.Meta) error {
 	return l.send(EventMeta, m)
 }
 
-func (l *eventLog) Stage(sp pipeline.Span) error { return l.send(EventStage, sp) }
+// Stage sends a stage event (nine per ask), framed by hand
+// (pipeline.Span.AppendJSON: what encoding/json writes, without its
+// reflection or the span's boxing in an interface), or through
+// encoding/json for a span AppendJSON does not frame.
+func (l *eventLog) Stage(sp pipeline.Span) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	l.scratch.Reset()
+	b, ok := sp.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventStage))
+	if !ok {
+		return l.encodeLocked(EventStage, sp)
+	}
+	l.scratch.Write(append(b, "\n\n"...))
+	return l.keepAndWriteLocked(EventStage, keptEvent{text: l.scratch.String()}, false)
+}
 
 // Sources sends the sources event and keeps the sources themselves for a
 // resume, not their framing: their texts are the store's strings, or would
@@ -651,10 +701,10 @@ func (l *eventLog) Sources(src []pipeline.Source) error {
 		return err
 	}
 	if l.sources != nil { // a second sources event: kept framed
-		return l.keepAndWriteLocked(EventSources, keptEvent{text: l.scratch.String()})
+		return l.keepAndWriteLocked(EventSources, keptEvent{text: l.scratch.String()}, false)
 	}
 	l.sources = cloneSources(src)
-	return l.keepAndWriteLocked(EventSources, keptEvent{kind: keptSources})
+	return l.keepAndWriteLocked(EventSources, keptEvent{kind: keptSources}, false)
 }
 
 // cloneSources copies src deeply enough that a replay frames what was
@@ -677,49 +727,22 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 	return l.sendText(EventToken, d.Text)
 }
 
-func (l *eventLog) Done(rec pipeline.Record) error { return l.send(EventDone, rec.DoneEvent()) }
+// Done sends the done event, framed by hand (pipeline.DoneEvent.AppendJSON)
+// or, for one it does not frame, through encoding/json.
+func (l *eventLog) Done(rec pipeline.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gone != nil {
+		return l.gone
+	}
+	done := rec.DoneEvent()
+	l.scratch.Reset()
+	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone))
+	if !ok {
+		return l.encodeLocked(EventDone, done)
+	}
+	l.scratch.Write(append(b, "\n\n"...))
+	return l.keepAndWriteLocked(EventDone, keptEvent{text: l.scratch.String()}, true)
+}
 
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
-
-// appendEventData appends the data of a stage event (nine per ask) framed
-// by hand, byte for byte what encoding/json (HTML escaping off) writes,
-// without its encoder and reflection (token events are sendText's).
-// framed is false for any other event, and for a span with an attribute of
-// another type than string, bool, int or float64: the caller encodes those
-// with encoding/json.
-func appendEventData(b []byte, v any) (out []byte, framed bool) {
-	switch x := v.(type) {
-	case pipeline.Span:
-		n := len(b)
-		if out, ok := appendSpan(b, x); ok {
-			return out, true
-		}
-		return b[:n], false
-	}
-	return b, false
-}
-
-// appendSpan appends sp as encoding/json writes it; ok is false when an
-// attribute has a type it does not write.
-func appendSpan(b []byte, sp pipeline.Span) ([]byte, bool) {
-	var ok bool
-	b = append(b, `{"name":`...)
-	b = jsontext.AppendString(b, sp.Name)
-	b = append(b, `,"seq":`...)
-	b = strconv.AppendInt(b, int64(sp.Seq), 10)
-	b = append(b, `,"start_ms":`...)
-	if b, ok = jsontext.AppendFloat(b, sp.StartMs); !ok {
-		return b, false
-	}
-	b = append(b, `,"duration_ms":`...)
-	if b, ok = jsontext.AppendFloat(b, sp.DurationMs); !ok {
-		return b, false
-	}
-	if len(sp.Attrs) > 0 {
-		b = append(b, `,"attrs":`...)
-		if b, ok = jsontext.AppendObject(b, sp.Attrs); !ok {
-			return b, false
-		}
-	}
-	return append(b, '}'), true
-}

@@ -4,54 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"ragtime/pipeline"
 )
-
-// TestAppendSpanMatchesEncodingJSON: a hand-framed stage event carries
-// exactly what encoding/json (HTML escaping off) writes, and spans it
-// cannot frame are left to encoding/json.
-func TestAppendSpanMatchesEncodingJSON(t *testing.T) {
-	t.Parallel()
-	spans := []pipeline.Span{
-		{Name: "queue", Seq: 0, StartMs: 0, DurationMs: 0, Attrs: map[string]any{"limit": 0}},
-		{Name: "accept", Seq: 0},
-		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 12.5, Attrs: map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": true, "dns_ms": 0.0, "connect_ms": 1e-7, "tls_ms": 3e21}},
-		{Name: "search", Seq: 3, StartMs: 1234567.891, DurationMs: 0.000001, Attrs: map[string]any{"k": 4, "hits": int64(4), "store": "embedded", "exact": false, "ef": 64}},
-		{Name: "llm_prefill", Seq: 7, StartMs: -0.5, DurationMs: 150.25, Attrs: map[string]any{"status": 200, "server_prefill_ms": 98.765432, "z\u2028key": "v\"al\\ue\n"}},
-		{Name: "llm_decode", Seq: 8, Attrs: map[string]any{}},
-	}
-	for _, sp := range spans {
-		got, ok := appendSpan(nil, sp)
-		if !ok {
-			t.Errorf("%s: not framed", sp.Name)
-			continue
-		}
-		var want bytes.Buffer
-		enc := json.NewEncoder(&want)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(sp); err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != strings.TrimSuffix(want.String(), "\n") {
-			t.Errorf("%s:\n got %s\nwant %s", sp.Name, got, want.String())
-		}
-	}
-	for _, sp := range []pipeline.Span{
-		{Name: "x", Attrs: map[string]any{"list": []string{"a"}}},
-		{Name: "x", StartMs: math.NaN()},
-		{Name: "x", Attrs: map[string]any{"f": math.Inf(1)}},
-	} {
-		if _, ok := appendSpan(nil, sp); ok {
-			t.Errorf("%+v was framed by hand", sp)
-		}
-	}
-}
 
 // countingWriter is a ResponseWriter that keeps nothing and counts the
 // flushes and write-deadline changes it is asked for.
@@ -110,8 +68,8 @@ func TestWriteDeadlineIsNotMovedPerEvent(t *testing.T) {
 	if d := w.deadlines[0]; d.Before(start.Add(timeout)) || d.After(time.Now().Add(timeout*3/2)) {
 		t.Errorf("deadline %v ahead, want between %v and %v", d.Sub(start), timeout, timeout*3/2)
 	}
-	if w.flushes != 101 {
-		t.Errorf("%d flushes for 101 events", w.flushes)
+	if w.flushes != 100 {
+		t.Errorf("%d flushes for 100 tokens after the meta event", w.flushes)
 	}
 	// A deadline with less than WriteTimeout left is moved before the write.
 	l.sink.deadline = time.Now().Add(timeout / 2)
@@ -120,6 +78,41 @@ func TestWriteDeadlineIsNotMovedPerEvent(t *testing.T) {
 	}
 	if len(w.deadlines) != 2 || w.deadlines[1].Before(time.Now().Add(timeout)) {
 		t.Errorf("deadlines %v: the nearly spent one was not moved a WriteTimeout ahead", w.deadlines)
+	}
+}
+
+// TestEventsHeldUntilFlush: meta, stage and sources events are written but
+// not flushed until Flush (or a token, or the end), so a burst of them is
+// one network write; tokens, done and error are flushed at once.
+func TestEventsHeldUntilFlush(t *testing.T) {
+	t.Parallel()
+	w := &countingWriter{}
+	l := attachedLog(t, w, time.Second)
+	_ = l.Stage(pipeline.Span{Name: pipeline.StageAccept})
+	_ = l.Sources(nil)
+	if w.flushes != 0 || !l.pending {
+		t.Fatalf("%d flushes after meta, a stage and the sources; want them held", w.flushes)
+	}
+	if err := l.Flush(); err != nil || w.flushes != 1 || l.pending {
+		t.Fatalf("Flush: %v, %d flushes", err, w.flushes)
+	}
+	if err := l.Flush(); err != nil || w.flushes != 1 {
+		t.Errorf("a Flush with nothing held flushed again (%d)", w.flushes)
+	}
+	_ = l.Stage(pipeline.Span{Name: pipeline.StageEmbed})
+	_ = l.Delta(pipeline.Delta{Text: "a"})
+	if w.flushes != 2 || l.pending {
+		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.pending)
+	}
+	_ = l.Stage(pipeline.Span{Name: pipeline.StageLLMDecode})
+	_ = l.Done(pipeline.Record{})
+	if w.flushes != 3 {
+		t.Errorf("done: %d flushes, want 3", w.flushes)
+	}
+	_ = l.Stage(pipeline.Span{Name: "late"})
+	l.end()
+	if w.flushes != 4 {
+		t.Errorf("end with an event held: %d flushes, want it flushed", w.flushes)
 	}
 }
 
@@ -151,6 +144,65 @@ func TestTokenEventIsFramedAsJSON(t *testing.T) {
 	}
 }
 
+// TestStageEventIsFramedAsJSON: a stage event carries what encoding/json
+// writes for the span (HTML escaping off), framed by hand or, for
+// attributes AppendJSON does not write, by encoding/json.
+func TestStageEventIsFramedAsJSON(t *testing.T) {
+	t.Parallel()
+	l := attachedLog(t, &countingWriter{}, time.Second)
+	for _, sp := range []pipeline.Span{
+		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"embedder": "openai:<m>", "dim": 512, "reused": true}},
+		{Name: "search", Seq: 3, Attrs: map[string]any{"ids": []string{"a<b"}, "k": 4}},
+	} {
+		if err := l.Stage(sp); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(sp); err != nil {
+			t.Fatal(err)
+		}
+		seq := l.seq - 1
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: stage\ndata: %s\n", l.id, seq, want.String()); got != w {
+			t.Errorf("event\n%q, want\n%q", got, w)
+		}
+	}
+}
+
+// TestDoneEventIsFramedAsJSON: the done event carries what encoding/json
+// writes for the record's DoneEvent, framed by hand or, with a stage
+// AppendJSON does not frame, by encoding/json.
+func TestDoneEventIsFramedAsJSON(t *testing.T) {
+	t.Parallel()
+	ttft := 12.5
+	for _, stages := range [][]pipeline.Span{nil, {{Name: "embed", Attrs: map[string]any{"dim": 512}}}, {{Name: "x", Attrs: map[string]any{"ids": []int{1}}}}} {
+		l := attachedLog(t, &countingWriter{}, time.Second)
+		rec := pipeline.Record{QueryID: "q", Model: "m<x>", Figures: pipeline.Figures{TTFTMs: &ttft}, Stages: stages}
+		if err := l.Done(rec); err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rec.DoneEvent()); err != nil {
+			t.Fatal(err)
+		}
+		seq := l.seq - 1
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+			t.Fatal(err)
+		}
+		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: done\ndata: %s\n", l.id, seq, want.String()); got != w {
+			t.Errorf("event\n%q, want\n%q", got, w)
+		}
+	}
+}
+
 // BenchmarkStreamToken is the per-token cost of an /ask stream: framing
 // the token event, keeping it for resumes and writing it (to a writer that
 // keeps nothing).
@@ -174,6 +226,34 @@ func BenchmarkStreamStage(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := l.Stage(sp); err != nil {
+			b.Fatal(err)
+		}
+		if len(l.kept) > 1000 {
+			l.kept, l.keptBytes = l.kept[:0], 0
+		}
+	}
+}
+
+// BenchmarkStreamDone is the cost of an ask's done event: its figures and
+// its nine stages with their attributes.
+func BenchmarkStreamDone(b *testing.B) {
+	l := attachedLog(b, &countingWriter{}, 10*time.Second)
+	ttft, overhead := 43.5, 0.4
+	rec := pipeline.Record{QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7", Model: "sim",
+		Figures: pipeline.Figures{TTFTMs: &ttft, OverheadMs: &overhead, E2EMs: 342.5, RetrievalMs: 6.5},
+		Stages: []pipeline.Span{
+			{Name: pipeline.StageAccept, Seq: 0, DurationMs: 0.052},
+			{Name: pipeline.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
+			{Name: pipeline.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},
+			{Name: pipeline.StageSearch, Seq: 3, StartMs: 6.2, DurationMs: 0.3, Attrs: map[string]any{"hits": 4, "k": 4, "store": "embedded"}},
+			{Name: pipeline.StageAssemble, Seq: 4, StartMs: 6.5, DurationMs: 0.2, Attrs: map[string]any{"chunks": 4, "context_tokens": 316, "dropped": 0, "prompt_tokens": 381}},
+			{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 6.8, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}},
+			{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 6.8, DurationMs: 15.2, Attrs: map[string]any{"status": 200}},
+			{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 22.0, DurationMs: 320.5, Attrs: map[string]any{"chunks": 64, "completion_tokens": 64, "itl_p50_ms": 5.01, "itl_p95_ms": 5.9, "itl_max_ms": 9.3}},
+		}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.Done(rec); err != nil {
 			b.Fatal(err)
 		}
 		if len(l.kept) > 1000 {

@@ -55,11 +55,11 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 			choices = val
 		default:
 			for _, known := range chunkKeys {
-				if strings.EqualFold(k, known) && (k != known || val.Type() != fastjson.TypeNull) {
+				if foldsTo(k, known) && (k != known || val.Type() != fastjson.TypeNull) {
 					ok = false
 				}
 			}
-			if strings.EqualFold(k, "choices") {
+			if foldsTo(k, "choices") {
 				ok = false
 			}
 		}
@@ -96,7 +96,7 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 				default:
 					ok = false
 				}
-			case strings.EqualFold(k, "delta") || strings.EqualFold(k, "finish_reason"):
+			case foldsTo(k, "delta") || foldsTo(k, "finish_reason"):
 				ok = false
 			}
 		})
@@ -145,7 +145,7 @@ func readDelta(v *fastjson.Value, content, reasoningContent, reasoning *string) 
 			dst, bit = reasoningContent, 2
 		case k == "reasoning":
 			dst, bit = reasoning, 4
-		case strings.EqualFold(k, "content") || strings.EqualFold(k, "reasoning_content") || strings.EqualFold(k, "reasoning"):
+		case foldsTo(k, "content") || foldsTo(k, "reasoning_content") || foldsTo(k, "reasoning"):
 			ok = false
 			return
 		default:
@@ -170,6 +170,19 @@ func readDelta(v *fastjson.Value, content, reasoningContent, reasoning *string) 
 		}
 	})
 	return ok
+}
+
+// foldsTo is strings.EqualFold(k, known) for a known key in lower-case
+// ASCII, answered from the first byte for most keys (the key of another
+// field): an ASCII byte folds to a lower-case letter only if it is that
+// letter or its capital. A non-ASCII first byte (a key that might fold
+// through Unicode, as K to k) goes to EqualFold. Chunks have a dozen keys
+// checked against several known ones each, per token.
+func foldsTo(k, known string) bool {
+	if len(k) > 0 && k[0] < utf8.RuneSelf && k[0]|0x20 != known[0] {
+		return false
+	}
+	return strings.EqualFold(k, known)
 }
 
 func cmpOr(a, b string) string {

@@ -3,6 +3,8 @@ package llm
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,23 @@ func strip(ds []pipeline.Delta) []string {
 		out[i] = fmt.Sprintf("%v:%q", d.Reasoning, d.Text)
 	}
 	return out
+}
+
+// TestFoldsToIsEqualFold: foldsTo answers as strings.EqualFold for every
+// known key against keys that fold to it, differ from it, or start with
+// any byte.
+func TestFoldsToIsEqualFold(t *testing.T) {
+	t.Parallel()
+	known := append(slices.Clone(chunkKeys), "choices", "delta", "finish_reason", "content", "reasoning_content", "reasoning")
+	keys := []string{"", "id", "object", "Usage", "USAGE", "uſage", "\u212Aey", "x_Groq", "X_GROQ", "_x", "1", "Choices", "CHOICES", "çhoices", "Delta", "finish_Reason", "contenT", "Reasoning_content"}
+	for b := range 256 {
+		keys = append(keys, string([]byte{byte(b)})+"sage", string([]byte{byte(b)})+"hoices")
+	}
+	for _, kn := range known {
+		for _, k := range keys {
+			if got, want := foldsTo(k, kn), strings.EqualFold(k, kn); got != want {
+				t.Errorf("foldsTo(%q, %q) = %v, EqualFold says %v", k, kn, got, want)
+			}
+		}
+	}
 }

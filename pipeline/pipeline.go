@@ -237,6 +237,9 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		return clientGone(err)
 	}
 
+	if err := flush(out); err != nil { // meta, accept and queue, before the embedder's wait
+		return clientGone(err)
+	}
 	var vecs [][]float32
 	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
 		var call Call
@@ -255,6 +258,9 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		return err
 	}
 
+	if err := flush(out); err != nil {
+		return clientGone(err)
+	}
 	var hits []Hit
 	err = q.stage(ctx, out, StageSearch, func(ctx context.Context) (map[string]any, error) {
 		var err error
@@ -272,6 +278,11 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		return err
 	}
 
+	if q.req.RerankTopN != 0 && cfg.Reranker != nil && len(hits) > 0 { // a reranker will be called
+		if err := flush(out); err != nil {
+			return clientGone(err)
+		}
+	}
 	err = q.stage(ctx, out, StageRerank, func(ctx context.Context) (map[string]any, error) {
 		topN := q.req.RerankTopN
 		attrs := map[string]any{"candidates": len(hits), "top_n": topN, "reranker": cfg.RerankerName}
@@ -304,6 +315,9 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		return err
 	}
 	if err := out.Sources(prompt.sources); err != nil {
+		return clientGone(err)
+	}
+	if err := flush(out); err != nil { // the retrieval stages and the sources, before the model's wait
 		return clientGone(err)
 	}
 
@@ -402,6 +416,9 @@ func (q *query) firstTokenSpans(out Stream, d Delta) error {
 	g := *d.Timing
 	g.FirstToken = d.At
 	if err := q.connectAndPrefill(out, g); err != nil {
+		return clientGone(err)
+	}
+	if err := flush(out); err != nil {
 		return clientGone(err)
 	}
 	return nil
@@ -719,6 +736,11 @@ func (q *query) assemble(hits []Hit) promptParts {
 		})
 	}
 	var user strings.Builder
+	size := len("Request \n\nSources:\n\nQuestion: ") + len(q.req.PromptNonce) + len(noSources) + len(q.req.Question)
+	for _, b := range blocks {
+		size += len(b) + 2
+	}
+	user.Grow(size) // once: the context is most of a prompt's bytes
 	if q.req.PromptNonce != "" {
 		// first, so nothing after the system prompt matches an earlier prompt
 		user.WriteString("Request ")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -779,5 +780,92 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	}
 	if want := counted(plain) + 5 + 3*3; counted(rec) != want {
 		t.Errorf("prompt tokens %d with history, %d without; want %d", counted(rec), counted(plain), want)
+	}
+}
+
+// flushStream is a recStream that holds every event but tokens, done and
+// error until Flush, as the SSE writer does; sent lists what a client would
+// have received so far.
+type flushStream struct {
+	recStream
+	sent    []event
+	flushes int
+}
+
+func (s *flushStream) Flush() error {
+	s.flushes++
+	s.sent = slices.Clone(s.events)
+	return nil
+}
+func (s *flushStream) Delta(d Delta) error {
+	err := s.recStream.Delta(d)
+	s.sent = slices.Clone(s.events)
+	return err
+}
+
+// heldWhenCalled notes, on each call of a remote stage or the model, how
+// many events the stream had that the client had not received.
+type heldWhenCalled struct {
+	out  *flushStream
+	held []int
+}
+
+func (h *heldWhenCalled) note() { h.held = append(h.held, len(h.out.events)-len(h.out.sent)) }
+
+type notingEmbedder struct{ h *heldWhenCalled }
+
+func (e notingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	e.h.note()
+	return fixedEmbedder{}.Embed(ctx, texts)
+}
+
+type notingSearcher struct{ h *heldWhenCalled }
+
+func (s notingSearcher) Search(ctx context.Context, q []float32, k int, f Filter) ([]Hit, error) {
+	s.h.note()
+	return listSearcher{hits(10)}.Search(ctx, q, k, f)
+}
+
+type notingReranker struct{ h *heldWhenCalled }
+
+func (r notingReranker) Rerank(ctx context.Context, q string, hs []Hit, n int) ([]Hit, error) {
+	r.h.note()
+	return reverseReranker{}.Rerank(ctx, q, hs, n)
+}
+
+type notingGenerator struct {
+	h *heldWhenCalled
+	scriptGenerator
+}
+
+func (g *notingGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	g.h.note()
+	return g.scriptGenerator.Generate(ctx, req, func(d Delta) error {
+		err := emit(d)
+		g.h.note() // after the first token: its llm_connect and llm_prefill too
+		return err
+	})
+}
+
+// TestFlushedBeforeEveryWait: a Stream that holds events has them all sent
+// before the embedder, the search, the reranker and the model are called
+// and after each token, and in fewer writes than events.
+func TestFlushedBeforeEveryWait(t *testing.T) {
+	t.Parallel()
+	out := &flushStream{}
+	h := &heldWhenCalled{out: out}
+	gen := &notingGenerator{h: h, scriptGenerator: scriptGenerator{timing: true, deltas: []Delta{{Text: "a"}, {Text: "b"}}}}
+	p, _ := newTestPipeline(t, gen, func(c *Config) {
+		c.Embedder, c.Searcher, c.Reranker = notingEmbedder{h}, notingSearcher{h}, notingReranker{h}
+	})
+	rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), out)
+	if rec.Status != StatusOK {
+		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+	}
+	if want := []int{0, 0, 0, 0, 0, 0}; !slices.Equal(h.held, want) {
+		t.Errorf("events held from the client at embed, search, rerank, generate, token 1, token 2: %v, want %v", h.held, want)
+	}
+	if out.flushes >= len(out.events)-3 {
+		t.Errorf("%d flushes for %d events", out.flushes, len(out.events))
 	}
 }

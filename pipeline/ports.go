@@ -65,8 +65,9 @@ type Recorder interface {
 // implements it, and so does anything that runs the pipeline without HTTP.
 //
 // Contract: each method writes (and, for a network stream, flushes) its event
-// before returning; a returned error means the client is gone and the
-// pipeline stops with status cancelled.
+// before returning — except that a Stream which is also a Flusher may hold
+// Meta, Stage and Sources events until its Flush; a returned error means the
+// client is gone and the pipeline stops with status cancelled.
 type Stream interface {
 	Meta(m Meta) error
 	Stage(s Span) error
@@ -74,6 +75,23 @@ type Stream interface {
 	Delta(d Delta) error
 	Done(rec Record) error
 	Fail(e *Error) error
+}
+
+// Flusher is a Stream that holds events (see Stream) and sends them on
+// Flush. The pipeline flushes before it waits on anything outside the
+// process — the embedder, the search, a reranker, the model — and after the
+// spans that follow the first token, so the events of a burst go out in one
+// network write and none waits on the query's slow parts.
+type Flusher interface {
+	Flush() error
+}
+
+// flush sends the events out holds, if it holds any.
+func flush(out Stream) error {
+	if f, ok := out.(Flusher); ok {
+		return f.Flush()
+	}
+	return nil
 }
 
 // Chunk is a piece of a document as it is stored in an index.

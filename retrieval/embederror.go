@@ -92,7 +92,7 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 	if resp.StatusCode != http.StatusOK {
 		return r.failure(ctx, resp.StatusCode, upstream.ReadErrorBody(resp.Body), nil)
 	}
-	data, err := upstream.ReadLimited(resp.Body, maxEmbedResponse)
+	data, err := upstream.ReadLimitedSize(resp.Body, maxEmbedResponse, resp.ContentLength)
 	if err != nil && !errors.Is(err, upstream.ErrTooLarge) {
 		return r.failure(ctx, 0, nil, err)
 	}

@@ -441,8 +441,10 @@ func (h *candHeap) pop(max bool) cand {
 	return top
 }
 
-// simdDot is the inner product through github.com/viterin/vek, which uses
+// simdDot is the inner product (len(b) ≥ len(a)) of every search, the
+// graph's and the exact scans', through github.com/viterin/vek, which uses
 // AVX2/FMA (or NEON) when the CPU has them and plain Go otherwise: about
-// five times faster than dot on this machine for 384 dimensions, and the
-// graph walk is mostly inner products.
+// five times faster than a Go loop of four accumulators for 384
+// dimensions. The exact scan of the docs corpus (~900 chunks of 512) was
+// 10 % of serve's CPU per ask at 100 streams with the Go loop.
 func simdDot(a, b []float32) float32 { return vek32.Dot(a, b[:len(a)]) }

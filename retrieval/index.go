@@ -652,7 +652,7 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 		}
 		for _, s := range st.unlinked {
 			if st.alive[s] {
-				top.offer(scored{slot: s, score: dot(q, st.vecs[int(s)*ix.dim:(int(s)+1)*ix.dim])})
+				top.offer(scored{slot: s, score: simdDot(q, st.vecs[int(s)*ix.dim:(int(s)+1)*ix.dim])})
 			}
 		}
 	case st.graph != nil && len(st.alive) >= exactBelow:
@@ -725,7 +725,7 @@ func (st *state) scanRange(ctx context.Context, dim int, q []float32, k, lo, hi 
 		if !alive[i] {
 			continue
 		}
-		s := dot(q, vecs[i*dim:(i+1)*dim])
+		s := simdDot(q, vecs[i*dim:(i+1)*dim])
 		if len(top.items) < k || s > top.items[0].score {
 			top.offer(scored{slot: int32(i), score: s})
 		}
@@ -742,7 +742,7 @@ func (st *state) searchFiltered(ctx context.Context, dim int, q []float32, k int
 				return
 			}
 		}
-		top.offer(scored{slot: s, score: dot(q, st.vecs[int(s)*dim:(int(s)+1)*dim])})
+		top.offer(scored{slot: s, score: simdDot(q, st.vecs[int(s)*dim:(int(s)+1)*dim])})
 	}
 	if len(f.DocIDs) > 0 {
 		seen := make(map[string]bool, len(f.DocIDs))
@@ -769,24 +769,6 @@ func (st *state) searchFiltered(ctx context.Context, dim int, q []float32, k int
 		}
 	}
 	return top, nil
-}
-
-// dot is the inner product of a and b (len(b) ≥ len(a)). Four independent
-// accumulators let the CPU overlap the multiply-adds.
-func dot(a, b []float32) float32 {
-	b = b[:len(a)]
-	var s0, s1, s2, s3 float32
-	i := 0
-	for ; i+4 <= len(a); i += 4 {
-		s0 += a[i] * b[i]
-		s1 += a[i+1] * b[i+1]
-		s2 += a[i+2] * b[i+2]
-		s3 += a[i+3] * b[i+3]
-	}
-	for ; i < len(a); i++ {
-		s0 += a[i] * b[i]
-	}
-	return (s0 + s1) + (s2 + s3)
 }
 
 type scored struct {

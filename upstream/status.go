@@ -164,7 +164,18 @@ var ErrTooLarge = errors.New("the response body is larger than allowed")
 // ReadLimited reads r to its end, but no more than limit bytes: a longer
 // body yields the first limit bytes and an error wrapping ErrTooLarge.
 func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, limit+1))
+	return ReadLimitedSize(r, limit, -1)
+}
+
+// ReadLimitedSize is ReadLimited for a body whose size is announced
+// (http.Response.ContentLength; -1 when it is not): one allocation of that
+// size instead of io.ReadAll's growing from 512 bytes, which copied an
+// embedding's few kilobytes four times.
+func ReadLimitedSize(r io.Reader, limit, size int64) ([]byte, error) {
+	if size < 0 || size > limit {
+		size = 511 // io.ReadAll's start
+	}
+	b, err := readAll(io.LimitReader(r, limit+1), make([]byte, 0, size+1))
 	if err != nil {
 		return b, err
 	}
@@ -172,6 +183,24 @@ func ReadLimited(r io.Reader, limit int64) ([]byte, error) {
 		return b[:limit], fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)
 	}
 	return b, nil
+}
+
+// readAll is io.ReadAll into b's room, growing it only when full: a body
+// of the announced size and the EOF after it fit in one allocation.
+func readAll(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
 
 // ReadErrorBody reads the start of an error response (up to

@@ -236,3 +236,29 @@ func TestReadLimited(t *testing.T) {
 		t.Errorf("over the limit: %q %v", b, err)
 	}
 }
+
+// TestReadLimitedSize: a body read with its announced size is read whole
+// in one allocation for the bytes; a size announced wrongly (or beyond the
+// limit) still reads the body as it is, within the limit.
+func TestReadLimitedSize(t *testing.T) { // not parallel: it counts allocations
+	body := strings.Repeat("x", 3000)
+	for _, size := range []int64{3000, -1, 10, 5000, 1 << 40} {
+		b, err := ReadLimitedSize(strings.NewReader(body), 4000, size)
+		if err != nil || string(b) != body {
+			t.Errorf("size %d: %d bytes, %v", size, len(b), err)
+		}
+		if b, err := ReadLimitedSize(strings.NewReader(body), 2999, size); !errors.Is(err, ErrTooLarge) || len(b) != 2999 {
+			t.Errorf("size %d over the limit: %d bytes, %v", size, len(b), err)
+		}
+	}
+	r := strings.NewReader(body)
+	allocs := testing.AllocsPerRun(20, func() {
+		r.Reset(body)
+		if _, err := ReadLimitedSize(r, 4000, 3000); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 2 { // the bytes, and io.LimitReader's reader
+		t.Errorf("%v allocations for a body of announced size, want 2", allocs)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -307,6 +308,17 @@ func startTraceparentProxy(t testing.TB, target string) *traceparentProxy {
 		p.mu.Lock()
 		p.seen = append(p.seen, r.Header.Get("traceparent"))
 		p.mu.Unlock()
+		// The body goes on as a copy: ReverseProxy hands r.Body to its
+		// transport, whose write loop may make its last read (past
+		// Content-Length) after the first Flush of the answer has closed
+		// r.Body; it then closes the connection to the simulator and the
+		// stream is cut (recordingProxy in inference_servers_test.go).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		rp.ServeHTTP(w, r)
 	})}
 	go srv.Serve(ln)

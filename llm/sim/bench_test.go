@@ -47,6 +47,11 @@ func BenchmarkEngineStep(b *testing.B) {
 //     what a 7B model on one A100 takes; docs/llmsim.md);
 //   - itl-20ms: a fixed 20 ms step whatever the batch, 100,000 tokens/s.
 //
+// And peer-100, make bench-peer's simulator at its 100 streams: 100
+// requests × 64 tokens at once, each on its own timeline (no batching),
+// 15 ms prefill and 5 ms per token; it also reports the server's CPU per
+// request (server-cpu-ms/ask), bench-peer's llmsim column.
+//
 // The clients run in a child process (this test binary re-executed, see
 // TestMain) so the server's CPU is measured apart from theirs; with
 // LLMSIM_BENCH_CLIENT=inprocess they run in the benchmark's process as
@@ -62,13 +67,17 @@ func BenchmarkSimulator(b *testing.B) {
 	batch.ITLMs, batch.ITLMsPerSeq = DefaultConfig().ITLMs, DefaultConfig().ITLMsPerSeq
 	fixed := base
 	fixed.ITLMs = 20
-	b.Run("batch-cost", func(b *testing.B) { benchStreams(b, batch) })
-	b.Run("itl-20ms", func(b *testing.B) { benchStreams(b, fixed) })
+	b.Run("batch-cost", func(b *testing.B) { benchStreams(b, batch, benchStreams2000) })
+	b.Run("itl-20ms", func(b *testing.B) { benchStreams(b, fixed, benchStreams2000) })
+	// make bench-peer's simulator: every request on its own timeline, 15 ms
+	// prefill, 5 ms per token, 64 tokens, 100 streams at once
+	peer := Config{PrefillMs: 15, ITLMs: 5, OutputTokens: 64}
+	b.Run("peer-100", func(b *testing.B) { benchStreams(b, peer, 100) })
 }
 
 const benchStreams2000, benchTokens = 2000, 50
 
-func benchStreams(b *testing.B, cfg Config) {
+func benchStreams(b *testing.B, cfg Config, streams int) {
 	s, ts := startSim(b, cfg)
 	body, _ := json.Marshal(chatBody(true, "a short question about prefill"))
 	inProcess := os.Getenv("LLMSIM_BENCH_CLIENT") == "inprocess"
@@ -81,14 +90,14 @@ func benchStreams(b *testing.B, cfg Config) {
 	for b.Loop() {
 		ru0 := rusage()
 		start := time.Now()
-		stop := steady.watch(s, benchStreams2000)
+		stop := steady.watch(s, streams)
 		if inProcess {
-			if err := streamConcurrently(client, ts.URL, body, benchStreams2000); err != nil {
+			if err := streamConcurrently(client, ts.URL, body, streams); err != nil {
 				b.Fatal(err)
 			}
 		} else {
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), benchClientURL+"="+ts.URL, benchClientStreams+"="+strconv.Itoa(benchStreams2000))
+			cmd.Env = append(os.Environ(), benchClientURL+"="+ts.URL, benchClientStreams+"="+strconv.Itoa(streams))
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				b.Fatalf("client process: %v\n%s", err, out)
@@ -101,7 +110,7 @@ func benchStreams(b *testing.B, cfg Config) {
 	}
 	st := s.Stats()
 	tokens := float64(st.TokensSent)
-	if want := float64(b.N * benchStreams2000 * benchTokens); tokens != want {
+	if want := float64(b.N * streams * cfg.OutputTokens); tokens != want {
 		b.Fatalf("%g tokens streamed, want %g", tokens, want)
 	}
 	b.ReportMetric(float64(st.Steps)/wall.Seconds(), "steps/s")
@@ -110,6 +119,7 @@ func benchStreams(b *testing.B, cfg Config) {
 		b.ReportMetric(float64(cpu.Microseconds())/tokens, "cpu-µs/token")
 	} else {
 		b.ReportMetric(float64(cpu.Microseconds())/tokens, "server-cpu-µs/token")
+		b.ReportMetric(float64(cpu.Microseconds())/1e3/float64(b.N*streams), "server-cpu-ms/ask")
 		b.ReportMetric(float64(clientCPU.Microseconds())/tokens, "client-cpu-µs/token")
 	}
 	b.ReportMetric(st.LagP99*1e3, "sched-lag-p99-ms")

@@ -401,6 +401,12 @@ func (a *answerer) stream(ctx context.Context) bool {
 		// write and flush: a writer that fell behind catches up in one
 		// system call instead of one per token
 		oldest := a.sq.releaseTime(before, n)
+		// the last token's write also carries the finish, the usage and
+		// [DONE]: one system call fewer per answer
+		last := sent >= total && a.sq.done.Load()
+		if last {
+			buf = a.end(buf)
+		}
 		if !send(buf) {
 			return false
 		}
@@ -411,6 +417,9 @@ func (a *answerer) stream(ctx context.Context) bool {
 		a.s.metrics.writerLag.observe(lag)
 		a.s.tokenWrites.Add(1)
 		a.s.tokensSent.Add(int64(sent - before))
+		if last {
+			return true
+		}
 		if a.sq.done.Load() && sent >= int(a.sq.produced.Load()) {
 			break
 		}
@@ -425,14 +434,19 @@ func (a *answerer) stream(ctx context.Context) bool {
 			}
 		}
 	}
-	buf = a.enc.finish(buf[:0], a.finish)
+	return send(a.end(buf[:0]))
+}
+
+// end appends the stream's end to b: the finish chunk, the usage chunk
+// (when asked for) and [DONE]. The engine must be done with the sequence.
+func (a *answerer) end(b []byte) []byte {
+	b = a.enc.finish(b, a.finish)
 	if a.req.StreamOptions != nil && a.req.StreamOptions.IncludeUsage {
-		buf = a.enc.usage(buf, a.usage(), a.extras())
+		b = a.enc.usage(b, a.usage(), a.extras())
 	} else if a.timings {
-		buf = a.enc.usage(buf, nil, a.extras())
+		b = a.enc.usage(b, nil, a.extras())
 	}
-	buf = append(buf, "data: [DONE]\n\n"...)
-	return send(buf)
+	return append(b, "data: [DONE]\n\n"...)
 }
 
 // complete waits for the whole answer and writes one chat.completion.

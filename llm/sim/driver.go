@@ -10,8 +10,11 @@ import (
 // until the engine's next step is due, advances it, and so wakes the writers
 // of the sequences that got a token. Writers never sleep per token.
 type driver struct {
-	eng   engine
-	in    chan *seq
+	eng engine
+	in  chan *seq
+	// hr is the driver's own kernel timer (nil with coarse timers or where
+	// there is none); without it the shared alarm wakes the driver.
+	hr    hrTimer
 	alarm *alarm
 	wake  chan struct{}
 
@@ -29,8 +32,16 @@ type driver struct {
 	lag *histogram
 }
 
-func newDriver(eng engine, a *alarm, lag *histogram) *driver {
-	return &driver{eng: eng, in: make(chan *seq, 4096), alarm: a, wake: make(chan struct{}, 1), lag: lag}
+// newDriver returns a driver of eng; precise asks for a kernel timer of its
+// own, as for the alarm.
+func newDriver(eng engine, a *alarm, lag *histogram, precise bool) *driver {
+	d := &driver{eng: eng, in: make(chan *seq, 4096), alarm: a, wake: make(chan struct{}, 1), lag: lag}
+	if precise {
+		if hr, err := newHRTimer(); err == nil {
+			d.hr = hr
+		}
+	}
+	return d
 }
 
 // submit hands s to the engine, or reports false if ctx ends first.
@@ -57,14 +68,26 @@ func (d *driver) publish() {
 // alarm wakes it within tens of microseconds of each due time, and
 // arrivals wake it at once.
 //
-// Besides the alarm (which also wakes an idle process on time), the driver
-// arms a runtime timer of its own: on a busy process the runtime fires it
-// at the next goroutine switch and readies the driver directly, one
-// hand-off instead of the alarm's two (timer, alarm goroutine, driver).
+// The driver arms a kernel timer of its own (which wakes an idle process on
+// time; it is re-armed every step, and going through the shared alarm would
+// cost a hand-off to the alarm's goroutine each way) and a runtime timer:
+// on a busy process the runtime fires that at the next goroutine switch and
+// readies the driver directly. Without a kernel timer the shared alarm
+// stands in for it.
+//
+// Only the planned early wake spins: the alarm's and the timer's wakes for
+// a step already taken (each step is armed on both, so the slower one
+// arrives stale) and arrivals do not, or a driver whose steps are dense
+// (many sequences on their own timelines) would spin most of the time.
 func (d *driver) run(ctx context.Context) {
-	var next, armed time.Time
+	var next, armed, wakeAt time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var fired <-chan struct{}
+	if d.hr != nil {
+		defer d.hr.close()
+		fired = d.hr.fired()
+	}
 	for {
 		// take every arrival already handed over before stepping: a step
 		// planned without them would admit them a step late, or later if
@@ -87,21 +110,28 @@ func (d *driver) run(ctx context.Context) {
 			d.steps.Store(be.steps)
 		}
 		if !next.IsZero() && !next.Equal(armed) {
-			wakeAt := next
+			wakeAt = next
 			if next.Sub(now) >= spinSparse {
 				wakeAt = next.Add(-spinAhead)
 			}
-			d.alarm.at(wakeAt, d.wake)
-			timer.Reset(time.Until(wakeAt))
+			until := time.Until(wakeAt)
+			if d.hr != nil {
+				d.hr.arm(until)
+			} else {
+				d.alarm.at(wakeAt, d.wake)
+			}
+			timer.Reset(until)
 			armed = next
 		}
 		select {
 		case s := <-d.in:
 			d.eng.add(s)
 		case <-d.wake:
-			d.spinUntil(next)
+			d.spinUntil(wakeAt, next)
+		case <-fired:
+			d.spinUntil(wakeAt, next)
 		case <-timer.C:
-			d.spinUntil(next)
+			d.spinUntil(wakeAt, next)
 		case <-ctx.Done():
 			return
 		}
@@ -118,9 +148,14 @@ const (
 	spinSparse = 5 * time.Millisecond
 )
 
-// spinUntil polls the clock until next, taking arrivals meanwhile.
-func (d *driver) spinUntil(next time.Time) {
-	if next.IsZero() || time.Until(next) > spinAhead {
+// spinUntil polls the clock until next, taking arrivals meanwhile, when
+// the driver woke early on purpose: wakeAt, the wake it planned, is before
+// next and due.
+func (d *driver) spinUntil(wakeAt, next time.Time) {
+	if next.IsZero() || !wakeAt.Before(next) {
+		return
+	}
+	if now := time.Now(); now.Before(wakeAt) || next.Sub(now) > spinAhead {
 		return
 	}
 	for time.Now().Before(next) {

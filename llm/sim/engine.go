@@ -169,6 +169,19 @@ func (h eventHeap) Len() int           { return len(h) }
 func (h eventHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
+
+// removeRoot removes the earliest event, without Pop's allocation.
+func (h *eventHeap) removeRoot() {
+	old := *h
+	n := len(old) - 1
+	old[0] = old[n]
+	old[n] = event{}
+	*h = old[:n]
+	if n > 0 {
+		heap.Fix(h, 0)
+	}
+}
+
 func (h *eventHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
@@ -195,26 +208,32 @@ func (e *idealEngine) add(s *seq) {
 	heap.Push(&e.h, event{at: first, s: s})
 }
 
+// advance moves each due sequence's event in place (heap.Fix at the root)
+// rather than popping and pushing it: Pop and Push pass events through an
+// interface, an allocation each, per token.
 func (e *idealEngine) advance(now time.Time) time.Time {
-	for e.h.Len() > 0 {
+	for len(e.h) > 0 {
 		ev := e.h[0]
 		if ev.at.After(now) {
 			return ev.at
 		}
-		heap.Pop(&e.h)
 		s := ev.s
-		if s.cancelled.Load() {
+		switch {
+		case s.cancelled.Load():
 			s.done.Store(true)
-			continue
-		}
-		if s.total() == 0 {
+			e.h.removeRoot()
+		case s.total() == 0:
 			s.done.Store(true)
 			s.signal()
-			continue
-		}
-		s.emit(ev.at)
-		if s.emitted < s.total() {
-			heap.Push(&e.h, event{at: ev.at.Add(ms(e.c.itlMs(e.rng, 1))), s: s})
+			e.h.removeRoot()
+		default:
+			s.emit(ev.at)
+			if s.emitted < s.total() {
+				e.h[0].at = ev.at.Add(ms(e.c.itlMs(e.rng, 1)))
+				heap.Fix(&e.h, 0)
+			} else {
+				e.h.removeRoot()
+			}
 		}
 	}
 	return time.Time{}

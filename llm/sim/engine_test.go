@@ -214,3 +214,23 @@ func TestBatchQueueIsFIFOAndBounded(t *testing.T) {
 		t.Errorf("third request admitted at +%v with 2 slots busy for ≥ 50 ms", seqs[2].admitted.Sub(seqs[0].arrival))
 	}
 }
+
+// TestDriverSpinsOnlyOnItsPlannedEarlyWake: a driver woken for a step it
+// planned to wake at exactly (steps closer than spinSparse, as when many
+// sequences run on their own timelines), or by a stale wake, returns to
+// waiting instead of polling the clock, which would take the arrival
+// queued meanwhile. Polling through the dense steps of 100 streams was
+// most of llmsim's CPU in make bench-peer.
+func TestDriverSpinsOnlyOnItsPlannedEarlyWake(t *testing.T) {
+	d := newDriver(newIdealEngine(costs{}, nil, 1), newAlarm(false), newHistogram(lagBuckets), false)
+	d.in <- newSeq(time.Now(), 1, nil, 0, 1)
+	next := time.Now().Add(spinAhead / 2)
+	d.spinUntil(next, next)
+	if len(d.in) != 1 {
+		t.Error("the driver polled the clock for a step it planned to wake at")
+	}
+	d.spinUntil(next.Add(-spinAhead), next.Add(time.Hour))
+	if len(d.in) != 1 {
+		t.Error("the driver polled the clock for a step an hour away")
+	}
+}

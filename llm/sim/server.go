@@ -135,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 		s.alarm.run(ctx)
 	}()
 	for i := range cfg.Replicas {
-		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), s.alarm, s.metrics.schedulerLag)
+		d := newDriver(newEngine(cfg, uint64(cfg.Seed)+uint64(i)), s.alarm, s.metrics.schedulerLag, !cfg.CoarseTimers)
 		s.drivers = append(s.drivers, d)
 		s.wg.Add(1)
 		go func() {

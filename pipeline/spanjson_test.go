@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+// reflected is what encoding/json writes for v through reflection alone.
+func reflected(t *testing.T, v any, escapeHTML bool) string {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(escapeHTML)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// TestSpanJSONMatchesReflection: a span framed by hand is byte for byte
+// what encoding/json's reflection writes, alone and inside a done event,
+// with HTML escaping off and on; spans it cannot frame go to reflection,
+// and one that JSON cannot hold is still an error.
+func TestSpanJSONMatchesReflection(t *testing.T) {
+	t.Parallel()
+	spans := []Span{
+		{Name: "queue", Seq: 0, StartMs: 0, DurationMs: 0, Attrs: map[string]any{"limit": 0}},
+		{Name: "accept", Seq: 0},
+		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 12.5, Attrs: map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": true, "dns_ms": 0.0, "connect_ms": 1e-7, "tls_ms": 3e21}},
+		{Name: "search", Seq: 3, StartMs: 1234567.891, DurationMs: 0.000001, Attrs: map[string]any{"k": 4, "hits": int64(4), "store": "embedded", "exact": false, "ef": 64}},
+		{Name: "llm_prefill", Seq: 7, StartMs: -0.5, DurationMs: 150.25, Attrs: map[string]any{"status": 200, "server_prefill_ms": 98.765432, "z\u2028key": "v\"al\\ue\n"}},
+		{Name: "llm_decode", Seq: 8, Attrs: map[string]any{}},
+		{Name: "x <list>", Attrs: map[string]any{"list": []string{"a<b"}, "n": 1}},
+		{Name: "x", Attrs: map[string]any{"nested": map[string]any{"a": nil}}},
+	}
+	for i, sp := range spans {
+		_, framed := sp.AppendJSON(nil)
+		if framed != (i < 6) {
+			t.Errorf("%s: framed by hand %v", sp.Name, framed)
+		}
+		for _, esc := range []bool{false, true} {
+			if got, want := reflected(t, sp, esc), reflected(t, spanFields(sp), esc); got != want {
+				t.Errorf("%s (HTML escaping %v):\n got %s\nwant %s", sp.Name, esc, got, want)
+			}
+		}
+	}
+	// The done event framed by hand against encoding/json's reflection
+	// (DoneEvent has no MarshalJSON): a field added to Figures and not
+	// framed fails here.
+	ttft, share, cached := 43.5, 0.25, 1024
+	figures := []Figures{{}, {TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: 342.5, AcceptMs: 0.05, QueueMs: 1e-7, RetrievalMs: 6.5,
+		GenTTFTMs: 37, LLMPrefillMs: 15.2, OverheadMs: &share, ReasoningMs: &share, RetrievalShare: &share, PrefillShare: &share,
+		PrefillUnexplainedMs: &ttft, Usage: Usage{PromptTokens: 381, CompletionTokens: 64, CachedTokens: &cached, ReasoningTokens: 3, CacheCreationTokens: 7}}}
+	for _, fig := range figures {
+		for _, stages := range [][]Span{nil, {}, spans[:6], spans} {
+			done := DoneEvent{QueryID: "q<1>", Model: "m", Figures: fig, Stages: stages}
+			got, ok := done.AppendJSON(nil)
+			if ok != (len(stages) <= 6) {
+				t.Errorf("done event of %d stages: framed by hand %v", len(stages), ok)
+			}
+			if want := reflected(t, done, false); ok && string(got) != want {
+				t.Errorf("done event (%d stages):\n got %s\nwant %s", len(stages), got, want)
+			}
+		}
+	}
+	nan := math.NaN()
+	if _, ok := (DoneEvent{Figures: Figures{TTFTMs: &nan}}).AppendJSON(nil); ok {
+		t.Error("a done event with a NaN figure was framed")
+	}
+	for _, sp := range []Span{{Name: "x", StartMs: math.NaN()}, {Name: "x", Attrs: map[string]any{"f": math.Inf(1)}}} {
+		if _, err := json.Marshal(sp); err == nil {
+			t.Errorf("%+v: encoded, want an error", sp)
+		}
+	}
+}
