@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"ragtime/pipeline"
@@ -34,6 +35,16 @@ const EmbedRetries = 2
 // dimensions as JSON are about 4 MB).
 const maxEmbedResponse = 64 << 20
 
+// bodies holds response buffers between calls: a question's embedding is a
+// few KB read per ask (its server may not announce the size), and out is
+// decoded from it into values of its own (DecodeBody and encoding/json
+// copy), so the buffer is free again once Post returns.
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledBody bounds the buffers kept in bodies: a batch of ingest
+// texts' vectors is not kept for the next question's.
+const maxPooledBody = 256 << 10
+
 // RemoteEmbedder is what the remote embedders (retrieval/openai,
 // retrieval/ollama) share: the HTTP call through the upstream layer, its
 // retries and timing, and the classification of failures.
@@ -56,7 +67,8 @@ func (r *RemoteEmbedder) Where() string {
 }
 
 // BodyDecoder is an out of Post that decodes the response body itself
-// rather than through encoding/json.
+// rather than through encoding/json. body is Post's to reuse once
+// DecodeBody returns: what out keeps must be copied from it.
 type BodyDecoder interface {
 	DecodeBody(body []byte) error
 }
@@ -92,7 +104,14 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 	if resp.StatusCode != http.StatusOK {
 		return r.failure(ctx, resp.StatusCode, upstream.ReadErrorBody(resp.Body), nil)
 	}
-	data, err := upstream.ReadLimitedSize(resp.Body, maxEmbedResponse, resp.ContentLength)
+	buf := bodies.Get().(*[]byte)
+	data, err := upstream.ReadLimitedTo(*buf, resp.Body, maxEmbedResponse)
+	defer func() {
+		if cap(data) <= maxPooledBody {
+			*buf = data[:0]
+			bodies.Put(buf)
+		}
+	}()
 	if err != nil && !errors.Is(err, upstream.ErrTooLarge) {
 		return r.failure(ctx, 0, nil, err)
 	}

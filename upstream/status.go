@@ -175,7 +175,13 @@ func ReadLimitedSize(r io.Reader, limit, size int64) ([]byte, error) {
 	if size < 0 || size > limit {
 		size = 511 // io.ReadAll's start
 	}
-	b, err := readAll(io.LimitReader(r, limit+1), make([]byte, 0, size+1))
+	return ReadLimitedTo(make([]byte, 0, size+1), r, limit)
+}
+
+// ReadLimitedTo is ReadLimited into dst's room (grown when the body does
+// not fit), for a caller that reuses its buffer between bodies.
+func ReadLimitedTo(dst []byte, r io.Reader, limit int64) ([]byte, error) {
+	b, err := readAll(io.LimitReader(r, limit+1), dst[:0])
 	if err != nil {
 		return b, err
 	}

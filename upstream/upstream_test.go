@@ -261,4 +261,16 @@ func TestReadLimitedSize(t *testing.T) { // not parallel: it counts allocations
 	if allocs > 2 { // the bytes, and io.LimitReader's reader
 		t.Errorf("%v allocations for a body of announced size, want 2", allocs)
 	}
+	// Into a reused buffer with room: only io.LimitReader's reader.
+	buf := make([]byte, 0, 4096)
+	allocs = testing.AllocsPerRun(20, func() {
+		r.Reset(body)
+		b, err := ReadLimitedTo(buf, r, 4000)
+		if err != nil || string(b) != body {
+			t.Fatalf("ReadLimitedTo: %d bytes, %v", len(b), err)
+		}
+	})
+	if allocs > 1 {
+		t.Errorf("%v allocations reading into a buffer with room, want 1", allocs)
+	}
 }

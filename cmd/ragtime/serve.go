@@ -113,7 +113,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.rate, "rate", "asks per caller (an API key without a --rate of its own, or a client IP when serve runs without keys), as 60/min, 5/s, 1000/hour or 0 (off); bursts of ten seconds' worth pass, beyond that 429 rate_limited with Retry-After")
 	fs.DurationVar(&c.bodyTimeout, "body-timeout", 30*time.Second, "a request body must arrive within this (from the end of its headers), else 408 body_timeout (0: no limit)")
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection is kept open")
-	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
+	fs.DurationVar(&c.writeTimeout, "stream-write-timeout", 10*time.Second, "a client that takes no /ask event for this long (up to half as long again: the deadline is moved once per stream, not per event) is cut, its upstream call cancelled and its query stored as cancelled with code client_stalled")
 	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
 	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")

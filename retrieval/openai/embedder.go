@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -208,7 +209,14 @@ func (r *response) decodeBase64(p *fastjson.Parser, body []byte) (handled bool, 
 		}
 	}
 	r.Data = make([]item, len(items))
-	var scratch []byte
+	sp := scratches.Get().(*[]byte)
+	scratch := *sp
+	defer func() {
+		if cap(scratch) <= 64<<10 {
+			*sp = scratch[:0]
+			scratches.Put(sp)
+		}
+	}()
 	for i, it := range items {
 		r.Data[i].Index = it.GetInt("index")
 		if r.Data[i].Embedding, scratch, err = decodeFloat32s(it.Get("embedding").GetStringBytes(), scratch); err != nil {
@@ -217,6 +225,10 @@ func (r *response) decodeBase64(p *fastjson.Parser, body []byte) (handled bool, 
 	}
 	return true, nil
 }
+
+// scratches hold decodeFloat32s's bytes between responses (a vector's
+// bytes are copied into its floats).
+var scratches = sync.Pool{New: func() any { return new([]byte) }}
 
 // decodeFloat32s decodes b64, the base64 (padded or not) of little-endian
 // float32s; scratch is reused for the bytes and returned for the next call.

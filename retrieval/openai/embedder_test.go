@@ -375,3 +375,30 @@ func BenchmarkDecodeResponse(b *testing.B) {
 		})
 	}
 }
+
+// TestVectorsOutliveTheResponseBuffer: the response buffer is reused by the
+// next call, so vectors returned before must not share its memory.
+func TestVectorsOutliveTheResponseBuffer(t *testing.T) {
+	t.Parallel()
+	for _, floatsOnly := range []bool{false, true} {
+		srv, url := start(t)
+		srv.floatsOnly = floatsOnly
+		e, err := New(Config{BaseURL: url, Model: "m", Dimensions: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := e.Embed(context.Background(), []string{"abc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := slices.Clone(first[0])
+		for _, text := range []string{"zzzzzzzz", "y", "qq"} {
+			if _, err := e.Embed(context.Background(), []string{text}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !slices.Equal(first[0], kept) {
+			t.Errorf("floatsOnly=%v: the first vector changed to %v after later calls, was %v", floatsOnly, first[0], kept)
+		}
+	}
+}
