@@ -125,9 +125,15 @@ func (a *alarm) run(ctx context.Context) {
 }
 
 // sleepUntil blocks until deadline or until ctx is done, whichever is
-// first, and reports whether the deadline was reached.
+// first, and reports whether the deadline was reached. Besides the alarm
+// (on time when the process is idle) it arms a runtime timer of its own,
+// which on a busy process readies the sleeper directly: through the alarm
+// the wake takes two more hand-offs (the timerfd's reader, the alarm's
+// goroutine), each a wait in the run queue under load.
 func (a *alarm) sleepUntil(ctx context.Context, deadline time.Time) bool {
 	ch := make(chan struct{}, 1)
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	for {
 		if !time.Now().Before(deadline) {
 			return true
@@ -135,6 +141,7 @@ func (a *alarm) sleepUntil(ctx context.Context, deadline time.Time) bool {
 		a.at(deadline, ch)
 		select {
 		case <-ch:
+		case <-timer.C:
 		case <-ctx.Done():
 			return false
 		}
