@@ -59,17 +59,39 @@ func TestRateLimitRefusesBeyondTheBurst(t *testing.T) {
 
 func TestCallerBoundWaitsThenRefuses(t *testing.T) {
 	t.Parallel()
-	c := mustNew(t, Config{MaxStreams: 10, MaxWait: 30 * time.Millisecond})
 	who := Caller{ID: "ip:a", Limits: Limits{Concurrent: 1}}
+
+	// A slot freed during the wait is taken. The first is released once the
+	// second is seen waiting, not after a sleep that a loaded machine can
+	// stretch past the wait; MaxWait is then only a bound, never reached.
+	c := mustNew(t, Config{MaxStreams: 10, MaxWait: time.Minute})
 	first, err := c.Admit(context.Background(), who)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A slot freed during the wait is taken.
-	go func() { time.Sleep(5 * time.Millisecond); first.Release() }()
+	admitted := make(chan struct{})
+	go func() {
+		for !c.callerWaiting(who.ID) {
+			select {
+			case <-admitted:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		first.Release()
+	}()
 	second, err := c.Admit(context.Background(), who)
+	close(admitted)
 	if err != nil {
 		t.Fatalf("second ask should have waited for the first: %v", err)
+	}
+	second.Release()
+
+	// A slot still taken when the wait ends: refused.
+	c = mustNew(t, Config{MaxStreams: 10, MaxWait: 30 * time.Millisecond})
+	held, err := c.Admit(context.Background(), who)
+	if err != nil {
+		t.Fatal(err)
 	}
 	_, err = c.Admit(context.Background(), who)
 	rejection(t, err, ReasonCaller)
@@ -78,11 +100,19 @@ func TestCallerBoundWaitsThenRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	second.Release()
+	held.Release()
 	other.Release()
 	if st := c.Stats(); st.Running != 0 || st.Queued != 0 || st.Rejected[ReasonCaller] != 1 {
 		t.Errorf("stats after release %+v", st)
 	}
+}
+
+// callerWaiting reports whether an ask of caller id waits for its slot.
+func (c *Controller) callerWaiting(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl := c.callers[id]
+	return cl != nil && cl.waiting > 0
 }
 
 func TestServerBoundRefusesWith503Reason(t *testing.T) {

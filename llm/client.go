@@ -406,10 +406,9 @@ func (r *bodyReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *bodyReader) Close() error {
-	r.rest = nil
-	return nil
-}
+// Close does nothing: the transport may close a body while its write loop
+// still reads it, and a read to the end lets go of it anyway.
+func (r *bodyReader) Close() error { return nil }
 
 // requestID is the upstream's request id from the headers providers use,
 // kept only when it is shaped like one (pipeline.SafeRequestID) and the key
