@@ -574,4 +574,5 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	// clock it runs
 	m.schedulerLag.write(w, "llmsim:scheduler_lag_seconds", "How late the simulator's engine drivers woke past a due step (llmsim's own lag, not a model figure).", labels)
 	m.writerLag.write(w, "llmsim:writer_lag_seconds", "Per write of streamed tokens, how long after the modelled release of its oldest token it was flushed (llmsim's own lag).", labels)
+	m.answerLag.write(w, "llmsim:answer_lag_seconds", "How late embedding and rerank answers woke past their modelled latency (llmsim's own lag).", labels)
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -198,7 +199,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, dialect
 		tokens += s.counter.Count(t)
 	}
 	cost := ms(s.cfg.EmbedMs + s.cfg.EmbedMsPerInput*float64(len(in.texts)))
-	if !s.alarm.sleepUntil(r.Context(), arrival.Add(cost)) {
+	if !s.sleepModelled(r.Context(), arrival.Add(cost)) {
 		return
 	}
 	if dialect == dialectOllama {
@@ -225,6 +226,18 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, dialect
 		"model":  req.Model,
 		"usage":  map[string]int{"prompt_tokens": tokens, "total_tokens": tokens},
 	})
+}
+
+// sleepModelled waits until an embedding's or a rerank's modelled latency
+// has passed (false when ctx ended first) and records how late it woke:
+// under load that lag, not the model, is the simulator's share of a
+// client's wait beyond the modelled latency.
+func (s *Server) sleepModelled(ctx context.Context, deadline time.Time) bool {
+	if !s.alarm.sleepUntil(ctx, deadline) {
+		return false
+	}
+	s.metrics.answerLag.observe(time.Since(deadline).Seconds())
+	return true
 }
 
 // float32Base64 is OpenAI's encoding_format "base64": the little-endian
@@ -410,7 +423,7 @@ func (s *Server) handleRerank(w http.ResponseWriter, r *http.Request) {
 		scores[i] = rerankScore{index: i, bm25: v}
 	}
 	slices.SortStableFunc(scores, func(a, b rerankScore) int { return cmp.Compare(b.bm25, a.bm25) })
-	if !s.alarm.sleepUntil(r.Context(), arrival.Add(ms(s.cfg.RerankMs+s.cfg.RerankMsPerDoc*float64(len(docs))))) {
+	if !s.sleepModelled(r.Context(), arrival.Add(ms(s.cfg.RerankMs+s.cfg.RerankMsPerDoc*float64(len(docs))))) {
 		return
 	}
 	if tei {

@@ -87,6 +87,9 @@ func TestEmbeddingsOpenAIWireFormat(t *testing.T) {
 	s, ts := startSim(t, Config{EmbedMs: 30})
 	texts := []string{"prefill dominates time to first token", "decode is one token per step"}
 
+	if lag := s.Stats().AnswerLagP99; lag != 0 {
+		t.Errorf("answer lag p99 %g before any answer", lag)
+	}
 	var one openAIEmbeddings
 	start := time.Now()
 	resp := postJSON(t, ts.URL, "/v1/embeddings", map[string]any{"model": "text-embedding-3-small", "input": texts[0]}, &one)
@@ -95,6 +98,9 @@ func TestEmbeddingsOpenAIWireFormat(t *testing.T) {
 	}
 	if resp.StatusCode != 200 || one.Object != "list" || one.Model != "text-embedding-3-small" || len(one.Data) != 1 || one.Data[0].Object != "embedding" {
 		t.Fatalf("status %d, body %+v", resp.StatusCode, one)
+	}
+	if s.Stats().AnswerLagP99 == 0 {
+		t.Error("the answer's wake lag was not recorded")
 	}
 	var got []float32
 	if err := json.Unmarshal(one.Data[0].Embedding, &got); err != nil {

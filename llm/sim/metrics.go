@@ -103,6 +103,9 @@ type serverMetrics struct {
 	writerLag *histogram
 	// schedulerLag is how late the engines' drivers woke past a due step.
 	schedulerLag *histogram
+	// answerLag is how late embedding and rerank handlers woke past their
+	// modelled latency.
+	answerLag *histogram
 }
 
 func newServerMetrics() *serverMetrics {
@@ -116,5 +119,6 @@ func newServerMetrics() *serverMetrics {
 		firstWriteLag: newHistogram(lagBuckets),
 		writerLag:     newHistogram(lagBuckets),
 		schedulerLag:  newHistogram(lagBuckets),
+		answerLag:     newHistogram(lagBuckets),
 	}
 }

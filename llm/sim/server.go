@@ -61,6 +61,10 @@ type Stats struct {
 	// long after its modelled time a stream's first token was flushed, in
 	// seconds.
 	FirstTokenLagP99 float64
+	// AnswerLagP99 is the 99th percentile (bucket upper bound) of how late
+	// embedding and rerank handlers woke past their modelled latency, in
+	// seconds (0 before the first).
+	AnswerLagP99 float64
 }
 
 // Server is the simulator as an http.Handler. It is safe for concurrent use.
@@ -206,6 +210,7 @@ func (s *Server) Stats() Stats {
 		LagP99:           s.metrics.schedulerLag.quantile(0.99),
 		WriterLagP99:     s.metrics.writerLag.quantile(0.99),
 		FirstTokenLagP99: s.metrics.firstWriteLag.quantile(0.99),
+		AnswerLagP99:     s.metrics.answerLag.quantile(0.99),
 	}
 }
 
