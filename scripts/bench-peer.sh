@@ -7,6 +7,7 @@
 # bounded. Knobs (environment):
 #   CONCURRENCY=1,10,100  ROUNDS=3  PER_STREAM=3 (asks per stream per trial)  MIN_ASKS=30  ITL_MS=5  PREFILL_MS=15
 #   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  TARGETS=llmsim,ragtime,peer (llmsim, the baseline, always runs)  TRIAL_TIMEOUT=90s
+#   STAGGER=0 (start a trial's streams spread over this span, e.g. 335ms, instead of all at once: steady arrivals, not waves)
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060)
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)  MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
@@ -28,6 +29,7 @@ MAX_CONCURRENT=${MAX_CONCURRENT:-0}
 TARGETS=${TARGETS:-llmsim,ragtime,peer}
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-90s}
 HOLD=${HOLD:-0}
+STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
 pprof=()
 [ -z "$PPROF_ADDR" ] || pprof=(--pprof-addr "$PPROF_ADDR")
@@ -85,7 +87,7 @@ fi
 echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${peer:-not run} (pid $peer_pid)" >&2
 ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$ragtime" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$ragtime_pid" -peer-pid "$peer_pid" \
   -hold "$HOLD" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
-  -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
+  -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
 if grep -qiE 'panic|fatal' "$work/ragtime.log"; then
   echo "ragtime's log:" >&2; tail -20 "$work/ragtime.log" >&2
 fi

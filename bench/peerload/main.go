@@ -35,6 +35,7 @@ type config struct {
 	rounds                      int
 	perStream, minAsks          int // asks per trial: max(minAsks, perStream × streams)
 	trialTimeout                time.Duration
+	stagger                     time.Duration // a trial's streams start spread evenly over this span (0: all at once)
 	maxTokens, topK             int
 	embedModelMs                float64
 	targets                     []string // which services run: llmsim always, ragtime, peer
@@ -59,6 +60,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every target at every concurrency, targets alternating")
 	fs.IntVar(&c.perStream, "asks-per-stream", 3, "asks each stream makes in a trial, one after another")
 	fs.IntVar(&c.minAsks, "min-asks", 30, "fewest asks in a trial (low concurrency: the streams ask more times)")
+	fs.DurationVar(&c.stagger, "stagger", 0, "start a trial's streams spread evenly over this span instead of all at once (e.g. 335ms, one answer's length: asks then arrive steadily, not in waves of N)")
 	fs.DurationVar(&c.trialTimeout, "trial-timeout", 90*time.Second, "longest a trial may run before its streams are cancelled")
 	fs.IntVar(&c.maxTokens, "max-tokens", 64, "answer length in tokens")
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
@@ -99,6 +101,9 @@ func parseFlags(args []string) (*config, error) {
 			return nil, fmt.Errorf("-concurrency: %q is not a number from 1 to 5000", s)
 		}
 		c.concurrency = append(c.concurrency, n)
+	}
+	if c.stagger < 0 || c.stagger > 10*time.Second {
+		return nil, fmt.Errorf("-stagger must be 0 to 10s, got %s", c.stagger)
 	}
 	if c.rounds < 1 || c.rounds > 20 {
 		return nil, fmt.Errorf("-rounds must be 1 to 20, got %d", c.rounds)
@@ -241,8 +246,15 @@ func runTrial(cfg *config, hc *http.Client, t target, c, asks int, simPort int) 
 	close(next)
 	start := time.Now()
 	var wg sync.WaitGroup
-	for range c {
+	for k := range c {
 		wg.Go(func() {
+			if cfg.stagger > 0 {
+				select {
+				case <-time.After(time.Duration(k) * cfg.stagger / time.Duration(c)):
+				case <-ctx.Done():
+					return
+				}
+			}
 			for i := range next {
 				if ctx.Err() != nil {
 					return

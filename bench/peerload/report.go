@@ -46,6 +46,11 @@ func perRound(ts []trial, f func(trial) float64) []float64 {
 
 func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 	fmt.Fprintf(w, "\n%d rounds, %d-token answers, top_k %d; per cell the median over rounds [min–max]\n", cfg.rounds, cfg.maxTokens, cfg.topK)
+	if cfg.stagger > 0 {
+		fmt.Fprintf(w, "each trial's streams started spread over %s (asks arrive steadily, not in waves)\n", cfg.stagger)
+	} else {
+		fmt.Fprintf(w, "each trial's streams started at once (at 100 streams asks arrive in waves of 100)\n")
+	}
 	fmt.Fprintln(w, "added TTFT = the service's client-observed TTFT minus llmsim's own in the same round and concurrency")
 	for _, c := range cfg.concurrency {
 		sim := results["llmsim"][c]
