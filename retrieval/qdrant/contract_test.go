@@ -274,7 +274,10 @@ func TestQdrantErrorsAreClassified(t *testing.T) {
 	// Nothing listens on a port we just closed.
 	_, addr := qdranttest.Start(t)
 	f2, addr2 := qdranttest.Start(t)
-	s, err := Open(ctx, Config{Addr: addr2, Collection: "c", Dimension: dim, Embedder: "e", Create: true, Timeout: 200 * time.Millisecond})
+	// The timeout also bounds Open's own calls, which a loaded machine can
+	// stretch past a few hundred milliseconds: 2 s, so only the blocked
+	// search can reach it.
+	s, err := Open(ctx, Config{Addr: addr2, Collection: "c", Dimension: dim, Embedder: "e", Create: true, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
