@@ -20,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/llm/sim"
-	"ragtime/pipeline"
 )
 
 // The suites in this file run against real inference servers when their
@@ -276,16 +275,7 @@ func runInferenceServerSuite(t *testing.T, s serverUnderTest) {
 			// alone is not: it starts when the client's httptrace hook stamped
 			// the request written, which a loaded machine can run after the
 			// server already has the request.)
-			var connect, prefill pipeline.Span
-			for _, s := range d.Stages {
-				switch s.Name {
-				case pipeline.StageLLMConnect:
-					connect = s
-				case pipeline.StageLLMPrefill:
-					prefill = s
-				}
-			}
-			if toFirst := prefill.StartMs + prefill.DurationMs - connect.StartMs; row.serverPrefill != nil && toFirst+0.0005 < *row.serverPrefill {
+			if toFirst := connectToFirstTokenMs(d.Stages); row.serverPrefill != nil && toFirst+0.0005 < *row.serverPrefill {
 				t.Errorf("llm_connect's start to the first token %.3f ms (llm_prefill %.3f) < the server's own prefill %.3f ms: the client cannot see the first token before the server made it",
 					toFirst, row.llmPrefill, *row.serverPrefill)
 			}

@@ -503,16 +503,7 @@ func TestHeartbeatDuringLongPrefill(t *testing.T) {
 	// From llm_connect's start to the first token, not llm_prefill alone:
 	// that starts at the request-written hook, which can run after the
 	// simulator began its prefill (TestAskEndToEndAgainstLLMSim).
-	var connect, prefill pipeline.Span
-	for _, s := range done.Stages {
-		switch s.Name {
-		case pipeline.StageLLMConnect:
-			connect = s
-		case pipeline.StageLLMPrefill:
-			prefill = s
-		}
-	}
-	if toFirst := prefill.StartMs + prefill.DurationMs - connect.StartMs; done.TTFTMs < 1000 || toFirst < 1000-0.002 {
+	if toFirst := connectToFirstTokenMs(done.Stages); done.TTFTMs < 1000 || toFirst < 1000-0.002 {
 		t.Errorf("ttft_ms %v, llm_connect's start to the first token %v ms: TTFT is the first token's, after the 1 s prefill", done.TTFTMs, toFirst)
 	}
 }
