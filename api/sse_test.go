@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"ragtime/pipeline"
+	"ragtime/pipeline/pipelinetest"
 )
 
 // countingWriter is a ResponseWriter that keeps nothing and counts the
@@ -241,16 +242,7 @@ func BenchmarkStreamDone(b *testing.B) {
 	ttft, overhead := 43.5, 0.4
 	rec := pipeline.Record{QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7", Model: "sim",
 		Figures: pipeline.Figures{TTFTMs: &ttft, OverheadMs: &overhead, E2EMs: 342.5, RetrievalMs: 6.5},
-		Stages: []pipeline.Span{
-			{Name: pipeline.StageAccept, Seq: 0, DurationMs: 0.052},
-			{Name: pipeline.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
-			{Name: pipeline.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},
-			{Name: pipeline.StageSearch, Seq: 3, StartMs: 6.2, DurationMs: 0.3, Attrs: map[string]any{"hits": 4, "k": 4, "store": "embedded"}},
-			{Name: pipeline.StageAssemble, Seq: 4, StartMs: 6.5, DurationMs: 0.2, Attrs: map[string]any{"chunks": 4, "context_tokens": 316, "dropped": 0, "prompt_tokens": 381}},
-			{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 6.8, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}},
-			{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 6.8, DurationMs: 15.2, Attrs: map[string]any{"status": 200}},
-			{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 22.0, DurationMs: 320.5, Attrs: map[string]any{"chunks": 64, "completion_tokens": 64, "itl_p50_ms": 5.01, "itl_p95_ms": 5.9, "itl_max_ms": 9.3}},
-		}}
+		Stages:  pipelinetest.TypicalStages()}
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := l.Done(rec); err != nil {

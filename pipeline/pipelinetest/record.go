@@ -70,3 +70,20 @@ func fill(v reflect.Value, n *int) {
 		panic(fmt.Sprintf("pipelinetest: cannot fill a %s field of pipeline.Record; teach FullRecord", v.Type()))
 	}
 }
+
+// TypicalStages is the stages of one answered ask as serve records them
+// (OpenAI-compatible embedder and model, embedded store, 64 tokens, no
+// rerank), for benchmarks of what frames or stores a record: the attrs
+// carry the kinds of values the pipeline sets.
+func TypicalStages() []pipeline.Span {
+	return []pipeline.Span{
+		{Name: pipeline.StageAccept, Seq: 0, DurationMs: 0.052},
+		{Name: pipeline.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
+		{Name: pipeline.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},
+		{Name: pipeline.StageSearch, Seq: 3, StartMs: 6.2, DurationMs: 0.3, Attrs: map[string]any{"hits": 4, "k": 4, "store": "embedded"}},
+		{Name: pipeline.StageAssemble, Seq: 4, StartMs: 6.5, DurationMs: 0.2, Attrs: map[string]any{"chunks": 4, "context_tokens": 316, "dropped": 0, "prompt_tokens": 381}},
+		{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 6.8, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}},
+		{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 6.8, DurationMs: 15.2, Attrs: map[string]any{"status": 200}},
+		{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 22.0, DurationMs: 320.5, Attrs: map[string]any{"chunks": 64, "completion_tokens": 64, "itl_p50_ms": 5.01, "itl_p95_ms": 5.9, "itl_max_ms": 9.3}},
+	}
+}
