@@ -8,6 +8,9 @@
 #   CONCURRENCY=1,10,100  ROUNDS=3  PER_STREAM=3 (asks per stream per trial)  MIN_ASKS=30  ITL_MS=5  PREFILL_MS=15
 #   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  TARGETS=llmsim,ragtime,peer (llmsim, the baseline, always runs)  TRIAL_TIMEOUT=90s
 #   STAGGER=0 (start a trial's streams spread over this span, e.g. 335ms, instead of all at once: steady arrivals, not waves)
+#   BASELINE= (a git revision: instead of the peer, ragtime built at that revision runs in the peer's place,
+#   with the same flags on the same llmsim, so old and new alternate in one run; e.g. BASELINE=0c8c517
+#   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.)
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060)
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)  MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
@@ -31,6 +34,7 @@ TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-90s}
 HOLD=${HOLD:-0}
 STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
+BASELINE=${BASELINE:-}
 pprof=()
 [ -z "$PPROF_ADDR" ] || pprof=(--pprof-addr "$PPROF_ADDR")
 BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
@@ -59,7 +63,14 @@ go build -o bin/peerload ./bench/peerload
 scripts/ensure-postgres.sh "$DB_URL"
 # npm ci only when the installed packages are not those of the lock file.
 case ",$TARGETS," in *,peer,*) with_peer=1 ;; *) with_peer= ;; esac
-[ -z "$with_peer" ] || (cd bench/peer && if ! cmp -s package-lock.json node_modules/.ragtime-lock 2>/dev/null; then
+if [ -n "$BASELINE" ]; then
+  [ -n "$with_peer" ] || { echo "bench-peer: BASELINE runs in the peer's place: TARGETS must include peer" >&2; exit 2; }
+  git rev-parse --verify --quiet "$BASELINE^{commit}" >/dev/null || { echo "bench-peer: BASELINE=$BASELINE is not a git revision" >&2; exit 2; }
+  git worktree add --quiet --detach "$work/baseline-src" "$BASELINE"
+  (cd "$work/baseline-src" && go build -o "$work/ragtime-baseline" ./cmd/ragtime)
+  git worktree remove --force "$work/baseline-src"
+fi
+[ -z "$with_peer" ] || [ -n "$BASELINE" ] || (cd bench/peer && if ! cmp -s package-lock.json node_modules/.ragtime-lock 2>/dev/null; then
   npm ci --no-audit --no-fund --loglevel=error && cp package-lock.json node_modules/.ragtime-lock; fi)
 
 ./bin/ragtime llmsim --addr 127.0.0.1:0 --prefill-ms "$PREFILL_MS" --prefill-ms-per-token 0 --prefill-ms-quadratic 0 \
@@ -77,7 +88,18 @@ pids+=($!); ragtime_pid=$!
 ragtime=$(waitfor "$work/ragtime.log" 'http://127\.0\.0\.1:[0-9]+')
 
 peer= peer_pid=0
-if [ -n "$with_peer" ]; then
+if [ -n "$BASELINE" ]; then
+  base_db="$BASE/ragtime_bench_baseline?sslmode=disable"
+  scripts/ensure-postgres.sh "$base_db"
+  "$work/ragtime-baseline" migrate --database-url "$base_db" >/dev/null
+  cp -r "$work/data" "$work/data-baseline"
+  "$work/ragtime-baseline" serve --addr 127.0.0.1:0 --database-url "$base_db" --data-dir "$work/data-baseline" "${embed[@]}" \
+    --reranker none --top-k "$TOP_K" --rerank-top-n 0 --llm-provider openai --llm-base-url "$sim" --llm-model sim \
+    --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 >"$work/baseline.log" 2>&1 &
+  pids+=($!); peer_pid=$!
+  peer=$(waitfor "$work/baseline.log" 'http://127\.0\.0\.1:[0-9]+')
+  echo "bench-peer: the peer rows below are ragtime at $BASELINE ($(git rev-parse --short "$BASELINE")), not the LangChain.js peer" >&2
+elif [ -n "$with_peer" ]; then
   PEER_BASE_URL="$sim" PEER_DOCS=docs PEER_TOP_K="$TOP_K" PEER_MAX_TOKENS="$MAX_TOKENS" \
     node bench/peer/server.js >"$work/peer.log" 2>&1 &
   pids+=($!); peer_pid=$!
