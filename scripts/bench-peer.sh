@@ -12,7 +12,9 @@
 #   with the same flags on the same llmsim, so old and new alternate in one run; e.g. BASELINE=0c8c517
 #   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.)
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060)
-#   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)  MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
+#   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
+#   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
+#   MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
 # Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
 # bench/peer/node_modules) and PostgreSQL (ragtime records every ask).
@@ -32,6 +34,7 @@ MAX_CONCURRENT=${MAX_CONCURRENT:-0}
 TARGETS=${TARGETS:-llmsim,ragtime,peer}
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-90s}
 HOLD=${HOLD:-0}
+HOLD_PROBES=${HOLD_PROBES:-100}
 STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
 BASELINE=${BASELINE:-}
@@ -108,7 +111,7 @@ fi
 
 echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${peer:-not run} (pid $peer_pid)" >&2
 ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$ragtime" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$ragtime_pid" -peer-pid "$peer_pid" \
-  -hold "$HOLD" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
+  -hold "$HOLD" -hold-probes "$HOLD_PROBES" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
   -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
 if grep -qiE 'panic|fatal' "$work/ragtime.log"; then
   echo "ragtime's log:" >&2; tail -20 "$work/ragtime.log" >&2
