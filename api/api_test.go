@@ -355,9 +355,10 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 	close(finish)
 }
 
-// TestAQueryThatPanicsDoesNotStopTheServer: the query runs on a goroutine
-// of its own; its panic is raised again on the handler's, where the
-// Recover middleware catches it, and the server goes on answering.
+// TestAQueryThatPanicsDoesNotStopTheServer: a query's panic reaches the
+// handler's goroutine (the pipeline raises its goroutines' panics again on
+// its caller's), where the Recover middleware catches it, and the server
+// goes on answering.
 func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32

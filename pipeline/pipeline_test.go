@@ -313,6 +313,41 @@ func TestEmbedErrorNamesStage(t *testing.T) {
 	}
 }
 
+type panickingGenerator struct{}
+
+func (panickingGenerator) Generate(context.Context, GenerateRequest, func(Delta) error) (Generation, error) {
+	panic("generator boom")
+}
+
+// TestPanicsReachTheCaller: the query runs on goroutines of its own; a
+// panic on either (retrieval's, the answer's) is raised again on Run's
+// caller, naming the value and the goroutine's stack, so that the API's
+// Recover middleware catches it instead of the process dying.
+func TestPanicsReachTheCaller(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"retrieval": func(c *Config) { c.Searcher = panickingSearcher{} },
+		"answer":    func(c *Config) { c.Generator = panickingGenerator{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := newTestPipeline(t, &scriptGenerator{}, mod)
+			defer func() {
+				got := fmt.Sprint(recover())
+				if !strings.Contains(got, " boom") || !strings.Contains(got, "goroutine") {
+					t.Errorf("recovered %q, want the panic's value and its stack", got)
+				}
+			}()
+			p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
+			t.Error("Run returned instead of panicking")
+		})
+	}
+}
+
+type panickingSearcher struct{}
+
+func (panickingSearcher) Search(context.Context, []float32, int, Filter) ([]Hit, error) {
+	panic("searcher boom")
+}
+
 func TestClientGoneIsCancelled(t *testing.T) {
 	gen := &scriptGenerator{deltas: []Delta{{Text: "a"}, {Text: "b"}, {Text: "c"}}}
 	p, recorder := newTestPipeline(t, gen, nil)
