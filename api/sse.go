@@ -96,7 +96,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 // goroutine. The query's context is not the request's: a client that
 // disconnects may resume (Last-Event-ID) within twice the retry delay,
 // after which its query is cancelled.
-func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
+func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
 	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID}
@@ -123,7 +123,7 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 // resumed (the OpenAI-compatible route: its clients do not reconnect). The
 // query runs in the request's context, so a client that leaves cancels it
 // at once; shutdown ends it as it ends the /ask streams.
-func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, out pipeline.Stream) {
+func (h *streamHub) runPlain(c echo.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) {
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
 	h.mu.Lock()

@@ -111,7 +111,10 @@ func New(cfg Config) (*Pipeline, error) {
 
 // Run answers req (already normalised) into out and returns the finished
 // record, which it has also handed to the Recorder. t0 is taken on entry,
-// or is req.Queue.Start when the caller queued the query before Run.
+// or is req.Queue.Start when the caller queued the query before Run. Run
+// copies req and does not change it; the request and the record go by
+// pointer because the goroutine that waits in Run (an HTTP handler's)
+// keeps its frames for as long as the answer streams.
 //
 // A query cancelled through ctx with a *Cancel as its cause
 // (context.WithCancelCause) is stored as cancelled with the cause's code.
@@ -125,16 +128,16 @@ func New(cfg Config) (*Pipeline, error) {
 // that retrieved had grown to 16 KB and parked too deep for the collector
 // to shrink it (make bench-streams). A panic on either is raised again on
 // the caller's goroutine, with its stack.
-func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
+func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
 	var q *query
 	onOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
 	onOwnGoroutine(func() { q.answer(out) })
-	return *q.rec
+	return q.rec
 }
 
 // retrieve starts the query and runs it up to the prompt: the meta event,
 // then the stages before the model's.
-func (p *Pipeline) retrieve(ctx context.Context, req Request, out Stream) *query {
+func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *query {
 	q := p.start(ctx, req)
 	if p.cfg.Tracer != nil {
 		ctx, q.trace = p.cfg.Tracer.Start(ctx, q.t0)
@@ -220,12 +223,12 @@ type query struct {
 	rec          *Record
 }
 
-func (p *Pipeline) start(ctx context.Context, req Request) *query {
+func (p *Pipeline) start(ctx context.Context, req *Request) *query {
 	started := p.cfg.Now()
 	if req.Queue != nil && !req.Queue.Start.IsZero() {
 		started = req.Queue.Start
 	}
-	q := &query{p: p, req: req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
+	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
 	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(started) {
 		q.t0, q.arrived = at, true
 	}

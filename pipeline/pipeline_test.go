@@ -178,13 +178,13 @@ func newTestPipeline(t *testing.T, gen Generator, mod func(*Config)) (*Pipeline,
 	return p, rec
 }
 
-func request(t *testing.T, q string, topK, topN int) Request {
+func request(t *testing.T, q string, topK, topN int) *Request {
 	t.Helper()
 	r := Request{Question: q, TopK: topK, RerankTopN: topN, MaxTokens: Unset}
 	if err := r.Normalize(DefaultMaxQuestion); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return &r
 }
 
 func TestRunEventsAndDerivedNumbers(t *testing.T) {
@@ -805,7 +805,7 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	}
 	// The assemble stage's count (the generator reports its own usage):
 	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
-	counted := func(r Record) int {
+	counted := func(r *Record) int {
 		for _, s := range r.Stages {
 			if s.Name == StageAssemble {
 				return s.Attrs["prompt_tokens"].(int)
