@@ -96,12 +96,11 @@ func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, err
 	return binary.BigEndian.AppendUint64(b, uint64(at)), nil
 }
 
-// appendAttrs appends attrs as JSON: framed by jsontext when every value
-// is a scalar (the column is jsonb, so jsontext's unescaped < > & are the
-// same value as encoding/json's \u003c…), else by encoding/json.
+// appendAttrs appends attrs as the JSON text of a jsonb value: written by
+// appendJSONB when it knows every value, else by encoding/json.
 func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
 	n := len(b)
-	if out, ok := jsontext.AppendObject(b, attrs); ok {
+	if out, ok := appendJSONB(b, attrs); ok {
 		return out, nil
 	}
 	j, err := marshalAttrs(attrs)
@@ -109,6 +108,52 @@ func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b[:n], j...), nil
+}
+
+// appendJSONB appends v as JSON for a jsonb column when v is nil, a scalar
+// jsontext.AppendScalar writes, or a map[string]any or []any of such
+// values, nested; ok is false for any other value. Maps are written in
+// their iteration order: jsonb keeps keys in an order of its own, so the
+// sort encoding/json makes buys nothing here, and jsontext's unescaped
+// < > & are the same jsonb value as encoding/json's \u003c….
+func appendJSONB(b []byte, v any) (out []byte, ok bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case map[string]any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '{')
+		first := true
+		for k, e := range x {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = jsontext.AppendString(b, k)
+			b = append(b, ':')
+			if b, ok = appendJSONB(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	case []any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, ok = appendJSONB(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	}
+	return jsontext.AppendScalar(b, v)
 }
 
 // marshalAttrs encodes attrs with encoding/json, turning a panicking
