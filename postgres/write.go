@@ -1,13 +1,13 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"time"
 
@@ -177,25 +177,23 @@ func copyTime(t time.Time) int64 {
 
 // copyBinary sends rows (each the output of appendQueryRow or appendStage
 // for the table stmt copies into) in COPY's binary format with stmt,
-// within tx.
+// within tx. The rows are read where they are, between the header and the
+// trailer, not copied into one buffer first.
 func copyBinary(ctx context.Context, tx pgx.Tx, stmt string, rows [][]byte) error {
-	n := len(copyHeader) + 2
-	for _, r := range rows {
-		n += len(r)
-	}
-	buf := make([]byte, 0, n)
-	buf = append(buf, copyHeader...)
-	for _, r := range rows {
-		buf = append(buf, r...)
-	}
-	buf = binary.BigEndian.AppendUint16(buf, math.MaxUint16) // -1: the end
-	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), stmt)
+	data := make(net.Buffers, 0, len(rows)+2)
+	data = append(data, copyHeader)
+	data = append(data, rows...)
+	data = append(data, copyTrailer)
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, &data, stmt)
 	return err
 }
 
 // copyHeader starts COPY's binary format: the signature, no flags, no
 // header extension.
 var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
+// copyTrailer ends COPY's binary format: a field count of -1.
+var copyTrailer = []byte{0xff, 0xff}
 
 // writeRows writes rows in one transaction. Almost always none of the
 // queries is stored yet, and copyRows loads both tables with COPY straight
