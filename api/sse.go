@@ -543,8 +543,8 @@ func (l *eventLog) Flush() error {
 
 // sendText sends a token or reasoning event, {"text":…}: the one sent per
 // token, framed here without boxing the delta in an interface (an
-// allocation per token).
-func (l *eventLog) sendText(name, text string) error {
+// allocation per token), flushed with the events held before it or held.
+func (l *eventLog) sendText(name, text string, flush bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone != nil {
@@ -556,7 +556,7 @@ func (l *eventLog) sendText(name, text string) error {
 	if name == EventReasoning {
 		kind = keptReasoning
 	}
-	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text}, true)
+	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text}, flush)
 }
 
 // frameText frames event seq, {"text":…}, into l.scratch.
@@ -720,11 +720,14 @@ func cloneSources(src []pipeline.Source) []pipeline.Source {
 	return out
 }
 
+// Delta sends a token or reasoning event; one whose More is set is held
+// until the next flush (see pipeline.Delta.More), so the tokens of one
+// upstream read reach the client in one write.
 func (l *eventLog) Delta(d pipeline.Delta) error {
 	if d.Reasoning {
-		return l.sendText(EventReasoning, d.Text)
+		return l.sendText(EventReasoning, d.Text, !d.More)
 	}
-	return l.sendText(EventToken, d.Text)
+	return l.sendText(EventToken, d.Text, !d.More)
 }
 
 // Done sends the done event, framed by hand (pipeline.DoneEvent.AppendJSON)

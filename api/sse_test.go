@@ -117,6 +117,23 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	}
 }
 
+// TestTokensMarkedMoreAreHeld: a token whose delta says another is already
+// in hand is held, and the next token without More sends both in one flush.
+func TestTokensMarkedMoreAreHeld(t *testing.T) {
+	t.Parallel()
+	w := &countingWriter{}
+	l := attachedLog(t, w, time.Second)
+	_ = l.Delta(pipeline.Delta{Text: "a", More: true})
+	_ = l.Delta(pipeline.Delta{Text: "b", Reasoning: true, More: true})
+	if w.flushes != 0 || !l.pending {
+		t.Fatalf("%d flushes after two tokens marked More; want them held", w.flushes)
+	}
+	_ = l.Delta(pipeline.Delta{Text: "c"})
+	if w.flushes != 1 || l.pending {
+		t.Errorf("a token without More: %d flushes, pending %v; want one flush sending all three", w.flushes, l.pending)
+	}
+}
+
 // TestTokenEventIsFramedAsJSON: a token's event is the JSON encoding/json
 // writes for the delta (HTML escaping off), with the stream's id and name.
 func TestTokenEventIsFramedAsJSON(t *testing.T) {
