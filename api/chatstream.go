@@ -37,6 +37,7 @@ type chatStream struct {
 
 	id, model string
 	created   int64
+	enc       openaiwire.ChunkEncoder // the role, token and finish chunks
 
 	// mu guards the connection: the pipeline writes chunks, the heartbeat
 	// writes ": keep-alive" comments while the stream is silent.
@@ -89,6 +90,16 @@ func (s *chatStream) chunk(choices ...openaiwire.Choice) chatChunk {
 	return chatChunk{Chunk: openaiwire.Chunk{ID: s.id, Object: openaiwire.ObjectChunk, Created: s.created, Model: s.model, Choices: choices}}
 }
 
+// writeChunk sends a chunk the encoder frames (append appends it to the
+// scratch buffer), flushed with any held before it, or held until the next
+// flush.
+func (s *chatStream) writeChunk(append func([]byte) []byte, flush bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scratch = append(s.scratch[:0])
+	return s.writeLocked(s.scratch, flush)
+}
+
 // write sends one data line and flushes it with any held before it, or
 // with flush false holds it until the next flush (see streamConn).
 func (s *chatStream) write(v any, flush bool) error {
@@ -138,9 +149,9 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 	s.mu.Lock()
 	s.started = true
 	s.conn = newStreamConn(s.c.Response(), s.opts.WriteTimeout)
+	s.enc = openaiwire.NewChunkEncoder(s.id, s.model, s.created, false)
 	s.mu.Unlock()
-	empty := ""
-	err := s.write(s.chunk(openaiwire.Choice{Delta: &openaiwire.Delta{Role: "assistant", Content: &empty}}), true)
+	err := s.writeChunk(s.enc.Role, true)
 	if err == nil && s.opts.Heartbeat > 0 {
 		s.heartbeat(s.opts.Heartbeat)
 	}
@@ -185,14 +196,15 @@ func (s *chatStream) Delta(d pipeline.Delta) error {
 		}
 		return nil
 	}
-	delta := &openaiwire.Delta{}
+	field := "content"
 	if d.Reasoning {
-		delta.ReasoningContent = &d.Text
-	} else {
-		delta.Content = &d.Text
+		field = "reasoning_content"
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scratch = s.enc.Delta(s.scratch[:0], field, "", d.Text)
 	// A delta the generator marked More waits for the next one's flush.
-	return s.write(s.chunk(openaiwire.Choice{Delta: delta}), !d.More)
+	return s.writeLocked(s.scratch, !d.More)
 }
 
 // finishReason is OpenAI's finish_reason for rec: the provider's own,
@@ -220,7 +232,8 @@ func (s *chatStream) Done(rec pipeline.Record) error {
 	if !s.stream {
 		return nil
 	}
-	if err := s.write(s.chunk(openaiwire.Choice{Delta: &openaiwire.Delta{}, FinishReason: s.finishReason(rec)}), false); err != nil {
+	reason := *s.finishReason(rec)
+	if err := s.writeChunk(func(b []byte) []byte { return s.enc.Finish(b, reason) }, false); err != nil {
 		return err
 	}
 	if s.usage {
