@@ -451,7 +451,15 @@ func (q *query) emit(out Stream, d Delta) error {
 		if q.firstAt.IsZero() {
 			q.firstAt = q.now()
 		}
+		if !d.More { // a visible delta held before it goes out now
+			if err := flush(out); err != nil {
+				return clientGone(err)
+			}
+		}
 		return q.firstTokenSpans(out, d)
+	}
+	if q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero()) {
+		d.More = false // the first (answer) delta is sent at once: TTFT is its time
 	}
 	if err := out.Delta(d); err != nil {
 		return clientGone(err)

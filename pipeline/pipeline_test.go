@@ -834,7 +834,9 @@ func (s *flushStream) Flush() error {
 }
 func (s *flushStream) Delta(d Delta) error {
 	err := s.recStream.Delta(d)
-	s.sent = slices.Clone(s.events)
+	if !d.More { // one marked More may be held, as eventLog does
+		s.sent = slices.Clone(s.events)
+	}
 	return err
 }
 
@@ -903,4 +905,77 @@ func TestFlushedBeforeEveryWait(t *testing.T) {
 	if out.flushes >= len(out.events)-3 {
 		t.Errorf("%d flushes for %d events", out.flushes, len(out.events))
 	}
+}
+
+// TestDeltasMarkedMore: a delta the generator marks More (the next is in
+// hand) may be held by the stream, except the first and the first answer
+// delta, which TTFT times; a hidden reasoning delta that ends such a run
+// has the held ones flushed, so none waits on the model.
+func TestDeltasMarkedMore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		hide   bool
+		deltas []Delta
+		want   []bool // More as the stream saw it, per forwarded delta
+		held   int    // events not yet sent when the generation returned
+	}{
+		{"first and first answer delta sent at once", false,
+			[]Delta{{Text: "r", Reasoning: true, More: true}, {Text: "a", More: true}, {Text: "b", More: true}, {Text: "c"}},
+			[]bool{false, false, true, false}, 0},
+		{"hidden reasoning ends a run", true,
+			[]Delta{{Text: "a"}, {Text: "b", More: true}, {Text: "r", Reasoning: true}},
+			[]bool{false, true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := &moreStream{}
+			gen := &scriptGenerator{deltas: tc.deltas}
+			p, _ := newTestPipeline(t, gen, func(c *Config) { c.HideReasoning = tc.hide })
+			rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), heldAtGenerationEnd{out, &out.heldAtEnd})
+			if rec.Status != StatusOK {
+				t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+			}
+			if !slices.Equal(out.more, tc.want) || out.heldAtEnd != tc.held {
+				t.Errorf("More per delta %v, %d held after the last delta; want %v, %d", out.more, out.heldAtEnd, tc.want, tc.held)
+			}
+		})
+	}
+}
+
+// moreStream notes the More of each delta and how many deltas it holds.
+type moreStream struct {
+	flushStream
+	more      []bool
+	holding   int
+	heldAtEnd int
+}
+
+func (s *moreStream) Delta(d Delta) error {
+	s.more = append(s.more, d.More)
+	if d.More {
+		s.holding++
+	} else {
+		s.holding = 0
+	}
+	return s.flushStream.Delta(d)
+}
+
+func (s *moreStream) Flush() error {
+	s.holding = 0
+	return s.flushStream.Flush()
+}
+
+// heldAtGenerationEnd notes, when a stage event after the deltas arrives
+// (llm_decode), how many deltas the stream was still holding.
+type heldAtGenerationEnd struct {
+	*moreStream
+	at *int
+}
+
+func (h heldAtGenerationEnd) Stage(sp Span) error {
+	if sp.Name == StageLLMDecode {
+		*h.at = h.holding
+	}
+	return h.moreStream.Stage(sp)
 }
