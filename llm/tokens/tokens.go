@@ -117,7 +117,7 @@ func (c *Counter) Count(text string) int {
 			n++
 			return
 		}
-		n += len(bytePairMerge(piece, c.enc.ranks, scratch[:0])) - 1
+		n += len(mergePiece(piece, c.enc.ranks, scratch[:0])) - 1
 	})
 	return n
 }
@@ -132,7 +132,7 @@ func (c *Counter) Encode(text string) []int {
 			ids = append(ids, id)
 			return
 		}
-		parts := bytePairMerge(piece, c.enc.ranks, scratch[:0])
+		parts := mergePiece(piece, c.enc.ranks, scratch[:0])
 		for j := range len(parts) - 1 {
 			ids = append(ids, c.enc.ranks[piece[parts[j].start:parts[j+1].start]])
 		}
