@@ -3,9 +3,11 @@ package tokens
 import (
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -245,4 +247,43 @@ func ExampleCounter_Count() {
 	c, _ := New("o200k_base")
 	fmt.Println(c.Count("Prefill reads the whole prompt in one parallel pass."))
 	// Output: 11
+}
+
+// mixPalette has a rune or two of every class the patterns tell apart, in
+// and out of the BMP, with the contractions' letters in both cases and
+// invalid UTF-8; TestRandomMixes strings them together at random, reaching
+// combinations that the byte-level fuzzer seldom builds.
+var mixPalette = []string{
+	"a", "z", "s", "S", "t", "T", "r", "R", "e", "E", "v", "V", "m", "M", "l", "L", "d", "D", "'", "'", "A", "Z",
+	"ǅ", "ʰ", "ー", "首", "א", "\u0301", "\u0903", "\u20dd", "ß", "İ", "ſ", "K", "Σ", "ς",
+	"0", "9", "١", "½", "Ⅻ", "²",
+	" ", " ", " ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u0085", "\u2028", "\u3000", "\v", "\f",
+	"/", "/", ".", "!", ",", "-", "\"", "<|", "\u200d", "😀", "\U0001f3fd", "\U0001d400", "\U0001d41a", "\U00020000",
+	"\xff", "\xe2\x82",
+}
+
+func randomMix(rng *rand.Rand) string {
+	var b strings.Builder
+	for range rng.IntN(24) {
+		b.WriteString(mixPalette[rng.IntN(len(mixPalette))])
+	}
+	return b.String()
+}
+
+func TestRandomMixes(t *testing.T) {
+	t.Parallel()
+	mixes := 1500
+	if n, err := strconv.Atoi(os.Getenv("TOKENS_MIXES")); err == nil {
+		mixes = n // e.g. TOKENS_MIXES=200000 for a long run
+	}
+	for _, name := range Encodings {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c, o := newCounter(t, name), loadOracle(t, name)
+			rng := rand.New(rand.NewPCG(uint64(len(name)), uint64(mixes)))
+			for range mixes {
+				checkAgainstOracle(t, c, o, randomMix(rng))
+			}
+		})
+	}
 }
