@@ -37,13 +37,15 @@ type chatStream struct {
 
 	id, model string
 	created   int64
+	enc       openaiwire.ChunkEncoder // the role, token and finish chunks
 
 	// mu guards the connection: the pipeline writes chunks, the heartbeat
 	// writes ": keep-alive" comments while the stream is silent.
 	mu        sync.Mutex
-	started   bool // the stream's headers went out
-	ended     bool // no more writes: the heartbeat stops
-	lastWrite time.Time
+	conn      streamConn // set when the stream's headers went out
+	started   bool       // the stream's headers went out
+	ended     bool       // no more writes: the heartbeat stops
+	beat      *time.Timer
 	text      strings.Builder
 	reasoning strings.Builder
 	sources   []pipeline.Source
@@ -52,8 +54,8 @@ type chatStream struct {
 	scratch   []byte
 }
 
-func newChatStream(c echo.Context, opts StreamOptions, req pipeline.Request, stream, usage bool) *chatStream {
-	return &chatStream{c: c, opts: opts, maxTokens: req.MaxTokens, stream: stream, usage: usage, created: timeNow().Unix()}
+func newChatStream(c echo.Context, opts StreamOptions, maxTokens int, stream, usage bool) *chatStream {
+	return &chatStream{c: c, opts: opts, maxTokens: maxTokens, stream: stream, usage: usage, created: timeNow().Unix()}
 }
 
 // chatChunk is a chat.completion.chunk or a chat.completion, with the
@@ -88,9 +90,19 @@ func (s *chatStream) chunk(choices ...openaiwire.Choice) chatChunk {
 	return chatChunk{Chunk: openaiwire.Chunk{ID: s.id, Object: openaiwire.ObjectChunk, Created: s.created, Model: s.model, Choices: choices}}
 }
 
-// write sends one data line and flushes it within the write timeout. A
-// client that takes nothing for that long is cut as client_stalled.
-func (s *chatStream) write(v any) error {
+// writeChunk sends a chunk the encoder frames (append appends it to the
+// scratch buffer), flushed with any held before it, or held until the next
+// flush.
+func (s *chatStream) writeChunk(append func([]byte) []byte, flush bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scratch = append(s.scratch[:0])
+	return s.writeLocked(s.scratch, flush)
+}
+
+// write sends one data line and flushes it with any held before it, or
+// with flush false holds it until the next flush (see streamConn).
+func (s *chatStream) write(v any, flush bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := append(s.scratch[:0], "data: "...)
@@ -105,22 +117,19 @@ func (s *chatStream) write(v any) error {
 	}
 	b = append(b, "\n\n"...)
 	s.scratch = b
-	return s.writeLocked(b)
+	return s.writeLocked(b, flush)
 }
 
-func (s *chatStream) writeLocked(b []byte) error {
-	w := s.c.Response()
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-	_, err := w.Write(b)
-	if err == nil {
-		err = rc.Flush()
-	}
-	s.lastWrite = time.Now()
+// writeLocked writes b to the connection; a client that takes nothing
+// within the write timeout is cut as client_stalled.
+func (s *chatStream) writeLocked(b []byte, flush bool) error {
+	err := s.conn.write(b, flush)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.ended = true
 		return fmt.Errorf("writing a chat completion chunk: %w", pipeline.ErrClientStalled)
 	}
 	if err != nil {
+		s.ended = true
 		return fmt.Errorf("writing a chat completion chunk: %w", err)
 	}
 	return nil
@@ -137,11 +146,14 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	s.c.Response().WriteHeader(http.StatusOK)
+	s.mu.Lock()
 	s.started = true
-	empty := ""
-	err := s.write(s.chunk(openaiwire.Choice{Delta: &openaiwire.Delta{Role: "assistant", Content: &empty}}))
+	s.conn = newStreamConn(s.c.Response(), s.opts.WriteTimeout)
+	s.enc = openaiwire.NewChunkEncoder(s.id, s.model, s.created, false)
+	s.mu.Unlock()
+	err := s.writeChunk(s.enc.Role, true)
 	if err == nil && s.opts.Heartbeat > 0 {
-		go s.heartbeat(s.opts.Heartbeat)
+		s.heartbeat(s.opts.Heartbeat)
 	}
 	return err
 }
@@ -150,23 +162,18 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 // every (--sse-heartbeat), as /ask's streams do, so that proxies do not
 // cut it during a long prefill; OpenAI clients skip comments.
 func (s *chatStream) heartbeat(every time.Duration) {
-	t := time.NewTimer(every)
-	defer t.Stop()
-	for range t.C {
-		s.mu.Lock()
+	s.beat = startHeartbeat(&s.mu, every, func() time.Duration {
 		if s.ended {
-			s.mu.Unlock()
-			return
+			return 0
 		}
-		next := every
-		if idle := time.Since(s.lastWrite); idle < every {
-			next = every - idle
-		} else if err := s.writeLocked(keepAlive); err != nil {
-			s.ended = true
+		if wait := beatAfter(every, s.conn.lastWrite); wait > 0 {
+			return wait
 		}
-		s.mu.Unlock()
-		t.Reset(next)
-	}
+		if s.writeLocked(keepAlive, true) != nil {
+			return 0
+		}
+		return every
+	})
 }
 
 // Stage sends nothing: the stages arrive together in the ragtime object.
@@ -189,13 +196,15 @@ func (s *chatStream) Delta(d pipeline.Delta) error {
 		}
 		return nil
 	}
-	delta := &openaiwire.Delta{}
+	field := "content"
 	if d.Reasoning {
-		delta.ReasoningContent = &d.Text
-	} else {
-		delta.Content = &d.Text
+		field = "reasoning_content"
 	}
-	return s.write(s.chunk(openaiwire.Choice{Delta: delta}))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scratch = s.enc.Delta(s.scratch[:0], field, "", d.Text)
+	// A delta the generator marked More waits for the next one's flush.
+	return s.writeLocked(s.scratch, !d.More)
 }
 
 // finishReason is OpenAI's finish_reason for rec: the provider's own,
@@ -223,22 +232,23 @@ func (s *chatStream) Done(rec pipeline.Record) error {
 	if !s.stream {
 		return nil
 	}
-	if err := s.write(s.chunk(openaiwire.Choice{Delta: &openaiwire.Delta{}, FinishReason: s.finishReason(rec)})); err != nil {
+	reason := *s.finishReason(rec)
+	if err := s.writeChunk(func(b []byte) []byte { return s.enc.Finish(b, reason) }, false); err != nil {
 		return err
 	}
 	if s.usage {
 		ch := s.chunk()
 		ch.Usage = usageOf(rec.Usage)
-		if err := s.write(ch); err != nil {
+		if err := s.write(ch, false); err != nil {
 			return err
 		}
 	}
 	ch := s.chunk()
 	ch.Ragtime = &chatExtended{DoneEvent: rec.DoneEvent(), Sources: s.sources}
-	if err := s.write(ch); err != nil {
+	if err := s.write(ch, false); err != nil {
 		return err
 	}
-	return s.write([]byte("[DONE]"))
+	return s.write([]byte("[DONE]"), true) // the answer's last chunks in one write
 }
 
 // chatFailure is the data line of a failure after the stream started:
@@ -265,7 +275,7 @@ func (s *chatStream) Fail(e *pipeline.Error) error {
 	if !s.stream {
 		return nil
 	}
-	return s.write(s.failure(e))
+	return s.write(s.failure(e), true)
 }
 
 // failureStatus is the HTTP status of a non-streamed answer that failed
@@ -291,11 +301,16 @@ func failureStatus(code string) int {
 // a query cancelled because its client left is answered nothing.
 func (s *chatStream) finish() {
 	s.mu.Lock()
+	broken := s.ended && s.started // a write failed
 	s.ended = true
-	if s.started {
-		// The per-chunk write deadline must not outlive the stream (the
-		// chunked body's end, the next request on the connection).
-		_ = http.NewResponseController(s.c.Response()).SetWriteDeadline(time.Time{})
+	if s.beat != nil {
+		s.beat.Stop()
+	}
+	if s.started && !broken {
+		if s.conn.pending {
+			_ = s.conn.write(nil, true) // a stream ends flushed; the safety net
+		}
+		s.conn.release()
 	}
 	s.mu.Unlock()
 	if s.stream || s.c.Response().Committed {

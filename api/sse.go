@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,7 +96,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 // goroutine. The query's context is not the request's: a client that
 // disconnects may resume (Last-Event-ID) within twice the retry delay,
 // after which its query is cancelled.
-func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
+func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
 	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID}
@@ -113,40 +112,18 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	if h.opts.Heartbeat > 0 {
 		l.heartbeat(h.opts.Heartbeat)
 	}
-	onOwnGoroutine(func() { asker.Run(ctx, req, l) })
+	// The pipeline runs the query on goroutines of its own (Pipeline.Run):
+	// the handler's parks a few frames below net/http's and echo's and
+	// keeps an 8 KB stack while the answer streams.
+	asker.Run(ctx, req, l)
 	l.end()
-}
-
-// onOwnGoroutine runs a query on a goroutine of its own and waits for it.
-// The handler's goroutine then parks a few frames below net/http's and
-// echo's and keeps an 8 KB stack while the answer streams, and the query's
-// grows only as deep as the query goes (16 KB); run on the handler's, the
-// two depths added up to a 32 KB stack per open stream (make
-// bench-streams: 32 KB + 4 + 4 + 2 for net/http's own goroutines, now
-// 8 + 16 + 4 + 4 + 2). A panic is raised again on the handler's goroutine,
-// with the query's stack, for the Recover middleware.
-func onOwnGoroutine(run func()) {
-	done := make(chan any, 1)
-	go func() {
-		defer func() {
-			p := recover()
-			if p != nil && p != http.ErrAbortHandler {
-				p = fmt.Errorf("%v\n%s", p, debug.Stack())
-			}
-			done <- p
-		}()
-		run()
-	}()
-	if p := <-done; p != nil {
-		panic(p)
-	}
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be
 // resumed (the OpenAI-compatible route: its clients do not reconnect). The
 // query runs in the request's context, so a client that leaves cancels it
 // at once; shutdown ends it as it ends the /ask streams.
-func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, out pipeline.Stream) {
+func (h *streamHub) runPlain(c echo.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) {
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
 	h.mu.Lock()
@@ -157,7 +134,7 @@ func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, 
 		h.closeLocked(out)
 		h.mu.Unlock()
 	}()
-	onOwnGoroutine(func() { asker.Run(ctx, req, out) })
+	asker.Run(ctx, req, out)
 }
 
 // resume serves a request carrying Last-Event-ID: the events after it of a
@@ -273,7 +250,6 @@ type eventLog struct {
 	// one (the sources), so that a held stream does not keep its size.
 	scratch   bytes.Buffer
 	sink      *sink // nil while no client is attached
-	pending   bool  // events written to the sink but not flushed
 	lastWrite time.Time
 	grace     *time.Timer // runs while detached, waiting for a resume
 	beat      *time.Timer // the heartbeat's; stopped at the end
@@ -310,20 +286,16 @@ const maxScratch = 1 << 10
 
 // sink is one connection receiving a stream.
 type sink struct {
-	w        http.ResponseWriter
-	rc       *http.ResponseController
-	done     chan struct{} // closed when it receives no more events
-	err      error         // the write error that detached it, if any
-	deadline time.Time     // the connection's write deadline; zero before the first write
+	conn streamConn
+	done chan struct{} // closed when it receives no more events
+	err  error         // the write error that detached it, if any
 }
 
 // release readies the connection for what the server writes after the
-// handler (the chunked body's end, the next request on it): the per-event
-// write deadline must not outlive the stream. A connection whose write
-// failed is broken anyway, and is closed by the server.
+// handler (see streamConn.release), unless a write on it failed.
 func (s *sink) release() {
 	if s.err == nil {
-		_ = s.rc.SetWriteDeadline(time.Time{})
+		s.conn.release()
 	}
 }
 
@@ -336,7 +308,7 @@ func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	sk := &sink{w: w, rc: http.NewResponseController(w), done: make(chan struct{})}
+	sk := &sink{conn: newStreamConn(w, l.hub.opts.WriteTimeout), done: make(chan struct{})}
 	l.sink = sk
 	_, _ = fmt.Fprintf(w, "retry: %d\n\n", l.hub.opts.Retry.Milliseconds())
 	return sk
@@ -416,24 +388,12 @@ func (l *eventLog) trimScratch() {
 func (l *eventLog) writeLocked(p []byte) error { return l.writeOrHoldLocked(p, true) }
 
 // writeOrHoldLocked is writeLocked, or with flush false only the write:
-// the event is held in the connection's buffer (pending) until the next
-// flush, which then sends it with the events after it in one write.
+// the event is held in the connection's buffer until the next flush, which
+// then sends it with the events after it in one write.
 func (l *eventLog) writeOrHoldLocked(p []byte, flush bool) error {
 	sk := l.sink
-	now := time.Now()
-	if timeout := l.hub.opts.WriteTimeout; sk.deadline.Sub(now) < timeout {
-		sk.deadline = now.Add(timeout + timeout/2)
-		_ = sk.rc.SetWriteDeadline(sk.deadline)
-	}
-	var err error
-	if len(p) > 0 {
-		_, err = sk.w.Write(p)
-	}
-	if err == nil && flush {
-		err = sk.rc.Flush()
-	}
-	l.pending = !flush && err == nil
-	l.lastWrite = now
+	err := sk.conn.write(p, flush)
+	l.lastWrite = sk.conn.lastWrite
 	if err == nil {
 		return nil
 	}
@@ -532,7 +492,7 @@ func (l *eventLog) Flush() error {
 	if l.gone != nil {
 		return l.gone
 	}
-	if !l.pending || l.sink == nil {
+	if l.sink == nil || !l.sink.conn.pending {
 		return nil
 	}
 	if err := l.writeLocked(nil); err != nil {
@@ -543,8 +503,8 @@ func (l *eventLog) Flush() error {
 
 // sendText sends a token or reasoning event, {"text":…}: the one sent per
 // token, framed here without boxing the delta in an interface (an
-// allocation per token).
-func (l *eventLog) sendText(name, text string) error {
+// allocation per token), flushed with the events held before it or held.
+func (l *eventLog) sendText(name, text string, flush bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone != nil {
@@ -556,7 +516,7 @@ func (l *eventLog) sendText(name, text string) error {
 	if name == EventReasoning {
 		kind = keptReasoning
 	}
-	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text}, true)
+	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text}, flush)
 }
 
 // frameText frames event seq, {"text":…}, into l.scratch.
@@ -609,33 +569,27 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) erro
 }
 
 // heartbeat sends a keep-alive comment whenever the stream has been silent
-// for every, until the stream ends. It runs on a timer, not a goroutine of
-// its own: an open stream holds no stack for it.
+// for every, until the stream ends (startHeartbeat).
 func (l *eventLog) heartbeat(every time.Duration) {
-	l.mu.Lock() // held until l.beat is set: the timer's func takes it first
-	defer l.mu.Unlock()
-	l.beat = time.AfterFunc(every, func() {
-		next := every
-		l.mu.Lock()
-		defer l.mu.Unlock()
+	l.beat = startHeartbeat(&l.mu, every, func() time.Duration {
 		if l.ended {
-			return
+			return 0
 		}
-		if l.sink != nil && l.gone == nil {
-			if idle := time.Since(l.lastWrite); idle < every {
-				next = every - idle
-			} else {
-				_ = l.writeLocked(keepAlive)
-			}
+		if l.sink == nil || l.gone != nil {
+			return every
 		}
-		l.beat.Reset(next)
+		if wait := beatAfter(every, l.lastWrite); wait > 0 {
+			return wait
+		}
+		_ = l.writeLocked(keepAlive)
+		return every
 	})
 }
 
 // end closes the stream after the query finished.
 func (l *eventLog) end() {
 	l.mu.Lock()
-	if l.pending && l.sink != nil && l.gone == nil {
+	if l.sink != nil && l.sink.conn.pending && l.gone == nil {
 		_ = l.writeLocked(nil) // a query ends with done or error, flushed; this is the safety net
 	}
 	l.ended = true
@@ -720,11 +674,14 @@ func cloneSources(src []pipeline.Source) []pipeline.Source {
 	return out
 }
 
+// Delta sends a token or reasoning event; one whose More is set is held
+// until the next flush (see pipeline.Delta.More), so the tokens of one
+// upstream read reach the client in one write.
 func (l *eventLog) Delta(d pipeline.Delta) error {
 	if d.Reasoning {
-		return l.sendText(EventReasoning, d.Text)
+		return l.sendText(EventReasoning, d.Text, !d.More)
 	}
-	return l.sendText(EventToken, d.Text)
+	return l.sendText(EventToken, d.Text, !d.More)
 }
 
 // Done sends the done event, framed by hand (pipeline.DoneEvent.AppendJSON)

@@ -73,7 +73,7 @@ func TestWriteDeadlineIsNotMovedPerEvent(t *testing.T) {
 		t.Errorf("%d flushes for 100 tokens after the meta event", w.flushes)
 	}
 	// A deadline with less than WriteTimeout left is moved before the write.
-	l.sink.deadline = time.Now().Add(timeout / 2)
+	l.sink.conn.deadline = time.Now().Add(timeout / 2)
 	if err := l.Delta(pipeline.Delta{Text: "tok "}); err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +91,10 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	l := attachedLog(t, w, time.Second)
 	_ = l.Stage(pipeline.Span{Name: pipeline.StageAccept})
 	_ = l.Sources(nil)
-	if w.flushes != 0 || !l.pending {
+	if w.flushes != 0 || !l.sink.conn.pending {
 		t.Fatalf("%d flushes after meta, a stage and the sources; want them held", w.flushes)
 	}
-	if err := l.Flush(); err != nil || w.flushes != 1 || l.pending {
+	if err := l.Flush(); err != nil || w.flushes != 1 || l.sink.conn.pending {
 		t.Fatalf("Flush: %v, %d flushes", err, w.flushes)
 	}
 	if err := l.Flush(); err != nil || w.flushes != 1 {
@@ -102,8 +102,8 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	}
 	_ = l.Stage(pipeline.Span{Name: pipeline.StageEmbed})
 	_ = l.Delta(pipeline.Delta{Text: "a"})
-	if w.flushes != 2 || l.pending {
-		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.pending)
+	if w.flushes != 2 || l.sink.conn.pending {
+		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.sink.conn.pending)
 	}
 	_ = l.Stage(pipeline.Span{Name: pipeline.StageLLMDecode})
 	_ = l.Done(pipeline.Record{})
@@ -114,6 +114,23 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	l.end()
 	if w.flushes != 4 {
 		t.Errorf("end with an event held: %d flushes, want it flushed", w.flushes)
+	}
+}
+
+// TestTokensMarkedMoreAreHeld: a token whose delta says another is already
+// in hand is held, and the next token without More sends both in one flush.
+func TestTokensMarkedMoreAreHeld(t *testing.T) {
+	t.Parallel()
+	w := &countingWriter{}
+	l := attachedLog(t, w, time.Second)
+	_ = l.Delta(pipeline.Delta{Text: "a", More: true})
+	_ = l.Delta(pipeline.Delta{Text: "b", Reasoning: true, More: true})
+	if w.flushes != 0 || !l.sink.conn.pending {
+		t.Fatalf("%d flushes after two tokens marked More; want them held", w.flushes)
+	}
+	_ = l.Delta(pipeline.Delta{Text: "c"})
+	if w.flushes != 1 || l.sink.conn.pending {
+		t.Errorf("a token without More: %d flushes, pending %v; want one flush sending all three", w.flushes, l.sink.conn.pending)
 	}
 }
 

@@ -345,9 +345,17 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 		}
 	}
 
-	st := c.d.newStream(&gen, firstStop, c.scrubber)
-	err = st.run(resp.Body)
+	hold := &deltaHold{emit: firstStop, body: resp.Body}
+	st := c.d.newStream(&gen, hold.add, c.scrubber)
+	err = st.run(hold)
 	var ee emitError
+	if !errors.As(err, &ee) {
+		// The last delta, or the one before a malformed chunk or a broken
+		// connection: received, so sent before anything else is said.
+		if herr := hold.release(); herr != nil {
+			err = emitError{herr}
+		}
+	}
 	switch {
 	case errors.As(err, &ee):
 		// The deferred cancel and Body.Close abort the upstream call.

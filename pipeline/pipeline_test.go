@@ -178,13 +178,13 @@ func newTestPipeline(t *testing.T, gen Generator, mod func(*Config)) (*Pipeline,
 	return p, rec
 }
 
-func request(t *testing.T, q string, topK, topN int) Request {
+func request(t *testing.T, q string, topK, topN int) *Request {
 	t.Helper()
 	r := Request{Question: q, TopK: topK, RerankTopN: topN, MaxTokens: Unset}
 	if err := r.Normalize(DefaultMaxQuestion); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return &r
 }
 
 func TestRunEventsAndDerivedNumbers(t *testing.T) {
@@ -311,6 +311,41 @@ func TestEmbedErrorNamesStage(t *testing.T) {
 	if rec.Status != StatusError || rec.ErrorCode != "embed_failed" || out.fail.Stage != StageEmbed {
 		t.Fatalf("record %+v fail %+v", rec, out.fail)
 	}
+}
+
+type panickingGenerator struct{}
+
+func (panickingGenerator) Generate(context.Context, GenerateRequest, func(Delta) error) (Generation, error) {
+	panic("generator boom")
+}
+
+// TestPanicsReachTheCaller: the query runs on goroutines of its own; a
+// panic on either (retrieval's, the answer's) is raised again on Run's
+// caller, naming the value and the goroutine's stack, so that the API's
+// Recover middleware catches it instead of the process dying.
+func TestPanicsReachTheCaller(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"retrieval": func(c *Config) { c.Searcher = panickingSearcher{} },
+		"answer":    func(c *Config) { c.Generator = panickingGenerator{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := newTestPipeline(t, &scriptGenerator{}, mod)
+			defer func() {
+				got := fmt.Sprint(recover())
+				if !strings.Contains(got, " boom") || !strings.Contains(got, "goroutine") {
+					t.Errorf("recovered %q, want the panic's value and its stack", got)
+				}
+			}()
+			p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
+			t.Error("Run returned instead of panicking")
+		})
+	}
+}
+
+type panickingSearcher struct{}
+
+func (panickingSearcher) Search(context.Context, []float32, int, Filter) ([]Hit, error) {
+	panic("searcher boom")
 }
 
 func TestClientGoneIsCancelled(t *testing.T) {
@@ -770,7 +805,7 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	}
 	// The assemble stage's count (the generator reports its own usage):
 	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
-	counted := func(r Record) int {
+	counted := func(r *Record) int {
 		for _, s := range r.Stages {
 			if s.Name == StageAssemble {
 				return s.Attrs["prompt_tokens"].(int)
@@ -799,7 +834,9 @@ func (s *flushStream) Flush() error {
 }
 func (s *flushStream) Delta(d Delta) error {
 	err := s.recStream.Delta(d)
-	s.sent = slices.Clone(s.events)
+	if !d.More { // one marked More may be held, as eventLog does
+		s.sent = slices.Clone(s.events)
+	}
 	return err
 }
 
@@ -868,4 +905,77 @@ func TestFlushedBeforeEveryWait(t *testing.T) {
 	if out.flushes >= len(out.events)-3 {
 		t.Errorf("%d flushes for %d events", out.flushes, len(out.events))
 	}
+}
+
+// TestDeltasMarkedMore: a delta the generator marks More (the next is in
+// hand) may be held by the stream, except the first and the first answer
+// delta, which TTFT times; a hidden reasoning delta that ends such a run
+// has the held ones flushed, so none waits on the model.
+func TestDeltasMarkedMore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		hide   bool
+		deltas []Delta
+		want   []bool // More as the stream saw it, per forwarded delta
+		held   int    // events not yet sent when the generation returned
+	}{
+		{"first and first answer delta sent at once", false,
+			[]Delta{{Text: "r", Reasoning: true, More: true}, {Text: "a", More: true}, {Text: "b", More: true}, {Text: "c"}},
+			[]bool{false, false, true, false}, 0},
+		{"hidden reasoning ends a run", true,
+			[]Delta{{Text: "a"}, {Text: "b", More: true}, {Text: "r", Reasoning: true}},
+			[]bool{false, true}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := &moreStream{}
+			gen := &scriptGenerator{deltas: tc.deltas}
+			p, _ := newTestPipeline(t, gen, func(c *Config) { c.HideReasoning = tc.hide })
+			rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), heldAtGenerationEnd{out, &out.heldAtEnd})
+			if rec.Status != StatusOK {
+				t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+			}
+			if !slices.Equal(out.more, tc.want) || out.heldAtEnd != tc.held {
+				t.Errorf("More per delta %v, %d held after the last delta; want %v, %d", out.more, out.heldAtEnd, tc.want, tc.held)
+			}
+		})
+	}
+}
+
+// moreStream notes the More of each delta and how many deltas it holds.
+type moreStream struct {
+	flushStream
+	more      []bool
+	holding   int
+	heldAtEnd int
+}
+
+func (s *moreStream) Delta(d Delta) error {
+	s.more = append(s.more, d.More)
+	if d.More {
+		s.holding++
+	} else {
+		s.holding = 0
+	}
+	return s.flushStream.Delta(d)
+}
+
+func (s *moreStream) Flush() error {
+	s.holding = 0
+	return s.flushStream.Flush()
+}
+
+// heldAtGenerationEnd notes, when a stage event after the deltas arrives
+// (llm_decode), how many deltas the stream was still holding.
+type heldAtGenerationEnd struct {
+	*moreStream
+	at *int
+}
+
+func (h heldAtGenerationEnd) Stage(sp Span) error {
+	if sp.Name == StageLLMDecode {
+		*h.at = h.holding
+	}
+	return h.moreStream.Stage(sp)
 }

@@ -66,8 +66,10 @@ type Recorder interface {
 //
 // Contract: each method writes (and, for a network stream, flushes) its event
 // before returning — except that a Stream which is also a Flusher may hold
-// Meta, Stage and Sources events until its Flush; a returned error means the
-// client is gone and the pipeline stops with status cancelled.
+// Meta, Stage and Sources events, and a Delta whose More is set, until its
+// Flush or the next event it sends without holding (a Delta without More,
+// Done, Fail); a returned error means the client is gone and the pipeline
+// stops with status cancelled.
 type Stream interface {
 	Meta(m Meta) error
 	Stage(s Span) error
@@ -153,6 +155,14 @@ type Delta struct {
 	Reasoning bool `json:"-"`
 	// At is when the generator received the delta from the model.
 	At time.Time `json:"-"`
+	// More is set by a generator when the delta after this one is already in
+	// hand: received and parsed, so nothing outside the process is waited on
+	// before it is emitted. A Flusher stream may then hold this delta and send
+	// it with the next in one network write (the deltas of one upstream read
+	// go out in one client write). The pipeline never holds a query's first
+	// delta or its first answer delta: TTFT is when they were sent. A
+	// generator that cannot tell leaves it false.
+	More bool `json:"-"`
 	// Timing, on a generation's first delta only, is what the generator has
 	// observed so far (RequestStart, GotConn, WroteRequest, Conn,
 	// UpstreamStatus), so the pipeline can send llm_connect and llm_prefill

@@ -248,7 +248,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	a := answerer{
 		s: s, w: w, req: req, sq: sq, fault: fault, finish: finish,
 		text: newTextSource(s.cfg.Seed, req.Messages),
-		enc: newChunkEncoder(s.idPrefix+strconv.FormatUint(s.nextID.Add(1), 10), s.modelName(req.Model), arrival.Unix(),
+		enc: openaiwire.NewChunkEncoder(s.idPrefix+strconv.FormatUint(s.nextID.Add(1), 10), s.modelName(req.Model), arrival.Unix(),
 			req.StreamOptions != nil && req.StreamOptions.IncludeUsage),
 		timings: s.cfg.ServerTimings || r.Header.Get("X-Llmsim-Timings") != "",
 	}
@@ -298,7 +298,7 @@ type answerer struct {
 	req     *openaiwire.ChatRequest
 	sq      *seq
 	text    textSource
-	enc     chunkEncoder
+	enc     openaiwire.ChunkEncoder
 	fault   string
 	finish  string
 	timings bool
@@ -346,7 +346,7 @@ func (a *answerer) stream(ctx context.Context) bool {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	h.Set("X-Request-Id", a.enc.id)
+	h.Set("X-Request-Id", a.enc.ID)
 	a.w.WriteHeader(http.StatusOK)
 	buf := make([]byte, 0, 1024)
 	send := func(b []byte) bool {
@@ -355,7 +355,7 @@ func (a *answerer) stream(ctx context.Context) bool {
 		}
 		return rc.Flush() == nil
 	}
-	if !send(a.enc.role(buf[:0])) {
+	if !send(a.enc.Role(buf[:0])) {
 		return false
 	}
 	total := a.sq.total()
@@ -387,14 +387,14 @@ func (a *answerer) stream(ctx context.Context) bool {
 				case FaultMalformed:
 					buf = append(buf, "data: {\"id\":\"broken\",\"choices\":[{\"delta\":{\"content\":\n\n"...)
 				case FaultNoChoices:
-					buf = append(a.enc.head(buf), "}\n\n"...)
+					buf = append(a.enc.Head(buf), "}\n\n"...)
 				}
 			}
 			if sent < a.sq.reasoning {
-				buf = a.enc.delta(buf, a.s.cfg.ReasoningField, sent == 0, a.text.word(sent+reasoningOffset))
+				buf = a.enc.Delta(buf, a.s.cfg.ReasoningField, wordSep(sent == 0), a.text.word(sent+reasoningOffset))
 			} else {
 				i := sent - a.sq.reasoning
-				buf = a.enc.delta(buf, "content", i == 0, a.text.word(i))
+				buf = a.enc.Delta(buf, "content", wordSep(i == 0), a.text.word(i))
 			}
 		}
 		// every token released since the last write goes out in this one
@@ -437,14 +437,23 @@ func (a *answerer) stream(ctx context.Context) bool {
 	return send(a.end(buf[:0]))
 }
 
+// wordSep is what goes before a word of the answer: nothing before the
+// first, a space before the others.
+func wordSep(first bool) string {
+	if first {
+		return ""
+	}
+	return " "
+}
+
 // end appends the stream's end to b: the finish chunk, the usage chunk
 // (when asked for) and [DONE]. The engine must be done with the sequence.
 func (a *answerer) end(b []byte) []byte {
-	b = a.enc.finish(b, a.finish)
+	b = a.enc.Finish(b, a.finish)
 	if a.req.StreamOptions != nil && a.req.StreamOptions.IncludeUsage {
-		b = a.enc.usage(b, a.usage(), a.extras())
+		b = a.enc.Usage(b, a.usage(), a.extras()...)
 	} else if a.timings {
-		b = a.enc.usage(b, nil, a.extras())
+		b = a.enc.Usage(b, nil, a.extras()...)
 	}
 	return append(b, "data: [DONE]\n\n"...)
 }
@@ -474,14 +483,14 @@ func (a *answerer) complete(ctx context.Context) bool {
 		msg[a.s.cfg.ReasoningField] = reasoning.String()
 	}
 	body := map[string]any{
-		"id": a.enc.id, "object": openaiwire.ObjectCompletion, "created": a.enc.created, "model": a.enc.model,
+		"id": a.enc.ID, "object": openaiwire.ObjectCompletion, "created": a.enc.Created, "model": a.enc.Model,
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": a.finish}},
 		"usage":   a.usage(),
 	}
-	for k, v := range a.extras() {
-		body[k] = v
+	for _, x := range a.extras() {
+		body[x.Key] = x.Value
 	}
-	a.w.Header().Set("X-Request-Id", a.enc.id)
+	a.w.Header().Set("X-Request-Id", a.enc.ID)
 	writeJSON(a.w, http.StatusOK, body)
 	return true
 }
@@ -504,7 +513,7 @@ func (a *answerer) usage() *openaiwire.Usage {
 // per-request "metrics" (seconds, Unix times) and llama.cpp's "timings"
 // (milliseconds). They are the simulator's modelled times, the ground truth
 // a client's parsing can be checked against.
-func (a *answerer) extras() map[string]any {
+func (a *answerer) extras() []openaiwire.Extra {
 	if !a.timings {
 		return nil
 	}
@@ -529,8 +538,8 @@ func (a *answerer) extras() map[string]any {
 		timings["predicted_per_token_ms"] = msOf(decode) / float64(sq.emitted-1)
 		timings["predicted_per_second"] = float64(sq.emitted-1) / decode.Seconds()
 	}
-	return map[string]any{
-		"metrics": map[string]any{
+	return []openaiwire.Extra{
+		{Key: "metrics", Value: map[string]any{
 			"arrival_time":         unix(sq.arrival),
 			"first_scheduled_time": unix(sq.admitted),
 			"first_token_time":     unix(sq.firstToken),
@@ -540,8 +549,8 @@ func (a *answerer) extras() map[string]any {
 			"decode_time":          decode.Seconds(),
 			"cached_tokens":        sq.cachedTokens,
 			"replica":              sq.replica,
-		},
-		"timings": timings,
+		}},
+		{Key: "timings", Value: timings},
 	}
 }
 

@@ -97,7 +97,7 @@ func TestLaggingWriterCoalesces(t *testing.T) {
 	msgs := []openaiwire.Message{{Role: "user", Content: "five words come out together"}}
 	a := answerer{
 		s: s, w: w, req: &openaiwire.ChatRequest{Stream: true, Messages: msgs}, sq: sq, finish: "stop",
-		text: newTextSource(0, msgs), enc: newChunkEncoder("chatcmpl-test", "m", t0.Unix(), false),
+		text: newTextSource(0, msgs), enc: openaiwire.NewChunkEncoder("chatcmpl-test", "m", t0.Unix(), false),
 	}
 	if !a.stream(context.Background()) {
 		t.Fatal("stream did not finish")

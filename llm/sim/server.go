@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"ragtime/jsontext"
 	"ragtime/llm/tokens"
 	"ragtime/openaiwire"
 )
@@ -264,89 +263,6 @@ func (s *Server) authorized(r *http.Request) bool {
 func (s *Server) writeAuthError(w http.ResponseWriter) {
 	writeAPIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "",
 		"Incorrect API key provided to llmsim (a simulator); send the key given with --api-key as 'Authorization: Bearer KEY'.")
-}
-
-// chunkEncoder writes chat.completion.chunk events without reflection or
-// allocation: the per-token path is the simulator's hot loop.
-type chunkEncoder struct {
-	id, model string
-	created   int64
-	// pre is every chunk's opening, `data: {"id":…,"model":…`, encoded once.
-	pre []byte
-	// end closes every chunk but the usage chunk: `}` and the blank line,
-	// after `,"usage":null` when the client asked for usage (OpenAI then
-	// sends the field on every chunk, null until the last).
-	end string
-}
-
-func newChunkEncoder(id, model string, created int64, includeUsage bool) chunkEncoder {
-	e := chunkEncoder{id: id, model: model, created: created, end: "}\n\n"}
-	if includeUsage {
-		e.end = `,"usage":null}` + "\n\n"
-	}
-	b := append([]byte(nil), `data: {"id":`...)
-	b = jsontext.AppendString(b, id)
-	b = append(b, `,"object":"`+openaiwire.ObjectChunk+`","created":`...)
-	b = strconv.AppendInt(b, created, 10)
-	b = append(b, `,"model":`...)
-	e.pre = jsontext.AppendString(b, model)
-	return e
-}
-
-func (e *chunkEncoder) head(b []byte) []byte { return append(b, e.pre...) }
-
-func (e *chunkEncoder) role(b []byte) []byte {
-	b = e.head(b)
-	b = append(b, `,"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]`...)
-	return append(b, e.end...)
-}
-
-// delta appends one token's chunk: word, after a space unless first, in the
-// delta field named field ("content", or a reasoning field).
-func (e *chunkEncoder) delta(b []byte, field string, first bool, word string) []byte {
-	b = e.head(b)
-	b = append(b, `,"choices":[{"index":0,"delta":{"`...)
-	b = append(b, field...) // one of a few fixed names, nothing to escape
-	b = append(b, `":"`...)
-	if !first {
-		b = append(b, ' ')
-	}
-	b = jsontext.AppendStringBody(b, word)
-	b = append(b, `"},"finish_reason":null}]`...)
-	return append(b, e.end...)
-}
-
-func (e *chunkEncoder) finish(b []byte, reason string) []byte {
-	b = e.head(b)
-	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
-	b = jsontext.AppendString(b, reason)
-	b = append(b, "}]"...)
-	return append(b, e.end...)
-}
-
-// usage writes the chunk after the final one: no choices, the usage (when
-// asked for) and the server-timing objects (when asked for).
-func (e *chunkEncoder) usage(b []byte, u *openaiwire.Usage, extras map[string]any) []byte {
-	b = e.head(b)
-	b = append(b, `,"choices":[]`...)
-	if u != nil {
-		b = append(b, `,"usage":`...)
-		j, _ := json.Marshal(u) // a struct of ints cannot fail to encode
-		b = append(b, j...)
-	}
-	for _, k := range []string{"metrics", "timings"} {
-		if v, ok := extras[k]; ok {
-			j, err := json.Marshal(v)
-			if err != nil {
-				continue
-			}
-			b = append(b, ',')
-			b = jsontext.AppendString(b, k)
-			b = append(b, ':')
-			b = append(b, j...)
-		}
-	}
-	return append(b, "}\n\n"...)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,81 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// TestDeltasOfOneReadAreMarkedMore: the deltas that arrive in one network
+// read reach the caller with all but the last marked More, and the last is
+// emitted before the reader waits on the network again: the server sends
+// the rest of the answer only once the caller has had it.
+func TestDeltasOfOneReadAreMarkedMore(t *testing.T) {
+	t.Parallel()
+	had := make(chan struct{})
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		burst := ""
+		for _, s := range []string{"a", "b", "c"} {
+			burst += fmt.Sprintf("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", s)
+		}
+		_, _ = w.Write([]byte(burst)) // one write, one flush: one read for the client
+		w.(http.Flusher).Flush()
+		select {
+		case <-had:
+		case <-time.After(10 * time.Second): // the caller never had "c": it was held across the wait
+		case <-r.Context().Done():
+			return
+		}
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"d\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	}))
+	g, err := NewOpenAI(OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseIdleConnections()
+	var got []string
+	start := time.Now()
+	_, err = g.Generate(context.Background(), testRequest, func(d pipeline.Delta) error {
+		got = append(got, fmt.Sprintf("%s more=%v", d.Text, d.More))
+		if d.Text == "c" {
+			close(had)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"a more=true", "b more=true", "c more=false", "d more=false"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("deltas %q (after %v), want %q", got, time.Since(start).Round(time.Millisecond), want)
+	}
+}
+
+// TestHeldDeltaSentBeforeAnError: a delta received just before a malformed
+// chunk still reaches the caller, before the error is returned.
+func TestHeldDeltaSentBeforeAnError(t *testing.T) {
+	t.Parallel()
+	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {not json\n\n"))
+	}))
+	g, err := NewOpenAI(OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.CloseIdleConnections()
+	var got []pipeline.Delta
+	_, err = g.Generate(context.Background(), testRequest, func(d pipeline.Delta) error {
+		got = append(got, d)
+		return nil
+	})
+	checkError(t, err, CodeBadStream, pipeline.StageLLMDecode)
+	if len(got) != 1 || got[0].Text != "a" || got[0].More {
+		t.Errorf("deltas %+v, want \"a\" without More", got)
+	}
+}
