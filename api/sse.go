@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -73,6 +72,13 @@ type sourcesEvent struct {
 	Sources []pipeline.Source `json:"sources"`
 }
 
+var (
+	headerEventStream = []string{"text/event-stream; charset=utf-8"}
+	headerNoCache     = []string{"no-cache"}
+	headerKeepAlive   = []string{"keep-alive"}
+	headerNo          = []string{"no"}
+)
+
 // keepAlive is the heartbeat: an SSE comment, which clients ignore.
 var keepAlive = []byte(": keep-alive\n\n")
 
@@ -97,10 +103,10 @@ func newStreamHub(opts StreamOptions) *streamHub {
 // goroutine. The query's context is not the request's: a client that
 // disconnects may resume (Last-Event-ID) within twice the retry delay,
 // after which its query is cancelled.
-func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
+func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
-	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID}
+	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID, expect: min(req.MaxTokens, 512) + 24}
 	h.mu.Lock()
 	h.open[l] = cancel
 	h.mu.Unlock()
@@ -113,40 +119,18 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	if h.opts.Heartbeat > 0 {
 		l.heartbeat(h.opts.Heartbeat)
 	}
-	onOwnGoroutine(func() { asker.Run(ctx, req, l) })
+	// The pipeline runs the query on goroutines of its own (Pipeline.Run):
+	// the handler's parks a few frames below net/http's and echo's and
+	// keeps an 8 KB stack while the answer streams.
+	asker.Run(ctx, req, l)
 	l.end()
-}
-
-// onOwnGoroutine runs a query on a goroutine of its own and waits for it.
-// The handler's goroutine then parks a few frames below net/http's and
-// echo's and keeps an 8 KB stack while the answer streams, and the query's
-// grows only as deep as the query goes (16 KB); run on the handler's, the
-// two depths added up to a 32 KB stack per open stream (make
-// bench-streams: 32 KB + 4 + 4 + 2 for net/http's own goroutines, now
-// 8 + 16 + 4 + 4 + 2). A panic is raised again on the handler's goroutine,
-// with the query's stack, for the Recover middleware.
-func onOwnGoroutine(run func()) {
-	done := make(chan any, 1)
-	go func() {
-		defer func() {
-			p := recover()
-			if p != nil && p != http.ErrAbortHandler {
-				p = fmt.Errorf("%v\n%s", p, debug.Stack())
-			}
-			done <- p
-		}()
-		run()
-	}()
-	if p := <-done; p != nil {
-		panic(p)
-	}
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be
 // resumed (the OpenAI-compatible route: its clients do not reconnect). The
 // query runs in the request's context, so a client that leaves cancels it
 // at once; shutdown ends it as it ends the /ask streams.
-func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, out pipeline.Stream) {
+func (h *streamHub) runPlain(c echo.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) {
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
 	h.mu.Lock()
@@ -157,7 +141,7 @@ func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, 
 		h.closeLocked(out)
 		h.mu.Unlock()
 	}()
-	onOwnGoroutine(func() { asker.Run(ctx, req, out) })
+	asker.Run(ctx, req, out)
 }
 
 // resume serves a request carrying Last-Event-ID: the events after it of a
@@ -259,6 +243,10 @@ type eventLog struct {
 	hub    *streamHub
 	cancel context.CancelCauseFunc
 	keyID  string // the API key that asked ("" without one)
+	// expect is how many events the stream is expected to send (a token
+	// per answer token and about 24 others): kept's capacity, allocated
+	// once rather than grown through a dozen copies.
+	expect int
 
 	mu  sync.Mutex
 	id  string
@@ -326,10 +314,10 @@ func (s *sink) release() {
 // hint (sent with the first event's flush).
 func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	h["Content-Type"] = headerEventStream // shared values, as securityHeaders'
+	h["Cache-Control"] = headerNoCache
+	h["Connection"] = headerKeepAlive
+	h["X-Accel-Buffering"] = headerNo // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	sk := &sink{conn: newStreamConn(w, l.hub.opts.WriteTimeout), done: make(chan struct{})}
 	l.sink = sk
@@ -397,10 +385,29 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 	return nil
 }
 
-// trimScratch lets go of a scratch buffer grown by a large event.
+// trimScratch lets go of a scratch buffer grown by a large event, into
+// largeScratch for the next stream's.
 func (l *eventLog) trimScratch() {
 	if l.scratch.Cap() > maxScratch {
+		l.scratch.Reset()
+		b := l.scratch.AvailableBuffer()
+		largeScratch.Put(&b)
 		l.scratch = bytes.Buffer{}
+	}
+}
+
+// largeScratch holds the scratch buffers of large events (the sources and
+// done events, several KB) between streams: each stream frames one of each,
+// and growing a buffer to their size took several copies per ask.
+var largeScratch sync.Pool
+
+// largeScratchLocked readies l.scratch for a large event.
+func (l *eventLog) largeScratchLocked() {
+	if l.scratch.Cap() > maxScratch {
+		return
+	}
+	if p, _ := largeScratch.Get().(*[]byte); p != nil {
+		l.scratch = *bytes.NewBuffer((*p)[:0])
 	}
 }
 
@@ -569,6 +576,9 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) erro
 	e.size = int32(l.scratch.Len())
 	if len(l.kept) == 0 {
 		l.first = l.seq
+		if l.kept == nil && l.expect > 0 {
+			l.kept = make([]keptEvent, 0, l.expect)
+		}
 	}
 	l.seq++
 	l.kept = append(l.kept, e)
@@ -673,6 +683,7 @@ func (l *eventLog) Sources(src []pipeline.Source) error {
 	if l.gone != nil {
 		return l.gone
 	}
+	l.largeScratchLocked()
 	l.scratch.Reset()
 	if err := l.frameJSON(l.seq, EventSources, sourcesEvent{Sources: src}); err != nil {
 		return err
@@ -716,6 +727,7 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 		return l.gone
 	}
 	done := rec.DoneEvent()
+	l.largeScratchLocked()
 	l.scratch.Reset()
 	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone))
 	if !ok {
