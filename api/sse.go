@@ -72,6 +72,13 @@ type sourcesEvent struct {
 	Sources []pipeline.Source `json:"sources"`
 }
 
+var (
+	headerEventStream = []string{"text/event-stream; charset=utf-8"}
+	headerNoCache     = []string{"no-cache"}
+	headerKeepAlive   = []string{"keep-alive"}
+	headerNo          = []string{"no"}
+)
+
 // keepAlive is the heartbeat: an SSE comment, which clients ignore.
 var keepAlive = []byte(": keep-alive\n\n")
 
@@ -99,7 +106,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
-	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID}
+	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID, expect: min(req.MaxTokens, 512) + 24}
 	h.mu.Lock()
 	h.open[l] = cancel
 	h.mu.Unlock()
@@ -236,6 +243,10 @@ type eventLog struct {
 	hub    *streamHub
 	cancel context.CancelCauseFunc
 	keyID  string // the API key that asked ("" without one)
+	// expect is how many events the stream is expected to send (a token
+	// per answer token and about 24 others): kept's capacity, allocated
+	// once rather than grown through a dozen copies.
+	expect int
 
 	mu  sync.Mutex
 	id  string
@@ -303,10 +314,10 @@ func (s *sink) release() {
 // hint (sent with the first event's flush).
 func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
 	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	h["Content-Type"] = headerEventStream // shared values, as securityHeaders'
+	h["Cache-Control"] = headerNoCache
+	h["Connection"] = headerKeepAlive
+	h["X-Accel-Buffering"] = headerNo // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
 	sk := &sink{conn: newStreamConn(w, l.hub.opts.WriteTimeout), done: make(chan struct{})}
 	l.sink = sk
@@ -374,10 +385,29 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 	return nil
 }
 
-// trimScratch lets go of a scratch buffer grown by a large event.
+// trimScratch lets go of a scratch buffer grown by a large event, into
+// largeScratch for the next stream's.
 func (l *eventLog) trimScratch() {
 	if l.scratch.Cap() > maxScratch {
+		l.scratch.Reset()
+		b := l.scratch.AvailableBuffer()
+		largeScratch.Put(&b)
 		l.scratch = bytes.Buffer{}
+	}
+}
+
+// largeScratch holds the scratch buffers of large events (the sources and
+// done events, several KB) between streams: each stream frames one of each,
+// and growing a buffer to their size took several copies per ask.
+var largeScratch sync.Pool
+
+// largeScratchLocked readies l.scratch for a large event.
+func (l *eventLog) largeScratchLocked() {
+	if l.scratch.Cap() > maxScratch {
+		return
+	}
+	if p, _ := largeScratch.Get().(*[]byte); p != nil {
+		l.scratch = *bytes.NewBuffer((*p)[:0])
 	}
 }
 
@@ -546,6 +576,9 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) erro
 	e.size = int32(l.scratch.Len())
 	if len(l.kept) == 0 {
 		l.first = l.seq
+		if l.kept == nil && l.expect > 0 {
+			l.kept = make([]keptEvent, 0, l.expect)
+		}
 	}
 	l.seq++
 	l.kept = append(l.kept, e)
@@ -650,6 +683,7 @@ func (l *eventLog) Sources(src []pipeline.Source) error {
 	if l.gone != nil {
 		return l.gone
 	}
+	l.largeScratchLocked()
 	l.scratch.Reset()
 	if err := l.frameJSON(l.seq, EventSources, sourcesEvent{Sources: src}); err != nil {
 		return err
@@ -693,6 +727,7 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 		return l.gone
 	}
 	done := rec.DoneEvent()
+	l.largeScratchLocked()
 	l.scratch.Reset()
 	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone))
 	if !ok {

@@ -31,20 +31,56 @@ var chunkParsers fastjson.ParserPool
 
 // fastChunk delivers the deltas of a plain content chunk. handled is false
 // when the chunk must go through the full decode instead (nothing was
-// delivered then).
+// delivered then). A chunk that differs from the stream's template only in
+// its content's text is read from the template (chunkTemplate); any other
+// goes through fastjson.
 func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err error) {
+	if text, ok := s.tmpl.match(data); ok {
+		return true, deliverer{s.gen, s.emit}.deliver(pipeline.Delta{Text: text, At: at})
+	}
+	var buf [2]chunkDelta // the common chunk: one choice, one delta
+	deltas, finished, ok := parseChunk(data, buf[:0])
+	if !ok {
+		return false, nil
+	}
+	if finished != "" {
+		s.finished = true
+		s.gen.FinishReason = finished
+	}
+	if len(deltas) == 1 && !deltas[0].reasoning && finished == "" {
+		s.tmpl.learn(data, deltas[0].text)
+	}
+	d := deliverer{s.gen, s.emit}
+	for _, dl := range deltas {
+		if err := d.deliver(pipeline.Delta{Text: dl.text, Reasoning: dl.reasoning, At: at}); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
+}
+
+// chunkDelta is a delta of a plain content chunk.
+type chunkDelta struct {
+	text      string
+	reasoning bool
+}
+
+// parseChunk reads a plain content chunk with fastjson: its deltas,
+// appended to deltas, and its finish reason; ok is false for any chunk that
+// is not its to read.
+func parseChunk(data []byte, deltas []chunkDelta) (_ []chunkDelta, finished string, ok bool) {
 	p := chunkParsers.Get()
 	defer chunkParsers.Put(p) // the deltas' texts are copies
 	v, perr := p.ParseBytes(data)
 	if perr != nil {
-		return false, nil // the full decode words the error
+		return nil, "", false // the full decode words the error
 	}
 	obj, oerr := v.Object()
 	if oerr != nil {
-		return false, nil
+		return nil, "", false
 	}
 	var choices *fastjson.Value
-	ok := true
+	ok = true
 	seen := 0
 	obj.Visit(func(key []byte, val *fastjson.Value) {
 		k := string(key)
@@ -65,19 +101,12 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 		}
 	})
 	if !ok || seen != 1 || choices.Type() != fastjson.TypeArray {
-		return false, nil
+		return nil, "", false
 	}
-	type delta struct {
-		text      string
-		reasoning bool
-	}
-	var out [2]delta // the common chunk: one choice, one delta
-	deltas := out[:0]
-	finished := ""
 	for _, ch := range choices.GetArray() {
 		fields, err := ch.Object()
 		if err != nil {
-			return false, nil
+			return nil, "", false
 		}
 		var content, reasoningContent, reasoning string
 		ok := true
@@ -101,26 +130,16 @@ func (s *streamReader) fastChunk(data []byte, at time.Time) (handled bool, err e
 			}
 		})
 		if !ok {
-			return false, nil
+			return nil, "", false
 		}
 		if r := cmpOr(reasoningContent, reasoning); r != "" {
-			deltas = append(deltas, delta{r, true})
+			deltas = append(deltas, chunkDelta{r, true})
 		}
 		if content != "" {
-			deltas = append(deltas, delta{content, false})
+			deltas = append(deltas, chunkDelta{content, false})
 		}
 	}
-	if finished != "" {
-		s.finished = true
-		s.gen.FinishReason = finished
-	}
-	d := deliverer{s.gen, s.emit}
-	for _, dl := range deltas {
-		if err := d.deliver(pipeline.Delta{Text: dl.text, Reasoning: dl.reasoning, At: at}); err != nil {
-			return true, err
-		}
-	}
-	return true, nil
+	return deltas, finished, true
 }
 
 // readDelta reads a choice's delta: an object whose content,

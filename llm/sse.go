@@ -160,6 +160,7 @@ type streamReader struct {
 
 	dec      chunkDecoder
 	framer   sseFramer
+	tmpl     chunkTemplate
 	done     bool // data: [DONE] was seen
 	finished bool // a finish_reason was seen
 }

@@ -23,7 +23,8 @@ func BenchmarkAskOverhead(b *testing.B) {
 	_, simURL := startSim(b, func(c *sim.Config) {
 		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 0, 0, 0, 8
 	})
-	srv := startServe(b, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m")
+	// One client asks as fast as it can: the per-caller rate limit is off.
+	srv := startServe(b, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m", "--rate", "0")
 	client := &http.Client{}
 	url := srv.url + "/ask?q=how+does+prefill+grow&top_k=4&max_tokens=8"
 	var overheads, ttfts []float64
