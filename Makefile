@@ -83,9 +83,9 @@ bench-peer:
 	scripts/bench-peer.sh
 
 # 2,000 SSE streams held open against ragtime (llmsim ITL 200 ms, 64 tokens:
-# ~13 s per answer, each stream asking again when its answer ends) while 30
+# ~13 s per answer, each stream asking again when its answer ends) while 100
 # short probe asks, one at a time, measure the TTFT a newcomer sees against
-# the idle server's; prints errors and RSS per open stream. About 2 minutes.
+# the idle server's; prints errors and RSS per open stream. About 4 minutes.
 bench-streams:
 	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 

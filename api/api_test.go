@@ -24,8 +24,8 @@ import (
 // scriptedAsker writes a fixed sequence of events, as the pipeline would.
 type scriptedAsker struct{ got pipeline.Request }
 
-func (a *scriptedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
-	a.got = req
+func (a *scriptedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	a.got = *req
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens})
 	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
 	_ = out.Sources(nil)
@@ -34,7 +34,7 @@ func (a *scriptedAsker) Run(ctx context.Context, req pipeline.Request, out pipel
 	ttft := 1.5
 	rec := pipeline.Record{QueryID: "q1", Figures: pipeline.Figures{TTFTMs: &ttft}}
 	_ = out.Done(rec)
-	return rec
+	return &rec
 }
 
 type mapReader map[string]pipeline.Record
@@ -171,9 +171,9 @@ func TestReadyzDegraded(t *testing.T) {
 }
 
 // askerFunc runs a query by calling itself.
-type askerFunc func(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record
+type askerFunc func(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record
 
-func (f askerFunc) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (f askerFunc) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	return f(ctx, req, out)
 }
 
@@ -194,15 +194,15 @@ func (nopStream) Fail(*pipeline.Error) error      { return nil }
 func TestDoneEventCarriesEveryFigure(t *testing.T) {
 	t.Parallel()
 	full := pipelinetest.FullRecord("sweep-1")
-	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: full.QueryID, Model: full.Model})
 		_ = out.Done(full)
-		return full
+		return &full
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Queries: mapReader{full.QueryID: full}})
 
 	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
-	got := (&Client{BaseURL: ts.URL}).Run(context.Background(), req, nopStream{})
+	got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, nopStream{})
 	if got.Status != pipeline.StatusOK {
 		t.Fatalf("replayed status %s: %s", got.Status, got.ErrorMessage)
 	}
@@ -239,7 +239,7 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{})
 	var calls atomic.Int32
-	asker := askerFunc(func(_ context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		rec := pipeline.Record{QueryID: fmt.Sprint("q", calls.Add(1)), Status: pipeline.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		if req.Question == "hold" {
@@ -247,7 +247,7 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 			<-release
 		}
 		_ = out.Done(rec)
-		return rec
+		return &rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Admission: ctl})
 	var waits atomic.Int32
@@ -256,13 +256,13 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 		waits.Add(1)
 		waitCode.Store(fmt.Sprint(status, " ", code))
 	}}
-	first := make(chan pipeline.Record)
+	first := make(chan *pipeline.Record)
 	go func() {
-		first <- c.Run(context.Background(), pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, nopStream{})
+		first <- c.Run(context.Background(), &pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, nopStream{})
 	}()
 	<-held
 	time.AfterFunc(200*time.Millisecond, func() { close(release) })
-	got := c.Run(context.Background(), pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1}, nopStream{})
+	got := c.Run(context.Background(), &pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1}, nopStream{})
 	if got.Status != pipeline.StatusOK {
 		t.Fatalf("the refused ask ended %s %s: %s", got.Status, got.ErrorCode, got.ErrorMessage)
 	}
@@ -289,7 +289,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 	t.Parallel()
 	wrote, finish := make(chan struct{}), make(chan struct{})
 	const events = 9 // meta to the last token
-	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "m"})
 		_ = out.Stage(pipeline.Span{Name: "search", Seq: 1, StartMs: 0.25, DurationMs: 1.5, Attrs: map[string]any{"k": 4, "store": "<e&m>"}})
 		rerank := 0.75
@@ -309,7 +309,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 		<-finish
 		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
 		_ = out.Done(rec)
-		return rec
+		return &rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker})
 	// readEvents reads the retry hint and n events, raw.
@@ -355,18 +355,19 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 	close(finish)
 }
 
-// TestAQueryThatPanicsDoesNotStopTheServer: the query runs on a goroutine
-// of its own; its panic is raised again on the handler's, where the
-// Recover middleware catches it, and the server goes on answering.
+// TestAQueryThatPanicsDoesNotStopTheServer: a query's panic reaches the
+// handler's goroutine (the pipeline raises its goroutines' panics again on
+// its caller's), where the Recover middleware catches it, and the server
+// goes on answering.
 func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		if calls.Add(1) == 1 {
 			_ = out.Meta(pipeline.Meta{QueryID: "q1"})
 			panic("boom")
 		}
-		return (&scriptedAsker{}).Run(context.Background(), pipeline.Request{}, out)
+		return (&scriptedAsker{}).Run(context.Background(), &pipeline.Request{}, out)
 	})
 	ts := newTestServer(t, Deps{Asker: asker})
 	for i := range 2 {
@@ -385,7 +386,7 @@ func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
 func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 	t.Parallel()
 	wrote, finish := make(chan struct{}), make(chan struct{})
-	asker := askerFunc(func(_ context.Context, _ pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: "q1"})
 		for range 50 {
 			_ = out.Delta(pipeline.Delta{Text: strings.Repeat("x", 100)})
@@ -394,7 +395,7 @@ func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 		<-finish
 		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
 		_ = out.Done(rec)
-		return rec
+		return &rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Stream: StreamOptions{BufferBytes: 2000}})
 	first, err := http.Get(ts.URL + "/ask?q=x")

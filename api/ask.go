@@ -151,7 +151,7 @@ func bodyError(err error, limit int64) error {
 // ask validates req and, only when it is valid and the caller may ask for
 // its model, starts the stream.
 func (s *server) ask(c echo.Context, req pipeline.Request) error {
-	return s.admitAsk(c, &req, func(req pipeline.Request) { s.streams.run(c, s.deps.Asker, req) })
+	return s.admitAsk(c, &req, func(req *pipeline.Request) { s.streams.run(c, s.deps.Asker, req) })
 }
 
 // admitAsk is every ask's way in, /ask's and /v1/chat/completions' alike:
@@ -160,7 +160,7 @@ func (s *server) ask(c echo.Context, req pipeline.Request) error {
 // limits; the wait is its queue stage) and runs answer with it, holding
 // the admission until answer returns. Nothing is run, and no query
 // recorded, when it returns an error.
-func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(pipeline.Request)) error {
+func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(*pipeline.Request)) error {
 	if err := req.NormalizeWith(s.deps.MaxQuestionChars, s.deps.Defaults); err != nil {
 		return err
 	}
@@ -178,6 +178,6 @@ func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(pip
 	if ticket != nil {
 		defer ticket.Release()
 	}
-	answer(*req)
+	answer(req)
 	return nil
 }

@@ -20,20 +20,20 @@ func TestClientSendsItsKey(t *testing.T) {
 	keys := auth.NewKeyring()
 	keys.Set([]auth.Key{{ID: "k1", Name: "sweep", Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: []auth.Scope{auth.ScopeAsk}}})
 	var gotKey string
-	asker := askerFunc(func(_ context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		gotKey = req.KeyID
 		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		_ = out.Done(rec)
-		return rec
+		return &rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Keys: keys})
 	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
 
-	if got := (&Client{BaseURL: ts.URL}).Run(context.Background(), req, nopStream{}); got.Status != pipeline.StatusError || !strings.Contains(got.ErrorMessage, "auth_missing") {
+	if got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, nopStream{}); got.Status != pipeline.StatusError || !strings.Contains(got.ErrorMessage, "auth_missing") {
 		t.Errorf("without a key: %s %s, want an error naming auth_missing", got.Status, got.ErrorMessage)
 	}
-	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), req, nopStream{}); got.Status != pipeline.StatusOK || gotKey != "k1" {
+	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), &req, nopStream{}); got.Status != pipeline.StatusOK || gotKey != "k1" {
 		t.Errorf("with the key: %s %s %s, key id %q", got.Status, got.ErrorCode, got.ErrorMessage, gotKey)
 	}
 }

@@ -97,9 +97,9 @@ func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
 // countingAsker counts the queries that reach it.
 type countingAsker struct{ n atomic.Int64 }
 
-func (a *countingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (a *countingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	a.n.Add(1)
-	return pipeline.Record{}
+	return &pipeline.Record{}
 }
 
 // chatScriptAsker plays a query with reasoning, an answer and sources, and
@@ -109,8 +109,8 @@ type chatScriptAsker struct {
 	fail *pipeline.Error
 }
 
-func (a *chatScriptAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
-	a.got = req
+func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	a.got = *req
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
 	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
 	_ = out.Sources([]pipeline.Source{{Rank: 1, ChunkID: "d#0", DocID: "d", Title: "D", Text: "t"}})
@@ -118,14 +118,14 @@ func (a *chatScriptAsker) Run(ctx context.Context, req pipeline.Request, out pip
 	_ = out.Delta(pipeline.Delta{Text: "Hello "})
 	if a.fail != nil {
 		_ = out.Fail(a.fail)
-		return pipeline.Record{QueryID: "q1", Status: pipeline.StatusError}
+		return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusError}
 	}
 	_ = out.Delta(pipeline.Delta{Text: "world [1]"})
 	ttft := 1.5
 	rec := pipeline.Record{QueryID: "q1", Model: "sim", Figures: pipeline.Figures{TTFTMs: &ttft,
 		Usage: pipeline.Usage{PromptTokens: 10, CompletionTokens: 3}}, Stages: []pipeline.Span{{Name: "embed", DurationMs: 0.5}}}
 	_ = out.Done(rec)
-	return rec
+	return &rec
 }
 
 // dataLines returns the data: payloads of an SSE body.
@@ -286,13 +286,13 @@ func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 // slowAsker waits before its answer, as a long prefill does.
 type slowAsker struct{ wait time.Duration }
 
-func (a slowAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (a slowAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
 	time.Sleep(a.wait)
 	_ = out.Delta(pipeline.Delta{Text: "late"})
 	rec := pipeline.Record{QueryID: "q1"}
 	_ = out.Done(rec)
-	return rec
+	return &rec
 }
 
 func TestChatStreamSendsHeartbeatsWhileSilent(t *testing.T) {
@@ -377,7 +377,7 @@ func TestChatCompletionsShareAsksLimits(t *testing.T) {
 // generation does when its client leaves.
 type waitingAsker struct{ cancelled chan error }
 
-func (a waitingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (a waitingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
 	select {
 	case <-ctx.Done():
@@ -385,7 +385,7 @@ func (a waitingAsker) Run(ctx context.Context, req pipeline.Request, out pipelin
 	case <-time.After(10 * time.Second):
 		a.cancelled <- nil
 	}
-	return pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+	return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
 }
 
 // TestChatClientThatLeavesCancelsItsQuery: a chat stream cannot be

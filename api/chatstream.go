@@ -54,8 +54,8 @@ type chatStream struct {
 	scratch   []byte
 }
 
-func newChatStream(c echo.Context, opts StreamOptions, req pipeline.Request, stream, usage bool) *chatStream {
-	return &chatStream{c: c, opts: opts, maxTokens: req.MaxTokens, stream: stream, usage: usage, created: timeNow().Unix()}
+func newChatStream(c echo.Context, opts StreamOptions, maxTokens int, stream, usage bool) *chatStream {
+	return &chatStream{c: c, opts: opts, maxTokens: maxTokens, stream: stream, usage: usage, created: timeNow().Unix()}
 }
 
 // chatChunk is a chat.completion.chunk or a chat.completion, with the

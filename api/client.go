@@ -48,7 +48,12 @@ const (
 // first. Fields the stream does not carry (question hash, created_at) stay
 // empty; the server stores the full record itself. SweepID and
 // MaxContextTokens of req are not sent: the API does not take them.
-func (c *Client) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (c *Client) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	rec := c.run(ctx, req, out)
+	return &rec
+}
+
+func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) pipeline.Record {
 	rec := pipeline.Record{TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens, Model: req.Model}
 	fail := func(e *pipeline.Error) pipeline.Record {
 		if ctx.Err() != nil {

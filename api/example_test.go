@@ -13,7 +13,7 @@ import (
 // pipeline would write it.
 type cannedAsker struct{}
 
-func (cannedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (cannedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	ttft := 12.5
 	rec := pipeline.Record{QueryID: "q-1", Model: "sim", Status: pipeline.StatusOK,
 		Figures: pipeline.Figures{TTFTMs: &ttft, E2EMs: 20}}
@@ -22,7 +22,7 @@ func (cannedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.S
 	_ = out.Sources([]pipeline.Source{{Rank: 1, DocID: "prefill.md", Title: "prefill"}})
 	_ = out.Delta(pipeline.Delta{Text: "Prefill reads the prompt [1]."})
 	_ = out.Done(rec)
-	return rec
+	return &rec
 }
 
 // printStream prints what the client replays.
@@ -46,7 +46,7 @@ func ExampleClient() {
 
 	c := &api.Client{BaseURL: srv.URL}
 	req := pipeline.Request{Question: "What is prefill?", TopK: 3, RerankTopN: 1, MaxTokens: 64}
-	rec := c.Run(context.Background(), req, printStream{})
+	rec := c.Run(context.Background(), &req, printStream{})
 	fmt.Println(rec.Status, rec.QueryID, *rec.TTFTMs)
 	// Output:
 	// meta q-1 3

@@ -17,10 +17,12 @@ import (
 	"ragtime/pipeline"
 )
 
-// Asker runs one question through the pipeline into a stream.
-// *pipeline.Pipeline implements it.
+// Asker runs one question through the pipeline into a stream and returns
+// its record; it neither keeps nor changes req. *pipeline.Pipeline
+// implements it. The request and the record go by pointer: the handler's
+// goroutine waits in Run while the answer streams, and keeps its frames.
 type Asker interface {
-	Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record
+	Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record
 }
 
 // QueryReader reads stored queries. It returns an error wrapping

@@ -100,7 +100,7 @@ type TrackedAsker struct {
 func Track(next Asker) *TrackedAsker { return &TrackedAsker{next: next} }
 
 // Run runs the query through the tracked Asker, counted.
-func (a *TrackedAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (a *TrackedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	a.mu.Lock()
 	a.n++
 	a.mu.Unlock()

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,7 +103,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 // goroutine. The query's context is not the request's: a client that
 // disconnects may resume (Last-Event-ID) within twice the retry delay,
 // after which its query is cancelled.
-func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
+func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
 	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID, expect: min(req.MaxTokens, 512) + 24}
@@ -120,40 +119,18 @@ func (h *streamHub) run(c echo.Context, asker Asker, req pipeline.Request) {
 	if h.opts.Heartbeat > 0 {
 		l.heartbeat(h.opts.Heartbeat)
 	}
-	onOwnGoroutine(func() { asker.Run(ctx, req, l) })
+	// The pipeline runs the query on goroutines of its own (Pipeline.Run):
+	// the handler's parks a few frames below net/http's and echo's and
+	// keeps an 8 KB stack while the answer streams.
+	asker.Run(ctx, req, l)
 	l.end()
-}
-
-// onOwnGoroutine runs a query on a goroutine of its own and waits for it.
-// The handler's goroutine then parks a few frames below net/http's and
-// echo's and keeps an 8 KB stack while the answer streams, and the query's
-// grows only as deep as the query goes (16 KB); run on the handler's, the
-// two depths added up to a 32 KB stack per open stream (make
-// bench-streams: 32 KB + 4 + 4 + 2 for net/http's own goroutines, now
-// 8 + 16 + 4 + 4 + 2). A panic is raised again on the handler's goroutine,
-// with the query's stack, for the Recover middleware.
-func onOwnGoroutine(run func()) {
-	done := make(chan any, 1)
-	go func() {
-		defer func() {
-			p := recover()
-			if p != nil && p != http.ErrAbortHandler {
-				p = fmt.Errorf("%v\n%s", p, debug.Stack())
-			}
-			done <- p
-		}()
-		run()
-	}()
-	if p := <-done; p != nil {
-		panic(p)
-	}
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be
 // resumed (the OpenAI-compatible route: its clients do not reconnect). The
 // query runs in the request's context, so a client that leaves cancels it
 // at once; shutdown ends it as it ends the /ask streams.
-func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, out pipeline.Stream) {
+func (h *streamHub) runPlain(c echo.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) {
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
 	h.mu.Lock()
@@ -164,7 +141,7 @@ func (h *streamHub) runPlain(c echo.Context, asker Asker, req pipeline.Request, 
 		h.closeLocked(out)
 		h.mu.Unlock()
 	}()
-	onOwnGoroutine(func() { asker.Run(ctx, req, out) })
+	asker.Run(ctx, req, out)
 }
 
 // resume serves a request carrying Last-Event-ID: the events after it of a

@@ -18,12 +18,12 @@ type traceKey struct{}
 func TestTraceContextReachesTheAsker(t *testing.T) {
 	t.Parallel()
 	var got []string
-	asker := askerFunc(func(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+	asker := askerFunc(func(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		v, _ := ctx.Value(traceKey{}).(string)
 		got = append(got, v)
 		rec := pipeline.Record{QueryID: "q1"}
 		_ = out.Done(rec)
-		return rec
+		return &rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker, TraceContext: func(ctx context.Context, h http.Header) context.Context {
 		return context.WithValue(ctx, traceKey{}, h.Get("traceparent"))

@@ -80,7 +80,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	rec := p.Run(context.Background(), req, printStream{})
+	rec := p.Run(context.Background(), &req, printStream{})
 	fmt.Println(rec.Status, rec.Usage.CompletionTokens, "tokens")
 	// Output:
 	// meta q-1

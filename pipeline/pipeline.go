@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -111,16 +112,80 @@ func New(cfg Config) (*Pipeline, error) {
 
 // Run answers req (already normalised) into out and returns the finished
 // record, which it has also handed to the Recorder. t0 is taken on entry,
-// or is req.Queue.Start when the caller queued the query before Run.
+// or is req.Queue.Start when the caller queued the query before Run. Run
+// copies req and does not change it; the request and the record go by
+// pointer because the goroutine that waits in Run (an HTTP handler's)
+// keeps its frames for as long as the answer streams.
 //
 // A query cancelled through ctx with a *Cancel as its cause
 // (context.WithCancelCause) is stored as cancelled with the cause's code.
-func (p *Pipeline) Run(ctx context.Context, req Request, out Stream) Record {
+//
+// The query runs on two goroutines of its own, one after the other, while
+// the caller's waits: retrieval, whose stack grows deep (HTTP calls, the
+// index's search, the prompt), on one that ends before the answer streams;
+// the answer and the record on a second, which starts shallow. An answer
+// streams for seconds and its goroutine parks in the model's stream all
+// that time: started afresh it keeps an 8 KB stack, where the goroutine
+// that retrieved had grown to 16 KB and parked too deep for the collector
+// to shrink it (make bench-streams). A panic on either is raised again on
+// the caller's goroutine, with its stack.
+func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
+	var q *query
+	onOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
+	onOwnGoroutine(func() { q.answer(out) })
+	return q.rec
+}
+
+// retrieve starts the query and runs it up to the prompt: the meta event,
+// then the stages before the model's.
+func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *query {
 	q := p.start(ctx, req)
 	if p.cfg.Tracer != nil {
 		ctx, q.trace = p.cfg.Tracer.Start(ctx, q.t0)
 	}
-	return q.run(ctx, out)
+	q.ctx = ctx
+	cfg := p.cfg
+	q.model = cfg.Model
+	if q.req.Model != "" {
+		q.model = q.req.Model
+	}
+	meta := Meta{QueryID: q.id, Model: q.model, Provider: cfg.Provider, TopK: q.req.TopK,
+		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
+		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
+	if err := out.Meta(meta); err != nil {
+		q.err = clientGone(err)
+		return q
+	}
+	q.err = q.retrieveStages(ctx, out)
+	return q
+}
+
+// answer runs the generation, when retrieval succeeded, and finishes the
+// query: q.rec is its record.
+func (q *query) answer(out Stream) {
+	if q.err == nil {
+		q.err = q.generate(q.ctx, out)
+	}
+	q.finish(q.ctx, out, q.model, q.err)
+}
+
+// onOwnGoroutine runs fn on a goroutine of its own and waits for it. A
+// panic is raised again on the caller's goroutine, with fn's stack.
+func onOwnGoroutine(fn func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() {
+			p := recover()
+			if p != nil {
+				p = fmt.Errorf("%v\n%s", p, debug.Stack())
+			}
+			done <- p
+		}()
+		fn()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
 // query is one run's state: its clock and what it has observed so far.
@@ -146,14 +211,25 @@ type query struct {
 	earlySpans bool
 	// trace is the query's distributed trace; nil without a Tracer.
 	trace Trace
+
+	// Handed from retrieval's goroutine to the answer's (Pipeline.Run):
+	// ctx is the query's context (with its trace), model the model asked
+	// for, err retrieval's failure, greq the generation's request, taken by
+	// generate; rec is the finished record.
+	ctx          context.Context
+	model        string
+	err          error
+	greq         *GenerateRequest
+	promptTokens int
+	rec          *Record
 }
 
-func (p *Pipeline) start(ctx context.Context, req Request) *query {
+func (p *Pipeline) start(ctx context.Context, req *Request) *query {
 	started := p.cfg.Now()
 	if req.Queue != nil && !req.Queue.Start.IsZero() {
 		started = req.Queue.Start
 	}
-	q := &query{p: p, req: req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
+	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
 	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(started) {
 		q.t0, q.arrived = at, true
 	}
@@ -195,31 +271,16 @@ func (q *query) span(out Stream, name string, start, end time.Time, attrs map[st
 	return out.Stage(s)
 }
 
-func (q *query) run(ctx context.Context, out Stream) Record {
-	cfg := q.p.cfg
-	model := cfg.Model
-	if q.req.Model != "" {
-		model = q.req.Model
-	}
-	meta := Meta{QueryID: q.id, Model: model, Provider: cfg.Provider, TopK: q.req.TopK,
-		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
-		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
-	if err := out.Meta(meta); err != nil {
-		return q.finish(ctx, out, model, clientGone(err))
-	}
-	if err := q.retrieveAndGenerate(ctx, out, model); err != nil {
-		return q.finish(ctx, out, model, err)
-	}
-	return q.finish(ctx, out, model, nil)
-}
-
 // clientGone is the error of a failed write to the client: the query is
 // cancelled, and nothing more is written.
 func clientGone(err error) error {
 	return &Error{Code: CodeCancelled, Message: "the client went away", Err: err}
 }
 
-func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model string) error {
+// retrieveStages runs the stages before the model's (accept, queue, embed,
+// search, rerank, assemble), sends the sources and leaves the generation's
+// request in q.greq.
+func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	cfg := q.p.cfg
 
 	// accept: the request's arrival → the query's start (the admission
@@ -322,26 +383,29 @@ func (q *query) retrieveAndGenerate(ctx context.Context, out Stream, model strin
 		return clientGone(err)
 	}
 
-	// generate
-	greq := GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
+	q.greq = &GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
 		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
-	promptTokens := prompt.promptTokens
-	// The closures above keep these variables alive to the end of this
-	// function, and an answer streams for seconds: the question's vector,
-	// the hits and this function's reference to the prompt are let go now
-	// (the generator holds what it still needs).
-	vecs, hits, prompt = nil, nil, promptParts{}
+	q.promptTokens = prompt.promptTokens
+	return nil
+}
+
+// generate streams the answer from the model (the request retrieval left
+// in q.greq, let go of here: the generator holds what it still needs) and
+// adds the generation's stages.
+func (q *query) generate(ctx context.Context, out Stream) error {
+	greq := q.greq
+	q.greq = nil
 	gctx := ctx
 	if q.trace != nil {
-		gctx = q.trace.Generation(ctx, model)
+		gctx = q.trace.Generation(ctx, q.model)
 	}
-	gen, err := cfg.Generator.Generate(gctx, greq, func(d Delta) error { return q.emit(out, d) })
-	q.gen = gen
-	if gen.Usage.PromptTokens == 0 {
-		q.gen.Usage.PromptTokens = promptTokens
+	var err error
+	q.gen, err = q.p.cfg.Generator.Generate(gctx, *greq, func(d Delta) error { return q.emit(out, d) })
+	if q.gen.Usage.PromptTokens == 0 {
+		q.gen.Usage.PromptTokens = q.promptTokens
 	}
-	if gen.Usage.CompletionTokens == 0 {
-		q.gen.Usage.CompletionTokens = gen.Chunks
+	if q.gen.Usage.CompletionTokens == 0 {
+		q.gen.Usage.CompletionTokens = q.gen.Chunks
 	}
 	if serr := q.generationSpans(out); serr != nil && err == nil {
 		err = clientGone(serr)
@@ -422,9 +486,7 @@ func (q *query) firstTokenSpans(out Stream, d Delta) error {
 		return nil
 	}
 	q.earlySpans = true
-	g := *d.Timing
-	g.FirstToken = d.At
-	if err := q.connectAndPrefill(out, g); err != nil {
+	if err := q.connectAndPrefill(out, d.Timing, d.At); err != nil {
 		return clientGone(err)
 	}
 	if err := flush(out); err != nil {
@@ -434,8 +496,11 @@ func (q *query) firstTokenSpans(out Stream, d Delta) error {
 }
 
 // connectAndPrefill adds the llm_connect and llm_prefill spans of a
-// generation whose connection was obtained and first token received.
-func (q *query) connectAndPrefill(out Stream, g Generation) error {
+// generation whose connection was obtained and first token received (at
+// first; zero when none came). The Generation is passed by pointer here and
+// below: these run on the answer's goroutine, whose stack must stay small
+// for as long as the answer streams (Pipeline.Run).
+func (q *query) connectAndPrefill(out Stream, g *Generation, first time.Time) error {
 	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs(g)); err != nil {
 		return err
 	}
@@ -443,14 +508,14 @@ func (q *query) connectAndPrefill(out Stream, g Generation) error {
 	if written.IsZero() {
 		written = g.GotConn
 	}
-	end := g.FirstToken
+	end := first
 	if end.IsZero() {
 		end = q.now()
 	}
 	return q.span(out, StageLLMPrefill, written, end, prefillAttrs(g))
 }
 
-func connAttrs(g Generation) map[string]any {
+func connAttrs(g *Generation) map[string]any {
 	return addConnAttrs(make(map[string]any, 6), g.Conn, g.Retries)
 }
 
@@ -481,7 +546,7 @@ func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any 
 	return attrs
 }
 
-func prefillAttrs(g Generation) map[string]any {
+func prefillAttrs(g *Generation) map[string]any {
 	attrs := make(map[string]any, len(g.ServerTimings)+1)
 	for k, v := range g.ServerTimings {
 		attrs[k] = v
@@ -498,7 +563,7 @@ func prefillAttrs(g Generation) map[string]any {
 // (retries, server timings from the final chunk) for the record and the
 // done event.
 func (q *query) generationSpans(out Stream) error {
-	g := q.gen
+	g := &q.gen
 	if g.RequestStart.IsZero() {
 		return nil
 	}
@@ -515,7 +580,7 @@ func (q *query) generationSpans(out Stream) error {
 		if g.GotConn.IsZero() {
 			return q.span(out, StageLLMConnect, g.RequestStart, q.now(), nil)
 		}
-		if err := q.connectAndPrefill(out, g); err != nil || g.FirstToken.IsZero() {
+		if err := q.connectAndPrefill(out, g, g.FirstToken); err != nil || g.FirstToken.IsZero() {
 			return err
 		}
 	}
@@ -558,9 +623,11 @@ func stageErr(ctx context.Context, stage string, err error) error {
 	return AsError(stage, err)
 }
 
-// finish derives the numbers, builds the record, hands it to the Recorder
-// and then writes done or error.
-func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) Record {
+// finish derives the numbers, builds the record (q.rec), hands it to the
+// Recorder and then writes done or error. The record is made here, at the
+// end, rather than returned: a Record's 472 bytes in the caller's frame
+// would be held on the answer's stack while it streams.
+func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) {
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
@@ -679,7 +746,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		// the request path.
 		q.trace.End(rec, perr)
 	}
-	return rec
+	q.rec = &rec
 }
 
 // itlStats returns the p50, p95 and max gap between consecutive deltas, in

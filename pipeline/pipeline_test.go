@@ -178,13 +178,13 @@ func newTestPipeline(t *testing.T, gen Generator, mod func(*Config)) (*Pipeline,
 	return p, rec
 }
 
-func request(t *testing.T, q string, topK, topN int) Request {
+func request(t *testing.T, q string, topK, topN int) *Request {
 	t.Helper()
 	r := Request{Question: q, TopK: topK, RerankTopN: topN, MaxTokens: Unset}
 	if err := r.Normalize(DefaultMaxQuestion); err != nil {
 		t.Fatal(err)
 	}
-	return r
+	return &r
 }
 
 func TestRunEventsAndDerivedNumbers(t *testing.T) {
@@ -311,6 +311,41 @@ func TestEmbedErrorNamesStage(t *testing.T) {
 	if rec.Status != StatusError || rec.ErrorCode != "embed_failed" || out.fail.Stage != StageEmbed {
 		t.Fatalf("record %+v fail %+v", rec, out.fail)
 	}
+}
+
+type panickingGenerator struct{}
+
+func (panickingGenerator) Generate(context.Context, GenerateRequest, func(Delta) error) (Generation, error) {
+	panic("generator boom")
+}
+
+// TestPanicsReachTheCaller: the query runs on goroutines of its own; a
+// panic on either (retrieval's, the answer's) is raised again on Run's
+// caller, naming the value and the goroutine's stack, so that the API's
+// Recover middleware catches it instead of the process dying.
+func TestPanicsReachTheCaller(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"retrieval": func(c *Config) { c.Searcher = panickingSearcher{} },
+		"answer":    func(c *Config) { c.Generator = panickingGenerator{} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := newTestPipeline(t, &scriptGenerator{}, mod)
+			defer func() {
+				got := fmt.Sprint(recover())
+				if !strings.Contains(got, " boom") || !strings.Contains(got, "goroutine") {
+					t.Errorf("recovered %q, want the panic's value and its stack", got)
+				}
+			}()
+			p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})
+			t.Error("Run returned instead of panicking")
+		})
+	}
+}
+
+type panickingSearcher struct{}
+
+func (panickingSearcher) Search(context.Context, []float32, int, Filter) ([]Hit, error) {
+	panic("searcher boom")
 }
 
 func TestClientGoneIsCancelled(t *testing.T) {
@@ -770,7 +805,7 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	}
 	// The assemble stage's count (the generator reports its own usage):
 	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
-	counted := func(r Record) int {
+	counted := func(r *Record) int {
 		for _, s := range r.Stages {
 			if s.Name == StageAssemble {
 				return s.Attrs["prompt_tokens"].(int)

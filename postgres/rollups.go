@@ -66,8 +66,8 @@ type rollupRow struct {
 	counts []int64 // dense from bucket lo
 }
 
-func (r *rollupRow) add(ms float64) {
-	b := rollupBucket(ms)
+// add counts one duration ms, whose bucket is b (rollupBucket(ms)).
+func (r *rollupRow) add(ms float64, b int) {
 	switch {
 	case r.n == 0:
 		r.lo, r.counts, r.max = b, []int64{0}, ms
@@ -91,11 +91,50 @@ func rollupsOf(recs []*pipeline.Record) []*rollupRow {
 	// records mostly share a group, so a record costs a lookup by stage
 	// name per value instead of one by the whole key.
 	type group map[string]*rollupRow
+	type value struct {
+		stage  string
+		ms     float64
+		bucket int
+	}
 	groups := make(map[rollupKey]group)
 	var rows []*rollupRow
 	var lastKey [2]rollupKey
 	var last [2]group
+	var values []value // one record's, added to its minute and its hour
 	for _, rec := range recs {
+		values = values[:0]
+		add := func(stage string, ms float64) {
+			values = append(values, value{stage, ms, rollupBucket(ms)})
+		}
+		for _, s := range rec.Stages {
+			add(s.Name, s.DurationMs)
+		}
+		if rec.TTFTMs != nil {
+			add(rollupTTFT, *rec.TTFTMs)
+		}
+		add(rollupE2E, rec.E2EMs)
+		if rec.Status != pipeline.StatusOK {
+			add(rollupE2EPrefix+rec.Status, rec.E2EMs)
+		}
+		// As /v1/stats' series computes them from the raw rows.
+		if t := rec.TTFTMs; t != nil && *t != 0 {
+			add(rollupShareQueue, rec.QueueMs / *t)
+			add(rollupShareConnect, (rec.GenTTFTMs-rec.LLMPrefillMs) / *t)
+			if rec.OverheadMs != nil {
+				add(rollupShareOverhead, *rec.OverheadMs / *t)
+			}
+		}
+		if rec.RetrievalShare != nil {
+			add(rollupShareRetrieval, *rec.RetrievalShare)
+		}
+		if rec.PrefillShare != nil {
+			add(rollupSharePrefill, *rec.PrefillShare)
+		}
+		if rec.Usage.CachedTokens != nil {
+			add(rollupTokensPrompt, float64(rec.Usage.PromptTokens))
+			add(rollupTokensCached, float64(*rec.Usage.CachedTokens))
+		}
+
 		at := rec.CreatedAt.UTC()
 		for p, period := range [2]struct {
 			span  string
@@ -110,44 +149,16 @@ func rollupsOf(recs []*pipeline.Record) []*rollupRow {
 				}
 				last[p], lastKey[p] = g, k
 			}
-			add := func(stage string, ms float64) {
-				r := g[stage]
+			for _, v := range values {
+				r := g[v.stage]
 				if r == nil {
 					kr := k
-					kr.stage = stage
+					kr.stage = v.stage
 					r = &rollupRow{rollupKey: kr}
-					g[stage] = r
+					g[v.stage] = r
 					rows = append(rows, r)
 				}
-				r.add(ms)
-			}
-			for _, s := range rec.Stages {
-				add(s.Name, s.DurationMs)
-			}
-			if rec.TTFTMs != nil {
-				add(rollupTTFT, *rec.TTFTMs)
-			}
-			add(rollupE2E, rec.E2EMs)
-			if rec.Status != pipeline.StatusOK {
-				add(rollupE2EPrefix+rec.Status, rec.E2EMs)
-			}
-			// As /v1/stats' series computes them from the raw rows.
-			if t := rec.TTFTMs; t != nil && *t != 0 {
-				add(rollupShareQueue, rec.QueueMs / *t)
-				add(rollupShareConnect, (rec.GenTTFTMs-rec.LLMPrefillMs) / *t)
-				if rec.OverheadMs != nil {
-					add(rollupShareOverhead, *rec.OverheadMs / *t)
-				}
-			}
-			if rec.RetrievalShare != nil {
-				add(rollupShareRetrieval, *rec.RetrievalShare)
-			}
-			if rec.PrefillShare != nil {
-				add(rollupSharePrefill, *rec.PrefillShare)
-			}
-			if rec.Usage.CachedTokens != nil {
-				add(rollupTokensPrompt, float64(rec.Usage.PromptTokens))
-				add(rollupTokensCached, float64(*rec.Usage.CachedTokens))
+				r.add(v.ms, v.bucket)
 			}
 		}
 	}

@@ -1,13 +1,13 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
 	"time"
 
@@ -96,12 +96,11 @@ func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, err
 	return binary.BigEndian.AppendUint64(b, uint64(at)), nil
 }
 
-// appendAttrs appends attrs as JSON: framed by jsontext when every value
-// is a scalar (the column is jsonb, so jsontext's unescaped < > & are the
-// same value as encoding/json's \u003c…), else by encoding/json.
+// appendAttrs appends attrs as the JSON text of a jsonb value: written by
+// appendJSONB when it knows every value, else by encoding/json.
 func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
 	n := len(b)
-	if out, ok := jsontext.AppendObject(b, attrs); ok {
+	if out, ok := appendJSONB(b, attrs); ok {
 		return out, nil
 	}
 	j, err := marshalAttrs(attrs)
@@ -109,6 +108,52 @@ func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
 		return nil, err
 	}
 	return append(b[:n], j...), nil
+}
+
+// appendJSONB appends v as JSON for a jsonb column when v is nil, a scalar
+// jsontext.AppendScalar writes, or a map[string]any or []any of such
+// values, nested; ok is false for any other value. Maps are written in
+// their iteration order: jsonb keeps keys in an order of its own, so the
+// sort encoding/json makes buys nothing here, and jsontext's unescaped
+// < > & are the same jsonb value as encoding/json's \u003c….
+func appendJSONB(b []byte, v any) (out []byte, ok bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), true
+	case map[string]any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '{')
+		first := true
+		for k, e := range x {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = jsontext.AppendString(b, k)
+			b = append(b, ':')
+			if b, ok = appendJSONB(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, '}'), true
+	case []any:
+		if x == nil {
+			return append(b, "null"...), true
+		}
+		b = append(b, '[')
+		for i, e := range x {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if b, ok = appendJSONB(b, e); !ok {
+				return b, false
+			}
+		}
+		return append(b, ']'), true
+	}
+	return jsontext.AppendScalar(b, v)
 }
 
 // marshalAttrs encodes attrs with encoding/json, turning a panicking
@@ -132,25 +177,23 @@ func copyTime(t time.Time) int64 {
 
 // copyBinary sends rows (each the output of appendQueryRow or appendStage
 // for the table stmt copies into) in COPY's binary format with stmt,
-// within tx.
+// within tx. The rows are read where they are, between the header and the
+// trailer, not copied into one buffer first.
 func copyBinary(ctx context.Context, tx pgx.Tx, stmt string, rows [][]byte) error {
-	n := len(copyHeader) + 2
-	for _, r := range rows {
-		n += len(r)
-	}
-	buf := make([]byte, 0, n)
-	buf = append(buf, copyHeader...)
-	for _, r := range rows {
-		buf = append(buf, r...)
-	}
-	buf = binary.BigEndian.AppendUint16(buf, math.MaxUint16) // -1: the end
-	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), stmt)
+	data := make(net.Buffers, 0, len(rows)+2)
+	data = append(data, copyHeader)
+	data = append(data, rows...)
+	data = append(data, copyTrailer)
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, &data, stmt)
 	return err
 }
 
 // copyHeader starts COPY's binary format: the signature, no flags, no
 // header extension.
 var copyHeader = []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00")
+
+// copyTrailer ends COPY's binary format: a field count of -1.
+var copyTrailer = []byte{0xff, 0xff}
 
 // writeRows writes rows in one transaction. Almost always none of the
 // queries is stored yet, and copyRows loads both tables with COPY straight

@@ -10,9 +10,12 @@
 #   STAGGER=0 (start a trial's streams spread over this span, e.g. 335ms, instead of all at once: steady arrivals, not waves)
 #   BASELINE= (a git revision: instead of the peer, ragtime built at that revision runs in the peer's place,
 #   with the same flags on the same llmsim, so old and new alternate in one run; e.g. BASELINE=0c8c517
-#   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.)
+#   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.
+#   With HOLD, the held streams run against the baseline and this tree in turn, ROUNDS times: BASELINE=<rev> ROUNDS=2 make bench-streams)
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060)
-#   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)  MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
+#   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
+#   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
+#   MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
 # Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
 # bench/peer/node_modules) and PostgreSQL (ragtime records every ask).
@@ -32,6 +35,7 @@ MAX_CONCURRENT=${MAX_CONCURRENT:-0}
 TARGETS=${TARGETS:-llmsim,ragtime,peer}
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-90s}
 HOLD=${HOLD:-0}
+HOLD_PROBES=${HOLD_PROBES:-100}
 STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
 BASELINE=${BASELINE:-}
@@ -64,7 +68,7 @@ scripts/ensure-postgres.sh "$DB_URL"
 # npm ci only when the installed packages are not those of the lock file.
 case ",$TARGETS," in *,peer,*) with_peer=1 ;; *) with_peer= ;; esac
 if [ -n "$BASELINE" ]; then
-  [ -n "$with_peer" ] || { echo "bench-peer: BASELINE runs in the peer's place: TARGETS must include peer" >&2; exit 2; }
+  [ -n "$with_peer" ] || [ "$HOLD" -gt 0 ] || { echo "bench-peer: BASELINE runs in the peer's place: TARGETS must include peer" >&2; exit 2; }
   git rev-parse --verify --quiet "$BASELINE^{commit}" >/dev/null || { echo "bench-peer: BASELINE=$BASELINE is not a git revision" >&2; exit 2; }
   git worktree add --quiet --detach "$work/baseline-src" "$BASELINE"
   (cd "$work/baseline-src" && go build -o "$work/ragtime-baseline" ./cmd/ragtime)
@@ -81,11 +85,23 @@ sim=$(waitfor "$work/sim.log" 'http://127\.0\.0\.1:[0-9]+/v1')
 embed=(--embedder openai --embed-base-url "$sim" --embed-model sim-embed)
 ./bin/ragtime migrate --database-url "$DB_URL" >/dev/null
 ./bin/ragtime ingest --data-dir "$work/data" "${embed[@]}" docs >/dev/null
-./bin/ragtime serve --addr 127.0.0.1:0 "${pprof[@]}" --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
-  --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 \
-  >"$work/ragtime.log" 2>&1 &
-pids+=($!); ragtime_pid=$!
-ragtime=$(waitfor "$work/ragtime.log" 'http://127\.0\.0\.1:[0-9]+')
+# serve_ragtime and serve_baseline start (again) the server under test and
+# the baseline, setting ragtime/ragtime_pid and peer/peer_pid.
+serve_ragtime() {
+  ./bin/ragtime serve --addr 127.0.0.1:0 "${pprof[@]}" --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
+    --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 \
+    >"$work/ragtime.log" 2>&1 &
+  pids+=($!); ragtime_pid=$!
+  ragtime=$(waitfor "$work/ragtime.log" 'http://127\.0\.0\.1:[0-9]+')
+}
+serve_baseline() {
+  "$work/ragtime-baseline" serve --addr 127.0.0.1:0 --database-url "$base_db" --data-dir "$work/data-baseline" "${embed[@]}" \
+    --reranker none --top-k "$TOP_K" --rerank-top-n 0 --llm-provider openai --llm-base-url "$sim" --llm-model sim \
+    --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 >"$work/baseline.log" 2>&1 &
+  pids+=($!); peer_pid=$!
+  peer=$(waitfor "$work/baseline.log" 'http://127\.0\.0\.1:[0-9]+')
+}
+serve_ragtime
 
 peer= peer_pid=0
 if [ -n "$BASELINE" ]; then
@@ -93,11 +109,7 @@ if [ -n "$BASELINE" ]; then
   scripts/ensure-postgres.sh "$base_db"
   "$work/ragtime-baseline" migrate --database-url "$base_db" >/dev/null
   cp -r "$work/data" "$work/data-baseline"
-  "$work/ragtime-baseline" serve --addr 127.0.0.1:0 --database-url "$base_db" --data-dir "$work/data-baseline" "${embed[@]}" \
-    --reranker none --top-k "$TOP_K" --rerank-top-n 0 --llm-provider openai --llm-base-url "$sim" --llm-model sim \
-    --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 >"$work/baseline.log" 2>&1 &
-  pids+=($!); peer_pid=$!
-  peer=$(waitfor "$work/baseline.log" 'http://127\.0\.0\.1:[0-9]+')
+  serve_baseline
   echo "bench-peer: the peer rows below are ragtime at $BASELINE ($(git rev-parse --short "$BASELINE")), not the LangChain.js peer" >&2
 elif [ -n "$with_peer" ]; then
   PEER_BASE_URL="$sim" PEER_DOCS=docs PEER_TOP_K="$TOP_K" PEER_MAX_TOKENS="$MAX_TOKENS" \
@@ -107,9 +119,31 @@ elif [ -n "$with_peer" ]; then
 fi
 
 echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${peer:-not run} (pid $peer_pid)" >&2
-./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$ragtime" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$ragtime_pid" -peer-pid "$peer_pid" \
-  -hold "$HOLD" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
-  -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
-if grep -qiE 'panic|fatal' "$work/ragtime.log"; then
-  echo "ragtime's log:" >&2; tail -20 "$work/ragtime.log" >&2
+load() {
+  ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$1" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$2" -peer-pid "$peer_pid" \
+    -hold "$HOLD" -hold-probes "$HOLD_PROBES" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
+    -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
+}
+if [ "$HOLD" -gt 0 ] && [ -n "$BASELINE" ]; then
+  # Held streams against the baseline and this tree in turn, ROUNDS times,
+  # the order swapped each round; one server idles while the other holds.
+  # Both are started afresh each round, so each idle RSS is a fresh server's.
+  for r in $(seq "$ROUNDS"); do
+    if [ "$r" -gt 1 ]; then
+      kill "$ragtime_pid" "$peer_pid"; wait "$ragtime_pid" "$peer_pid" 2>/dev/null || true
+      serve_ragtime; serve_baseline
+    fi
+    for which in $( [ $((r % 2)) = 1 ] && echo "baseline this" || echo "this baseline"); do
+      echo; echo "# round $r of $ROUNDS: ragtime at $( [ "$which" = baseline ] && echo "$BASELINE (the baseline)" || echo "this tree"), $(uptime | sed 's/.*load/load/')"
+      if [ "$which" = baseline ]; then load "$peer" "$peer_pid"; else load "$ragtime" "$ragtime_pid"; fi
+      sleep 5 # the streams just stopped are cancelled after their resume grace (2 × retry)
+    done
+  done
+else
+  load "$ragtime" "$ragtime_pid"
 fi
+for log in "$work/ragtime.log" "$work/baseline.log"; do
+  if [ -f "$log" ] && grep -qiE 'panic|fatal' "$log"; then
+    echo "$(basename "$log"):" >&2; tail -20 "$log" >&2
+  fi
+done

@@ -114,7 +114,7 @@ WHERE q.status = 'ok' OR s.seq <= 4;
 \echo stages loaded
 
 ALTER TABLE queries ADD CONSTRAINT queries_pkey PRIMARY KEY (id, created_at);
-ALTER TABLE query_stages ADD CONSTRAINT query_stages_pkey PRIMARY KEY (query_id, created_at, seq);
+ALTER TABLE query_stages ADD CONSTRAINT query_stages_pkey PRIMARY KEY (created_at, query_id, seq) INCLUDE (name, duration_ms);
 DO $$ DECLARE r record; BEGIN
   FOR r IN SELECT def FROM saved_indexes LOOP EXECUTE r.def; END LOOP;
 END $$;

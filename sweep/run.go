@@ -18,7 +18,7 @@ import (
 // returns the query's record: *pipeline.Pipeline in-process, *api.Client
 // against a running server.
 type Asker interface {
-	Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record
+	Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record
 }
 
 // Store keeps the sweep's row and tags queries with it; *postgres.Sweeps
@@ -303,7 +303,7 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 		MaxContextTokens: j.setting.MaxContextTokens, SweepID: sweepID, PromptNonce: j.nonce,
 	}
 	var out collector
-	rec := cfg.Asker.Run(ctx, req, &out)
+	rec := cfg.Asker.Run(ctx, &req, &out)
 	s := Sample{Setting: j.setting, Question: j.question, Run: j.run, Order: j.order,
 		QueryID: rec.QueryID, Status: rec.Status, Docs: distinctDocs(out.docs)}
 	if rec.Status != pipeline.StatusOK {

@@ -225,14 +225,14 @@ func TestScheduleIsSeededAndComplete(t *testing.T) {
 // whose retrieval finds the first k of a fixed ranking would.
 type fakeAsker struct{ ranking []string }
 
-func (a fakeAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (a fakeAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	var src []pipeline.Source
 	for i := range min(req.TopK, len(a.ranking)) {
 		src = append(src, pipeline.Source{Rank: i + 1, DocID: a.ranking[i]})
 	}
 	_ = out.Sources(src)
 	ttft := float64(10 * req.TopK)
-	return pipeline.Record{
+	return &pipeline.Record{
 		QueryID: "q",
 		Status:  pipeline.StatusOK,
 		Figures: pipeline.Figures{
@@ -319,8 +319,8 @@ func TestRunFailsOnWarmUpError(t *testing.T) {
 
 type failingAsker struct{}
 
-func (failingAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
-	return pipeline.Record{Status: pipeline.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
+func (failingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	return &pipeline.Record{Status: pipeline.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
 }
 
 // cacheAsker stands for a server with a prefix cache: a prompt is its
@@ -333,7 +333,7 @@ type cacheAsker struct {
 	nonces []string
 }
 
-func (a *cacheAsker) Run(ctx context.Context, req pipeline.Request, out pipeline.Stream) pipeline.Record {
+func (a *cacheAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.nonces = append(a.nonces, req.PromptNonce)
@@ -344,7 +344,7 @@ func (a *cacheAsker) Run(ctx context.Context, req pipeline.Request, out pipeline
 	}
 	a.seen[key] = true
 	ttft := float64(prompt-cached) / 10
-	return pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
+	return &pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
 		OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: prompt, CachedTokens: &cached}}}
 }
 

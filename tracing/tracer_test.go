@@ -121,13 +121,13 @@ func newPipeline(t testing.TB, base string, search pipeline.Searcher, tr *Tracer
 	return p
 }
 
-func request(t testing.TB) pipeline.Request {
+func request(t testing.TB) *pipeline.Request {
 	t.Helper()
 	req := pipeline.Request{Question: "What is prefill?", TopK: 3, RerankTopN: pipeline.Unset, MaxTokens: 6}
 	if err := req.Normalize(pipeline.DefaultMaxQuestion); err != nil {
 		t.Fatal(err)
 	}
-	return req
+	return &req
 }
 
 // memTracer is a Tracer that keeps its spans in memory.

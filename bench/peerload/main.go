@@ -66,7 +66,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
 	fs.Float64Var(&c.embedModelMs, "embed-model-ms", 5.5, "the simulator's modelled latency of one one-text embedding, in ms (embed-ms + embed-ms-per-input)")
 	fs.IntVar(&c.hold.streams, "hold", 0, "instead of trials: hold this many streams open against ragtime and measure probe asks' TTFT against the idle server's, and RSS per open stream")
-	fs.IntVar(&c.hold.probes, "hold-probes", 30, "-hold: probe asks, one at a time, idle and with the streams held")
+	fs.IntVar(&c.hold.probes, "hold-probes", 100, "-hold: probe asks, one at a time, idle and with the streams held (100: the p99 is the second slowest, not one late wake-up)")
 	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
 	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
 	fs.DurationVar(&c.hold.limit, "hold-limit", 5*time.Minute, "-hold: bound of the whole run")

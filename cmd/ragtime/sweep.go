@@ -297,7 +297,7 @@ const serverRecordWait = 10 * time.Second
 // queries). The check query is an ordinary ask, stored untagged.
 func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postgres.Store, question, serverURL, dbURL string, wait time.Duration) error {
 	req := pipeline.Request{Question: question, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: 1}
-	rec := asker.Run(ctx, req, discardStream{})
+	rec := asker.Run(ctx, &req, discardStream{})
 	if rec.QueryID == "" {
 		return fmt.Errorf("--server %s: the check question got no query id (%s: %s)", serverURL, rec.ErrorCode, rec.ErrorMessage)
 	}
