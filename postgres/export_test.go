@@ -36,8 +36,8 @@ func CopiedColumnTypes() map[string][][2]string {
 // rows and the roll-up upsert's arguments — without sending it.
 func EncodeBatch(recs []pipeline.Record) error {
 	rows := make([]*pipeline.Record, 0, len(recs))
-	for _, rec := range recs {
-		r, err := newRow(rec)
+	for i := range recs {
+		r, err := newRow(&recs[i])
 		if err != nil {
 			return err
 		}

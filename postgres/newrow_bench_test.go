@@ -23,7 +23,7 @@ func BenchmarkNewRow(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := newRow(rec); err != nil {
+		if _, err := newRow(&rec); err != nil {
 			b.Fatal(err)
 		}
 	}

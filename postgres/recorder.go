@@ -351,10 +351,15 @@ func (r *Recorder) flush() {
 			return
 		}
 		r.deliver(batch)
+		// The batch is the front of the queue's array, which the queue
+		// may keep a while yet: let go of the records' stages and strings.
+		clear(batch)
 	}
 }
 
-// take moves up to BatchSize records from the queue to the writer.
+// take moves up to BatchSize records from the queue to the writer: the
+// front of the queue's array, which the queue no longer reaches (appends
+// go after its end), so the records are not copied again.
 func (r *Recorder) take() []pipeline.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -362,9 +367,7 @@ func (r *Recorder) take() []pipeline.Record {
 	if n == 0 {
 		return nil
 	}
-	batch := make([]pipeline.Record, n)
-	copy(batch, r.queue)
-	clear(r.queue[:n])
+	batch := r.queue[:n:n]
 	r.queue = r.queue[n:]
 	if len(r.queue) == 0 {
 		r.queue = nil
@@ -430,7 +433,7 @@ func (r *Recorder) store(ctx context.Context, recs []pipeline.Record) (int, erro
 	rows := make([]row, 0, len(recs))
 	at := make([]int, 0, len(recs)) // rows[k] is recs[at[k]]
 	for i := range recs {
-		rw, err := newRow(recs[i])
+		rw, err := newRow(&recs[i])
 		if err != nil {
 			invalid = append(invalid, bad{i, err})
 			continue

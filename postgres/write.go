@@ -44,13 +44,14 @@ type row struct {
 
 // newRow checks what PostgreSQL could not be asked to check (ids are
 // UUIDs, integers fit in an int4 column, attrs encode as JSON) and returns
-// the values to insert. Its errors wrap errInvalidRecord.
-func newRow(rec pipeline.Record) (row, error) {
-	query, id, err := appendQueryRow(make([]byte, 0, 512), &rec)
+// the values to insert; the row keeps rec for the roll-ups. Its errors wrap
+// errInvalidRecord.
+func newRow(rec *pipeline.Record) (row, error) {
+	query, id, err := appendQueryRow(make([]byte, 0, 512), rec)
 	if err != nil {
 		return row{}, err
 	}
-	r := row{queryID: rec.QueryID, id: id, query: query, stages: make([]byte, 0, 192*len(rec.Stages)), rec: &rec}
+	r := row{queryID: rec.QueryID, id: id, query: query, stages: make([]byte, 0, 192*len(rec.Stages)), rec: rec}
 	at := copyTime(rec.CreatedAt)
 	for i := range rec.Stages {
 		s := &rec.Stages[i]
