@@ -13,6 +13,7 @@
 #   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.
 #   With HOLD, the held streams run against the baseline and this tree in turn, ROUNDS times: BASELINE=<rev> ROUNDS=2 make bench-streams)
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060)
+#   SERVE_ENV= (environment for ragtime serve alone, not llmsim or the load client: e.g. SERVE_ENV="GOMEMLIMIT=200MiB GOGC=50")
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
 #   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
 #   MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
@@ -38,6 +39,7 @@ HOLD=${HOLD:-0}
 HOLD_PROBES=${HOLD_PROBES:-100}
 STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
+SERVE_ENV=${SERVE_ENV:-}
 BASELINE=${BASELINE:-}
 pprof=()
 [ -z "$PPROF_ADDR" ] || pprof=(--pprof-addr "$PPROF_ADDR")
@@ -88,7 +90,8 @@ embed=(--embedder openai --embed-base-url "$sim" --embed-model sim-embed)
 # serve_ragtime and serve_baseline start (again) the server under test and
 # the baseline, setting ragtime/ragtime_pid and peer/peer_pid.
 serve_ragtime() {
-  ./bin/ragtime serve --addr 127.0.0.1:0 "${pprof[@]}" --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
+  # shellcheck disable=SC2086 # SERVE_ENV is a list of NAME=value words
+  env $SERVE_ENV ./bin/ragtime serve --addr 127.0.0.1:0 "${pprof[@]}" --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
     --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 \
     >"$work/ragtime.log" 2>&1 &
   pids+=($!); ragtime_pid=$!

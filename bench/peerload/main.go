@@ -69,7 +69,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.hold.probes, "hold-probes", 100, "-hold: probe asks, one at a time, idle and with the streams held (100: the p99 is the second slowest, not one late wake-up)")
 	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
 	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
-	fs.DurationVar(&c.hold.limit, "hold-limit", 5*time.Minute, "-hold: bound of the whole run")
+	fs.DurationVar(&c.hold.limit, "hold-limit", 10*time.Minute, "-hold: bound of the whole run (100 probes at a loaded server's TTFT can take minutes)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
