@@ -105,7 +105,7 @@ func newStreamHub(opts StreamOptions) *streamHub {
 func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
 	defer cancel(nil)
-	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID, expect: min(req.MaxTokens, 512) + 24}
+	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID, expect: min(req.MaxTokens, 128) + 24}
 	h.mu.Lock()
 	h.open[l] = cancel
 	h.mu.Unlock()
@@ -244,7 +244,9 @@ type eventLog struct {
 	keyID  string // the API key that asked ("" without one)
 	// expect is how many events the stream is expected to send (a token
 	// per answer token and about 24 others): kept's capacity, allocated
-	// once rather than grown through a dozen copies.
+	// once rather than grown through a dozen copies. Capped at 152 (3.6
+	// KB), so that a short answer to a large max_tokens does not hold
+	// room for a long one; a longer answer grows it.
 	expect int
 
 	mu  sync.Mutex

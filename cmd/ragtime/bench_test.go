@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -12,21 +13,28 @@ import (
 	"ragtime/pipeline"
 )
 
+// askTokens is the answer's length in BenchmarkAskOverhead: make
+// bench-peer's, so its cost per op is an ask's as the peer benchmark asks.
+const askTokens = 64
+
 // BenchmarkAskOverhead measures one whole GET /ask in-process against
 // llmsim with zero delays, so what is left is ragtime's own cost: the
-// retrieval stages, the HTTP round trips and the SSE writes. It reports
-// overhead_ms (the TTFT no stage accounts for) at p50 and p99.
+// retrieval stages, the HTTP round trips and the SSE writes (and the
+// simulator's and the client's, in the same process). It reports
+// overhead_ms (the TTFT no stage accounts for) at p50 and p99. Its
+// instruction count is repeatable where its time is not:
+// valgrind --tool=callgrind on the test binary with -test.benchtime 200x.
 func BenchmarkAskOverhead(b *testing.B) {
 	dbURL, _ := testDB(b)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	dataDir := ingestCorpus(b, env)
 	_, simURL := startSim(b, func(c *sim.Config) {
-		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 0, 0, 0, 8
+		c.PrefillMs, c.PrefillMsPerToken, c.ITLMs, c.OutputTokens = 0, 0, 0, askTokens
 	})
 	// One client asks as fast as it can: the per-caller rate limit is off.
 	srv := startServe(b, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m", "--rate", "0")
 	client := &http.Client{}
-	url := srv.url + "/ask?q=how+does+prefill+grow&top_k=4&max_tokens=8"
+	url := fmt.Sprintf("%s/ask?q=how+does+prefill+grow&top_k=4&max_tokens=%d", srv.url, askTokens)
 	var overheads, ttfts []float64
 	b.ResetTimer()
 	for b.Loop() {
