@@ -44,7 +44,8 @@ type chatStream struct {
 	mu        sync.Mutex
 	conn      streamConn // set when the stream's headers went out
 	started   bool       // the stream's headers went out
-	ended     bool       // no more writes: the heartbeat stops
+	ended     bool       // the query finished: the heartbeat stops
+	broken    bool       // a write failed: nothing more is written
 	beat      *time.Timer
 	text      strings.Builder
 	reasoning strings.Builder
@@ -90,13 +91,13 @@ func (s *chatStream) chunk(choices ...openaiwire.Choice) chatChunk {
 	return chatChunk{Chunk: openaiwire.Chunk{ID: s.id, Object: openaiwire.ObjectChunk, Created: s.created, Model: s.model, Choices: choices}}
 }
 
-// writeChunk sends a chunk the encoder frames (append appends it to the
+// writeChunk sends a chunk the encoder frames (frame appends it to the
 // scratch buffer), flushed with any held before it, or held until the next
 // flush.
-func (s *chatStream) writeChunk(append func([]byte) []byte, flush bool) error {
+func (s *chatStream) writeChunk(frame func([]byte) []byte, flush bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.scratch = append(s.scratch[:0])
+	s.scratch = frame(s.scratch[:0])
 	return s.writeLocked(s.scratch, flush)
 }
 
@@ -124,12 +125,13 @@ func (s *chatStream) write(v any, flush bool) error {
 // within the write timeout is cut as client_stalled.
 func (s *chatStream) writeLocked(b []byte, flush bool) error {
 	err := s.conn.write(b, flush)
+	if err != nil {
+		s.broken = true
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		s.ended = true
 		return fmt.Errorf("writing a chat completion chunk: %w", pipeline.ErrClientStalled)
 	}
 	if err != nil {
-		s.ended = true
 		return fmt.Errorf("writing a chat completion chunk: %w", err)
 	}
 	return nil
@@ -163,7 +165,7 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 // cut it during a long prefill; OpenAI clients skip comments.
 func (s *chatStream) heartbeat(every time.Duration) {
 	s.beat = startHeartbeat(&s.mu, every, func() time.Duration {
-		if s.ended {
+		if s.ended || s.broken {
 			return 0
 		}
 		if wait := beatAfter(every, s.conn.lastWrite); wait > 0 {
@@ -301,12 +303,11 @@ func failureStatus(code string) int {
 // a query cancelled because its client left is answered nothing.
 func (s *chatStream) finish() {
 	s.mu.Lock()
-	broken := s.ended && s.started // a write failed
 	s.ended = true
 	if s.beat != nil {
 		s.beat.Stop()
 	}
-	if s.started && !broken {
+	if s.started && !s.broken {
 		if s.conn.pending {
 			_ = s.conn.write(nil, true) // a stream ends flushed; the safety net
 		}

@@ -260,13 +260,12 @@ type eventLog struct {
 	sources   []pipeline.Source // the sources event's, when it is kept
 	// scratch frames the event being written; it is let go after a large
 	// one (the sources), so that a held stream does not keep its size.
-	scratch   bytes.Buffer
-	sink      *sink // nil while no client is attached
-	lastWrite time.Time
-	grace     *time.Timer // runs while detached, waiting for a resume
-	beat      *time.Timer // the heartbeat's; stopped at the end
-	gone      error       // set once the query is being cancelled
-	ended     bool
+	scratch bytes.Buffer
+	sink    *sink       // nil while no client is attached
+	grace   *time.Timer // runs while detached, waiting for a resume
+	beat    *time.Timer // the heartbeat's; stopped at the end
+	gone    error       // set once the query is being cancelled
+	ended   bool
 }
 
 // keptEvent is an event held for resumes, in as little as framing it
@@ -428,7 +427,6 @@ func (l *eventLog) writeLocked(p []byte) error { return l.writeOrHoldLocked(p, t
 func (l *eventLog) writeOrHoldLocked(p []byte, flush bool) error {
 	sk := l.sink
 	err := sk.conn.write(p, flush)
-	l.lastWrite = sk.conn.lastWrite
 	if err == nil {
 		return nil
 	}
@@ -616,7 +614,7 @@ func (l *eventLog) heartbeat(every time.Duration) {
 		if l.sink == nil || l.gone != nil {
 			return every
 		}
-		if wait := beatAfter(every, l.lastWrite); wait > 0 {
+		if wait := beatAfter(every, l.sink.conn.lastWrite); wait > 0 {
 			return wait
 		}
 		_ = l.writeLocked(keepAlive)
