@@ -108,7 +108,8 @@ serve_ragtime
 
 peer= peer_pid=0
 if [ -n "$BASELINE" ]; then
-  base_db="$BASE/ragtime_bench_baseline?sslmode=disable"
+  # One database per baseline revision: one migrated by a newer build is refused by an older one.
+  base_db="$BASE/ragtime_bench_baseline_$(git rev-parse --short=12 "$BASELINE")?sslmode=disable"
   scripts/ensure-postgres.sh "$base_db"
   "$work/ragtime-baseline" migrate --database-url "$base_db" >/dev/null
   cp -r "$work/data" "$work/data-baseline"

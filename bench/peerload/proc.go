@@ -38,6 +38,27 @@ func cpuMs(pid int) float64 {
 	return (u + s) * 1000 / clkTck
 }
 
+// syscalls is how many read and write system calls process pid has made
+// (/proc/<pid>/io's syscr and syscw, which count the calls, returned data
+// or not); 0, 0 when pid is 0 or unreadable.
+func syscalls(pid int) (reads, writes int64) {
+	if pid <= 0 {
+		return 0, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "syscr:"); ok {
+			reads, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		} else if v, ok := strings.CutPrefix(line, "syscw:"); ok {
+			writes, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return reads, writes
+}
+
 // rssKB is the resident set size of process pid, in KB.
 func rssKB(pid int) int64 {
 	if pid <= 0 {
