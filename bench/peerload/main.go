@@ -29,17 +29,17 @@ func main() {
 
 // config is the command line.
 type config struct {
-	simURL, ragtimeURL, peerURL string
-	simPID, ragtimePID, peerPID int
-	concurrency                 []int
-	rounds                      int
-	perStream, minAsks          int // asks per trial: max(minAsks, perStream × streams)
-	trialTimeout                time.Duration
-	stagger                     time.Duration // a trial's streams start spread evenly over this span (0: all at once)
-	maxTokens, topK             int
-	embedModelMs                float64
-	targets                     []string // which services run: llmsim always, ragtime, peer
-	hold                        holdConfig
+	simURL, ragtimeURL, peerURL, relayURL string
+	simPID, ragtimePID, peerPID, relayPID int
+	concurrency                           []int
+	rounds                                int
+	perStream, minAsks                    int // asks per trial: max(minAsks, perStream × streams)
+	trialTimeout                          time.Duration
+	stagger                               time.Duration // a trial's streams start spread evenly over this span (0: all at once)
+	maxTokens, topK                       int
+	embedModelMs                          float64
+	targets                               []string // which services run: llmsim always, ragtime, peer, relay
+	hold                                  holdConfig
 }
 
 // has reports whether target name runs.
@@ -55,7 +55,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.simPID, "sim-pid", 0, "the simulator's process id (CPU and RSS)")
 	fs.IntVar(&c.ragtimePID, "ragtime-pid", 0, "ragtime's process id")
 	fs.IntVar(&c.peerPID, "peer-pid", 0, "the peer's process id")
-	fs.StringVar(&targets, "targets", "llmsim,ragtime,peer", "services to load, comma-separated: llmsim (the baseline, always run), ragtime, peer")
+	fs.StringVar(&c.relayURL, "relay", "", "bench/relay's root URL (http://127.0.0.1:PORT): the floor, two upstream calls and one read and one write per token")
+	fs.IntVar(&c.relayPID, "relay-pid", 0, "the relay's process id")
+	fs.StringVar(&targets, "targets", "llmsim,ragtime,peer,relay", "services to load, comma-separated: llmsim (the baseline, always run), ragtime, peer, relay")
 	fs.StringVar(&conc, "concurrency", "1,10,100", "concurrent streams per trial, comma-separated")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every target at every concurrency, targets alternating")
 	fs.IntVar(&c.perStream, "asks-per-stream", 3, "asks each stream makes in a trial, one after another")
@@ -80,13 +82,13 @@ func parseFlags(args []string) (*config, error) {
 	for t := range strings.SplitSeq(targets, ",") {
 		switch t = strings.TrimSpace(t); t {
 		case "llmsim":
-		case "ragtime", "peer":
+		case "ragtime", "peer", "relay":
 			c.targets = append(c.targets, t)
 		default:
-			return nil, fmt.Errorf("-targets: %q is not one of llmsim, ragtime, peer", t)
+			return nil, fmt.Errorf("-targets: %q is not one of llmsim, ragtime, peer, relay", t)
 		}
 	}
-	for _, u := range []struct{ name, target, v string }{{"-sim", "llmsim", c.simURL}, {"-ragtime", "ragtime", c.ragtimeURL}, {"-peer", "peer", c.peerURL}} {
+	for _, u := range []struct{ name, target, v string }{{"-sim", "llmsim", c.simURL}, {"-ragtime", "ragtime", c.ragtimeURL}, {"-peer", "peer", c.peerURL}, {"-relay", "relay", c.relayURL}} {
 		if !c.has(u.target) {
 			continue
 		}
@@ -183,6 +185,9 @@ func run(args []string, out io.Writer) error {
 		}},
 		{name: "peer", pid: cfg.peerPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
 			return askSSE(ctx, hc, cfg.peerURL+"/ask?q="+url.QueryEscape(q), false, nil)
+		}},
+		{name: "relay", pid: cfg.relayPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
+			return askSSE(ctx, hc, cfg.relayURL+"/ask?q="+url.QueryEscape(q), false, nil)
 		}},
 	}
 	targets = slices.DeleteFunc(targets, func(t target) bool { return !cfg.has(t.name) })

@@ -29,6 +29,7 @@ func TestParseFlagsTargetsAndHold(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-targets", "ragtime,langchain"},
+		{"-targets", "ragtime,relay"}, // the relay's URL is missing
 		{"-hold", "-1"},
 		{"-hold", "10", "-hold-probes", "0"},
 		{"-targets", "ragtime", "-stagger", "-1ms"},
