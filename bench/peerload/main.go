@@ -355,6 +355,12 @@ func askSSE(ctx context.Context, hc *http.Client, u string, ragtime bool, firstT
 			a.err = "error event " + e.Code
 			return false, true
 		case "done":
+			var relay struct {
+				EmbedMs *float64 `json:"embed_ms"`
+			}
+			if !ragtime && json.Unmarshal(data, &relay) == nil && relay.EmbedMs != nil {
+				a.embedMs = *relay.EmbedMs // bench/relay's embedding call
+			}
 			if ragtime {
 				var d struct {
 					TTFTMs float64 `json:"ttft_ms"`

@@ -3,8 +3,8 @@
 // else. For GET /ask?q=… it makes the same two upstream calls as ragtime
 // (one embedding of the question, one streamed chat completion) and relays
 // the answer as /ask's SSE events: one token event written and flushed per
-// upstream chunk, then done. No retrieval, prompt assembly, record,
-// resume buffer, admission, auth or timing.
+// upstream chunk, then done, which carries the embedding call's duration.
+// No retrieval, prompt assembly, record, resume buffer, admission or auth.
 //
 // It is a benchmark reference, not a product: its CPU per ask, measured
 // beside ragtime's by bench/peerload, is what one upstream read and one
@@ -118,10 +118,12 @@ func (r *relay) ask(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	ctx := req.Context()
+	embedStart := time.Now()
 	if err := r.embed(ctx, q); err != nil {
 		http.Error(w, "embedding the question: "+err.Error(), http.StatusBadGateway)
 		return
 	}
+	embedMs := float64(time.Since(embedStart)) / 1e6
 	body, err := r.openStream(ctx, q)
 	if err != nil {
 		http.Error(w, "starting the completion: "+err.Error(), http.StatusBadGateway)
@@ -159,7 +161,9 @@ func (r *relay) ask(w http.ResponseWriter, req *http.Request) {
 		fmt.Fprintf(w, "event: error\ndata: {\"code\":\"llm_stream\"}\n\n")
 		return
 	}
-	fmt.Fprintf(w, "event: done\ndata: {}\n\n")
+	// The embedding call's duration, as ragtime's embed stage times it, so
+	// that bench/peerload can set the two side by side.
+	fmt.Fprintf(w, "event: done\ndata: {\"embed_ms\":%.3f}\n\n", embedMs)
 }
 
 // contentOf returns the JSON string literal (quotes and escapes as sent)

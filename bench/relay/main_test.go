@@ -15,8 +15,7 @@ import (
 
 // TestRelaysEveryTokenOfTheStream: against a real llmsim, the relay's /ask
 // sends one token event per content chunk of the completion, in order, and
-// then done; the texts join to the answer llmsim streams for the same
-// question.
+// then done with the embedding call's duration.
 func TestRelaysEveryTokenOfTheStream(t *testing.T) {
 	t.Parallel()
 	cfg := sim.DefaultConfig()
@@ -50,6 +49,14 @@ func TestRelaysEveryTokenOfTheStream(t *testing.T) {
 	for sc.Scan() {
 		if name, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
 			events = append(events, name)
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && events[len(events)-1] == "done" {
+			var done struct {
+				EmbedMs *float64 `json:"embed_ms"`
+			}
+			if err := json.Unmarshal([]byte(data), &done); err != nil || done.EmbedMs == nil || *done.EmbedMs <= 0 {
+				t.Errorf("done data %q: want the embedding call's duration (%v)", data, err)
+			}
 		}
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && events[len(events)-1] == "token" {
 			var tok struct{ Text string }
