@@ -68,6 +68,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
 	fs.Float64Var(&c.embedModelMs, "embed-model-ms", 5.5, "the simulator's modelled latency of one one-text embedding, in ms (embed-ms + embed-ms-per-input)")
 	fs.IntVar(&c.hold.streams, "hold", 0, "instead of trials: hold this many streams open against ragtime and measure probe asks' TTFT against the idle server's, and RSS per open stream")
+	fs.StringVar(&c.hold.target, "hold-target", "ragtime", "-hold: the service whose streams are held and probed: ragtime, or relay (the floor, for comparison)")
 	fs.IntVar(&c.hold.probes, "hold-probes", 100, "-hold: probe asks, one at a time, idle and with the streams held (100: the p99 is the second slowest, not one late wake-up)")
 	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
 	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
@@ -77,6 +78,9 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.hold.streams < 0 || c.hold.streams > 10000 || c.hold.probes < 1 || c.hold.probes > 10000 || c.hold.probeTokens < 1 {
 		return nil, fmt.Errorf("-hold must be 0 to 10000, -hold-probes 1 to 10000 and -hold-probe-tokens at least 1")
+	}
+	if c.hold.target != "ragtime" && c.hold.target != "relay" {
+		return nil, fmt.Errorf("-hold-target must be ragtime or relay, got %q", c.hold.target)
 	}
 	c.targets = []string{"llmsim"}
 	for t := range strings.SplitSeq(targets, ",") {
@@ -170,8 +174,8 @@ func run(args []string, out io.Writer) error {
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}}
 	if cfg.hold.streams > 0 {
-		if !cfg.has("ragtime") {
-			return errors.New("-hold needs ragtime among -targets")
+		if !cfg.has(cfg.hold.target) {
+			return fmt.Errorf("-hold-target %s must be among -targets", cfg.hold.target)
 		}
 		return runHold(cfg, hc, out)
 	}

@@ -1,6 +1,6 @@
 // Command relay is the floor of `make bench-peer`: the least a Go service
 // can do to answer an ask the way ragtime does on the wire, and nothing
-// else. For GET /ask?q=… it makes the same two upstream calls as ragtime
+// else. For GET /ask?q=…[&max_tokens=n] it makes the same two upstream calls as ragtime
 // (one embedding of the question, one streamed chat completion) and relays
 // the answer as /ask's SSE events: one token event written and flushed per
 // upstream chunk, then done, which carries the embedding call's duration.
@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -54,7 +55,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.baseURL, "base-url", "", "the OpenAI-compatible upstream's base URL, e.g. http://127.0.0.1:8081/v1")
 	fs.StringVar(&c.model, "model", "sim", "chat model")
 	fs.StringVar(&c.embedModel, "embed-model", "sim-embed", "embedding model")
-	fs.IntVar(&c.maxTokens, "max-tokens", 64, "max_tokens of each completion")
+	fs.IntVar(&c.maxTokens, "max-tokens", 64, "max_tokens of a completion whose ask does not set max_tokens")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -117,6 +118,15 @@ func (r *relay) ask(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "q: the question is required", http.StatusBadRequest)
 		return
 	}
+	maxTokens := r.cfg.maxTokens
+	if v := req.URL.Query().Get("max_tokens"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			http.Error(w, "max_tokens: want a whole number of at least 1, got "+strconv.Quote(v), http.StatusBadRequest)
+			return
+		}
+		maxTokens = n
+	}
 	ctx := req.Context()
 	embedStart := time.Now()
 	if err := r.embed(ctx, q); err != nil {
@@ -124,7 +134,7 @@ func (r *relay) ask(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	embedMs := float64(time.Since(embedStart)) / 1e6
-	body, err := r.openStream(ctx, q)
+	body, err := r.openStream(ctx, q, maxTokens)
 	if err != nil {
 		http.Error(w, "starting the completion: "+err.Error(), http.StatusBadGateway)
 		return
@@ -213,9 +223,9 @@ func (r *relay) embed(ctx context.Context, q string) error {
 }
 
 // openStream starts a streamed chat completion of q and returns its body.
-func (r *relay) openStream(ctx context.Context, q string) (io.ReadCloser, error) {
+func (r *relay) openStream(ctx context.Context, q string, maxTokens int) (io.ReadCloser, error) {
 	b, _ := json.Marshal(map[string]any{
-		"model": r.cfg.model, "stream": true, "max_tokens": r.cfg.maxTokens,
+		"model": r.cfg.model, "stream": true, "max_tokens": maxTokens,
 		"messages": []map[string]string{{"role": "user", "content": q}},
 	})
 	resp, err := r.post(ctx, "/chat/completions", b)

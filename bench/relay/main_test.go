@@ -27,14 +27,14 @@ func TestRelaysEveryTokenOfTheStream(t *testing.T) {
 	t.Cleanup(s.Close)
 	upstream := httptest.NewServer(s)
 	t.Cleanup(upstream.Close)
-	c, err := parseFlags([]string{"--base-url", upstream.URL + "/v1", "--embed-model", "sim", "--max-tokens", "12"})
+	c, err := parseFlags([]string{"--base-url", upstream.URL + "/v1", "--embed-model", "sim", "--max-tokens", "4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	relay := httptest.NewServer(newRelay(c))
 	t.Cleanup(relay.Close)
 
-	resp, err := http.Get(relay.URL + "/ask?q=" + url.QueryEscape("what makes prefill slow?"))
+	resp, err := http.Get(relay.URL + "/ask?max_tokens=12&q=" + url.QueryEscape("what makes prefill slow?"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestRelaysEveryTokenOfTheStream(t *testing.T) {
 	}
 }
 
-// TestBadRequestsNameTheProblem: a missing question is a 400 naming q, and
-// bad flags name the flag.
+// TestBadRequestsNameTheProblem: a missing question is a 400 naming q, a
+// bad max_tokens one naming max_tokens, and bad flags name the flag.
 func TestBadRequestsNameTheProblem(t *testing.T) {
 	t.Parallel()
 	if _, err := parseFlags([]string{"--base-url", "127.0.0.1:1", "--max-tokens", "0"}); err == nil ||
@@ -90,6 +90,11 @@ func TestBadRequestsNameTheProblem(t *testing.T) {
 	newRelay(c).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ask?q=+", nil))
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "q:") {
 		t.Errorf("empty q: %d %q", rec.Code, rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	newRelay(c).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/ask?q=x&max_tokens=0", nil))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "max_tokens:") {
+		t.Errorf("max_tokens=0: %d %q", rec.Code, rec.Body.String())
 	}
 }
 
