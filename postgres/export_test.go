@@ -46,3 +46,11 @@ func EncodeBatch(recs []pipeline.Record) error {
 	_ = rollupArgs(rollupsOf(rows))
 	return nil
 }
+
+// InFlight is how many records the writers have taken from the queue and
+// not yet settled.
+func (r *Recorder) InFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inflight
+}
