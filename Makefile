@@ -77,8 +77,10 @@ bench-ann:
 bench-pgdocs:
 	scripts/bench-ingest-pgdocs.sh
 
-# ragtime against a LangChain.js peer over the same llmsim (installs the peer's
-# npm packages; about 5 minutes). See docs/performance.md.
+# ragtime against a LangChain.js peer and against bench/relay (the floor: the
+# same two upstream calls, one read and one write per token, nothing else)
+# over the same llmsim (installs the peer's npm packages; about 6 minutes).
+# See docs/performance.md.
 bench-peer:
 	scripts/bench-peer.sh
 

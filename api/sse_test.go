@@ -270,3 +270,68 @@ func BenchmarkStreamDone(b *testing.B) {
 		}
 	}
 }
+
+// recordingWriter is a ResponseWriter that keeps what is written to it.
+type recordingWriter struct {
+	countingWriter
+	buf bytes.Buffer
+}
+
+func (w *recordingWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
+
+// TestKeptStagesReplayAsSentPastTheBuffer: stage events are kept as their
+// spans and framed again for a resume; with the bounded buffer dropping the
+// oldest events (stages among them), every event still kept frames again
+// to the bytes the client was sent.
+func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
+	t.Parallel()
+	w := &recordingWriter{}
+	h := newStreamHub(StreamOptions{WriteTimeout: time.Second, BufferBytes: 900})
+	l := &eventLog{hub: h, cancel: func(error) {}}
+	l.mu.Lock()
+	l.attachLocked(w)
+	l.mu.Unlock()
+	if err := l.Meta(pipeline.Meta{QueryID: "q1"}); err != nil {
+		t.Fatal(err)
+	}
+	var sent []string // each event's bytes, by sequence
+	mark := func() {
+		if err := l.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range bytes.SplitAfter(w.buf.Bytes(), []byte("\n\n")) {
+			if len(ev) > 0 && !bytes.HasPrefix(ev, []byte("retry:")) {
+				sent = append(sent, string(ev))
+			}
+		}
+		w.buf.Reset()
+	}
+	mark()
+	for i := range 12 {
+		sp := pipeline.Span{Name: fmt.Sprintf("stage_%d", i), Seq: i, StartMs: float64(i) / 3, DurationMs: 1.25,
+			Attrs: map[string]any{"k": i, "store": "<e&m>", "reused": i%2 == 0}}
+		if err := l.Stage(sp); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Delta(pipeline.Delta{Text: fmt.Sprintf(" token %d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		mark()
+	}
+	if l.first == 0 || l.stagesGone == 0 {
+		t.Fatalf("the buffer dropped nothing (first %d, stages dropped %d): the test needs a smaller BufferBytes", l.first, l.stagesGone)
+	}
+	if len(sent) != l.seq {
+		t.Fatalf("%d events read from the writer, %d sent", len(sent), l.seq)
+	}
+	for i, e := range l.kept {
+		seq := l.first + i
+		l.scratch.Reset()
+		if err := l.frameKeptLocked(seq, e); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.scratch.String(); got != sent[seq] {
+			t.Errorf("event %d framed again\n%q, was sent as\n%q", seq, got, sent[seq])
+		}
+	}
+}

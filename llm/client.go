@@ -235,8 +235,9 @@ func (c *client) Generate(ctx context.Context, req pipeline.GenerateRequest, emi
 		return emit(d)
 	}
 	start := time.Now()
+	var gen pipeline.Generation
 	for attempt := 0; ; attempt++ {
-		gen, retryAfter, err := c.attempt(ctx, callCtx, start, model, rb, counted)
+		retryAfter, err := c.attempt(ctx, callCtx, start, model, rb, counted, &gen)
 		gen.RequestStart, gen.Retries = start, attempt
 		if err == nil || emitted || attempt >= c.maxRetries || !retryable(err) {
 			return gen, err
@@ -281,10 +282,17 @@ func backoff(attempt int, retryAfter time.Duration) time.Duration {
 	return max(d, retryAfter)
 }
 
-// attempt makes one upstream call. parent is the caller's context, call
-// the generation's (carrying the overall timeout).
-func (c *client) attempt(parent, call context.Context, start time.Time, model string, body *requestBody, emit func(pipeline.Delta) error) (gen pipeline.Generation, retryAfter time.Duration, err error) {
-	gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
+// attempt makes one upstream call, observed in gen (reset first). parent
+// is the caller's context, call the generation's (carrying the overall
+// timeout). gen is the caller's, by pointer: the answer's goroutine parks
+// in this call for as long as the answer streams, and a Generation (some
+// 300 bytes) returned by value took room in this frame and the caller's.
+// With it the deepest point of a stream, parsing a chunk outside the fast
+// path (fastjson recursing four levels deep), passed the 8 KB stack and
+// every answer goroutine held 16 KB (make bench-streams, gdb over
+// runtime.allgs).
+func (c *client) attempt(parent, call context.Context, start time.Time, model string, body *requestBody, emit func(pipeline.Delta) error, gen *pipeline.Generation) (retryAfter time.Duration, err error) {
+	*gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
 	actx, cancel := context.WithCancelCause(call)
 	defer cancel(nil)
 	firstSeen := false
@@ -303,11 +311,11 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 		return emit(d)
 	}
 	tr := &upstream.Trace{}
-	defer func() { fill(&gen, tr) }()
+	defer func() { fill(gen, tr) }()
 
 	httpReq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+c.d.chatPath(), nil)
 	if err != nil {
-		return gen, 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
+		return 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
 	}
 	httpReq.Body, httpReq.ContentLength, httpReq.GetBody = body.reader(), int64(len(body.b)), body.getBody
 	httpReq.Header.Set("Content-Type", "application/json")
@@ -317,9 +325,9 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	// their backoff (the retries attr says how many) from the first delta on.
 	gen.RequestStart = start
 	resp, err := c.http.Do(httpReq, tr)
-	fill(&gen, tr)
+	fill(gen, tr)
 	if err != nil {
-		return gen, 0, c.transportError(parent, actx, &gen, err)
+		return 0, c.transportError(parent, actx, gen, err)
 	}
 	defer resp.Body.Close()
 	gen.UpstreamStatus = resp.StatusCode
@@ -327,17 +335,17 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		errBody := upstream.ReadErrorBody(resp.Body)
-		if e := contextError(parent, actx, &gen); e != nil {
-			return gen, 0, e
+		if e := contextError(parent, actx, gen); e != nil {
+			return 0, e
 		}
-		return gen, upstream.RetryAfter(resp.Header), c.statusError(&gen, resp.StatusCode, resp.Header, errBody, model)
+		return upstream.RetryAfter(resp.Header), c.statusError(gen, resp.StatusCode, resp.Header, errBody, model)
 	}
 	if !c.d.streamType(resp.Header.Get("Content-Type")) {
 		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		if e := contextError(parent, actx, &gen); e != nil {
-			return gen, 0, e
+		if e := contextError(parent, actx, gen); e != nil {
+			return 0, e
 		}
-		return gen, 0, &pipeline.Error{
+		return 0, &pipeline.Error{
 			Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
 			Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
 				c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
@@ -346,7 +354,7 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	}
 
 	hold := &deltaHold{emit: firstStop, body: resp.Body}
-	st := c.d.newStream(&gen, hold.add, c.scrubber)
+	st := c.d.newStream(gen, hold.add, c.scrubber)
 	err = st.run(hold)
 	var ee emitError
 	if !errors.As(err, &ee) {
@@ -359,19 +367,19 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	switch {
 	case errors.As(err, &ee):
 		// The deferred cancel and Body.Close abort the upstream call.
-		return gen, 0, ee.err
+		return 0, ee.err
 	case err != nil:
 		var pe *pipeline.Error
 		if errors.As(err, &pe) {
-			if e := contextError(parent, actx, &gen); e != nil {
-				return gen, 0, e
+			if e := contextError(parent, actx, gen); e != nil {
+				return 0, e
 			}
-			return gen, 0, pe
+			return 0, pe
 		}
-		return gen, 0, c.transportError(parent, actx, &gen, err)
+		return 0, c.transportError(parent, actx, gen, err)
 	}
-	if e := contextError(parent, actx, &gen); e != nil {
-		return gen, 0, e
+	if e := contextError(parent, actx, gen); e != nil {
+		return 0, e
 	}
 	if st.ended() {
 		// Read on to the end of the body so the connection is reused.
@@ -379,7 +387,7 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		stop.Stop()
 	}
-	return gen, 0, nil
+	return 0, nil
 }
 
 // requestBody is a chat request's body (the whole prompt, often several

@@ -6,7 +6,9 @@
 # ratios (bench/peerload). Everything listens on 127.0.0.1; every load loop is
 # bounded. Knobs (environment):
 #   CONCURRENCY=1,10,100  ROUNDS=3  PER_STREAM=3 (asks per stream per trial)  MIN_ASKS=30  ITL_MS=5  PREFILL_MS=15
-#   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  TARGETS=llmsim,ragtime,peer (llmsim, the baseline, always runs)  TRIAL_TIMEOUT=90s
+#   EMBED_MS=5  MAX_TOKENS=64  TOP_K=4  TARGETS=llmsim,ragtime,peer,relay (llmsim, the baseline, always runs)  TRIAL_TIMEOUT=90s
+#   (relay is the floor: bench/relay makes the same two upstream calls as ragtime and relays
+#   each chunk in one write, nothing else; its CPU per ask is what the wire alone costs on this machine)
 #   STAGGER=0 (start a trial's streams spread over this span, e.g. 335ms, instead of all at once: steady arrivals, not waves)
 #   BASELINE= (a git revision: instead of the peer, ragtime built at that revision runs in the peer's place,
 #   with the same flags on the same llmsim, so old and new alternate in one run; e.g. BASELINE=0c8c517
@@ -16,6 +18,7 @@
 #   SERVE_ENV= (environment for ragtime serve alone, not llmsim or the load client: e.g. SERVE_ENV="GOMEMLIMIT=200MiB GOGC=50")
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
 #   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
+#   HOLD_TARGET=ragtime (-hold: or relay, to hold the streams against the floor instead: HOLD_TARGET=relay make bench-streams)
 #   MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
 # Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
@@ -33,10 +36,16 @@ EMBED_MS=${EMBED_MS:-5}
 MAX_TOKENS=${MAX_TOKENS:-64}
 TOP_K=${TOP_K:-4}
 MAX_CONCURRENT=${MAX_CONCURRENT:-0}
-TARGETS=${TARGETS:-llmsim,ragtime,peer}
+TARGETS=${TARGETS:-llmsim,ragtime,peer,relay}
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-90s}
 HOLD=${HOLD:-0}
 HOLD_PROBES=${HOLD_PROBES:-100}
+HOLD_TARGET=${HOLD_TARGET:-ragtime}
+case "$HOLD_TARGET" in
+  ragtime) ;;
+  relay) case ",$TARGETS," in *,relay,*) ;; *) TARGETS="$TARGETS,relay" ;; esac ;;
+  *) echo "bench-peer: HOLD_TARGET must be ragtime or relay, got '$HOLD_TARGET'" >&2; exit 2 ;;
+esac
 STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
 SERVE_ENV=${SERVE_ENV:-}
@@ -66,6 +75,7 @@ waitfor() {
 
 go build -o bin/ragtime ./cmd/ragtime
 go build -o bin/peerload ./bench/peerload
+go build -o bin/relay ./bench/relay
 scripts/ensure-postgres.sh "$DB_URL"
 # npm ci only when the installed packages are not those of the lock file.
 case ",$TARGETS," in *,peer,*) with_peer=1 ;; *) with_peer= ;; esac
@@ -122,10 +132,17 @@ elif [ -n "$with_peer" ]; then
   peer=$(waitfor "$work/peer.log" 'http://127\.0\.0\.1:[0-9]+')
 fi
 
-echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${peer:-not run} (pid $peer_pid)" >&2
+relay= relay_pid=0
+case ",$TARGETS," in *,relay,*)
+  ./bin/relay --addr 127.0.0.1:0 --base-url "$sim" --model sim --embed-model sim-embed --max-tokens "$MAX_TOKENS" >"$work/relay.log" 2>&1 &
+  pids+=($!); relay_pid=$!
+  relay=$(waitfor "$work/relay.log" 'http://127\.0\.0\.1:[0-9]+') ;;
+esac
+
+echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${peer:-not run} (pid $peer_pid), relay ${relay:-not run} (pid $relay_pid)" >&2
 load() {
-  ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$1" -peer "$peer" -sim-pid "$sim_pid" -ragtime-pid "$2" -peer-pid "$peer_pid" \
-    -hold "$HOLD" -hold-probes "$HOLD_PROBES" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
+  ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$1" -peer "$peer" -relay "$relay" -relay-pid "$relay_pid" -sim-pid "$sim_pid" -ragtime-pid "$2" -peer-pid "$peer_pid" \
+    -hold "$HOLD" -hold-target "$HOLD_TARGET" -hold-probes "$HOLD_PROBES" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
     -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
 }
 if [ "$HOLD" -gt 0 ] && [ -n "$BASELINE" ]; then

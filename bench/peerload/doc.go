@@ -1,6 +1,8 @@
 // Command peerload is the load client of `make bench-peer`: it opens N
 // concurrent SSE streams against the inference simulator directly, against
-// ragtime's /ask and against the LangChain.js peer's /ask, in alternation
+// ragtime's /ask, against the LangChain.js peer's /ask and against
+// bench/relay (the floor: the same two upstream calls and one read and one
+// write per token, nothing else), in alternation
 // over several rounds, and prints per concurrency the TTFT each adds over the
 // simulator, asks per second, CPU milliseconds per ask and RSS of each
 // process (read from /proc/<pid>), with their ratios. For ragtime it also

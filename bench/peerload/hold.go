@@ -11,9 +11,11 @@ import (
 	"time"
 )
 
-// holdConfig is the -hold mode: N streams held open against ragtime while
-// short probe asks measure the TTFT a newcomer sees.
+// holdConfig is the -hold mode: N streams held open against ragtime (or
+// the relay, the floor) while short probe asks measure the TTFT a newcomer
+// sees.
 type holdConfig struct {
+	target      string        // ragtime or relay
 	streams     int           // streams held open
 	probes      int           // probe asks, one at a time, idle and loaded
 	probeTokens int           // answer length of a probe (its TTFT is what counts)
@@ -31,17 +33,24 @@ type holdResult struct {
 	rssIdleKB, rssHeldKB int64
 }
 
-// runHold opens cfg.streams streams against ragtime (each asks again when
-// its answer ends, so that the count stays up), after measuring probe TTFTs
-// on the idle server; once every stream has had its first token it samples
-// ragtime's RSS and measures the probes again. Everything stops at
-// hc.limit.
+// runHold opens cfg.streams streams against the hold target (each asks
+// again when its answer ends, so that the count stays up), after measuring
+// probe TTFTs on the idle server; once every stream has had its first token
+// it samples the target's RSS and measures the probes again. Everything
+// stops at hc.limit.
 func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	h := cfg.hold
 	ctx, cancel := context.WithTimeout(context.Background(), h.limit)
 	defer cancel()
+	ragtime, pid := h.target == "ragtime", cfg.ragtimePID
 	askURL := func(q string, tokens int) string {
 		return fmt.Sprintf("%s/ask?q=%s&top_k=%d&rerank_top_n=0&max_tokens=%d", cfg.ragtimeURL, url.QueryEscape(q), cfg.topK, tokens)
+	}
+	if !ragtime {
+		pid = cfg.relayPID
+		askURL = func(q string, tokens int) string {
+			return fmt.Sprintf("%s/ask?q=%s&max_tokens=%d", cfg.relayURL, url.QueryEscape(q), tokens)
+		}
 	}
 	probe := func() []float64 {
 		var ttfts []float64
@@ -49,7 +58,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			if ctx.Err() != nil {
 				break
 			}
-			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), true, nil)
+			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), ragtime, nil)
 			if a.err == "" {
 				ttfts = append(ttfts, ms(a.ttft))
 			}
@@ -58,7 +67,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	}
 	res := holdResult{heldErrKinds: map[string]int{}}
 	res.idle = probe()
-	res.rssIdleKB = rssKB(cfg.ragtimePID)
+	res.rssIdleKB = rssKB(pid)
 
 	heldCtx, stopHeld := context.WithCancel(ctx)
 	defer stopHeld()
@@ -70,7 +79,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	for i := range h.streams {
 		wg.Go(func() {
 			for heldCtx.Err() == nil {
-				a := askHeld(heldCtx, hc, askURL(questions[i%len(questions)], cfg.maxTokens), &open, &started)
+				a := askHeld(heldCtx, hc, askURL(questions[i%len(questions)], cfg.maxTokens), ragtime, &open, &started)
 				if heldCtx.Err() != nil {
 					return // stopped by the run, not the server's doing
 				}
@@ -102,7 +111,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 		tick := time.NewTicker(200 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			rss = append(rss, float64(rssKB(cfg.ragtimePID)))
+			rss = append(rss, float64(rssKB(pid)))
 			opened = append(opened, float64(open.Load()))
 			select {
 			case <-stopSampling:
@@ -126,9 +135,9 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 
 // askHeld is askSSE for a held stream: it counts the stream open from its
 // first token to its end.
-func askHeld(ctx context.Context, hc *http.Client, u string, open, started *atomic.Int64) askResult {
+func askHeld(ctx context.Context, hc *http.Client, u string, ragtime bool, open, started *atomic.Int64) askResult {
 	opened := false
-	a := askSSE(ctx, hc, u, true, func() {
+	a := askSSE(ctx, hc, u, ragtime, func() {
 		opened = true
 		open.Add(1)
 		started.Add(1)
@@ -141,8 +150,8 @@ func askHeld(ctx context.Context, hc *http.Client, u string, open, started *atom
 
 func reportHold(w io.Writer, cfg *config, r holdResult) {
 	h := cfg.hold
-	fmt.Fprintf(w, "\n## %d streams held open (%d-token answers), probes of %d tokens one at a time\n\n", h.streams, cfg.maxTokens, h.probeTokens)
-	fmt.Fprintln(w, "| | probes | TTFT p50 ms | TTFT p99 ms | ragtime RSS MB |")
+	fmt.Fprintf(w, "\n## %d streams held open against %s (%d-token answers), probes of %d tokens one at a time\n\n", h.streams, h.target, cfg.maxTokens, h.probeTokens)
+	fmt.Fprintf(w, "| | probes | TTFT p50 ms | TTFT p99 ms | %s RSS MB |\n", h.target)
 	fmt.Fprintln(w, "|---|---|---|---|---|")
 	fmt.Fprintf(w, "| idle | %d | %.1f | %.1f | %.0f |\n", len(r.idle), pct(r.idle, 50), pct(r.idle, 99), float64(r.rssIdleKB)/1024)
 	fmt.Fprintf(w, "| %d held | %d | %.1f | %.1f | %.0f |\n", h.streams, len(r.loaded), pct(r.loaded, 50), pct(r.loaded, 99), float64(r.rssHeldKB)/1024)

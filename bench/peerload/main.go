@@ -29,17 +29,17 @@ func main() {
 
 // config is the command line.
 type config struct {
-	simURL, ragtimeURL, peerURL string
-	simPID, ragtimePID, peerPID int
-	concurrency                 []int
-	rounds                      int
-	perStream, minAsks          int // asks per trial: max(minAsks, perStream × streams)
-	trialTimeout                time.Duration
-	stagger                     time.Duration // a trial's streams start spread evenly over this span (0: all at once)
-	maxTokens, topK             int
-	embedModelMs                float64
-	targets                     []string // which services run: llmsim always, ragtime, peer
-	hold                        holdConfig
+	simURL, ragtimeURL, peerURL, relayURL string
+	simPID, ragtimePID, peerPID, relayPID int
+	concurrency                           []int
+	rounds                                int
+	perStream, minAsks                    int // asks per trial: max(minAsks, perStream × streams)
+	trialTimeout                          time.Duration
+	stagger                               time.Duration // a trial's streams start spread evenly over this span (0: all at once)
+	maxTokens, topK                       int
+	embedModelMs                          float64
+	targets                               []string // which services run: llmsim always, ragtime, peer, relay
+	hold                                  holdConfig
 }
 
 // has reports whether target name runs.
@@ -55,7 +55,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.simPID, "sim-pid", 0, "the simulator's process id (CPU and RSS)")
 	fs.IntVar(&c.ragtimePID, "ragtime-pid", 0, "ragtime's process id")
 	fs.IntVar(&c.peerPID, "peer-pid", 0, "the peer's process id")
-	fs.StringVar(&targets, "targets", "llmsim,ragtime,peer", "services to load, comma-separated: llmsim (the baseline, always run), ragtime, peer")
+	fs.StringVar(&c.relayURL, "relay", "", "bench/relay's root URL (http://127.0.0.1:PORT): the floor, two upstream calls and one read and one write per token")
+	fs.IntVar(&c.relayPID, "relay-pid", 0, "the relay's process id")
+	fs.StringVar(&targets, "targets", "llmsim,ragtime,peer,relay", "services to load, comma-separated: llmsim (the baseline, always run), ragtime, peer, relay")
 	fs.StringVar(&conc, "concurrency", "1,10,100", "concurrent streams per trial, comma-separated")
 	fs.IntVar(&c.rounds, "rounds", 3, "rounds; each runs every target at every concurrency, targets alternating")
 	fs.IntVar(&c.perStream, "asks-per-stream", 3, "asks each stream makes in a trial, one after another")
@@ -66,6 +68,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.topK, "top-k", 4, "chunks retrieved per ask (ragtime's top_k; the peer is started with the same)")
 	fs.Float64Var(&c.embedModelMs, "embed-model-ms", 5.5, "the simulator's modelled latency of one one-text embedding, in ms (embed-ms + embed-ms-per-input)")
 	fs.IntVar(&c.hold.streams, "hold", 0, "instead of trials: hold this many streams open against ragtime and measure probe asks' TTFT against the idle server's, and RSS per open stream")
+	fs.StringVar(&c.hold.target, "hold-target", "ragtime", "-hold: the service whose streams are held and probed: ragtime, or relay (the floor, for comparison)")
 	fs.IntVar(&c.hold.probes, "hold-probes", 100, "-hold: probe asks, one at a time, idle and with the streams held (100: the p99 is the second slowest, not one late wake-up)")
 	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
 	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
@@ -76,17 +79,20 @@ func parseFlags(args []string) (*config, error) {
 	if c.hold.streams < 0 || c.hold.streams > 10000 || c.hold.probes < 1 || c.hold.probes > 10000 || c.hold.probeTokens < 1 {
 		return nil, fmt.Errorf("-hold must be 0 to 10000, -hold-probes 1 to 10000 and -hold-probe-tokens at least 1")
 	}
+	if c.hold.target != "ragtime" && c.hold.target != "relay" {
+		return nil, fmt.Errorf("-hold-target must be ragtime or relay, got %q", c.hold.target)
+	}
 	c.targets = []string{"llmsim"}
 	for t := range strings.SplitSeq(targets, ",") {
 		switch t = strings.TrimSpace(t); t {
 		case "llmsim":
-		case "ragtime", "peer":
+		case "ragtime", "peer", "relay":
 			c.targets = append(c.targets, t)
 		default:
-			return nil, fmt.Errorf("-targets: %q is not one of llmsim, ragtime, peer", t)
+			return nil, fmt.Errorf("-targets: %q is not one of llmsim, ragtime, peer, relay", t)
 		}
 	}
-	for _, u := range []struct{ name, target, v string }{{"-sim", "llmsim", c.simURL}, {"-ragtime", "ragtime", c.ragtimeURL}, {"-peer", "peer", c.peerURL}} {
+	for _, u := range []struct{ name, target, v string }{{"-sim", "llmsim", c.simURL}, {"-ragtime", "ragtime", c.ragtimeURL}, {"-peer", "peer", c.peerURL}, {"-relay", "relay", c.relayURL}} {
 		if !c.has(u.target) {
 			continue
 		}
@@ -168,8 +174,8 @@ func run(args []string, out io.Writer) error {
 		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 	}}
 	if cfg.hold.streams > 0 {
-		if !cfg.has("ragtime") {
-			return errors.New("-hold needs ragtime among -targets")
+		if !cfg.has(cfg.hold.target) {
+			return fmt.Errorf("-hold-target %s must be among -targets", cfg.hold.target)
 		}
 		return runHold(cfg, hc, out)
 	}
@@ -183,6 +189,9 @@ func run(args []string, out io.Writer) error {
 		}},
 		{name: "peer", pid: cfg.peerPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
 			return askSSE(ctx, hc, cfg.peerURL+"/ask?q="+url.QueryEscape(q), false, nil)
+		}},
+		{name: "relay", pid: cfg.relayPID, ask: func(ctx context.Context, hc *http.Client, q string) askResult {
+			return askSSE(ctx, hc, cfg.relayURL+"/ask?q="+url.QueryEscape(q), false, nil)
 		}},
 	}
 	targets = slices.DeleteFunc(targets, func(t target) bool { return !cfg.has(t.name) })
@@ -350,6 +359,12 @@ func askSSE(ctx context.Context, hc *http.Client, u string, ragtime bool, firstT
 			a.err = "error event " + e.Code
 			return false, true
 		case "done":
+			var relay struct {
+				EmbedMs *float64 `json:"embed_ms"`
+			}
+			if !ragtime && json.Unmarshal(data, &relay) == nil && relay.EmbedMs != nil {
+				a.embedMs = *relay.EmbedMs // bench/relay's embedding call
+			}
 			if ragtime {
 				var d struct {
 					TTFTMs float64 `json:"ttft_ms"`

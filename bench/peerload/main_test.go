@@ -29,6 +29,8 @@ func TestParseFlagsTargetsAndHold(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-targets", "ragtime,langchain"},
+		{"-targets", "ragtime,relay"}, // the relay's URL is missing
+		{"-targets", "ragtime", "-hold", "10", "-hold-target", "peer"},
 		{"-hold", "-1"},
 		{"-hold", "10", "-hold-probes", "0"},
 		{"-targets", "ragtime", "-stagger", "-1ms"},

@@ -97,6 +97,20 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 					return (rt[i].cpuMs / float64(max(rt[i].asks-rt[i].errs, 1))) / (peer[i].cpuMs / float64(max(peer[i].asks-peer[i].errs, 1)))
 				}))
 		}
+		if relay := results["relay"][c]; cfg.has("relay") && cfg.has("ragtime") {
+			// The relay adds next to nothing to TTFT, so its ratio would be
+			// noise: the difference says what ragtime's stages cost.
+			n := min(len(rt), len(relay))
+			fmt.Fprintf(w, "ragtime vs relay (the floor): CPU per ask %s×; added TTFT p50 %s ms more than the relay's; asks/s %s×; the relay's embedding call p50 %s ms\n",
+				spread(indexed(n, func(i int) float64 {
+					return (rt[i].cpuMs / float64(max(rt[i].asks-rt[i].errs, 1))) / (relay[i].cpuMs / float64(max(relay[i].asks-relay[i].errs, 1)))
+				}), "%.2f"),
+				spread(indexed(n, func(i int) float64 { return pct(rt[i].ttft, 50) - pct(relay[i].ttft, 50) }), "%.1f"),
+				spread(indexed(n, func(i int) float64 {
+					return (float64(rt[i].asks-rt[i].errs) / rt[i].wall.Seconds()) / (float64(relay[i].asks-relay[i].errs) / relay[i].wall.Seconds())
+				}), "%.2f"),
+				spread(perRound(relay, func(t trial) float64 { return pct(t.emb, 50) }), "%.2f"))
+		}
 		if cfg.has("ragtime") {
 			fmt.Fprintf(w, "ragtime: client TTFT − ttft_ms p50 %s ms, p99 %s ms; embed p50 %s ms (modelled %.1f ms); TIME_WAIT to llmsim %s\n"+
 				"ragtime: TTFT p99 %s ms; RSS per open stream (peak − before the trial) / streams %s KB\n",
