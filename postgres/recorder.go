@@ -371,7 +371,7 @@ func (r *Recorder) flush() {
 			}
 			continue
 		}
-		enc := encode(batch)
+		enc := encode(batch, encodeBuf())
 		if cur != nil && !r.finish(cur, batch) {
 			return
 		}
@@ -385,6 +385,7 @@ func (r *Recorder) flush() {
 // write is a batch being written by its own goroutine.
 type write struct {
 	batch []pipeline.Record
+	buf   []byte        // the batch's rows (encoded.buf)
 	done  chan struct{} // closed when n and err are set
 	n     int           // records from the front settled
 	err   error         // why the rest were not
@@ -392,7 +393,7 @@ type write struct {
 
 // start writes enc's batch in the background.
 func (r *Recorder) start(enc encoded) *write {
-	w := &write{batch: enc.recs, done: make(chan struct{})}
+	w := &write{batch: enc.recs, buf: enc.buf, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		w.n, w.err = r.storeEncoded(r.ctx, enc)
@@ -408,6 +409,7 @@ func (r *Recorder) start(enc encoded) *write {
 // may go on to write next; if not, next is settled.
 func (r *Recorder) finish(w *write, next []pipeline.Record) bool {
 	<-w.done
+	releaseBuf(w.buf) // a retry encodes the rest again
 	ok := r.deliverRest(w.batch, w.n, w.err, next)
 	r.recycle(w.batch)
 	return ok
@@ -509,6 +511,7 @@ type encoded struct {
 	rows    []row
 	at      []int // rows[k] is recs[at[k]]
 	invalid []invalidRecord
+	buf     []byte // holds every row's bytes; back to encodeBufs once written
 }
 
 // invalidRecord is a record newRow refused, by its index in the batch.
@@ -517,19 +520,59 @@ type invalidRecord struct {
 	err error
 }
 
-// encode turns recs into rows; what cannot be turned is kept aside, to be
-// counted failed when the records around it are settled.
-func encode(recs []pipeline.Record) encoded {
+// encodeBufs holds the buffers batches are encoded into, so that a writer
+// under a backlog reuses the same memory (a batch of 1,024 records is
+// about 2 MB of rows) instead of asking the runtime for fresh pages each
+// time; an idle recorder's buffers go with the garbage collector.
+var encodeBufs sync.Pool
+
+// maxPooledBuf bounds the buffers kept in encodeBufs.
+const maxPooledBuf = 16 << 20
+
+// encodeBuf returns an empty buffer from encodeBufs, or nil.
+func encodeBuf() []byte {
+	if p, ok := encodeBufs.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// releaseBuf returns buf to encodeBufs; nothing may use it after.
+func releaseBuf(buf []byte) {
+	if buf != nil && cap(buf) <= maxPooledBuf {
+		encodeBufs.Put(&buf)
+	}
+}
+
+// encode turns recs into rows, appended to buf (which may be nil); what
+// cannot be turned is kept aside, to be counted failed when the records
+// around it are settled.
+func encode(recs []pipeline.Record, buf []byte) encoded {
+	if buf == nil {
+		buf = make([]byte, 0, len(recs)*(512+192*8))
+	}
 	e := encoded{recs: recs, rows: make([]row, 0, len(recs)), at: make([]int, 0, len(recs))}
+	ends := make([][2]int, 0, len(recs)) // where each row's queries row and stage rows end in buf
 	for i := range recs {
-		rw, err := newRow(&recs[i])
+		start := len(buf)
+		out, rw, q, err := appendRow(buf, &recs[i])
 		if err != nil {
 			e.invalid = append(e.invalid, invalidRecord{i, err})
+			buf = buf[:start]
 			continue
 		}
+		buf = out
 		e.rows = append(e.rows, rw)
 		e.at = append(e.at, i)
+		ends = append(ends, [2]int{start + q, len(buf)})
 	}
+	start := 0
+	for k, end := range ends {
+		e.rows[k].query = buf[start:end[0]:end[0]]
+		e.rows[k].stages = buf[end[0]:end[1]:end[1]]
+		start = end[1]
+	}
+	e.buf = buf
 	return e
 }
 
@@ -539,7 +582,7 @@ func encode(recs []pipeline.Record) encoded {
 // front are settled (written or failed) and, when that is not all of them,
 // the error (PostgreSQL away, schema missing, ctx ended) that stopped it.
 func (r *Recorder) store(ctx context.Context, recs []pipeline.Record) (int, error) {
-	return r.storeEncoded(ctx, encode(recs))
+	return r.storeEncoded(ctx, encode(recs, nil))
 }
 
 // storeEncoded is store of a batch encode has turned into rows.
