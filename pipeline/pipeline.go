@@ -166,6 +166,9 @@ func (q *query) answer(out Stream) {
 	if q.err == nil {
 		q.err = q.generate(q.ctx, out)
 	}
+	if q.gen == nil { // retrieval failed: no generation
+		q.gen = &Generation{}
+	}
 	q.finish(q.ctx, out, q.model, q.err)
 }
 
@@ -206,7 +209,10 @@ type query struct {
 	// deltaAt holds each delta's arrival since t0: 8 bytes a token
 	// (a time.Time is 24) for as long as the answer streams.
 	deltaAt []time.Duration
-	gen     Generation
+	// gen is the generation's account, set when the model's stream has
+	// ended (never nil by finish): the query holds no Generation's 296
+	// bytes for as long as the answer streams (make bench-streams).
+	gen *Generation
 	// earlySpans: llm_connect and llm_prefill went out with the first token.
 	earlySpans bool
 	// trace is the query's distributed trace; nil without a Tracer.
@@ -399,8 +405,9 @@ func (q *query) generate(ctx context.Context, out Stream) error {
 	if q.trace != nil {
 		gctx = q.trace.Generation(ctx, q.model)
 	}
-	var err error
-	q.gen, err = q.p.cfg.Generator.Generate(gctx, *greq, func(d Delta) error { return q.emit(out, d) })
+	gen, err := q.p.cfg.Generator.Generate(gctx, *greq, func(d Delta) error { return q.emit(out, d) })
+	q.gen = new(Generation)
+	*q.gen = gen
 	if q.gen.Usage.PromptTokens == 0 {
 		q.gen.Usage.PromptTokens = q.promptTokens
 	}
@@ -563,7 +570,7 @@ func prefillAttrs(g *Generation) map[string]any {
 // (retries, server timings from the final chunk) for the record and the
 // done event.
 func (q *query) generationSpans(out Stream) error {
-	g := &q.gen
+	g := q.gen
 	if g.RequestStart.IsZero() {
 		return nil
 	}
