@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -66,7 +66,14 @@ func benchRecorder(b *testing.B, batch int, record func(int) pipeline.Record) {
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{
 		QueueSize: b.N + 1, BatchSize: batch, Logger: quietLogger(),
 	})
-	pgBefore := backendCPU(b.Context(), pool)
+	// The backends are listed from a connection of their own: one taken
+	// from pool would leave itself (a writer's backend) out.
+	probe, err := pgx.ConnectConfig(b.Context(), pool.Config().ConnConfig.Copy())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Close(context.Background())
+	pgBefore := backendCPU(b.Context(), probe)
 	goBefore := processCPU()
 	b.ResetTimer()
 	start := time.Now()
@@ -86,7 +93,7 @@ func benchRecorder(b *testing.B, batch int, record func(int) pipeline.Record) {
 	b.ReportMetric(float64(goCPU.Microseconds())/float64(b.N), "go-µs/rec")
 	if pgBefore != nil {
 		var pgCPU time.Duration
-		for pid, after := range backendCPU(b.Context(), pool) {
+		for pid, after := range backendCPU(b.Context(), probe) {
 			pgCPU += after - pgBefore[pid]
 		}
 		b.ReportMetric(float64(pgCPU.Microseconds())/float64(b.N), "pg-µs/rec")
@@ -121,13 +128,13 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// backendCPU returns the CPU time each PostgreSQL backend connected to
-// pool's database has used, by pid, from /proc/PID/schedstat; nil when
+// backendCPU returns the CPU time each other PostgreSQL backend connected
+// to probe's database has used, by pid, from /proc/PID/schedstat; nil when
 // PostgreSQL is not on this machine (or /proc is not readable). Backends
 // that exit between two calls are not counted: the pool keeps its
 // connections until it is closed.
-func backendCPU(ctx context.Context, pool *pgxpool.Pool) map[int]time.Duration {
-	rows, err := pool.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+func backendCPU(ctx context.Context, probe *pgx.Conn) map[int]time.Duration {
+	rows, err := probe.Query(ctx, "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
 	if err != nil {
 		return nil
 	}

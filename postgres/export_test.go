@@ -33,16 +33,26 @@ func CopiedColumnTypes() map[string][][2]string {
 }
 
 // EncodeBatch turns recs into what the recorder sends for them — the COPY
-// rows and the roll-up upsert's arguments — without sending it.
+// rows, in a buffer reused from batch to batch as a writer's is, and the
+// roll-up upsert's arguments — without sending it.
 func EncodeBatch(recs []pipeline.Record) error {
-	rows := make([]*pipeline.Record, 0, len(recs))
-	for i := range recs {
-		r, err := newRow(&recs[i])
-		if err != nil {
-			return err
-		}
-		rows = append(rows, r.rec)
+	e := encode(recs, encodeBuf())
+	defer releaseBuf(e.buf)
+	if len(e.invalid) > 0 {
+		return e.invalid[0].err
+	}
+	rows := make([]*pipeline.Record, len(e.rows))
+	for i := range e.rows {
+		rows[i] = e.rows[i].rec
 	}
 	_ = rollupArgs(rollupsOf(rows))
 	return nil
+}
+
+// InFlight is how many records the writers have taken from the queue and
+// not yet settled.
+func (r *Recorder) InFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.inflight
 }

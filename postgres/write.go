@@ -47,22 +47,38 @@ type row struct {
 // the values to insert; the row keeps rec for the roll-ups. Its errors wrap
 // errInvalidRecord.
 func newRow(rec *pipeline.Record) (row, error) {
-	query, id, err := appendQueryRow(make([]byte, 0, 512), rec)
+	buf, r, q, err := appendRow(make([]byte, 0, 512+192*len(rec.Stages)), rec)
 	if err != nil {
 		return row{}, err
 	}
-	r := row{queryID: rec.QueryID, id: id, query: query, stages: make([]byte, 0, 192*len(rec.Stages)), rec: rec}
+	r.query, r.stages = buf[:q:q], buf[q:]
+	return r, nil
+}
+
+// appendRow appends rec's queries row and then its stage rows to buf, as
+// newRow makes them, and returns the longer buf, the row without its two
+// slices (which the caller cuts from buf: the queries row ends at q, the
+// stage rows run from there to the end) and newRow's error. On error buf
+// may hold a partial row.
+func appendRow(buf []byte, rec *pipeline.Record) (out []byte, r row, q int, err error) {
+	n := len(buf)
+	buf, id, err := appendQueryRow(buf, rec)
+	if err != nil {
+		return nil, row{}, 0, err
+	}
+	q = len(buf) - n
+	r = row{queryID: rec.QueryID, id: id, rec: rec}
 	at := copyTime(rec.CreatedAt)
 	for i := range rec.Stages {
 		s := &rec.Stages[i]
 		if s.Seq < math.MinInt32 || s.Seq > math.MaxInt32 {
-			return row{}, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
+			return nil, row{}, 0, fmt.Errorf("%w: stage %q seq %d is out of range", errInvalidRecord, s.Name, s.Seq)
 		}
-		if r.stages, err = appendStage(r.stages, r.id, s, at); err != nil {
-			return row{}, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
+		if buf, err = appendStage(buf, id, s, at); err != nil {
+			return nil, row{}, 0, fmt.Errorf("%w: encode attrs of stage %q: %w", errInvalidRecord, s.Name, err)
 		}
 	}
-	return r, nil
+	return buf, r, q, nil
 }
 
 // appendStage appends the query_stages row of s, a stage of the query id

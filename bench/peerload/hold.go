@@ -31,6 +31,7 @@ type holdResult struct {
 	heldTTFT             []float64 // the held streams' own TTFTs (a burst), ms
 	openAtSample         int64     // median of the streams between first token and end while the probes ran
 	rssIdleKB, rssHeldKB int64
+	cpuMsPerSec          float64 // the target's CPU per second of wall time while the probes ran held
 }
 
 // runHold opens cfg.streams streams against the hold target (each asks
@@ -120,7 +121,9 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			}
 		}
 	}()
+	cpu0, t0 := cpuMs(pid), time.Now()
 	res.loaded = probe()
+	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / time.Since(t0).Seconds()
 	close(stopSampling)
 	<-sampled
 	res.rssHeldKB, res.openAtSample = int64(pct(rss, 50)), int64(pct(opened, 50))
@@ -158,6 +161,7 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 	fmt.Fprintf(w, "\nprobe TTFT p99 with the streams held: %.2f× the idle p99\n", pct(r.loaded, 99)/pct(r.idle, 99))
 	fmt.Fprintf(w, "RSS per open stream: (median RSS during the probes %.0f − idle %.0f MB) / %d streams open (median) = %.1f KB\n",
 		float64(r.rssHeldKB)/1024, float64(r.rssIdleKB)/1024, r.openAtSample, float64(r.rssHeldKB-r.rssIdleKB)/float64(max(r.openAtSample, 1)))
+	fmt.Fprintf(w, "%s CPU while the streams were held: %.0f ms per second\n", h.target, r.cpuMsPerSec)
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
 	for k, n := range r.heldErrKinds {

@@ -201,8 +201,10 @@ func contentOf(chunk []byte) []byte {
 }
 
 // embed embeds q and discards the vector: the call is what is measured.
+// It asks for base64, as ragtime's embedder does, so that the upstream does
+// the same work for both.
 func (r *relay) embed(ctx context.Context, q string) error {
-	b, _ := json.Marshal(map[string]any{"model": r.cfg.embedModel, "input": []string{q}})
+	b, _ := json.Marshal(map[string]any{"model": r.cfg.embedModel, "input": []string{q}, "encoding_format": "base64"})
 	resp, err := r.post(ctx, "/embeddings", b)
 	if err != nil {
 		return err
@@ -210,7 +212,7 @@ func (r *relay) embed(ctx context.Context, q string) error {
 	defer resp.Body.Close()
 	var out struct {
 		Data []struct {
-			Embedding []float32 `json:"embedding"`
+			Embedding string `json:"embedding"` // base64 of little-endian float32s
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
