@@ -406,8 +406,7 @@ func (q *query) generate(ctx context.Context, out Stream) error {
 		gctx = q.trace.Generation(ctx, q.model)
 	}
 	gen, err := q.p.cfg.Generator.Generate(gctx, *greq, func(d Delta) error { return q.emit(out, d) })
-	q.gen = new(Generation)
-	*q.gen = gen
+	q.gen = &gen
 	if q.gen.Usage.PromptTokens == 0 {
 		q.gen.Usage.PromptTokens = q.promptTokens
 	}

@@ -8,9 +8,20 @@ import (
 	"ragtime/pipeline/pipelinetest"
 )
 
-// BenchmarkNewRow is the recorder's per-ask encoding inside serve: one
-// record of nine stages, their attributes the scalars the pipeline sets,
-// turned into the rows COPY sends.
+// newRow is appendRow on a buffer of its own, the rows one record makes
+// (the recorder's writer appends a whole batch into one buffer, encode).
+func newRow(rec *pipeline.Record) (row, error) {
+	buf, r, q, err := appendRow(make([]byte, 0, 512+192*len(rec.Stages)), rec)
+	if err != nil {
+		return row{}, err
+	}
+	r.query, r.stages = buf[:q:q], buf[q:]
+	return r, nil
+}
+
+// BenchmarkNewRow is the recorder's per-ask encoding: one record of nine
+// stages, their attributes the scalars the pipeline sets, turned into the
+// rows COPY sends.
 //
 //	go test -run '^$' -bench BenchmarkNewRow -benchmem ./postgres
 func BenchmarkNewRow(b *testing.B) {

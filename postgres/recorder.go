@@ -349,8 +349,9 @@ func (r *Recorder) makePartitions() {
 // PostgreSQL work of a backlog overlap instead of taking turns. A batch
 // that is not full is taken only once the write before it has settled, so
 // that under a light load batches fill while the previous one commits, as
-// they did before the overlap; meanwhile a batch that fills is taken. Batches are written in the order they are
-// taken, and at most one per writer is in flight.
+// they did before the overlap; meanwhile a batch that fills is taken.
+// Batches are written in the order they are taken, and at most one per
+// writer is in flight.
 func (r *Recorder) flush() {
 	var cur *write
 	for r.ctx.Err() == nil {
@@ -514,7 +515,7 @@ type encoded struct {
 	buf     []byte // holds every row's bytes; back to encodeBufs once written
 }
 
-// invalidRecord is a record newRow refused, by its index in the batch.
+// invalidRecord is a record appendRow refused, by its index in the batch.
 type invalidRecord struct {
 	i   int
 	err error

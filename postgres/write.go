@@ -42,24 +42,14 @@ type row struct {
 	rec     *pipeline.Record // for the roll-ups
 }
 
-// newRow checks what PostgreSQL could not be asked to check (ids are
-// UUIDs, integers fit in an int4 column, attrs encode as JSON) and returns
-// the values to insert; the row keeps rec for the roll-ups. Its errors wrap
-// errInvalidRecord.
-func newRow(rec *pipeline.Record) (row, error) {
-	buf, r, q, err := appendRow(make([]byte, 0, 512+192*len(rec.Stages)), rec)
-	if err != nil {
-		return row{}, err
-	}
-	r.query, r.stages = buf[:q:q], buf[q:]
-	return r, nil
-}
-
-// appendRow appends rec's queries row and then its stage rows to buf, as
-// newRow makes them, and returns the longer buf, the row without its two
-// slices (which the caller cuts from buf: the queries row ends at q, the
-// stage rows run from there to the end) and newRow's error. On error buf
-// may hold a partial row.
+// appendRow checks what PostgreSQL could not be asked to check (ids are
+// UUIDs, integers fit in an int4 column, attrs encode as JSON), appends
+// rec's queries row and then its stage rows to buf in COPY's binary format,
+// and returns the longer buf, the row without its two slices (which the
+// caller cuts from buf: the queries row ends at q, the stage rows run from
+// there to the end; the row keeps rec for the roll-ups) and an error
+// wrapping errInvalidRecord. On error the caller's buf may hold a partial
+// row past its old length.
 func appendRow(buf []byte, rec *pipeline.Record) (out []byte, r row, q int, err error) {
 	n := len(buf)
 	buf, id, err := appendQueryRow(buf, rec)

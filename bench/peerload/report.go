@@ -76,8 +76,8 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 			fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s | %s | %s |\n", name, asks, errs,
 				spread(perRound(ts, func(t trial) float64 { return pct(t.ttft, 50) }), "%.1f"),
 				addedCol(50), addedCol(99),
-				spread(perRound(ts, func(t trial) float64 { return float64(t.asks-t.errs) / t.wall.Seconds() }), "%.0f"),
-				spread(perRound(ts, func(t trial) float64 { return t.cpuMs / float64(max(t.asks-t.errs, 1)) }), "%.2f"),
+				spread(perRound(ts, trial.asksPerSec), "%.0f"),
+				spread(perRound(ts, trial.cpuPerAsk), "%.2f"),
 				spread(perRound(ts, func(t trial) float64 { return float64(t.rssKB) / 1024 }), "%.0f"))
 		}
 		rt, peer := results["ragtime"][c], results["peer"][c]
@@ -90,25 +90,17 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 				ratio(func(i int) float64 {
 					return (pct(rt[i].ttft, 99) - pct(sim[i].ttft, 99)) / (pct(peer[i].ttft, 99) - pct(sim[i].ttft, 99))
 				}),
-				ratio(func(i int) float64 {
-					return (float64(rt[i].asks-rt[i].errs) / rt[i].wall.Seconds()) / (float64(peer[i].asks-peer[i].errs) / peer[i].wall.Seconds())
-				}),
-				ratio(func(i int) float64 {
-					return (rt[i].cpuMs / float64(max(rt[i].asks-rt[i].errs, 1))) / (peer[i].cpuMs / float64(max(peer[i].asks-peer[i].errs, 1)))
-				}))
+				ratio(func(i int) float64 { return rt[i].asksPerSec() / peer[i].asksPerSec() }),
+				ratio(func(i int) float64 { return rt[i].cpuPerAsk() / peer[i].cpuPerAsk() }))
 		}
 		if relay := results["relay"][c]; cfg.has("relay") && cfg.has("ragtime") {
 			// The relay adds next to nothing to TTFT, so its ratio would be
 			// noise: the difference says what ragtime's stages cost.
 			n := min(len(rt), len(relay))
 			fmt.Fprintf(w, "ragtime vs relay (the floor): CPU per ask %s×; added TTFT p50 %s ms more than the relay's; asks/s %s×; the relay's embedding call p50 %s ms\n",
-				spread(indexed(n, func(i int) float64 {
-					return (rt[i].cpuMs / float64(max(rt[i].asks-rt[i].errs, 1))) / (relay[i].cpuMs / float64(max(relay[i].asks-relay[i].errs, 1)))
-				}), "%.2f"),
+				spread(indexed(n, func(i int) float64 { return rt[i].cpuPerAsk() / relay[i].cpuPerAsk() }), "%.2f"),
 				spread(indexed(n, func(i int) float64 { return pct(rt[i].ttft, 50) - pct(relay[i].ttft, 50) }), "%.1f"),
-				spread(indexed(n, func(i int) float64 {
-					return (float64(rt[i].asks-rt[i].errs) / rt[i].wall.Seconds()) / (float64(relay[i].asks-relay[i].errs) / relay[i].wall.Seconds())
-				}), "%.2f"),
+				spread(indexed(n, func(i int) float64 { return rt[i].asksPerSec() / relay[i].asksPerSec() }), "%.2f"),
 				spread(perRound(relay, func(t trial) float64 { return pct(t.emb, 50) }), "%.2f"))
 		}
 		if cfg.has("ragtime") {
@@ -127,7 +119,7 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 		for _, name := range cfg.targets {
 			ts := results[name][c]
 			perAsk := func(n func(t trial) int64) string {
-				return spread(perRound(ts, func(t trial) float64 { return float64(n(t)) / float64(max(t.asks-t.errs, 1)) }), "%.1f")
+				return spread(perRound(ts, func(t trial) float64 { return float64(n(t)) / float64(t.answered()) }), "%.1f")
 			}
 			calls = append(calls, fmt.Sprintf("%s %s / %s", name,
 				perAsk(func(t trial) int64 { return t.reads }), perAsk(func(t trial) int64 { return t.writes })))
@@ -150,6 +142,15 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 		}
 	}
 }
+
+// answered is the trial's asks that ended well, at least 1 (a divisor).
+func (t trial) answered() int { return max(t.asks-t.errs, 1) }
+
+// cpuPerAsk is the process's CPU ms per answer.
+func (t trial) cpuPerAsk() float64 { return t.cpuMs / float64(t.answered()) }
+
+// asksPerSec is the answers per second of the trial's wall time.
+func (t trial) asksPerSec() float64 { return float64(t.asks-t.errs) / t.wall.Seconds() }
 
 // indexed evaluates f for 0..n-1, dropping NaN and Inf.
 func indexed(n int, f func(int) float64) []float64 {
