@@ -13,6 +13,11 @@ func NearestRank(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(p*float64(len(sorted))+0.999999) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	return sorted[nearestRankIndex(len(sorted), p)]
+}
+
+// nearestRankIndex is NearestRank's index into n (> 0) sorted values.
+func nearestRankIndex(n int, p float64) int {
+	i := int(p*float64(n)+0.999999) - 1
+	return max(0, min(i, n-1))
 }

@@ -451,6 +451,11 @@ func (q *query) emit(out Stream, d Delta) error {
 	if d.At.IsZero() {
 		d.At = q.now()
 	}
+	if q.deltaAt == nil {
+		// Sized once for the answer asked for (capped, as the resume
+		// buffer is), rather than grown through seven copies.
+		q.deltaAt = make([]time.Duration, 0, min(max(q.req.MaxTokens, 1), maxDeltaAtCap))
+	}
 	q.deltaAt = append(q.deltaAt, d.At.Sub(q.t0))
 	if d.Reasoning && q.p.cfg.HideReasoning {
 		// Not forwarded, still timed: first_token_ms is when the hidden
@@ -654,11 +659,13 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		reused := q.gen.Conn.Reused
 		rec.ConnReused = &reused
 	}
-	for key, dst := range map[string]**float64{
-		ServerQueueMs: &rec.ServerQueueMs, ServerPrefillMs: &rec.ServerPrefillMs, ServerLoadMs: &rec.ServerLoadMs,
-	} {
-		if v, ok := q.gen.ServerTimings[key]; ok {
-			*dst = &v
+	for _, t := range [...]struct {
+		key string
+		dst **float64
+	}{{ServerQueueMs, &rec.ServerQueueMs}, {ServerPrefillMs, &rec.ServerPrefillMs}, {ServerLoadMs, &rec.ServerLoadMs}} {
+		// An array, not a map literal: a map was made and hashed per ask.
+		if v, ok := q.gen.ServerTimings[t.key]; ok {
+			*t.dst = &v
 		}
 	}
 	for _, s := range q.spans {
@@ -755,18 +762,24 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	q.rec = &rec
 }
 
+// maxDeltaAtCap caps the room a query reserves for its deltas' times up
+// front (1 KB); a longer answer grows it.
+const maxDeltaAtCap = 128
+
 // itlStats returns the p50, p95 and max gap between consecutive deltas, in
-// milliseconds (nearest-rank percentiles; zeros with fewer than two deltas).
+// milliseconds (nearest-rank percentiles; zeros with fewer than two
+// deltas). It overwrites at with the sorted gaps: it is the last reader of
+// the arrivals, and an ask's gaps need no slice of their own.
 func itlStats(at []time.Duration) (p50, p95, pmax float64) {
 	if len(at) < 2 {
 		return 0, 0, 0
 	}
-	gaps := make([]float64, len(at)-1)
 	for i := 1; i < len(at); i++ {
-		gaps[i-1] = roundMs(at[i] - at[i-1])
+		at[i-1] = at[i] - at[i-1]
 	}
-	slices.Sort(gaps)
-	return NearestRank(gaps, 0.50), NearestRank(gaps, 0.95), gaps[len(gaps)-1]
+	gaps := at[:len(at)-1]
+	slices.Sort(gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
+	return roundMs(gaps[nearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[nearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])
 }
 
 // promptParts is what assemble produces.
@@ -793,34 +806,36 @@ const (
 func (q *query) assemble(hits []Hit) promptParts {
 	cfg := q.p.cfg
 	var parts promptParts
-	blocks := make([]string, 0, len(hits))
+	// A kept source's block is its header ("[n] title\n") and its text; the
+	// two are counted apart, each looked up in the memo (the same chunks
+	// come back ask after ask; both end at a newline, where the tokenizer
+	// splits anyway), and written into the user message without a string
+	// of their own.
+	texts := make([]string, 0, len(hits))
+	var header []byte
 	budget := q.budget()
 	for i, h := range hits {
-		block := sourceBlock(len(blocks)+1, h.Title, h.Text)
-		// The header and the chunk text are counted apart, each looked up
-		// in the memo: the same chunks come back ask after ask. Both end at
-		// a newline, where the tokenizer splits anyway.
-		n := q.p.memo.Count(block[:len(block)-len(h.Text)]) + q.p.memo.Count(h.Text)
+		header = appendSourceHeader(header[:0], len(texts)+1, h.Title)
+		n := q.p.memo.CountBytes(header) + q.p.memo.Count(h.Text)
 		if parts.contextTokens+n > budget {
-			if len(blocks) > 0 {
+			if len(texts) > 0 {
 				parts.dropped = len(hits) - i
 				break
 			}
 			h.Text = trimToTokens(cfg.Counter, h.Text, budget-cfg.Counter.Count(sourceBlock(1, h.Title, "")))
-			block = sourceBlock(1, h.Title, h.Text)
-			n = cfg.Counter.Count(block)
+			n = cfg.Counter.Count(sourceBlock(1, h.Title, h.Text))
 		}
-		blocks = append(blocks, block)
+		texts = append(texts, h.Text)
 		parts.contextTokens += n
 		parts.sources = append(parts.sources, Source{
-			Rank: len(blocks), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
+			Rank: len(texts), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
 			Score: h.Score, RerankScore: h.RerankScore, Text: h.Text,
 		})
 	}
 	var user strings.Builder
 	size := len("Request \n\nSources:\n\nQuestion: ") + len(q.req.PromptNonce) + len(noSources) + len(q.req.Question)
-	for _, b := range blocks {
-		size += len(b) + 2
+	for i, src := range parts.sources {
+		size += len("[] \n\n\n") + len(strconv.Itoa(i+1)) + len(src.Title) + len(texts[i])
 	}
 	user.Grow(size) // once: the context is most of a prompt's bytes
 	if q.req.PromptNonce != "" {
@@ -830,11 +845,13 @@ func (q *query) assemble(hits []Hit) promptParts {
 		user.WriteString("\n\n")
 	}
 	user.WriteString("Sources:\n\n")
-	for _, b := range blocks {
-		user.WriteString(b)
+	for i, src := range parts.sources {
+		header = appendSourceHeader(header[:0], i+1, src.Title)
+		user.Write(header)
+		user.WriteString(texts[i])
 		user.WriteString("\n\n")
 	}
-	if len(blocks) == 0 {
+	if len(texts) == 0 {
 		user.WriteString(noSources)
 		parts.contextTokens = q.p.memo.Count(noSources)
 	}
@@ -851,15 +868,25 @@ func (q *query) assemble(hits []Hit) promptParts {
 	// The user message is counted from its parts, so the context is not
 	// tokenized a second time.
 	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens + q.p.frameTokens +
-		parts.contextTokens + len(blocks)*q.p.sepTokens + cfg.Counter.Count("Question: "+q.req.Question)
+		parts.contextTokens + len(texts)*q.p.sepTokens + cfg.Counter.Count("Question: "+q.req.Question)
 	return parts
 }
 
 // noSources stands in the user message for an empty context.
 const noSources = "(no sources were found)\n\n"
 
+// sourceBlock is source n's block in the user message: its header and text.
 func sourceBlock(n int, title, text string) string {
-	return "[" + strconv.Itoa(n) + "] " + title + "\n" + text // one allocation; fmt took four
+	return string(appendSourceHeader(nil, n, title)) + text
+}
+
+// appendSourceHeader appends source n's header, "[n] title\n", to b.
+func appendSourceHeader(b []byte, n int, title string) []byte {
+	b = append(b, '[')
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, "] "...)
+	b = append(b, title...)
+	return append(b, '\n')
 }
 
 // trimToTokens cuts text at a word boundary so that it counts at most limit

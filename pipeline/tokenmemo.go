@@ -26,6 +26,22 @@ func newTokenMemo(c TokenCounter) *tokenMemo {
 	return &tokenMemo{counter: c, seed: maphash.MakeSeed(), counts: map[uint64]int32{}}
 }
 
+// CountBytes is Count of string(text), without making the string when
+// the count is memoised.
+func (m *tokenMemo) CountBytes(text []byte) int {
+	if len(text) == 0 {
+		return 0
+	}
+	h := maphash.Bytes(m.seed, text)
+	m.mu.RLock()
+	n, ok := m.counts[h]
+	m.mu.RUnlock()
+	if ok {
+		return int(n)
+	}
+	return m.Count(string(text))
+}
+
 // Count returns the token count of text, counting it on first sight.
 func (m *tokenMemo) Count(text string) int {
 	if text == "" {
