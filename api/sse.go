@@ -265,7 +265,11 @@ type eventLog struct {
 	stagesGone int
 	// scratch frames the event being written; it is let go after a large
 	// one (the sources), so that a held stream does not keep its size.
+	// small is the small scratch put aside while a large one frames the
+	// sources or done event: taken back after it, rather than grown again
+	// from nothing through several allocations.
 	scratch bytes.Buffer
+	small   []byte
 	sink    *sink       // nil while no client is attached
 	grace   *time.Timer // runs while detached, waiting for a resume
 	beat    *time.Timer // the heartbeat's; stopped at the end
@@ -303,6 +307,10 @@ const (
 // maxScratch is the largest scratch buffer an eventLog keeps between
 // events: a token's or a stage's fits.
 const maxScratch = 1 << 10
+
+// stageFrameBytes is room for a stage event with a few attrs, besides its
+// id: most fit, a larger one grows the scratch as it is framed.
+const stageFrameBytes = 256
 
 // sink is one connection receiving a stream.
 type sink struct {
@@ -393,7 +401,7 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 	case keptSources:
 		return l.frameJSON(seq, EventSources, sourcesEvent{Sources: l.sources})
 	case keptStage:
-		b, ok := l.stages[int(e.stage)-l.stagesGone].AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), seq, EventStage))
+		b, ok := l.stages[int(e.stage)-l.stagesGone].AppendJSON(l.appendHead(l.frameBuffer(stageFrameBytes), seq, EventStage))
 		if !ok {
 			return fmt.Errorf("framing kept stage event %d again", seq)
 		}
@@ -405,14 +413,24 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 }
 
 // trimScratch lets go of a scratch buffer grown by a large event, into
-// largeScratch for the next stream's.
+// largeScratch for the next stream's, and takes back the small one.
 func (l *eventLog) trimScratch() {
 	if l.scratch.Cap() > maxScratch {
 		l.scratch.Reset()
 		b := l.scratch.AvailableBuffer()
 		largeScratch.Put(&b)
-		l.scratch = bytes.Buffer{}
+		l.scratch = *bytes.NewBuffer(l.small)
+		l.small = nil
 	}
+}
+
+// frameBuffer readies l.scratch (reset) for an event of about n bytes
+// besides its id, and returns it to be appended to: grown once here when
+// it is too small, instead of by each append into it.
+func (l *eventLog) frameBuffer(n int) []byte {
+	l.scratch.Reset()
+	l.scratch.Grow(len(l.id) + n)
+	return l.scratch.AvailableBuffer()
 }
 
 // largeScratch holds the scratch buffers of large events (the sources and
@@ -426,6 +444,8 @@ func (l *eventLog) largeScratchLocked() {
 		return
 	}
 	if p, _ := largeScratch.Get().(*[]byte); p != nil {
+		l.scratch.Reset()
+		l.small = l.scratch.AvailableBuffer()
 		l.scratch = *bytes.NewBuffer((*p)[:0])
 	}
 }
@@ -569,7 +589,7 @@ func (l *eventLog) sendText(name, text string, flush bool) error {
 
 // frameText frames event seq, {"text":…}, into l.scratch.
 func (l *eventLog) frameText(seq int, name, text string) {
-	b := append(l.appendHead(l.scratch.AvailableBuffer(), seq, name), `{"text":`...)
+	b := append(l.appendHead(l.frameBuffer(len(text)+48), seq, name), `{"text":`...)
 	b = jsontext.AppendString(b, text)
 	l.scratch.Write(append(b, "}\n\n"...))
 }
@@ -685,8 +705,7 @@ func (l *eventLog) Stage(sp pipeline.Span) error {
 	if l.gone != nil {
 		return l.gone
 	}
-	l.scratch.Reset()
-	b, ok := sp.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventStage))
+	b, ok := sp.AppendJSON(l.appendHead(l.frameBuffer(stageFrameBytes), l.seq, EventStage))
 	if !ok {
 		return l.encodeLocked(EventStage, sp)
 	}
