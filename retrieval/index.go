@@ -616,7 +616,9 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	if k <= 0 {
 		return nil, nil
 	}
-	q := make([]float32, ix.dim)
+	qp := getQueryVec(ix.dim)
+	defer queryVecs.Put(qp)
+	q := *qp
 	if !normaliseInto(q, query) {
 		return nil, fmt.Errorf("searching the embedded index: query has a NaN or infinite component")
 	}
@@ -678,6 +680,21 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 		hits[i] = pipeline.Hit{Chunk: c, Score: float64(it.score)}
 	}
 	return hits, nil
+}
+
+// queryVecs holds the normalised query vectors of finished searches: one
+// per search, of the index's dimension, let go as the search returns.
+var queryVecs sync.Pool
+
+// getQueryVec returns a pooled vector of dim components (their values
+// left over; normaliseInto writes every one).
+func getQueryVec(dim int) *[]float32 {
+	if p, _ := queryVecs.Get().(*[]float32); p != nil && cap(*p) >= dim {
+		*p = (*p)[:dim]
+		return p
+	}
+	v := make([]float32, dim)
+	return &v
 }
 
 // ctxEvery is how many slots a scan covers between checks of ctx.
