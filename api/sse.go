@@ -86,8 +86,10 @@ var keepAlive = []byte(": keep-alive\n\n")
 // resumes from one, and shutdown ends them all.
 type streamHub struct {
 	opts StreamOptions
-	mu   sync.Mutex
-	byID map[string]*eventLog // running queries that sent their meta event
+	// retryLine is the stream's first line, "retry: <ms>\n\n", framed once.
+	retryLine []byte
+	mu        sync.Mutex
+	byID      map[string]*eventLog // running queries that sent their meta event
 	// open holds every running stream's cancel, keyed by its *eventLog (or
 	// another stream's own pointer), so shutdown can end them all.
 	open map[any]context.CancelCauseFunc
@@ -96,7 +98,8 @@ type streamHub struct {
 
 func newStreamHub(opts StreamOptions) *streamHub {
 	opts.defaults()
-	return &streamHub{opts: opts, byID: map[string]*eventLog{}, open: map[any]context.CancelCauseFunc{}}
+	return &streamHub{opts: opts, byID: map[string]*eventLog{}, open: map[any]context.CancelCauseFunc{},
+		retryLine: fmt.Appendf(nil, "retry: %d\n\n", opts.Retry.Milliseconds())}
 }
 
 // run answers one admitted ask as an SSE stream on c, from the handler's
@@ -263,6 +266,10 @@ type eventLog struct {
 	// stages[0] is stage event number stagesGone (keptEvent.stage).
 	stages     []pipeline.Span
 	stagesGone int
+	// done is the done event's, when it is kept: framed again for a resume
+	// that comes between it and the stream's end, rather than held framed
+	// (1.5 KB copied per ask for a resume that seldom comes).
+	done *pipeline.DoneEvent
 	// scratch frames the event being written; it is let go after a large
 	// one (the sources), so that a held stream does not keep its size.
 	// small is the small scratch put aside while a large one frames the
@@ -281,8 +288,9 @@ type eventLog struct {
 // again byte for byte takes: a token or reasoning event keeps its text (the
 // string the model's decoder made), the sources event nothing of its own
 // (eventLog.sources, whose texts are the store's), a stage event its span
-// (eventLog.stages: the pipeline keeps the same attrs for the record), any
-// other event its framed bytes. For a 64-token answer that is about 5 KB
+// (eventLog.stages: the pipeline keeps the same attrs for the record), the
+// done event nothing of its own (eventLog.done), any other event its framed
+// bytes. For a 64-token answer that is about 5 KB
 // rather than the 18 KB its framed events took (7 KB of it the sources'),
 // for as long as the stream is open; the nine stage events framed took
 // 1.6 KB of it before their spans were kept instead (make bench-streams).
@@ -302,6 +310,7 @@ const (
 	keptReasoning
 	keptSources
 	keptStage
+	keptDone
 )
 
 // maxScratch is the largest scratch buffer an eventLog keeps between
@@ -342,7 +351,7 @@ func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
 	w.WriteHeader(http.StatusOK)
 	sk := &sink{conn: newStreamConn(w, l.hub.opts.WriteTimeout), done: make(chan struct{})}
 	l.sink = sk
-	_, _ = fmt.Fprintf(w, "retry: %d\n\n", l.hub.opts.Retry.Milliseconds())
+	_, _ = w.Write(l.hub.retryLine)
 	return sk
 }
 
@@ -404,6 +413,12 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 		b, ok := l.stages[int(e.stage)-l.stagesGone].AppendJSON(l.appendHead(l.frameBuffer(stageFrameBytes), seq, EventStage))
 		if !ok {
 			return fmt.Errorf("framing kept stage event %d again", seq)
+		}
+		l.scratch.Write(append(b, "\n\n"...))
+	case keptDone:
+		b, ok := l.done.AppendJSON(l.appendHead(l.frameBuffer(int(e.size)), seq, EventDone))
+		if !ok {
+			return fmt.Errorf("framing the kept done event %d again", seq)
 		}
 		l.scratch.Write(append(b, "\n\n"...))
 	default:
@@ -630,6 +645,8 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) erro
 			l.stages[0] = pipeline.Span{}
 			l.stages = l.stages[1:]
 			l.stagesGone++
+		case keptDone:
+			l.done = nil
 		}
 		l.kept[0] = keptEvent{}
 		l.kept = l.kept[1:]
@@ -784,7 +801,8 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 		return l.encodeLocked(EventDone, done)
 	}
 	l.scratch.Write(append(b, "\n\n"...))
-	return l.keepAndWriteLocked(EventDone, keptEvent{text: l.scratch.String()}, true)
+	l.done = &done
+	return l.keepAndWriteLocked(EventDone, keptEvent{kind: keptDone}, true)
 }
 
 func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
