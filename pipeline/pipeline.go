@@ -77,6 +77,9 @@ type Pipeline struct {
 	// sepTokens count the fixed parts of the user message.
 	memo                   *tokenMemo
 	frameTokens, sepTokens int
+	// localSearch: the Searcher waits on nothing outside the process, so
+	// no flush is due before it (InProcessSearcher).
+	localSearch bool
 }
 
 // New checks cfg and returns a Pipeline.
@@ -106,8 +109,10 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = NewQueryID
 	}
+	local, _ := cfg.Searcher.(InProcessSearcher)
 	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt), memo: newTokenMemo(cfg.Counter),
-		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n")}, nil
+		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n"),
+		localSearch: local != nil && local.SearchesInProcess()}, nil
 }
 
 // Run answers req (already normalised) into out and returns the finished
@@ -326,8 +331,10 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		return err
 	}
 
-	if err := flush(out); err != nil {
-		return clientGone(err)
+	if !q.p.localSearch { // the embed stage, before the store's wait
+		if err := flush(out); err != nil {
+			return clientGone(err)
+		}
 	}
 	var hits []Hit
 	err = q.stage(ctx, out, StageSearch, func(ctx context.Context) (map[string]any, error) {
@@ -470,13 +477,27 @@ func (q *query) emit(out Stream, d Delta) error {
 		}
 		return q.firstTokenSpans(out, d)
 	}
-	if q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero()) {
-		d.More = false // the first (answer) delta is sent at once: TTFT is its time
+	first := q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero())
+	spans := q.bringsEarlySpans(d)
+	if first {
+		// The first (answer) delta is sent at once: TTFT is its time. When
+		// it brings llm_connect and llm_prefill, they go in the same write,
+		// after it, rather than in a write of their own.
+		d.More = spans
 	}
 	if err := out.Delta(d); err != nil {
 		return clientGone(err)
 	}
-	if q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero()) {
+	if spans {
+		q.earlySpans = true
+		if err := q.connectAndPrefill(out, d.Timing, d.At); err != nil {
+			return clientGone(err)
+		}
+		if err := flush(out); err != nil {
+			return clientGone(err)
+		}
+	}
+	if first {
 		now := q.now()
 		if q.firstAt.IsZero() {
 			q.firstAt = now
@@ -485,15 +506,23 @@ func (q *query) emit(out Stream, d Delta) error {
 			q.answerAt = now
 		}
 	}
-	return q.firstTokenSpans(out, d)
+	return nil
 }
 
-// firstTokenSpans sends llm_connect and llm_prefill as soon as the first
-// delta is out, when the generator gave its timings with it (after the
-// flush, so that TTFT does not wait for them). generationSpans completes
-// their attrs with what only the end of the stream tells.
+// bringsEarlySpans reports whether d is the first delta, with the
+// generator's timings, and llm_connect and llm_prefill are yet to be sent.
+func (q *query) bringsEarlySpans(d Delta) bool {
+	return d.Timing != nil && !q.earlySpans && !d.Timing.GotConn.IsZero()
+}
+
+// firstTokenSpans sends llm_connect and llm_prefill, flushed, when a hidden
+// reasoning delta brought the generator's timings (a forwarded first delta
+// takes them in its own write, after it: emit; framing them adds a few
+// microseconds to its TTFT, where a write of their own cost a system call
+// per ask). generationSpans completes their attrs with what only the end
+// of the stream tells.
 func (q *query) firstTokenSpans(out Stream, d Delta) error {
-	if d.Timing == nil || q.earlySpans || d.Timing.GotConn.IsZero() {
+	if !q.bringsEarlySpans(d) {
 		return nil
 	}
 	q.earlySpans = true
@@ -812,6 +841,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 	// splits anyway), and written into the user message without a string
 	// of their own.
 	texts := make([]string, 0, len(hits))
+	parts.sources = make([]Source, 0, len(hits))
 	var header []byte
 	budget := q.budget()
 	for i, h := range hits {

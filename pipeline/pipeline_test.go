@@ -979,3 +979,83 @@ func (h heldAtGenerationEnd) Stage(sp Span) error {
 	}
 	return h.moreStream.Stage(sp)
 }
+
+// writeStream groups the events a client receives by the write that
+// carries them, as the SSE writer does: events are held until a Flush,
+// or a Delta not marked More, sends them with everything held before.
+type writeStream struct {
+	recStream
+	held   []string
+	writes [][]string
+}
+
+func (s *writeStream) hold(name string) { s.held = append(s.held, name) }
+func (s *writeStream) Flush() error {
+	if len(s.held) > 0 {
+		s.writes = append(s.writes, s.held)
+		s.held = nil
+	}
+	return nil
+}
+func (s *writeStream) Meta(m Meta) error          { s.hold("meta"); return s.recStream.Meta(m) }
+func (s *writeStream) Stage(sp Span) error        { s.hold(sp.Name); return s.recStream.Stage(sp) }
+func (s *writeStream) Sources(src []Source) error { s.hold("sources"); return s.recStream.Sources(src) }
+func (s *writeStream) Delta(d Delta) error {
+	s.hold(kindOf(d) + " " + d.Text)
+	if !d.More {
+		_ = s.Flush()
+	}
+	return s.recStream.Delta(d)
+}
+func (s *writeStream) Done(r Record) error { s.hold("done"); _ = s.Flush(); return s.recStream.Done(r) }
+
+// inProcessSearcher is listSearcher declaring that its search waits on
+// nothing outside the process, as the embedded index does.
+type inProcessSearcher struct{ listSearcher }
+
+func (inProcessSearcher) SearchesInProcess() bool { return true }
+
+// TestWritesOfAnAsk: the events of an ask reach the client in as few
+// writes as the waits allow. The first token goes out at once with the
+// llm_connect and llm_prefill its timings give, after it in the same
+// write; before an in-process search nothing is flushed, so the embed
+// stage goes out with the stages after it, while before a search that may
+// wait outside the process (any other Searcher) it is flushed.
+func TestWritesOfAnAsk(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		searcher Searcher
+		want     [][]string
+	}{
+		{"in-process search", inProcessSearcher{listSearcher{hits(10)}}, [][]string{
+			{"meta", StageQueue},
+			{StageEmbed, StageSearch, StageRerank, StageAssemble, "sources"},
+			{"token a", StageLLMConnect, StageLLMPrefill},
+			{"token b"},
+			{StageLLMDecode, "done"},
+		}},
+		{"search of unknown reach", listSearcher{hits(10)}, [][]string{
+			{"meta", StageQueue},
+			{StageEmbed},
+			{StageSearch, StageRerank, StageAssemble, "sources"},
+			{"token a", StageLLMConnect, StageLLMPrefill},
+			{"token b"},
+			{StageLLMDecode, "done"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := &writeStream{}
+			gen := &scriptGenerator{timing: true, deltas: []Delta{{Text: "a"}, {Text: "b"}}}
+			p, _ := newTestPipeline(t, gen, func(c *Config) { c.Searcher, c.Reranker = tc.searcher, nil })
+			rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), out)
+			if rec.Status != StatusOK {
+				t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+			}
+			if !slices.EqualFunc(out.writes, tc.want, slices.Equal) {
+				t.Errorf("writes\n%q, want\n%q", out.writes, tc.want)
+			}
+		})
+	}
+}

@@ -24,6 +24,15 @@ type Searcher interface {
 	Search(ctx context.Context, query []float32, k int, filter Filter) ([]Hit, error)
 }
 
+// InProcessSearcher is a Searcher whose search waits on nothing outside the
+// process (the embedded index): the pipeline sends the events held before
+// it with the next flush instead of flushing them before it, as it does
+// before every wait outside the process.
+type InProcessSearcher interface {
+	Searcher
+	SearchesInProcess() bool
+}
+
 // Reranker reorders search hits by their relevance to the question.
 //
 // Contract: it returns at most topN of the given hits (topN ≥ 1), best first,

@@ -33,6 +33,11 @@ func (ix *Index) SearchAttrs() map[string]any {
 	return attrs
 }
 
+// SearchesInProcess reports that a search of the index waits on nothing
+// outside the process (pipeline.InProcessSearcher): the stage events held
+// before it need not be flushed first.
+func (ix *Index) SearchesInProcess() bool { return true }
+
 // Describe says where the index is and what it holds, for a CLI's summary.
 func (ix *Index) Describe() string {
 	size := "size unknown"
