@@ -60,7 +60,7 @@ type anthropicRequest struct {
 
 // encode moves system messages into the top-level system field, as the
 // Messages API wants them.
-func (anthropicDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
+func (anthropicDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte, error) {
 	body := anthropicRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: true}
 	if body.MaxTokens <= 0 {
 		body.MaxTokens = anthropicMaxTokens

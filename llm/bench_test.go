@@ -76,7 +76,7 @@ func BenchmarkOpenAIRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	var connect, prefill time.Duration
 	for b.Loop() {
-		gen, err := g.Generate(context.Background(), testRequest, emit)
+		gen, err := generate(context.Background(), g, testRequest, emit)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func BenchmarkExtractive(b *testing.B) {
 		b.ReportAllocs()
 		stop := func(pipeline.Delta) error { return errFirstWord }
 		for b.Loop() {
-			if _, err := x.Generate(context.Background(), req, stop); err != errFirstWord {
+			if _, err := generate(context.Background(), x, req, stop); err != errFirstWord {
 				b.Fatalf("Generate: %v", err)
 			}
 		}
@@ -130,7 +130,7 @@ func BenchmarkExtractive(b *testing.B) {
 		b.ReportAllocs()
 		emit := func(pipeline.Delta) error { return nil }
 		for b.Loop() {
-			if _, err := x.Generate(context.Background(), req, emit); err != nil {
+			if _, err := generate(context.Background(), x, req, emit); err != nil {
 				b.Fatalf("Generate: %v", err)
 			}
 		}

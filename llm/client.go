@@ -64,7 +64,7 @@ type dialect interface {
 	chatPath() string
 	modelsPath() string
 	// encode builds the streaming request body.
-	encode(model string, req pipeline.GenerateRequest) ([]byte, error)
+	encode(model string, req *pipeline.GenerateRequest) ([]byte, error)
 	// authorize sets the credential headers (key is not empty) and any
 	// fixed headers the provider requires.
 	authorize(h http.Header, key string)
@@ -202,18 +202,18 @@ const (
 )
 
 // Generate streams one answer, calling emit for every non-empty content or
-// reasoning delta. A failure before the first delta reached emit is retried
-// up to MaxRetries times when it is worth retrying. See pipeline.Generator
-// for the contract.
-func (c *client) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(pipeline.Delta) error) (pipeline.Generation, error) {
+// reasoning delta, and fills gen. A failure before the first delta reached
+// emit is retried up to MaxRetries times when it is worth retrying. See
+// pipeline.Generator for the contract.
+func (c *client) Generate(ctx context.Context, req *pipeline.GenerateRequest, emit func(pipeline.Delta) error, gen *pipeline.Generation) error {
 	model := c.model
 	if req.Model != "" {
 		model = req.Model
 	}
 	body, err := c.d.encode(model, req)
 	if err != nil {
-		return pipeline.Generation{Provider: c.d.provider(), Model: model},
-			&pipeline.Error{Stage: pipeline.StageLLMConnect, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
+		*gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
+		return &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
 	}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -235,27 +235,37 @@ func (c *client) Generate(ctx context.Context, req pipeline.GenerateRequest, emi
 		return emit(d)
 	}
 	start := time.Now()
-	var gen pipeline.Generation
 	for attempt := 0; ; attempt++ {
-		retryAfter, err := c.attempt(ctx, callCtx, start, model, rb, counted, &gen)
+		retryAfter, err := c.attempt(ctx, callCtx, start, model, rb, counted, gen)
 		gen.RequestStart, gen.Retries = start, attempt
 		if err == nil || emitted || attempt >= c.maxRetries || !retryable(err) {
-			return gen, err
+			return err
 		}
-		wait := backoff(attempt, retryAfter)
-		if retryAfter > maxRetryAfter || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
-			return gen, err // the wait would outlast what we may spend
+		if err := waitRetry(ctx, callCtx, attempt, retryAfter, deadline, gen, err); err != nil {
+			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-callCtx.Done():
-			t.Stop()
-			if e := contextError(ctx, callCtx, &gen); e != nil {
-				return gen, e
-			}
-			return gen, err
-		case <-t.C:
+	}
+}
+
+// waitRetry waits before retry attempt+1 of a generation that failed with
+// err; it returns err, or the context's error, when the retry is not to be
+// made. Apart from Generate, whose frame is on the answer's stack for as
+// long as the answer streams.
+func waitRetry(ctx, callCtx context.Context, attempt int, retryAfter time.Duration, deadline time.Time, gen *pipeline.Generation, err error) error {
+	wait := backoff(attempt, retryAfter)
+	if retryAfter > maxRetryAfter || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
+		return err // the wait would outlast what we may spend
+	}
+	t := time.NewTimer(wait)
+	select {
+	case <-callCtx.Done():
+		t.Stop()
+		if e := contextError(ctx, callCtx, gen); e != nil {
+			return e
 		}
+		return err
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -313,13 +323,10 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	tr := &upstream.Trace{}
 	defer func() { fill(gen, tr) }()
 
-	httpReq, err := http.NewRequestWithContext(actx, http.MethodPost, c.base+c.d.chatPath(), nil)
+	httpReq, err := c.chatRequest(actx, body)
 	if err != nil {
-		return 0, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
+		return 0, err
 	}
-	httpReq.Body, httpReq.ContentLength, httpReq.GetBody = body.reader(), int64(len(body.b)), body.getBody
-	httpReq.Header.Set("Content-Type", "application/json")
-	c.d.authorize(httpReq.Header, c.key)
 
 	// The generation's start, so that llm_connect holds earlier attempts and
 	// their backoff (the retries attr says how many) from the first delta on.
@@ -334,28 +341,66 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	gen.RequestID = c.requestID(resp.Header)
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		errBody := upstream.ReadErrorBody(resp.Body)
-		if e := contextError(parent, actx, gen); e != nil {
-			return 0, e
-		}
-		return upstream.RetryAfter(resp.Header), c.statusError(gen, resp.StatusCode, resp.Header, errBody, model)
+		return c.failedStatus(parent, actx, gen, resp, model)
 	}
 	if !c.d.streamType(resp.Header.Get("Content-Type")) {
-		head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
-		if e := contextError(parent, actx, gen); e != nil {
-			return 0, e
-		}
-		return 0, &pipeline.Error{
-			Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
-			Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
-				c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
-			Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),
-		}
+		return 0, c.notAStream(parent, actx, gen, resp)
 	}
 
 	hold := &deltaHold{emit: firstStop, body: resp.Body}
 	st := c.d.newStream(gen, hold.add, c.scrubber)
-	err = st.run(hold)
+	if err := c.streamError(parent, actx, gen, hold, st.run(hold)); err != nil {
+		return 0, err
+	}
+	if st.ended() {
+		drain(resp.Body, cancel)
+	}
+	return 0, nil
+}
+
+// chatRequest builds the chat request with body.
+func (c *client) chatRequest(ctx context.Context, body *requestBody) (*http.Request, error) {
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+c.d.chatPath(), nil)
+	if err != nil {
+		return nil, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
+	}
+	httpReq.Body, httpReq.ContentLength, httpReq.GetBody = body.reader(), int64(len(body.b)), body.getBody
+	httpReq.Header.Set("Content-Type", "application/json")
+	c.d.authorize(httpReq.Header, c.key)
+	return httpReq, nil
+}
+
+// The answer's goroutine parks in attempt's frame for as long as the
+// answer streams: what only a failure needs is built in the functions
+// below, so that its temporaries do not widen that frame.
+
+// failedStatus reads a non-2xx answer into its error, and the wait its
+// Retry-After asks for.
+func (c *client) failedStatus(parent, actx context.Context, gen *pipeline.Generation, resp *http.Response, model string) (time.Duration, error) {
+	errBody := upstream.ReadErrorBody(resp.Body)
+	if e := contextError(parent, actx, gen); e != nil {
+		return 0, e
+	}
+	return upstream.RetryAfter(resp.Header), c.statusError(gen, resp.StatusCode, resp.Header, errBody, model)
+}
+
+// notAStream is the error of a 2xx answer that is not an event stream.
+func (c *client) notAStream(parent, actx context.Context, gen *pipeline.Generation, resp *http.Response) error {
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
+	if e := contextError(parent, actx, gen); e != nil {
+		return e
+	}
+	return &pipeline.Error{
+		Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
+		Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
+			c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
+		Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),
+	}
+}
+
+// streamError classifies how a stream's read ended (err, run's), after
+// the held delta is sent: nil when it ended well.
+func (c *client) streamError(parent, actx context.Context, gen *pipeline.Generation, hold *deltaHold, err error) error {
 	var ee emitError
 	if !errors.As(err, &ee) {
 		// The last delta, or the one before a malformed chunk or a broken
@@ -367,27 +412,29 @@ func (c *client) attempt(parent, call context.Context, start time.Time, model st
 	switch {
 	case errors.As(err, &ee):
 		// The deferred cancel and Body.Close abort the upstream call.
-		return 0, ee.err
+		return ee.err
 	case err != nil:
 		var pe *pipeline.Error
 		if errors.As(err, &pe) {
 			if e := contextError(parent, actx, gen); e != nil {
-				return 0, e
+				return e
 			}
-			return 0, pe
+			return pe
 		}
-		return 0, c.transportError(parent, actx, gen, err)
+		return c.transportError(parent, actx, gen, err)
 	}
 	if e := contextError(parent, actx, gen); e != nil {
-		return 0, e
+		return e
 	}
-	if st.ended() {
-		// Read on to the end of the body so the connection is reused.
-		stop := time.AfterFunc(drainWait, func() { cancel(errDrained) })
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		stop.Stop()
-	}
-	return 0, nil
+	return nil
+}
+
+// drain reads on to the end of a finished stream's body, for a while, so
+// that its connection is reused.
+func drain(body io.Reader, cancel context.CancelCauseFunc) {
+	stop := time.AfterFunc(drainWait, func() { cancel(errDrained) })
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
+	stop.Stop()
 }
 
 // requestBody is a chat request's body (the whole prompt, often several
@@ -496,9 +543,9 @@ func (c *client) Warmup(ctx context.Context, request bool) error {
 	if !request {
 		return nil
 	}
-	_, err = c.Generate(ctx, pipeline.GenerateRequest{MaxTokens: 1, Messages: []pipeline.Message{{Role: "user", Content: "Say OK."}}},
-		func(pipeline.Delta) error { return nil })
-	return err
+	var gen pipeline.Generation
+	return c.Generate(ctx, &pipeline.GenerateRequest{MaxTokens: 1, Messages: []pipeline.Message{{Role: "user", Content: "Say OK."}}},
+		func(pipeline.Delta) error { return nil }, &gen)
 }
 
 // decodeModelIDs reads {"data": [{"id": ...}]} (OpenAI, Anthropic, vLLM,

@@ -364,12 +364,13 @@ func (d *diagnosis) firstToken(ctx context.Context) bool {
 	defer cancel()
 	req := pipeline.GenerateRequest{MaxTokens: 1, Messages: []pipeline.Message{{Role: "user", Content: "Say OK."}}}
 	var first time.Time
-	gen, err := d.remote.Generate(gctx, req, func(dl pipeline.Delta) error {
+	var gen pipeline.Generation
+	err := d.remote.Generate(gctx, &req, func(dl pipeline.Delta) error {
 		if first.IsZero() {
 			first = dl.At
 		}
 		return nil
-	})
+	}, &gen)
 	if err != nil {
 		var pe *pipeline.Error
 		if errors.As(err, &pe) && pe.Code == CodeModelNotFound && len(d.listed) > 0 {

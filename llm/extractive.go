@@ -83,9 +83,9 @@ type answerPiece struct {
 }
 
 // Generate streams the extractive answer. See pipeline.Generator.
-func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(pipeline.Delta) error) (pipeline.Generation, error) {
+func (x *Extractive) Generate(ctx context.Context, req *pipeline.GenerateRequest, emit func(pipeline.Delta) error, gen *pipeline.Generation) error {
 	start := time.Now()
-	gen := pipeline.Generation{
+	*gen = pipeline.Generation{
 		Provider:     ProviderExtractive,
 		Model:        ProviderExtractive,
 		RequestStart: start,
@@ -96,13 +96,13 @@ func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest,
 		Usage: pipeline.Usage{CachedTokens: new(0)},
 	}
 	if err := ctx.Err(); err != nil {
-		return gen, cancelledError(&gen, err)
+		return cancelledError(gen, err)
 	}
 
 	pieces := answerPieces(x.pick(req.Question, req.Sources), req.MaxTokens)
 	for i, p := range pieces {
 		if err := ctx.Err(); err != nil {
-			return gen, cancelledError(&gen, err)
+			return cancelledError(gen, err)
 		}
 		text := p.text
 		if i < len(pieces)-1 {
@@ -111,7 +111,7 @@ func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest,
 		d := pipeline.Delta{Text: text, At: time.Now()}
 		if gen.FirstToken.IsZero() {
 			gen.FirstToken = d.At
-			timing := gen
+			timing := *gen
 			d.Timing = &timing
 		}
 		gen.LastToken = d.At
@@ -120,10 +120,10 @@ func (x *Extractive) Generate(ctx context.Context, req pipeline.GenerateRequest,
 			gen.Usage.CompletionTokens++
 		}
 		if err := emit(d); err != nil {
-			return gen, err
+			return err
 		}
 	}
-	return gen, nil
+	return nil
 }
 
 // cancelledError reports a generation stopped by its context.

@@ -207,7 +207,7 @@ func TestExtractiveStops(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		n := 0
-		_, err := NewExtractive().Generate(ctx, req, func(pipeline.Delta) error {
+		_, err := generate(ctx, NewExtractive(), req, func(pipeline.Delta) error {
 			n++
 			if n == 2 {
 				cancel()
@@ -233,7 +233,7 @@ func TestExtractiveStops(t *testing.T) {
 	t.Run("emit error", func(t *testing.T) {
 		stop := errors.New("client gone")
 		n := 0
-		_, err := NewExtractive().Generate(context.Background(), req, func(pipeline.Delta) error {
+		_, err := generate(context.Background(), NewExtractive(), req, func(pipeline.Delta) error {
 			n++
 			return stop
 		})

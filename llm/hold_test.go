@@ -40,7 +40,7 @@ func TestDeltasOfOneReadAreMarkedMore(t *testing.T) {
 	defer g.CloseIdleConnections()
 	var got []string
 	start := time.Now()
-	_, err = g.Generate(context.Background(), testRequest, func(d pipeline.Delta) error {
+	_, err = generate(context.Background(), g, testRequest, func(d pipeline.Delta) error {
 		got = append(got, fmt.Sprintf("%s more=%v", d.Text, d.More))
 		if d.Text == "c" {
 			close(had)
@@ -70,7 +70,7 @@ func TestHeldDeltaSentBeforeAnError(t *testing.T) {
 	}
 	defer g.CloseIdleConnections()
 	var got []pipeline.Delta
-	_, err = g.Generate(context.Background(), testRequest, func(d pipeline.Delta) error {
+	_, err = generate(context.Background(), g, testRequest, func(d pipeline.Delta) error {
 		got = append(got, d)
 		return nil
 	})

@@ -1,12 +1,15 @@
 package llm
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"ragtime/pipeline"
 )
 
 // TestMain fails the package when any test leaves a goroutine behind
@@ -29,4 +32,11 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// generate calls g.Generate with req and returns the Generation it filled.
+func generate(ctx context.Context, g pipeline.Generator, req pipeline.GenerateRequest, emit func(pipeline.Delta) error) (pipeline.Generation, error) {
+	var gen pipeline.Generation
+	err := g.Generate(ctx, &req, emit, &gen)
+	return gen, err
 }

@@ -62,7 +62,7 @@ type ollamaOptions struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 }
 
-func (ollamaDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
+func (ollamaDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte, error) {
 	body := ollamaRequest{Model: model, Messages: messagesOf(req), Stream: true}
 	if req.MaxTokens > 0 || req.Temperature != nil {
 		body.Options = &ollamaOptions{NumPredict: max(req.MaxTokens, 0), Temperature: req.Temperature}

@@ -46,7 +46,7 @@ func (openaiDialect) provider() string   { return ProviderOpenAI }
 func (openaiDialect) chatPath() string   { return "/chat/completions" }
 func (openaiDialect) modelsPath() string { return "/models" }
 
-func (openaiDialect) encode(model string, req pipeline.GenerateRequest) ([]byte, error) {
+func (openaiDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte, error) {
 	msgs := messagesOf(req)
 	body := openaiwire.ChatRequest{
 		Model:         model,
@@ -65,7 +65,7 @@ func (openaiDialect) encode(model string, req pipeline.GenerateRequest) ([]byte,
 }
 
 // messagesOf is the prompt, or the bare question when there is none.
-func messagesOf(req pipeline.GenerateRequest) []pipeline.Message {
+func messagesOf(req *pipeline.GenerateRequest) []pipeline.Message {
 	if len(req.Messages) == 0 {
 		return []pipeline.Message{{Role: "user", Content: req.Question}}
 	}

@@ -109,7 +109,7 @@ var testRequest = pipeline.GenerateRequest{
 func collect(t *testing.T, g pipeline.Generator, ctx context.Context, req pipeline.GenerateRequest) ([]pipeline.Delta, pipeline.Generation, error) {
 	t.Helper()
 	var got []pipeline.Delta
-	gen, err := g.Generate(ctx, req, func(d pipeline.Delta) error {
+	gen, err := generate(ctx, g, req, func(d pipeline.Delta) error {
 		got = append(got, d)
 		return nil
 	})
@@ -474,7 +474,7 @@ func TestOpenAICancelMidStream(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var got []string
-	gen, err := g.Generate(ctx, testRequest, func(d pipeline.Delta) error {
+	gen, err := generate(ctx, g, testRequest, func(d pipeline.Delta) error {
 		got = append(got, d.Text)
 		if len(got) == 2 {
 			cancel()
@@ -502,7 +502,7 @@ func TestOpenAIEmitErrorStops(t *testing.T) {
 	}
 	errClientGone := errors.New("client gone")
 	calls := 0
-	_, err = g.Generate(context.Background(), testRequest, func(d pipeline.Delta) error {
+	_, err = generate(context.Background(), g, testRequest, func(d pipeline.Delta) error {
 		calls++
 		return errClientGone
 	})

@@ -260,7 +260,7 @@ func TestProviderStreamsReplayed(t *testing.T) {
 			srv := newServer(t, gatedReplay(t, tt.fixture, p.contentType, 0, nil, gate))
 			g := buildFor(t, p, srv.URL)
 			var got []pipeline.Delta
-			gen, err := g.Generate(gate.trace(context.Background()), testRequest, func(d pipeline.Delta) error {
+			gen, err := generate(gate.trace(context.Background()), g, testRequest, func(d pipeline.Delta) error {
 				if len(got) == 0 {
 					close(gate.first)
 				}
@@ -349,7 +349,7 @@ func TestProviderCancelMidStream(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var got []string
-			gen, err := g.Generate(ctx, testRequest, func(d pipeline.Delta) error {
+			gen, err := generate(ctx, g, testRequest, func(d pipeline.Delta) error {
 				got = append(got, d.Text)
 				cancel()
 				return nil

@@ -32,8 +32,14 @@ type idGenerator struct {
 	id string
 }
 
-func (g *idGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
-	gen, err := g.scriptGenerator.Generate(ctx, req, emit)
+func (g *idGenerator) Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, out *Generation) error {
+	gen, err := g.generate(ctx, *req, emit)
+	*out = gen
+	return err
+}
+
+func (g *idGenerator) generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+	gen, err := g.scriptGenerator.generate(ctx, req, emit)
 	gen.RequestID = g.id
 	return gen, err
 }

@@ -12,8 +12,8 @@ import (
 // echoGenerator answers with the first source's title, one word a delta.
 type echoGenerator struct{ now func() time.Time }
 
-func (g echoGenerator) Generate(ctx context.Context, req pipeline.GenerateRequest, emit func(pipeline.Delta) error) (pipeline.Generation, error) {
-	gen := pipeline.Generation{Provider: "echo", Model: "echo-1", RequestStart: g.now()}
+func (g echoGenerator) Generate(ctx context.Context, req *pipeline.GenerateRequest, emit func(pipeline.Delta) error, gen *pipeline.Generation) error {
+	*gen = pipeline.Generation{Provider: "echo", Model: "echo-1", RequestStart: g.now()}
 	gen.GotConn, gen.WroteRequest = g.now(), g.now()
 	for _, w := range strings.Fields("It is " + req.Sources[0].Title + " [1].") {
 		d := pipeline.Delta{Text: w + " ", At: g.now()}
@@ -23,10 +23,10 @@ func (g echoGenerator) Generate(ctx context.Context, req pipeline.GenerateReques
 		gen.LastToken = d.At
 		gen.Chunks++
 		if err := emit(d); err != nil {
-			return gen, err
+			return err
 		}
 	}
-	return gen, nil
+	return nil
 }
 
 type oneEmbedder struct{}

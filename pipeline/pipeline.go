@@ -412,8 +412,8 @@ func (q *query) generate(ctx context.Context, out Stream) error {
 	if q.trace != nil {
 		gctx = q.trace.Generation(ctx, q.model)
 	}
-	gen, err := q.p.cfg.Generator.Generate(gctx, *greq, func(d Delta) error { return q.emit(out, d) })
-	q.gen = &gen
+	q.gen = &Generation{}
+	err := q.p.cfg.Generator.Generate(gctx, greq, func(d Delta) error { return q.emit(out, d) }, q.gen)
 	if q.gen.Usage.PromptTokens == 0 {
 		q.gen.Usage.PromptTokens = q.promptTokens
 	}

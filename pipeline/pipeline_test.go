@@ -65,7 +65,13 @@ type scriptGenerator struct {
 	now func() time.Time
 }
 
-func (g *scriptGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+func (g *scriptGenerator) Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, out *Generation) error {
+	gen, err := g.generate(ctx, *req, emit)
+	*out = gen
+	return err
+}
+
+func (g *scriptGenerator) generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
 	now := g.now
 	if now == nil {
 		now = time.Now
@@ -315,7 +321,7 @@ func TestEmbedErrorNamesStage(t *testing.T) {
 
 type panickingGenerator struct{}
 
-func (panickingGenerator) Generate(context.Context, GenerateRequest, func(Delta) error) (Generation, error) {
+func (panickingGenerator) Generate(context.Context, *GenerateRequest, func(Delta) error, *Generation) error {
 	panic("generator boom")
 }
 
@@ -408,7 +414,13 @@ func TestQueueStageIsTheCallersWait(t *testing.T) {
 // does during a long prefill.
 type blockingGenerator struct{ started chan struct{} }
 
-func (g blockingGenerator) Generate(ctx context.Context, _ GenerateRequest, _ func(Delta) error) (Generation, error) {
+func (g blockingGenerator) Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, out *Generation) error {
+	gen, err := g.generate(ctx, *req, emit)
+	*out = gen
+	return err
+}
+
+func (g blockingGenerator) generate(ctx context.Context, _ GenerateRequest, _ func(Delta) error) (Generation, error) {
 	close(g.started)
 	<-ctx.Done()
 	return Generation{RequestStart: time.Now(), GotConn: time.Now()}, &Error{Code: "llm_cancelled", Message: "cancelled", Err: ctx.Err()}
@@ -549,7 +561,13 @@ func TestRequestBudgetAndSweepID(t *testing.T) {
 // slowThinker reasons for a while before answering.
 type slowThinker struct{ think time.Duration }
 
-func (g slowThinker) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+func (g slowThinker) Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, out *Generation) error {
+	gen, err := g.generate(ctx, *req, emit)
+	*out = gen
+	return err
+}
+
+func (g slowThinker) generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
 	gen := Generation{RequestStart: time.Now()}
 	gen.GotConn, gen.WroteRequest = gen.RequestStart, gen.RequestStart
 	gen.FirstToken = time.Now()
@@ -875,9 +893,15 @@ type notingGenerator struct {
 	scriptGenerator
 }
 
-func (g *notingGenerator) Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
+func (g *notingGenerator) Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, out *Generation) error {
+	gen, err := g.generate(ctx, *req, emit)
+	*out = gen
+	return err
+}
+
+func (g *notingGenerator) generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error) {
 	g.h.note()
-	return g.scriptGenerator.Generate(ctx, req, func(d Delta) error {
+	return g.scriptGenerator.generate(ctx, req, func(d Delta) error {
 		err := emit(d)
 		g.h.note() // after the first token: its llm_connect and llm_prefill too
 		return err

@@ -47,12 +47,19 @@ type Reranker interface {
 // Contract: it calls emit once per non-empty delta, in order, from the calling
 // goroutine, with Delta.At set to the moment the delta was received from the
 // model (and, on the first, Delta.Timing set to the timings so far); if emit returns an error it stops, cancels the upstream call and
-// returns that error. It returns the timings it observed even on failure
-// (zero times for what did not happen). A cancelled ctx yields an error that
+// returns that error. It fills gen (the caller's, overwritten whole) with
+// the timings it observed, even on failure (zero times for what did not
+// happen). A cancelled ctx yields an error that
 // wraps ctx.Err(), never a nil error with a partial answer. Failures it can
-// classify are returned as *Error with a stable Code and a Hint.
+// classify are returned as *Error with a stable Code and a Hint. It does
+// not change req.
+//
+// The request and the Generation go by pointer: the caller's goroutine
+// parks in Generate for as long as the answer streams, and the two by
+// value took some 700 bytes of that goroutine's stack in the caller's and
+// the generator's frames (make bench-streams; Pipeline.Begin).
 type Generator interface {
-	Generate(ctx context.Context, req GenerateRequest, emit func(Delta) error) (Generation, error)
+	Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, gen *Generation) error
 }
 
 // TokenCounter counts the tokens a model would see in a text.

@@ -259,7 +259,8 @@ func nonceLine(n uint64) string { return fmt.Sprintf("Run %018d.", n%1e18) }
 func measureRun(ctx context.Context, g remoteGenerator, req pipeline.GenerateRequest) (ttftRun, error) {
 	var firstAny, firstAnswer time.Time
 	reasoning := false
-	gen, err := g.Generate(ctx, req, func(d pipeline.Delta) error {
+	var gen pipeline.Generation
+	err := g.Generate(ctx, &req, func(d pipeline.Delta) error {
 		if firstAny.IsZero() {
 			firstAny = d.At
 		}
@@ -269,7 +270,7 @@ func measureRun(ctx context.Context, g remoteGenerator, req pipeline.GenerateReq
 			firstAnswer = d.At
 		}
 		return nil
-	})
+	}, &gen)
 	end := time.Now()
 	if err != nil {
 		return ttftRun{}, err
