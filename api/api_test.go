@@ -2,15 +2,18 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -357,8 +360,9 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 
 // TestAQueryThatPanicsDoesNotStopTheServer: a query's panic reaches the
 // handler's goroutine (the pipeline raises its goroutines' panics again on
-// its caller's), where the Recover middleware catches it, and the server
-// goes on answering.
+// its caller's), where the server recovers it (Server.runTail: the answer
+// runs after the router's frames have returned, out of the Recover
+// middleware's reach), and the server goes on answering.
 func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
@@ -423,4 +427,104 @@ func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 		t.Errorf("resume from q1:48 should start with q1:49:\n%s", got)
 	}
 	close(finish)
+}
+
+// twoPartAsker runs a query in two parts, as the pipeline does
+// (pipeline.Pipeline.Begin): Begin sends meta, the answer waits for
+// release and sends done.
+type twoPartAsker struct {
+	begun   chan struct{}
+	release chan struct{}
+}
+
+func (a twoPartAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	return a.Begin(ctx, req, out)()
+}
+
+func (a twoPartAsker) Begin(_ context.Context, _ *pipeline.Request, out pipeline.Stream) func() *pipeline.Record {
+	_ = out.Meta(pipeline.Meta{QueryID: "q1"})
+	_ = out.(pipeline.Flusher).Flush()
+	close(a.begun)
+	return func() *pipeline.Record {
+		<-a.release
+		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		_ = out.Done(rec)
+		return &rec
+	}
+}
+
+// TestStreamTailIsCountedLoggedAndAdmitted: an /ask stream's answer runs
+// after the router has returned (Server.ServeHTTP), and until it ends the
+// query is still counted running (shutdown waits for it), still holds its
+// admission, and its access line is not yet written; the line then gives
+// the stream's whole duration.
+func TestStreamTailIsCountedLoggedAndAdmitted(t *testing.T) {
+	t.Parallel()
+	ctl, err := admission.New(admission.Config{MaxStreams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asker := twoPartAsker{begun: make(chan struct{}), release: make(chan struct{})}
+	tracked := Track(asker)
+	var logged bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ts := newTestServer(t, Deps{Asker: tracked, Admission: ctl, Logger: logger})
+	const hold = 150 * time.Millisecond
+	body := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(ts.URL + "/ask?q=x")
+		if err != nil {
+			body <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body <- string(b)
+	}()
+	<-asker.begun
+	time.Sleep(20 * time.Millisecond) // the handler returns to the router meanwhile
+	if n := tracked.Running(); n != 1 {
+		t.Errorf("%d queries counted running while the answer streams, want 1", n)
+	}
+	if status, _, b := get(t, ts.URL+"/ask?q=y"); status != http.StatusServiceUnavailable {
+		t.Errorf("a second ask while the first streams: %d %s, want 503 (admission held)", status, b)
+	}
+	logMu.Lock()
+	early := strings.Contains(logged.String(), `path=/ask status=200`)
+	logMu.Unlock()
+	if early {
+		t.Errorf("the stream's access line was written before its answer ended:\n%s", logged.String())
+	}
+	time.Sleep(hold)
+	close(asker.release)
+	if b := <-body; !strings.Contains(b, "event: done") {
+		t.Fatalf("stream: %s", b)
+	}
+	if !tracked.Wait(context.Background()) || tracked.Running() != 0 {
+		t.Errorf("%d queries still counted running after the stream", tracked.Running())
+	}
+	logMu.Lock()
+	line := logged.String()
+	logMu.Unlock()
+	i := strings.Index(line, `path=/ask status=200 ms=`)
+	if i < 0 {
+		t.Fatalf("no access line for the stream:\n%s", line)
+	}
+	var ms float64
+	if _, err := fmt.Sscanf(line[i+len(`path=/ask status=200 ms=`):], "%g", &ms); err != nil || ms < float64(hold/time.Millisecond) {
+		t.Errorf("access line ms %v (%v), want the stream's whole duration, over %v:\n%s", ms, err, hold, line)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

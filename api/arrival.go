@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"net"
-	"net/http"
 	"sync/atomic"
 	"time"
 
@@ -70,20 +69,16 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
-// withArrival hands each request its arrival through the context
-// (pipeline.WithArrival) and re-arms the connection for the next request
-// once the handler is done.
-func withArrival(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ac, _ := r.Context().Value(connKey{}).(*arrivalConn)
-		if ac == nil {
-			h.ServeHTTP(w, r)
-			return
-		}
-		defer ac.armed.Store(true)
-		if at, ok := ac.take(); ok {
-			r = r.WithContext(pipeline.WithArrival(r.Context(), at))
-		}
-		h.ServeHTTP(w, r)
-	})
+// arrival hands a request its arrival through ctx (pipeline.WithArrival)
+// and returns the connection to re-arm for the next request once the
+// handler is done (nil for a connection Serve did not accept).
+func arrival(ctx context.Context) (context.Context, *arrivalConn) {
+	ac, _ := ctx.Value(connKey{}).(*arrivalConn)
+	if ac == nil {
+		return ctx, nil
+	}
+	if at, ok := ac.take(); ok {
+		ctx = pipeline.WithArrival(ctx, at)
+	}
+	return ctx, ac
 }

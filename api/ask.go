@@ -153,18 +153,20 @@ func bodyError(err error, limit int64) error {
 }
 
 // ask validates req and, only when it is valid and the caller may ask for
-// its model, starts the stream.
+// its model, starts the stream; its answer is left to the tail (deferTail).
 func (s *server) ask(c echo.Context, req pipeline.Request) error {
-	return s.admitAsk(c, &req, func(req *pipeline.Request) { s.streams.run(c, s.deps.Asker, req) })
+	return s.admitAsk(c, &req, func(req *pipeline.Request) func() { return s.streams.run(c, s.deps.Asker, req) })
 }
 
 // admitAsk is every ask's way in, /ask's and /v1/chat/completions' alike:
 // it validates req, checks that the caller may ask for its model, gives it
 // the caller's tenant filter and key id, admits it (rate and concurrency
 // limits; the wait is its queue stage) and runs answer with it, holding
-// the admission until answer returns. Nothing is run, and no query
-// recorded, when it returns an error.
-func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(*pipeline.Request)) error {
+// the admission until answer returns or, when answer returns the rest of
+// the ask (an /ask stream's answer), until that rest has run as the
+// request's tail (deferTail). Nothing is run, and no query recorded, when
+// it returns an error.
+func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(*pipeline.Request) (rest func())) error {
 	if err := req.NormalizeWith(s.deps.MaxQuestionChars, s.deps.Defaults); err != nil {
 		return err
 	}
@@ -179,9 +181,24 @@ func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(*pi
 	if err != nil {
 		return err
 	}
-	if ticket != nil {
-		defer ticket.Release()
+	held := ticket != nil // released here, unless the rest takes it
+	defer func() {
+		if held {
+			ticket.Release()
+		}
+	}()
+	rest := answer(req)
+	if rest == nil {
+		return nil
 	}
-	answer(req)
+	if ticket != nil {
+		held = false
+		deferTail(c, func() {
+			defer ticket.Release()
+			rest()
+		})
+		return nil
+	}
+	deferTail(c, rest)
 	return nil
 }

@@ -87,11 +87,12 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.admitAsk(c, &req, func(req *pipeline.Request) {
+	if err := s.admitAsk(c, &req, func(req *pipeline.Request) func() {
 		stream := body.Stream != nil && *body.Stream
 		out := newChatStream(c, s.streams.opts, req.MaxTokens, stream, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
 		s.streams.runPlain(c, s.deps.Asker, req, out)
 		out.finish()
+		return nil
 	}); err != nil {
 		return renameChatField(err, len(body.Messages)-1)
 	}

@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +122,68 @@ type Server struct {
 	s *server
 }
 
+// ServeHTTP serves r through the router and its middleware, then runs on
+// the same goroutine the tail a handler left with deferTail (an /ask
+// stream's answer): the response ends when ServeHTTP returns, as net/http
+// requires, but the router's frames (some 3 KB: echo, the middleware, the
+// handler) are no longer under the goroutine that parks in the model's
+// stream, so a held stream keeps within net/http's handler goroutine
+// rather than needing one of its own (make bench-streams). It also hands
+// the request its arrival (arrival.go).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, ac := arrival(r.Context())
+	if ac != nil {
+		defer ac.armed.Store(true)
+	}
+	t := &tail{}
+	s.Handler.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tailKey{}, t)))
+	if t.run != nil {
+		s.runTail(t.run)
+	}
+}
+
+// runTail runs a request's tail, recovering a panic in it as the Recover
+// middleware recovers one in a handler: logged with its stack, and the
+// response ended as it stands (its status is long sent).
+func (s *Server) runTail(run func()) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.s.log.Error("panic in a stream after its handler returned", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		}
+	}()
+	run()
+}
+
+// tail is what a request's handler left to run after the router returned
+// (deferTail).
+type tail struct{ run func() }
+
+type tailKey struct{}
+
+// deferTail has run called once the router's frames have returned, on the
+// handler's goroutine, before the response ends (Server.ServeHTTP); run
+// must not use c, which the router reuses for other requests by then.
+// Outside Server.ServeHTTP, or if a tail is already set, run is called at
+// once.
+func deferTail(c echo.Context, run func()) {
+	if t, ok := c.Request().Context().Value(tailKey{}).(*tail); ok && t.run == nil {
+		t.run = run
+		return
+	}
+	run()
+}
+
+// deferredTail is the tail set for c's request so far, or nil.
+func deferredTail(c echo.Context) *tail {
+	if t, ok := c.Request().Context().Value(tailKey{}).(*tail); ok && t.run != nil {
+		return t
+	}
+	return nil
+}
+
 // EndStreams cancels every open /ask stream, sending each client an error
 // event with code server_shutdown, and waits until they have ended or ctx
 // is done. It returns how many are still open. Serve calls it when its
@@ -220,7 +284,9 @@ func (b deadlineBody) Read(p []byte) (int, error) {
 }
 
 // logRequests logs one line per request: method, path (without the query
-// string, which may hold the question), status and duration.
+// string, which may hold the question), status and duration. A request
+// whose handler left a tail (an /ask stream's answer) is logged when the
+// tail has run, with the stream's whole duration.
 func (s *server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := timeNow()
@@ -235,10 +301,24 @@ func (s *server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		if (c.Path() == "/ask" || c.Path() == "/v1/chat/completions") && c.Response().Status < 400 {
 			level = slog.LevelDebug
 		}
-		if s.log.Enabled(c.Request().Context(), level) {
-			s.log.Log(c.Request().Context(), level, "request", "method", c.Request().Method, "path", c.Request().URL.Path,
-				"status", c.Response().Status, "ms", float64(timeNow().Sub(start).Microseconds())/1000)
+		r := c.Request()
+		if !s.log.Enabled(r.Context(), level) {
+			return nil
 		}
+		ctx, method, path, status := r.Context(), r.Method, r.URL.Path, c.Response().Status
+		logLine := func() {
+			s.log.Log(ctx, level, "request", "method", method, "path", path,
+				"status", status, "ms", float64(timeNow().Sub(start).Microseconds())/1000)
+		}
+		if t := deferredTail(c); t != nil {
+			run := t.run
+			t.run = func() {
+				defer logLine()
+				run()
+			}
+			return nil
+		}
+		logLine()
 		return nil
 	}
 }

@@ -46,7 +46,7 @@ func Serve(ctx context.Context, ln net.Listener, h *Server, opts ServeOptions) e
 	// get Deps.BodyTimeout and stream events Stream.WriteTimeout, per
 	// request, in the handler. Each request's arrival (its first byte read)
 	// reaches the pipeline through the context: see arrival.go.
-	srv := &http.Server{Handler: withArrival(h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: opts.IdleTimeout,
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: opts.IdleTimeout,
 		ConnContext: connContext}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(arrivalListener{ln}) }()
@@ -104,16 +104,41 @@ func (a *TrackedAsker) Run(ctx context.Context, req *pipeline.Request, out pipel
 	a.mu.Lock()
 	a.n++
 	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.n--
-		if a.n == 0 && a.idle != nil {
-			close(a.idle)
-			a.idle = nil
-		}
-		a.mu.Unlock()
-	}()
+	defer a.done()
 	return a.next.Run(ctx, req, out)
+}
+
+// Begin runs the query's first part through the tracked Asker (Run, for
+// one that cannot run a query in two parts: see
+// pipeline.Pipeline.Begin) and returns the rest; the query is counted
+// until the rest returns.
+func (a *TrackedAsker) Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record) {
+	a.mu.Lock()
+	a.n++
+	a.mu.Unlock()
+	begun := false
+	defer func() {
+		if !begun { // a panic in the query's first part
+			a.done()
+		}
+	}()
+	rest := begin(ctx, a.next, req, out)
+	begun = true
+	return func() *pipeline.Record {
+		defer a.done()
+		return rest()
+	}
+}
+
+// done counts a query out.
+func (a *TrackedAsker) done() {
+	a.mu.Lock()
+	a.n--
+	if a.n == 0 && a.idle != nil {
+		close(a.idle)
+		a.idle = nil
+	}
+	a.mu.Unlock()
 }
 
 // Wait blocks until no query runs or ctx ends; it reports whether none runs.

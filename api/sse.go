@@ -103,12 +103,16 @@ func newStreamHub(opts StreamOptions) *streamHub {
 }
 
 // run answers one admitted ask as an SSE stream on c, from the handler's
-// goroutine. The query's context is not the request's: a client that
-// disconnects may resume (Last-Event-ID) within twice the retry delay,
-// after which its query is cancelled.
-func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
+// goroutine: it runs the query up to the model's answer and returns the
+// rest (the answer, the record, the stream's end), which the caller runs as
+// the request's tail (deferTail), when the router's frames have returned:
+// the answer then parks in the model's stream on net/http's handler
+// goroutine, near the top of its stack, and a held stream has no goroutine
+// of ragtime's own (pipeline.Pipeline.Begin). The query's context is not
+// the request's: a client that disconnects may resume (Last-Event-ID)
+// within twice the retry delay, after which its query is cancelled.
+func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) (rest func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(c.Request().Context()))
-	defer cancel(nil)
 	l := &eventLog{hub: h, cancel: cancel, keyID: req.KeyID, expect: min(req.MaxTokens, 128) + 24}
 	h.mu.Lock()
 	h.open[l] = cancel
@@ -118,15 +122,40 @@ func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) {
 	sk := l.attachLocked(c.Response())
 	l.mu.Unlock()
 	stop := context.AfterFunc(c.Request().Context(), func() { l.detach(sk) })
-	defer stop()
+	begun := false
+	defer func() {
+		if !begun { // a panic in the query's first part
+			stop()
+			cancel(nil)
+		}
+	}()
 	if h.opts.Heartbeat > 0 {
 		l.heartbeat(h.opts.Heartbeat)
 	}
-	// The pipeline runs the query on goroutines of its own (Pipeline.Run):
-	// the handler's parks a few frames below net/http's and echo's and
-	// keeps an 8 KB stack while the answer streams.
-	asker.Run(ctx, req, l)
-	l.end()
+	answer := begin(ctx, asker, req, l)
+	begun = true
+	return func() {
+		defer cancel(nil)
+		defer stop()
+		answer()
+		l.end()
+	}
+}
+
+// begin runs asker up to the model's answer, when it can run a query in
+// two parts (Pipeline, TrackedAsker: see pipeline.Pipeline.Begin), and
+// returns the rest; for any other Asker the rest is the whole of Run.
+func begin(ctx context.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record) {
+	if b, ok := asker.(beginner); ok {
+		return b.Begin(ctx, req, out)
+	}
+	return func() *pipeline.Record { return asker.Run(ctx, req, out) }
+}
+
+// beginner is an Asker that runs a query in two parts:
+// pipeline.Pipeline.Begin.
+type beginner interface {
+	Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record)
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be
@@ -343,12 +372,19 @@ func (s *sink) release() {
 // holds in its first group: the header map and the copy net/http takes of
 // it grew to tables (0.6 KB more per open stream in make bench-streams,
 // measured when the values were still set one by one).
-func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
-	h := w.Header()
+//
+// The status goes through resp, echo's response (which the access log
+// reads); the events go to the net/http writer under it, which lives as
+// long as the request, where resp is reused by the router once its
+// handler has returned and the stream goes on as the request's tail
+// (streamHub.run).
+func (l *eventLog) attachLocked(resp *echo.Response) *sink {
+	h := resp.Header()
 	h["Content-Type"] = headerEventStream // shared values, as securityHeaders'
 	h["Cache-Control"] = headerNoCache
 	h["X-Accel-Buffering"] = headerNo // nginx: do not buffer the stream
-	w.WriteHeader(http.StatusOK)
+	resp.WriteHeader(http.StatusOK)
+	w := resp.Writer
 	sk := &sink{conn: newStreamConn(w, l.hub.opts.WriteTimeout), done: make(chan struct{})}
 	l.sink = sk
 	_, _ = w.Write(l.hub.retryLine)
@@ -357,7 +393,7 @@ func (l *eventLog) attachLocked(w http.ResponseWriter) *sink {
 
 // resumeLocked attaches w in place of the current connection (the latest
 // wins) and replays the buffered events after seq.
-func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
+func (l *eventLog) resumeLocked(resp *echo.Response, seq int) *sink {
 	if l.sink != nil {
 		close(l.sink.done)
 		l.sink = nil
@@ -366,7 +402,7 @@ func (l *eventLog) resumeLocked(w http.ResponseWriter, seq int) *sink {
 		l.grace.Stop()
 		l.grace = nil
 	}
-	sk := l.attachLocked(w)
+	sk := l.attachLocked(resp)
 	if len(l.kept) > 0 && l.first > seq+1 {
 		// The events in between were dropped from the bounded buffer: say
 		// so rather than hand over an answer with a hole in it.

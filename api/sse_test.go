@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )
@@ -40,7 +42,7 @@ func attachedLog(tb testing.TB, w http.ResponseWriter, timeout time.Duration) *e
 	h := newStreamHub(StreamOptions{WriteTimeout: timeout})
 	l := &eventLog{hub: h, cancel: func(error) {}}
 	l.mu.Lock()
-	l.attachLocked(w)
+	l.attachLocked(echo.NewResponse(w, nil))
 	l.mu.Unlock()
 	if err := l.Meta(pipeline.Meta{QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7"}); err != nil {
 		tb.Fatal(err)
@@ -289,7 +291,7 @@ func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 	h := newStreamHub(StreamOptions{WriteTimeout: time.Second, BufferBytes: 900})
 	l := &eventLog{hub: h, cancel: func(error) {}}
 	l.mu.Lock()
-	l.attachLocked(w)
+	l.attachLocked(echo.NewResponse(w, nil))
 	l.mu.Unlock()
 	if err := l.Meta(pipeline.Meta{QueryID: "q1"}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	"ragtime/openaiwire"
@@ -271,7 +272,35 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 	if handled, err := s.fastChunk(data, at); handled {
 		return false, err
 	}
-	return false, s.fullChunk(data, at)
+	// encoding/json's decode runs some 4 KB deep: on a goroutine of its
+	// own, for the answer's goroutine parks in this stream for as long as
+	// the answer streams, and is net/http's handler goroutine, which must
+	// keep within its 8 KB (pipeline.Pipeline.Begin; make bench-streams).
+	// An OpenAI-compatible stream's chunks take this way once, for the
+	// usage at its end.
+	var err error
+	apart(func() { err = s.fullChunk(data, at) })
+	return false, err
+}
+
+// apart runs fn on a goroutine of its own and waits for it: for work that
+// is rare and deep. A panic in fn is raised again on the caller's
+// goroutine, with fn's stack.
+func apart(fn func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() {
+			p := recover()
+			if p != nil {
+				p = fmt.Errorf("%v\n%s", p, debug.Stack())
+			}
+			done <- p
+		}()
+		fn()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
 }
 
 // fullChunk decodes any chunk into streamChunk and acts on it.

@@ -125,20 +125,38 @@ func New(cfg Config) (*Pipeline, error) {
 // A query cancelled through ctx with a *Cancel as its cause
 // (context.WithCancelCause) is stored as cancelled with the cause's code.
 //
-// The query runs on two goroutines of its own, one after the other, while
-// the caller's waits: retrieval, whose stack grows deep (HTTP calls, the
-// index's search, the prompt), on one that ends before the answer streams;
-// the answer and the record on a second, which starts shallow. An answer
-// streams for seconds and its goroutine parks in the model's stream all
-// that time: started afresh it keeps an 8 KB stack, where the goroutine
-// that retrieved had grown to 16 KB and parked too deep for the collector
-// to shrink it (make bench-streams). A panic on either is raised again on
-// the caller's goroutine, with its stack.
+// Run is Begin with the answer on a second goroutine of its own, which
+// starts shallow, while the caller's waits: an answer streams for seconds
+// and its goroutine parks in the model's stream all that time, so it must
+// start near the top of its stack to keep within 8 KB (make
+// bench-streams), and a caller deep in its own frames (a router's
+// handler) would not. A panic on it is raised again on the caller's
+// goroutine, with its stack.
 func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
+	answer := p.Begin(ctx, req, out)
+	var rec *Record
+	onOwnGoroutine(func() { rec = answer() })
+	return rec
+}
+
+// Begin runs req up to the model's answer and returns the rest: answer,
+// to be called once, streams the answer, hands the record to the Recorder,
+// writes done or error and returns the record. What Run says of req, ctx
+// and out holds here too.
+//
+// Retrieval runs on a goroutine of its own, which ends before Begin
+// returns: its stack grows deep (HTTP calls, the index's search, the
+// prompt) and the goroutine that parks in the model's stream must not
+// keep it. answer runs on the caller's goroutine, which parks in the
+// model's stream for as long as the answer streams: call it from a shallow
+// frame (the API calls it from net/http's handler goroutine once the
+// router's frames have returned, so that a held stream has no goroutine
+// of ragtime's own), or use Run. A panic during retrieval is raised again
+// on the caller's goroutine, with its stack.
+func (p *Pipeline) Begin(ctx context.Context, req *Request, out Stream) (answer func() *Record) {
 	var q *query
 	onOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
-	onOwnGoroutine(func() { q.answer(out) })
-	return q.rec
+	return func() *Record { return q.answer(out) }
 }
 
 // retrieve starts the query and runs it up to the prompt: the meta event,
@@ -166,15 +184,20 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 }
 
 // answer runs the generation, when retrieval succeeded, and finishes the
-// query: q.rec is its record.
-func (q *query) answer(out Stream) {
+// query: it returns the record. The finish (the record built, recorded,
+// framed as the done event and written) runs on a goroutine of its own:
+// its frames are deep, and on the caller's goroutine, which parks in the
+// next answer's stream when it is net/http's (Pipeline.Begin), they would
+// grow the stack past 8 KB for good.
+func (q *query) answer(out Stream) *Record {
 	if q.err == nil {
 		q.err = q.generate(q.ctx, out)
 	}
 	if q.gen == nil { // retrieval failed: no generation
 		q.gen = &Generation{}
 	}
-	q.finish(q.ctx, out, q.model, q.err)
+	onOwnGoroutine(func() { q.finish(q.ctx, out, q.model, q.err) })
+	return q.rec
 }
 
 // onOwnGoroutine runs fn on a goroutine of its own and waits for it. A

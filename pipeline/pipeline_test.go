@@ -193,6 +193,35 @@ func request(t *testing.T, q string, topK, topN int) *Request {
 	return &r
 }
 
+// TestBeginStopsBeforeTheModel: Begin runs the query up to the sources
+// and asks the model nothing; the answer it returns streams, records and
+// ends the query on the goroutine that calls it, as Run does whole.
+func TestBeginStopsBeforeTheModel(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "Hello "}, {Text: "world"}}, started: make(chan struct{}, 1)}
+	p, recorder := newTestPipeline(t, gen, nil)
+	out := &recStream{}
+	answer := p.Begin(context.Background(), request(t, "What is TTFT?", 5, 2), out)
+	select {
+	case <-gen.started:
+		t.Fatal("Begin asked the model")
+	default:
+	}
+	if last := out.events[len(out.events)-1]; last.kind != "sources" || len(recorder.recs) != 0 {
+		t.Fatalf("after Begin: last event %+v, %d records", last, len(recorder.recs))
+	}
+	rec := answer()
+	if rec.Status != StatusOK || out.done == nil || len(recorder.recs) != 1 || recorder.recs[0].QueryID != rec.QueryID {
+		t.Fatalf("after answer: status %s, done %v, %d records", rec.Status, out.done != nil, len(recorder.recs))
+	}
+	var text string
+	for _, e := range out.events {
+		text += e.text
+	}
+	if text != "Hello world" {
+		t.Errorf("answer %q", text)
+	}
+}
+
 func TestRunEventsAndDerivedNumbers(t *testing.T) {
 	gen := &scriptGenerator{prefill: 20 * time.Millisecond, deltas: []Delta{
 		{Text: "thinking", Reasoning: true}, {Text: "Hello "}, {Text: "world"},
