@@ -236,7 +236,7 @@ func (c *client) Generate(ctx context.Context, req *pipeline.GenerateRequest, em
 	}
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		retryAfter, err := c.attempt(ctx, callCtx, start, model, rb, counted, gen)
+		retryAfter, err := c.attempt(ctx, callCtx, cancel, start, model, rb, counted, gen)
 		gen.RequestStart, gen.Retries = start, attempt
 		if err == nil || emitted || attempt >= c.maxRetries || !retryable(err) {
 			return err
@@ -294,17 +294,22 @@ func backoff(attempt int, retryAfter time.Duration) time.Duration {
 
 // attempt makes one upstream call, observed in gen (reset first). parent
 // is the caller's context, call the generation's (carrying the overall
-// timeout). gen is the caller's, by pointer: the answer's goroutine parks
+// timeout), which cancel ends with a cause: attempt ends it when no first
+// token comes within the TTFT timeout (an error never retried) and when a
+// finished stream's drain takes too long (after which nothing is tried
+// again), and does not otherwise; a failed attempt's upstream call ends
+// with its body's Close. One context per generation rather than one more
+// per attempt: the parent's map of children and the context itself were
+// some 300 bytes held for as long as the answer streams (make
+// bench-streams). gen is the caller's, by pointer: the answer's goroutine parks
 // in this call for as long as the answer streams, and a Generation (some
 // 300 bytes) returned by value took room in this frame and the caller's.
 // With it the deepest point of a stream, parsing a chunk outside the fast
 // path (fastjson recursing four levels deep), passed the 8 KB stack and
 // every answer goroutine held 16 KB (make bench-streams, gdb over
 // runtime.allgs).
-func (c *client) attempt(parent, call context.Context, start time.Time, model string, body *requestBody, emit func(pipeline.Delta) error, gen *pipeline.Generation) (retryAfter time.Duration, err error) {
+func (c *client) attempt(parent, actx context.Context, cancel context.CancelCauseFunc, start time.Time, model string, body *requestBody, emit func(pipeline.Delta) error, gen *pipeline.Generation) (retryAfter time.Duration, err error) {
 	*gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
-	actx, cancel := context.WithCancelCause(call)
-	defer cancel(nil)
 	firstSeen := false
 	var ttft *time.Timer
 	if c.ttftTimeout > 0 {
@@ -411,7 +416,7 @@ func (c *client) streamError(parent, actx context.Context, gen *pipeline.Generat
 	}
 	switch {
 	case errors.As(err, &ee):
-		// The deferred cancel and Body.Close abort the upstream call.
+		// The deferred Body.Close, and Generate's cancel, abort the upstream call.
 		return ee.err
 	case err != nil:
 		var pe *pipeline.Error
