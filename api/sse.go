@@ -290,7 +290,16 @@ type eventLog struct {
 	kept      []keptEvent
 	first     int
 	keptBytes int
-	sources   []pipeline.Source // the sources event's, when it is kept
+	// texts holds the kept token and reasoning texts one after the other
+	// (texts[0] is byte textsGone of all the stream's texts): one buffer
+	// rather than a string and a 16-byte header per token.
+	texts     []byte
+	textsGone int
+	// framed holds the kept keptFramed events' bytes, oldest first:
+	// framed[0] is framed event number framedGone (keptEvent.at).
+	framed     []string
+	framedGone int
+	sources    []pipeline.Source // the sources event's, when it is kept
 	// stages are the spans of the kept stage events, oldest first:
 	// stages[0] is stage event number stagesGone (keptEvent.stage).
 	stages     []pipeline.Span
@@ -314,20 +323,28 @@ type eventLog struct {
 }
 
 // keptEvent is an event held for resumes, in as little as framing it
-// again byte for byte takes: a token or reasoning event keeps its text (the
-// string the model's decoder made), the sources event nothing of its own
+// again byte for byte takes: a token or reasoning event keeps its text
+// (in eventLog.texts), the sources event nothing of its own
 // (eventLog.sources, whose texts are the store's), a stage event its span
 // (eventLog.stages: the pipeline keeps the same attrs for the record), the
 // done event nothing of its own (eventLog.done), any other event its framed
-// bytes. For a 64-token answer that is about 5 KB
+// bytes (eventLog.framed). For a 64-token answer that is about 5 KB
 // rather than the 18 KB its framed events took (7 KB of it the sources'),
 // for as long as the stream is open; the nine stage events framed took
 // 1.6 KB of it before their spans were kept instead (make bench-streams).
+//
+// A keptEvent is 16 bytes and its text is in eventLog.texts: with the
+// token's string and the 24-byte event kept instead, a 64-token answer's
+// events took 2.3 KB and its strings 1 KB more for as long as the stream
+// is open (make bench-streams).
 type keptEvent struct {
 	kind  keptKind
 	stage uint16 // a keptStage's number among the stream's stage events
 	size  int32  // framed bytes, for StreamOptions.BufferBytes
-	text  string // the token's or reasoning's text, or the framed event
+	// at and n place a token's or reasoning's text in eventLog.texts (at
+	// counts from the stream's first text byte); at is a keptFramed
+	// event's number in eventLog.framed.
+	at, n uint32
 }
 
 // keptKind says how a keptEvent is framed again.
@@ -440,9 +457,9 @@ func (l *eventLog) resumeLocked(resp *echo.Response, seq int) *sink {
 func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 	switch e.kind {
 	case keptToken:
-		l.frameText(seq, EventToken, e.text)
+		l.frameText(seq, EventToken, l.keptText(e))
 	case keptReasoning:
-		l.frameText(seq, EventReasoning, e.text)
+		l.frameText(seq, EventReasoning, l.keptText(e))
 	case keptSources:
 		return l.frameJSON(seq, EventSources, sourcesEvent{Sources: l.sources})
 	case keptStage:
@@ -458,9 +475,64 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 		}
 		l.scratch.Write(append(b, "\n\n"...))
 	default:
-		l.scratch.WriteString(e.text)
+		l.scratch.WriteString(l.framed[int(e.at)-l.framedGone])
 	}
 	return nil
+}
+
+// keptText is kept token or reasoning event e's text.
+func (l *eventLog) keptText(e keptEvent) string {
+	i := int(e.at) - l.textsGone
+	return string(l.texts[i : i+int(e.n)])
+}
+
+// keepText keeps a token's or reasoning's text in l.texts and returns its
+// kept event, of kind.
+func (l *eventLog) keepText(kind keptKind, text string) keptEvent {
+	if l.texts == nil {
+		l.texts = make([]byte, 0, 4*max(l.expect, 16)) // four bytes a token, most answers' mean
+	}
+	e := keptEvent{kind: kind, at: uint32(l.textsGone + len(l.texts)), n: uint32(len(text))}
+	l.texts = append(l.texts, text...)
+	return e
+}
+
+// keepFramed keeps the event framed in l.scratch as it is and returns its
+// kept event.
+func (l *eventLog) keepFramed() keptEvent {
+	e := keptEvent{kind: keptFramed, at: uint32(l.framedGone + len(l.framed))}
+	l.framed = append(l.framed, l.scratch.String())
+	return e
+}
+
+// dropKeptLocked forgets the oldest kept event.
+func (l *eventLog) dropKeptLocked() {
+	e := l.kept[0]
+	l.keptBytes -= int(e.size)
+	switch e.kind {
+	case keptSources:
+		l.sources = nil
+	case keptStage:
+		l.stages[0] = pipeline.Span{}
+		l.stages = l.stages[1:]
+		l.stagesGone++
+	case keptDone:
+		l.done = nil
+	case keptFramed:
+		l.framed[0] = ""
+		l.framed = l.framed[1:]
+		l.framedGone++
+	case keptToken, keptReasoning:
+		// The texts before the next one are let go once they are half of
+		// the buffer.
+		if cut := int(e.at+e.n) - l.textsGone; 2*cut >= len(l.texts) {
+			l.texts = append(make([]byte, 0, max(cap(l.texts)-cut, len(l.texts)-cut)), l.texts[cut:]...)
+			l.textsGone += cut
+		}
+	}
+	l.kept[0] = keptEvent{}
+	l.kept = l.kept[1:]
+	l.first++
 }
 
 // trimScratch lets go of a scratch buffer grown by a large event, into
@@ -584,7 +656,7 @@ func (l *eventLog) encodeLocked(name string, v any) error {
 	if err := l.frameJSON(l.seq, name, v); err != nil {
 		return err
 	}
-	return l.keepAndWriteLocked(name, keptEvent{text: l.scratch.String()}, name == EventDone || name == EventError)
+	return l.keepAndWriteLocked(name, l.keepFramed(), name == EventDone || name == EventError)
 }
 
 // frameJSON frames event seq with v's JSON (encoding/json's, HTML escaping
@@ -635,7 +707,7 @@ func (l *eventLog) sendText(name, text string, flush bool) error {
 	if name == EventReasoning {
 		kind = keptReasoning
 	}
-	return l.keepAndWriteLocked(name, keptEvent{kind: kind, text: text}, flush)
+	return l.keepAndWriteLocked(name, l.keepText(kind, text), flush)
 }
 
 // frameText frames event seq, {"text":…}, into l.scratch.
@@ -673,20 +745,7 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) erro
 	l.kept = append(l.kept, e)
 	l.keptBytes += int(e.size)
 	for l.keptBytes > l.hub.opts.BufferBytes && len(l.kept) > 1 {
-		l.keptBytes -= int(l.kept[0].size)
-		switch l.kept[0].kind {
-		case keptSources:
-			l.sources = nil
-		case keptStage:
-			l.stages[0] = pipeline.Span{}
-			l.stages = l.stages[1:]
-			l.stagesGone++
-		case keptDone:
-			l.done = nil
-		}
-		l.kept[0] = keptEvent{}
-		l.kept = l.kept[1:]
-		l.first++
+		l.dropKeptLocked()
 	}
 	if l.sink == nil {
 		return nil
@@ -765,7 +824,7 @@ func (l *eventLog) Stage(sp pipeline.Span) error {
 	l.scratch.Write(append(b, "\n\n"...))
 	n := l.stagesGone + len(l.stages)
 	if n > math.MaxUint16 {
-		return l.keepAndWriteLocked(EventStage, keptEvent{text: l.scratch.String()}, false)
+		return l.keepAndWriteLocked(EventStage, l.keepFramed(), false)
 	}
 	if l.stages == nil {
 		l.stages = make([]pipeline.Span, 0, 10) // an ask's nine, and reasoning's
@@ -792,7 +851,7 @@ func (l *eventLog) Sources(src []pipeline.Source) error {
 		return err
 	}
 	if l.sources != nil { // a second sources event: kept framed
-		return l.keepAndWriteLocked(EventSources, keptEvent{text: l.scratch.String()}, false)
+		return l.keepAndWriteLocked(EventSources, l.keepFramed(), false)
 	}
 	l.sources = cloneSources(src)
 	return l.keepAndWriteLocked(EventSources, keptEvent{kind: keptSources}, false)

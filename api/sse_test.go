@@ -234,7 +234,7 @@ func BenchmarkStreamToken(b *testing.B) {
 			b.Fatal(err)
 		}
 		if len(l.kept) > 1000 {
-			l.kept, l.keptBytes = l.kept[:0], 0
+			l.kept, l.keptBytes, l.texts = l.kept[:0], 0, l.texts[:0]
 		}
 	}
 }
@@ -282,9 +282,11 @@ type recordingWriter struct {
 func (w *recordingWriter) Write(p []byte) (int, error) { return w.buf.Write(p) }
 
 // TestKeptStagesReplayAsSentPastTheBuffer: stage events are kept as their
-// spans and framed again for a resume; with the bounded buffer dropping the
-// oldest events (stages among them), every event still kept frames again
-// to the bytes the client was sent.
+// spans, token and reasoning events as their texts (in one buffer, let go
+// of from its start as their events are dropped), and framed again for a
+// resume; with the bounded buffer dropping the oldest events (meta, stages
+// and texts among them), every event still kept frames again to the bytes
+// the client was sent.
 func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 	t.Parallel()
 	w := &recordingWriter{}
@@ -318,10 +320,14 @@ func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 		if err := l.Delta(pipeline.Delta{Text: fmt.Sprintf(" token %d", i)}); err != nil {
 			t.Fatal(err)
 		}
+		if err := l.Delta(pipeline.Delta{Text: fmt.Sprintf("<thought %d>", i), Reasoning: true}); err != nil {
+			t.Fatal(err)
+		}
 		mark()
 	}
-	if l.first == 0 || l.stagesGone == 0 {
-		t.Fatalf("the buffer dropped nothing (first %d, stages dropped %d): the test needs a smaller BufferBytes", l.first, l.stagesGone)
+	if l.first == 0 || l.stagesGone == 0 || l.framedGone == 0 || l.textsGone == 0 {
+		t.Fatalf("the buffer dropped too little (first %d, stages dropped %d, framed %d, text bytes %d): the test needs a smaller BufferBytes",
+			l.first, l.stagesGone, l.framedGone, l.textsGone)
 	}
 	if len(sent) != l.seq {
 		t.Fatalf("%d events read from the writer, %d sent", len(sent), l.seq)
