@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"time"
 
 	"ragtime/openaiwire"
@@ -279,28 +278,8 @@ func (s *streamReader) dispatch(event string, data []byte, at time.Time) (bool, 
 	// An OpenAI-compatible stream's chunks take this way once, for the
 	// usage at its end.
 	var err error
-	apart(func() { err = s.fullChunk(data, at) })
+	pipeline.OnOwnGoroutine(func() { err = s.fullChunk(data, at) })
 	return false, err
-}
-
-// apart runs fn on a goroutine of its own and waits for it: for work that
-// is rare and deep. A panic in fn is raised again on the caller's
-// goroutine, with fn's stack.
-func apart(fn func()) {
-	done := make(chan any, 1)
-	go func() {
-		defer func() {
-			p := recover()
-			if p != nil {
-				p = fmt.Errorf("%v\n%s", p, debug.Stack())
-			}
-			done <- p
-		}()
-		fn()
-	}()
-	if p := <-done; p != nil {
-		panic(p)
-	}
 }
 
 // fullChunk decodes any chunk into streamChunk and acts on it.

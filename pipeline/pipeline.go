@@ -135,7 +135,7 @@ func New(cfg Config) (*Pipeline, error) {
 func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
 	answer := p.Begin(ctx, req, out)
 	var rec *Record
-	onOwnGoroutine(func() { rec = answer() })
+	OnOwnGoroutine(func() { rec = answer() })
 	return rec
 }
 
@@ -155,7 +155,7 @@ func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
 // on the caller's goroutine, with its stack.
 func (p *Pipeline) Begin(ctx context.Context, req *Request, out Stream) (answer func() *Record) {
 	var q *query
-	onOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
+	OnOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
 	return func() *Record { return q.answer(out) }
 }
 
@@ -196,13 +196,16 @@ func (q *query) answer(out Stream) *Record {
 	if q.gen == nil { // retrieval failed: no generation
 		q.gen = &Generation{}
 	}
-	onOwnGoroutine(func() { q.finish(q.ctx, out, q.model, q.err) })
+	OnOwnGoroutine(func() { q.finish(q.ctx, out, q.model, q.err) })
 	return q.rec
 }
 
-// onOwnGoroutine runs fn on a goroutine of its own and waits for it. A
-// panic is raised again on the caller's goroutine, with fn's stack.
-func onOwnGoroutine(fn func()) {
+// OnOwnGoroutine runs fn on a goroutine of its own and waits for it: for
+// work whose stack grows deep (retrieval, the finish, a rare chunk's full
+// decode) run from a goroutine that parks for as long as an answer streams,
+// which would otherwise keep the grown stack (make bench-streams). A panic
+// in fn is raised again on the caller's goroutine, with fn's stack.
+func OnOwnGoroutine(fn func()) {
 	done := make(chan any, 1)
 	go func() {
 		defer func() {
