@@ -166,18 +166,11 @@ func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 				Message: fmt.Sprintf("more than %s asks from this caller", cl.limits.Rate)}
 		}
 	}
-	// At most as many asks wait as there are slots: beyond that a wait is
-	// hopeless, and refusing at once keeps the waiting bounded.
-	if cl.slots != nil && cl.waiting >= cap(cl.slots) && len(cl.slots) == cap(cl.slots) {
+	full, err := c.takeLocked(ctx, cl.slots, &cl.waiting, deadline)
+	if full {
 		c.mu.Unlock()
 		return nil, c.busyCaller(cl)
 	}
-	cl.waiting++
-	c.mu.Unlock()
-
-	err := c.wait(ctx, cl.slots, deadline)
-	c.mu.Lock()
-	cl.waiting--
 	if err != nil {
 		cl.used = c.now()
 		c.mu.Unlock()
@@ -187,17 +180,12 @@ func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 		return nil, err
 	}
 	cl.active++
-	if c.slots != nil && c.queued >= cap(c.slots) && len(c.slots) == cap(c.slots) {
+	full, err = c.takeLocked(ctx, c.slots, &c.queued, deadline)
+	if full {
 		c.releaseCallerLocked(cl)
 		c.mu.Unlock()
 		return nil, c.busyServer()
 	}
-	c.queued++
-	c.mu.Unlock()
-
-	err = c.wait(ctx, c.slots, deadline)
-	c.mu.Lock()
-	c.queued--
 	if err != nil {
 		c.releaseCallerLocked(cl)
 		c.mu.Unlock()
@@ -220,16 +208,35 @@ func (c *Controller) releaseCallerLocked(cl *caller) {
 
 var errWaitedOut = errors.New("waited out")
 
-// wait takes a slot of sem (nil: none needed) before deadline.
-func (c *Controller) wait(ctx context.Context, sem chan struct{}, deadline time.Time) error {
+// takeLocked takes a slot of sem (nil: none needed) for an ask, with c.mu
+// held on entry and on return: at once when one is free; else, when fewer
+// asks than sem has slots already wait (*waiting counts them), by waiting
+// for one until deadline with c.mu released; else it reports full, for
+// beyond that a wait is hopeless and refusing at once keeps the waiting
+// bounded. An ask that took a free slot is never counted as waiting: an ask
+// checking the queue meanwhile is not refused for a queue that is empty.
+func (c *Controller) takeLocked(ctx context.Context, sem chan struct{}, waiting *int, deadline time.Time) (full bool, err error) {
 	if sem == nil {
-		return nil
+		return false, nil
 	}
 	select {
 	case sem <- struct{}{}:
-		return nil
+		return false, nil
 	default:
 	}
+	if *waiting >= cap(sem) {
+		return true, nil
+	}
+	*waiting++
+	c.mu.Unlock()
+	err = c.wait(ctx, sem, deadline)
+	c.mu.Lock()
+	*waiting--
+	return false, err
+}
+
+// wait takes a slot of sem before deadline.
+func (c *Controller) wait(ctx context.Context, sem chan struct{}, deadline time.Time) error {
 	d := deadline.Sub(c.now())
 	if d <= 0 {
 		return errWaitedOut

@@ -186,3 +186,45 @@ func TestIdleCallersAreForgotten(t *testing.T) {
 		t.Errorf("%d callers remembered, want 1", n)
 	}
 }
+
+// Two asks arriving together for one slot, the caller's or the process's:
+// one is admitted and the other waits for it, never refused. An ask that
+// took a free slot at once was counted as waiting until it had, and an ask
+// checking the queue in that moment was refused for a queue that held no
+// one (TestQueuedAskWaitsInTheQueueStage in cmd/ragtime saw the 429).
+func TestTwoAsksForOneSlotBothAdmitted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		who  Caller
+	}{
+		{"caller", Config{MaxWait: time.Minute}, Caller{ID: "ip:a", Limits: Limits{Concurrent: 1}}},
+		{"process", Config{MaxStreams: 1, MaxWait: time.Minute}, Caller{ID: "ip:a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for range 2000 {
+				c := mustNew(t, tc.cfg)
+				start := make(chan struct{})
+				errs := make(chan error, 2)
+				for range 2 {
+					go func() {
+						<-start
+						tk, err := c.Admit(context.Background(), tc.who)
+						if err == nil {
+							tk.Release()
+						}
+						errs <- err
+					}()
+				}
+				close(start)
+				for range 2 {
+					if err := <-errs; err != nil {
+						t.Fatalf("one of two asks for one slot: %v", err)
+					}
+				}
+			}
+		})
+	}
+}
