@@ -186,19 +186,26 @@ func TestRateLimitPerCaller(t *testing.T) {
 
 func TestQueuedAskWaitsInTheQueueStage(t *testing.T) {
 	srv, _, _ := simServe(t, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 15 }, "--max-concurrent-per-caller", "1", "--queue-timeout", "20s")
-	done := make(chan doneEvent, 2)
-	for range 2 {
-		go func() {
-			var d doneEvent
-			for _, e := range ask(t, srv.url, "q=prefill") {
-				if e.Name == "done" {
-					_ = json.Unmarshal(e.Data, &d)
+	// The two asks run as parallel subtests, not bare goroutines: ask fails
+	// with t.Fatal, which on a goroutine of the test's own would end it
+	// without a result and leave the test waiting for one until its timeout.
+	var got [2]doneEvent
+	t.Run("asks", func(t *testing.T) {
+		for i := range got {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				for _, e := range ask(t, srv.url, "q=prefill") {
+					if e.Name == "done" {
+						_ = json.Unmarshal(e.Data, &got[i])
+					}
 				}
-			}
-			done <- d
-		}()
+			})
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
 	}
-	first, second := <-done, <-done
+	first, second := got[0], got[1]
 	waited := max(first.QueueMs, second.QueueMs)
 	if waited < 100 {
 		t.Fatalf("queue_ms %v and %v: one ask must have waited for the other's ~300 ms stream", first.QueueMs, second.QueueMs)
