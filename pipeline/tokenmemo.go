@@ -32,14 +32,18 @@ func (m *tokenMemo) CountBytes(text []byte) int {
 	if len(text) == 0 {
 		return 0
 	}
-	h := maphash.Bytes(m.seed, text)
+	if n, ok := m.memoised(maphash.Bytes(m.seed, text)); ok {
+		return n
+	}
+	return m.Count(string(text))
+}
+
+// memoised is the count memoised under the hash h, if any.
+func (m *tokenMemo) memoised(h uint64) (int, bool) {
 	m.mu.RLock()
 	n, ok := m.counts[h]
 	m.mu.RUnlock()
-	if ok {
-		return int(n)
-	}
-	return m.Count(string(text))
+	return int(n), ok
 }
 
 // Count returns the token count of text, counting it on first sight.
@@ -48,11 +52,8 @@ func (m *tokenMemo) Count(text string) int {
 		return 0
 	}
 	h := maphash.String(m.seed, text)
-	m.mu.RLock()
-	n, ok := m.counts[h]
-	m.mu.RUnlock()
-	if ok {
-		return int(n)
+	if n, ok := m.memoised(h); ok {
+		return n
 	}
 	c := m.counter.Count(text)
 	m.mu.Lock()
