@@ -37,6 +37,13 @@ type batchScan struct {
 	done chan struct{}
 }
 
+// leadRounds bounds the batches one search's goroutine scans before it
+// returns with its own result (found in the first): past it, the scan
+// slot passes to a waiting search. A leader that goes on scanning is
+// already running; a woken one waits for a P first, which under load
+// took milliseconds per hand-off.
+const leadRounds = 4
+
 // search scans st for q's k best, alone or in a batch with the searches
 // that overlap it. The caller holds the index's read lock, as every search
 // in a batch does: they all see the same st.
@@ -56,30 +63,30 @@ func (b *scanBatcher) search(st *state, dim int, q []float32, k int) topK {
 		b.running++
 		b.waiting = append(b.waiting, me)
 	}
-	batch := b.waiting
-	b.waiting = nil
-	b.mu.Unlock()
-
-	st.scanBatch(dim, batch)
-
-	b.mu.Lock()
-	var next *batchScan
-	if len(b.waiting) > 0 {
-		next = b.waiting[0] // the scan slot passes to it
-	} else {
-		b.running--
-	}
-	b.mu.Unlock()
-	for _, s := range batch {
-		if s != me {
-			close(s.done)
+	for round := 1; ; round++ {
+		batch := b.waiting
+		b.waiting = nil
+		b.mu.Unlock()
+		st.scanBatch(dim, batch)
+		for _, s := range batch {
+			if s != me {
+				close(s.done)
+			}
+		}
+		b.mu.Lock()
+		if len(b.waiting) == 0 {
+			b.running--
+			b.mu.Unlock()
+			return me.top
+		}
+		if round == leadRounds {
+			next := b.waiting[0] // the scan slot passes to it
+			b.mu.Unlock()
+			next.lead = true
+			close(next.done)
+			return me.top
 		}
 	}
-	if next != nil {
-		next.lead = true
-		close(next.done)
-	}
-	return me.top
 }
 
 // scanBatch scores every live slot for each search of batch: one read of

@@ -45,9 +45,9 @@ func TestScanBatchEqualsScanRange(t *testing.T) {
 
 // TestConcurrentSearchesMatchAlone runs many searches at once, more than
 // GOMAXPROCS so that some wait and are scanned in batches, and checks
-// every result is the one the same search made alone returned.
+// every result is the one the same search made alone returned. Not
+// parallel: TestSearchMatchesBruteForce sets parallelMin, which Search reads.
 func TestConcurrentSearchesMatchAlone(t *testing.T) {
-	t.Parallel()
 	const dim, n, searchers, each = 256, 1000, 16, 20
 	r := rand.New(rand.NewPCG(8, 9))
 	ix := openExact(t, t.TempDir(), dim, true)
