@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -58,9 +57,9 @@ type anthropicRequest struct {
 	Stream      bool               `json:"stream"`
 }
 
-// encode moves system messages into the top-level system field, as the
+// body moves system messages into the top-level system field, as the
 // Messages API wants them.
-func (anthropicDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte, error) {
+func (anthropicDialect) body(model string, req *pipeline.GenerateRequest) any {
 	body := anthropicRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: true}
 	if body.MaxTokens <= 0 {
 		body.MaxTokens = anthropicMaxTokens
@@ -74,7 +73,7 @@ func (anthropicDialect) encode(model string, req *pipeline.GenerateRequest) ([]b
 		body.Messages = append(body.Messages, m)
 	}
 	body.System = strings.Join(system, "\n\n")
-	return json.Marshal(body)
+	return body
 }
 
 func (anthropicDialect) authorize(h http.Header, key string) {

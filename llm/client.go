@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -63,8 +64,8 @@ type dialect interface {
 	// chatPath and modelsPath are appended to the base URL.
 	chatPath() string
 	modelsPath() string
-	// encode builds the streaming request body.
-	encode(model string, req *pipeline.GenerateRequest) ([]byte, error)
+	// body is the streaming request's body, to be encoded as JSON.
+	body(model string, req *pipeline.GenerateRequest) any
 	// authorize sets the credential headers (key is not empty) and any
 	// fixed headers the provider requires.
 	authorize(h http.Header, key string)
@@ -210,7 +211,7 @@ func (c *client) Generate(ctx context.Context, req *pipeline.GenerateRequest, em
 	if req.Model != "" {
 		model = req.Model
 	}
-	body, err := c.d.encode(model, req)
+	rb, err := encodeBody(c.d.body(model, req))
 	if err != nil {
 		*gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
 		return &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
@@ -223,7 +224,6 @@ func (c *client) Generate(ctx context.Context, req *pipeline.GenerateRequest, em
 		t := time.AfterFunc(c.timeout, func() { cancel(errOverallTimeout) })
 		defer t.Stop()
 	}
-	rb := &requestBody{b: body}
 	emitted := false
 	counted := func(d pipeline.Delta) error {
 		if !emitted {
@@ -327,6 +327,7 @@ func (c *client) attempt(parent, actx context.Context, cancel context.CancelCaus
 	}
 	tr := &upstream.Trace{}
 	defer func() { fill(gen, tr) }()
+	body.tr = tr
 
 	httpReq, err := c.chatRequest(actx, body)
 	if err != nil {
@@ -448,12 +449,60 @@ func drain(body io.Reader, cancel context.CancelCauseFunc) {
 // body read from a bytes.Reader would stay alive for as long as the answer
 // streams; release, at the first token (after which nothing is retried),
 // lets the collector have it while the stream is held open.
-type requestBody struct{ b []byte }
+//
+// The body is encoded into a pooled buffer, which release gives back when
+// it was read once, by the one attempt, whose request the transport wrote
+// whole (the trace's WroteRequest): the transport reads it no more. Each
+// generation's body was a new allocation of the prompt's size.
+type requestBody struct {
+	b     []byte
+	buf   *[]byte         // b's backing array, from bodyBufs
+	tr    *upstream.Trace // the attempt sending it
+	reads int             // readers made: one unless the request was sent again
+}
 
-func (rb *requestBody) release() { rb.b = nil }
+// bodyBufs holds chat request bodies' buffers between generations.
+var bodyBufs sync.Pool
+
+// maxPooledBody bounds the buffers kept in bodyBufs.
+const maxPooledBody = 64 << 10
+
+// encodeBody encodes v as JSON (the bytes of json.Marshal) into a pooled
+// buffer.
+func encodeBody(v any) (*requestBody, error) {
+	bp, _ := bodyBufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	w := &appendWriter{b: (*bp)[:0]}
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return nil, err
+	}
+	return &requestBody{b: w.b[:len(w.b)-1], buf: bp}, nil // without Encode's newline
+}
+
+// appendWriter appends what is written to b.
+type appendWriter struct{ b []byte }
+
+func (w *appendWriter) Write(p []byte) (int, error) {
+	w.b = append(w.b, p...)
+	return len(p), nil
+}
+
+// release lets go of the body: no attempt is made after it.
+func (rb *requestBody) release() {
+	if rb.buf != nil && rb.reads == 1 && rb.tr != nil && !rb.tr.WroteRequest().IsZero() && cap(rb.b) <= maxPooledBody {
+		*rb.buf = rb.b[:0]
+		bodyBufs.Put(rb.buf)
+	}
+	rb.b, rb.buf, rb.tr = nil, nil, nil
+}
 
 // reader reads the body from its start.
-func (rb *requestBody) reader() io.ReadCloser { return &bodyReader{rest: rb.b} }
+func (rb *requestBody) reader() io.ReadCloser {
+	rb.reads++
+	return &bodyReader{rest: rb.b}
+}
 
 // getBody is http.Request.GetBody.
 func (rb *requestBody) getBody() (io.ReadCloser, error) { return rb.reader(), nil }

@@ -62,12 +62,12 @@ type ollamaOptions struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 }
 
-func (ollamaDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte, error) {
+func (ollamaDialect) body(model string, req *pipeline.GenerateRequest) any {
 	body := ollamaRequest{Model: model, Messages: messagesOf(req), Stream: true}
 	if req.MaxTokens > 0 || req.Temperature != nil {
 		body.Options = &ollamaOptions{NumPredict: max(req.MaxTokens, 0), Temperature: req.Temperature}
 	}
-	return json.Marshal(body)
+	return body
 }
 
 func (ollamaDialect) authorize(h http.Header, key string) {

@@ -1,8 +1,6 @@
 package llm
 
 import (
-	"encoding/json"
-
 	"mime"
 	"net/http"
 
@@ -46,7 +44,7 @@ func (openaiDialect) provider() string   { return ProviderOpenAI }
 func (openaiDialect) chatPath() string   { return "/chat/completions" }
 func (openaiDialect) modelsPath() string { return "/models" }
 
-func (openaiDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte, error) {
+func (openaiDialect) body(model string, req *pipeline.GenerateRequest) any {
 	msgs := messagesOf(req)
 	body := openaiwire.ChatRequest{
 		Model:         model,
@@ -61,7 +59,7 @@ func (openaiDialect) encode(model string, req *pipeline.GenerateRequest) ([]byte
 	if req.MaxTokens > 0 {
 		body.MaxTokens = &req.MaxTokens
 	}
-	return json.Marshal(body)
+	return body
 }
 
 // messagesOf is the prompt, or the bare question when there is none.

@@ -26,7 +26,7 @@ func TestTemperatureReachesEveryDialect(t *testing.T) {
 			if withTemp {
 				req.Temperature = &temp
 			}
-			b, err := tt.d.encode("m", &req)
+			b, err := json.Marshal(tt.d.body("m", &req))
 			if err != nil {
 				t.Fatal(err)
 			}
