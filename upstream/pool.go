@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -75,12 +76,19 @@ func (p *Pool) Client(base string) *Client {
 // transport is the keep-alive transport of one host (or, single, one that
 // opens a new connection per request: the retry after a stale one).
 func (p *Pool) transport(single bool) *http.Transport {
+	dialer := &net.Dialer{
+		Timeout:   10 * time.Second,
+		KeepAlive: 30 * time.Second,
+	}
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
-		DialContext: (&net.Dialer{
-			Timeout:   10 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return copyingConn{c}, nil
+		},
 		ForceAttemptHTTP2:     true,
 		DisableKeepAlives:     single,
 		MaxIdleConns:          p.idle,
@@ -97,6 +105,24 @@ func (p *Pool) transport(single bool) *http.Transport {
 		WriteBufferSize: 1 << 10,
 		ReadBufferSize:  1 << 10,
 	}
+}
+
+// copyingConn is an upstream connection whose ReadFrom, the way the
+// transport writes the part of a request body that does not fit its write
+// buffer, copies through a pooled buffer. A *net.TCPConn's falls back to
+// io.Copy for a body that is not a file or a socket, and io.Copy allocated
+// a buffer of the rest's size (up to 32 KB) per request: a chat request's
+// prompt, every ask.
+type copyingConn struct{ net.Conn }
+
+// copyBufs are copyingConn.ReadFrom's buffers.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// ReadFrom writes what it reads from r until EOF.
+func (c copyingConn) ReadFrom(r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(struct{ io.Writer }{c.Conn}, r, *bp)
 }
 
 // Client sends requests to one upstream host. The zero value is not usable;
