@@ -198,6 +198,8 @@ type server struct {
 	log     *slog.Logger
 	ingest  ingestSlots
 	streams *streamHub
+	// queueAttrs are the queue stage's attrs, shared (admit).
+	queueAttrs queueAttrs
 	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
 	// change is logged once.
 	lastReady atomic.Value
