@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"maps"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -80,6 +79,9 @@ type Pipeline struct {
 	// localSearch: the Searcher waits on nothing outside the process, so
 	// no flush is due before it (InProcessSearcher).
 	localSearch bool
+	// searchKeys are cfg.SearchAttrs' keys in byte order, without those
+	// the search stage sets itself (stageFigs).
+	searchKeys []string
 }
 
 // New checks cfg and returns a Pipeline.
@@ -112,7 +114,7 @@ func New(cfg Config) (*Pipeline, error) {
 	local, _ := cfg.Searcher.(InProcessSearcher)
 	return &Pipeline{cfg: cfg, systemTokens: cfg.Counter.Count(cfg.SystemPrompt), memo: newTokenMemo(cfg.Counter),
 		frameTokens: cfg.Counter.Count("Sources:\n\n"), sepTokens: cfg.Counter.Count("\n\n"),
-		localSearch: local != nil && local.SearchesInProcess()}, nil
+		localSearch: local != nil && local.SearchesInProcess(), searchKeys: searchKeys(cfg.SearchAttrs)}, nil
 }
 
 // Run answers req (already normalised) into out and returns the finished
@@ -234,6 +236,8 @@ type query struct {
 	started time.Time
 	arrived bool
 	spans   []Span
+	// figs are the stages' attrs until the record is made (stageFigs).
+	figs stageFigs
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
@@ -267,6 +271,7 @@ func (p *Pipeline) start(ctx context.Context, req *Request) *query {
 		started = req.Queue.Start
 	}
 	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
+	q.figs.p = p
 	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(started) {
 		q.t0, q.arrived = at, true
 	}
@@ -294,12 +299,17 @@ func round3(x float64) float64 {
 	return float64(time.Duration(x*1e6).Round(time.Microsecond)) / 1e6
 }
 
-// span records a finished stage and sends it to out.
-func (q *query) span(out Stream, name string, start, end time.Time, attrs map[string]any) error {
+// span records a finished stage and sends it to out. Its attrs are attrs
+// or, when that is nil and figs is set, the stage's figures there
+// (stageFigs).
+func (q *query) span(out Stream, name string, start, end time.Time, attrs map[string]any, figs *stageFigs) error {
 	if end.Before(start) {
 		end = start
 	}
 	s := Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}
+	if attrs == nil {
+		s.figs = figs
+	}
 	s.DurationMs = round3(q.ms(end) - s.StartMs)
 	q.spans = append(q.spans, s)
 	if out == nil {
@@ -323,7 +333,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	// accept: the request's arrival → the query's start (the admission
 	// queue's, or Run's)
 	if q.arrived {
-		if err := q.span(out, StageAccept, q.t0, q.started, nil); err != nil {
+		if err := q.span(out, StageAccept, q.t0, q.started, nil, nil); err != nil {
 			return clientGone(err)
 		}
 	}
@@ -332,7 +342,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	if qw := q.req.Queue; qw != nil {
 		admitted, queueAttrs = qw.End, qw.Attrs
 	}
-	if err := q.span(out, StageQueue, q.started, admitted, queueAttrs); err != nil {
+	if err := q.span(out, StageQueue, q.started, admitted, queueAttrs, nil); err != nil {
 		return clientGone(err)
 	}
 
@@ -344,14 +354,14 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		var call Call
 		var err error
 		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
-		attrs := callAttrs(call, map[string]any{"embedder": cfg.EmbedderName})
+		q.figs.embed = call
 		if err == nil && len(vecs) != 1 {
 			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
 		}
 		if err == nil {
-			attrs["dim"] = len(vecs[0])
+			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
 		}
-		return attrs, err
+		return nil, err
 	})
 	if err != nil {
 		return err
@@ -370,10 +380,8 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		if filter, ok := q.req.Filter.Within(q.req.Scope); ok {
 			hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, filter)
 		}
-		attrs := make(map[string]any, len(cfg.SearchAttrs)+3)
-		maps.Copy(attrs, cfg.SearchAttrs)
-		attrs["k"], attrs["hits"], attrs["store"] = q.req.TopK, len(hits), cfg.StoreName
-		return attrs, err
+		q.figs.k, q.figs.hits = q.req.TopK, len(hits)
+		return nil, err
 	})
 	if err != nil {
 		return err
@@ -386,17 +394,21 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 	err = q.stage(ctx, out, StageRerank, func(ctx context.Context) (map[string]any, error) {
 		topN := q.req.RerankTopN
-		attrs := map[string]any{"candidates": len(hits), "top_n": topN, "reranker": cfg.RerankerName}
+		f := &q.figs
+		f.candidates, f.topN, f.reranker = len(hits), topN, cfg.RerankerName
+		var attrs map[string]any // the figures', unless a call was made
 		var err error
 		switch {
 		case topN == 0:
-			attrs["reranker"] = "off"
+			f.reranker = "off"
 		case cfg.Reranker == nil:
 			hits = hits[:min(topN, len(hits))]
 		case len(hits) > 0:
 			var call Call
 			hits, err = cfg.Reranker.Rerank(WithCall(ctx, &call), q.req.Question, hits, topN)
-			attrs = callAttrs(call, attrs)
+			if call.Made {
+				attrs = callAttrs(call, map[string]any{"candidates": f.candidates, "top_n": topN, "reranker": f.reranker})
+			}
 		}
 		return attrs, err
 	})
@@ -407,10 +419,10 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	var prompt promptParts
 	err = q.stage(ctx, out, StageAssemble, func(context.Context) (map[string]any, error) {
 		prompt = q.assemble(hits)
-		return map[string]any{
-			"chunks": len(prompt.sources), "dropped": prompt.dropped,
-			"context_tokens": prompt.contextTokens, "prompt_tokens": prompt.promptTokens,
-		}, nil
+		f := &q.figs
+		f.chunks, f.dropped = len(prompt.sources), prompt.dropped
+		f.contextTokens, f.promptTokens = prompt.contextTokens, prompt.promptTokens
+		return nil, nil
 	})
 	if err != nil {
 		return err
@@ -456,7 +468,8 @@ func (q *query) generate(ctx context.Context, out Stream) error {
 }
 
 // stage runs fn as the stage name on the query's clock: it records the
-// stage's span with the attrs fn returns (also when fn fails) and sends it
+// stage's span with the attrs fn returns, or with its figures in q.figs
+// when fn returns none (also when fn fails), and sends it
 // to out, and returns fn's error classified as the stage's failure, or the
 // client's departure if the span could not be written. fn's context carries
 // the stage's trace span, when the query is traced.
@@ -469,10 +482,10 @@ func (q *query) stage(ctx context.Context, out Stream, name string, fn func(cont
 	attrs, err := fn(sctx)
 	end := q.now()
 	if err != nil {
-		_ = q.span(out, name, start, end, attrs)
+		_ = q.span(out, name, start, end, attrs, &q.figs)
 		return stageErr(ctx, name, err)
 	}
-	if err := q.span(out, name, start, end, attrs); err != nil {
+	if err := q.span(out, name, start, end, attrs, &q.figs); err != nil {
 		return clientGone(err)
 	}
 	return nil
@@ -567,7 +580,9 @@ func (q *query) firstTokenSpans(out Stream, d Delta) error {
 // below: these run on the answer's goroutine, whose stack must stay small
 // for as long as the answer streams (Pipeline.Run).
 func (q *query) connectAndPrefill(out Stream, g *Generation, first time.Time) error {
-	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, connAttrs(g)); err != nil {
+	f := &q.figs
+	f.conn, f.retries, f.status = g.Conn, g.Retries, g.UpstreamStatus
+	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, nil, f); err != nil {
 		return err
 	}
 	written := g.WroteRequest
@@ -578,7 +593,11 @@ func (q *query) connectAndPrefill(out Stream, g *Generation, first time.Time) er
 	if end.IsZero() {
 		end = q.now()
 	}
-	return q.span(out, StageLLMPrefill, written, end, prefillAttrs(g))
+	var prefill map[string]any // the figures', unless the server reported timings
+	if len(g.ServerTimings) > 0 {
+		prefill = prefillAttrs(g)
+	}
+	return q.span(out, StageLLMPrefill, written, end, prefill, f)
 }
 
 func connAttrs(g *Generation) map[string]any {
@@ -637,14 +656,14 @@ func (q *query) generationSpans(out Stream) error {
 		for i := range q.spans {
 			switch q.spans[i].Name {
 			case StageLLMConnect:
-				q.spans[i].Attrs = connAttrs(g)
+				q.spans[i].Attrs, q.spans[i].figs = connAttrs(g), nil
 			case StageLLMPrefill:
-				q.spans[i].Attrs = prefillAttrs(g)
+				q.spans[i].Attrs, q.spans[i].figs = prefillAttrs(g), nil
 			}
 		}
 	} else {
 		if g.GotConn.IsZero() {
-			return q.span(out, StageLLMConnect, g.RequestStart, q.now(), nil)
+			return q.span(out, StageLLMConnect, g.RequestStart, q.now(), nil, nil)
 		}
 		if err := q.connectAndPrefill(out, g, g.FirstToken); err != nil || g.FirstToken.IsZero() {
 			return err
@@ -665,7 +684,7 @@ func (q *query) generationSpans(out Stream) error {
 		"itl_p50_ms":        p50,
 		"itl_p95_ms":        p95,
 		"itl_max_ms":        pmax,
-	})
+	}, nil)
 }
 
 // stageErr classifies err as the failure of stage: a cancelled context is
@@ -761,6 +780,9 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 			rs, ps := rec.RetrievalMs/ttft, rec.LLMPrefillMs/ttft
 			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
 		}
+	}
+	for i := range q.spans {
+		q.spans[i].materialize()
 	}
 	rec.Stages = q.spans
 

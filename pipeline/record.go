@@ -39,6 +39,10 @@ type Span struct {
 	StartMs    float64        `json:"start_ms"`
 	DurationMs float64        `json:"duration_ms"`
 	Attrs      map[string]any `json:"attrs,omitempty"`
+
+	// figs, on a span the query has yet to record, holds its attrs (Attrs
+	// is then nil) until the record is made: see stageFigs.
+	figs *stageFigs
 }
 
 // Record is one finished query: what is stored, and what GET

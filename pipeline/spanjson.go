@@ -26,7 +26,16 @@ func (sp Span) AppendJSON(b []byte) (out []byte, ok bool) {
 	if b, ok = jsontext.AppendFloat(b, sp.DurationMs); !ok {
 		return b, false
 	}
-	if len(sp.Attrs) > 0 {
+	if sp.figs != nil {
+		o := attrOut{b: b, ok: true}
+		sp.figs.attrs(sp.Name, &o)
+		if b = o.b; !o.ok {
+			return b, false
+		}
+		if o.n > 0 {
+			b = append(b, '}')
+		}
+	} else if len(sp.Attrs) > 0 {
 		b = append(b, `,"attrs":`...)
 		if b, ok = jsontext.AppendObject(b, sp.Attrs); !ok {
 			return b, false
@@ -41,6 +50,7 @@ func (sp Span) MarshalJSON() ([]byte, error) {
 	if b, ok := sp.AppendJSON(make([]byte, 0, 160)); ok {
 		return b, nil
 	}
+	sp.materialize()
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // the caller's encoder escapes, if it does

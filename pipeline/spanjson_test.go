@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // reflected is what encoding/json writes for v through reflection alone.
@@ -73,6 +75,61 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 	for _, sp := range []Span{{Name: "x", StartMs: math.NaN()}, {Name: "x", Attrs: map[string]any{"f": math.Inf(1)}}} {
 		if _, err := json.Marshal(sp); err == nil {
 			t.Errorf("%+v: encoded, want an error", sp)
+		}
+	}
+}
+
+// TestStageFigsFrameAsTheirMaps: a span whose attrs are still the query's
+// figures (stageFigs) is framed byte for byte as the span with the map
+// they stand for, which is what the stages' maps were: the stage events, a
+// resume's replay and the record do not change with the representation.
+func TestStageFigsFrameAsTheirMaps(t *testing.T) {
+	t.Parallel()
+	call := Call{Made: true, Conn: ConnInfo{Reused: false, DNS: 1234567, Connect: 2500 * time.Microsecond, TLS: 0, FreshRetry: true},
+		Retries: 2, ServerWait: 5_900_123 * time.Nanosecond}
+	for _, c := range []struct {
+		name  string
+		attrs map[string]any
+		set   func(f *stageFigs)
+	}{
+		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0,
+			"fresh_retry": true, "retries": 2, "server_wait_ms": 5.9},
+			func(f *stageFigs) { f.embed, f.dim, f.dimKnown = call, 512, true }},
+		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
+			func(f *stageFigs) { f.embed = Call{Made: true, Conn: ConnInfo{Reused: true}} }},
+		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3},
+			func(f *stageFigs) { f.dim, f.dimKnown = 3, true }},
+		{StageSearch, map[string]any{"k": 4, "hits": 3, "store": "embedded", "exact": false, "ef": 64, "a": "<x>", "z": 1.5},
+			func(f *stageFigs) { f.k, f.hits = 4, 3 }},
+		{StageRerank, map[string]any{"candidates": 4, "top_n": 0, "reranker": "off"},
+			func(f *stageFigs) { f.candidates, f.reranker = 4, "off" }},
+		{StageAssemble, map[string]any{"chunks": 4, "dropped": 1, "context_tokens": 316, "prompt_tokens": 381},
+			func(f *stageFigs) { f.chunks, f.dropped, f.contextTokens, f.promptTokens = 4, 1, 316, 381 }},
+		{StageLLMConnect, map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
+			func(f *stageFigs) { f.conn = ConnInfo{Reused: true} }},
+		{StageLLMConnect, map[string]any{"reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0, "fresh_retry": true, "retries": 2},
+			func(f *stageFigs) { f.conn, f.retries = call.Conn, 2 }},
+		{StageLLMPrefill, map[string]any{"status": 200}, func(f *stageFigs) { f.status = 200 }},
+		{StageLLMPrefill, map[string]any{}, func(*stageFigs) {}},
+	} {
+		p := &Pipeline{cfg: Config{EmbedderName: "openai:<m&x>", StoreName: "embedded",
+			SearchAttrs: map[string]any{"exact": false, "ef": 64, "a": "<x>", "z": 1.5, "k": "shadowed", "store": "shadowed"}}}
+		p.searchKeys = searchKeys(p.cfg.SearchAttrs)
+		f := &stageFigs{p: p}
+		c.set(f)
+		lazy := Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5, figs: f}
+		want := Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5, Attrs: c.attrs}
+		got, ok := lazy.AppendJSON(nil)
+		wantJSON, _ := want.AppendJSON(nil)
+		if !ok || string(got) != string(wantJSON) {
+			t.Errorf("%s framed from its figures (%v):\n got %s\nwant %s", c.name, ok, got, wantJSON)
+		}
+		if got, want := reflected(t, lazy, true), reflected(t, want, true); got != want {
+			t.Errorf("%s through encoding/json:\n got %s\nwant %s", c.name, got, want)
+		}
+		lazy.materialize()
+		if lazy.figs != nil || !reflect.DeepEqual(lazy.Attrs, c.attrs) {
+			t.Errorf("%s materialized: %#v, want %#v", c.name, lazy.Attrs, c.attrs)
 		}
 	}
 }

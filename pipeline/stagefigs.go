@@ -1,0 +1,220 @@
+package pipeline
+
+import (
+	"slices"
+	"strconv"
+
+	"ragtime/jsontext"
+)
+
+// stageFigs are the figures of a query's retrieval and connection stages,
+// kept unboxed in the query until its record is made, instead of an attrs
+// map per stage. A map[string]any of a handful of attrs takes 336 bytes or
+// more, and the seven stages' maps (3.2 KB, the values boxed) were held
+// for as long as the answer streamed (make bench-streams); these fields
+// take some 250 bytes. A stage's span points here (Span.figs) and its
+// attrs are framed from these fields, in the order of their keys, byte for
+// byte as the map they stand for would be (jsontext.AppendObject); the
+// record's spans get their maps when the query ends (Span.materialize).
+//
+// A field is written before its stage's span is sent and never after, so
+// a Stream that keeps the span (the SSE writer, for a resume) frames it
+// again the same.
+type stageFigs struct {
+	p *Pipeline
+
+	embed    Call
+	dim      int
+	dimKnown bool
+
+	k, hits int
+
+	candidates, topN int
+	reranker         string
+
+	chunks, dropped, contextTokens, promptTokens int
+
+	// llm_connect's and llm_prefill's figures as they were sent (with
+	// the first token, or at the stream's end).
+	conn    ConnInfo
+	retries int
+	status  int
+}
+
+// searchFixed are the keys the search stage sets itself, in byte order;
+// they take precedence over a store's SearchAttrs of the same name.
+var searchFixed = [...]string{"hits", "k", "store"}
+
+// searchKeys are the keys of a store's search attrs other than
+// searchFixed, in byte order.
+func searchKeys(attrs map[string]any) []string {
+	keys := make([]string, 0, len(attrs))
+	for k := range attrs {
+		if !slices.Contains(searchFixed[:], k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// attrOut receives a stage's attrs in the order of their keys: into m when
+// it is set, else appended to b as the span's `,"attrs":{…}` (nothing when
+// there are none). ok turns false at a value jsontext does not write.
+type attrOut struct {
+	m  map[string]any
+	b  []byte
+	n  int
+	ok bool
+}
+
+func (o *attrOut) key(k string) {
+	if o.n == 0 {
+		o.b = append(o.b, `,"attrs":{`...)
+	} else {
+		o.b = append(o.b, ',')
+	}
+	o.n++
+	o.b = jsontext.AppendString(o.b, k)
+	o.b = append(o.b, ':')
+}
+
+func (o *attrOut) int(k string, v int) {
+	if o.m != nil {
+		o.m[k] = v
+		return
+	}
+	o.key(k)
+	o.b = strconv.AppendInt(o.b, int64(v), 10)
+}
+
+func (o *attrOut) ms(k string, v float64) {
+	if o.m != nil {
+		o.m[k] = v
+		return
+	}
+	o.key(k)
+	var ok bool
+	if o.b, ok = jsontext.AppendFloat(o.b, v); !ok {
+		o.ok = false
+	}
+}
+
+func (o *attrOut) bool(k string, v bool) {
+	if o.m != nil {
+		o.m[k] = v
+		return
+	}
+	o.key(k)
+	o.b = strconv.AppendBool(o.b, v)
+}
+
+func (o *attrOut) str(k, v string) {
+	if o.m != nil {
+		o.m[k] = v
+		return
+	}
+	o.key(k)
+	o.b = jsontext.AppendString(o.b, v)
+}
+
+func (o *attrOut) value(k string, v any) {
+	if o.m != nil {
+		o.m[k] = v
+		return
+	}
+	o.key(k)
+	var ok bool
+	if o.b, ok = jsontext.AppendScalar(o.b, v); !ok {
+		o.ok = false
+	}
+}
+
+// attrs writes the attrs of the stage name to o, keys in byte order:
+// those callAttrs, connAttrs, prefillAttrs and the stages' maps made.
+func (f *stageFigs) attrs(name string, o *attrOut) {
+	switch name {
+	case StageEmbed:
+		c := &f.embed
+		if c.Made {
+			o.ms("connect_ms", roundMs(c.Conn.Connect))
+		}
+		if f.dimKnown {
+			o.int("dim", f.dim)
+		}
+		if c.Made {
+			o.ms("dns_ms", roundMs(c.Conn.DNS))
+		}
+		o.str("embedder", f.p.cfg.EmbedderName)
+		if c.Made {
+			if c.Conn.FreshRetry {
+				o.bool("fresh_retry", true)
+			}
+			if c.Retries > 0 {
+				o.int("retries", c.Retries)
+			}
+			o.bool("reused", c.Conn.Reused)
+			if c.ServerWait > 0 {
+				o.ms("server_wait_ms", roundMs(c.ServerWait))
+			}
+			o.ms("tls_ms", roundMs(c.Conn.TLS))
+		}
+	case StageSearch:
+		fixed := 0
+		for _, k := range f.p.searchKeys {
+			for ; fixed < len(searchFixed) && searchFixed[fixed] < k; fixed++ {
+				f.searchFixed(fixed, o)
+			}
+			o.value(k, f.p.cfg.SearchAttrs[k])
+		}
+		for ; fixed < len(searchFixed); fixed++ {
+			f.searchFixed(fixed, o)
+		}
+	case StageRerank: // without a call: one made keeps its map
+		o.int("candidates", f.candidates)
+		o.str("reranker", f.reranker)
+		o.int("top_n", f.topN)
+	case StageAssemble:
+		o.int("chunks", f.chunks)
+		o.int("context_tokens", f.contextTokens)
+		o.int("dropped", f.dropped)
+		o.int("prompt_tokens", f.promptTokens)
+	case StageLLMConnect:
+		o.ms("connect_ms", roundMs(f.conn.Connect))
+		o.ms("dns_ms", roundMs(f.conn.DNS))
+		if f.conn.FreshRetry {
+			o.bool("fresh_retry", true)
+		}
+		if f.retries > 0 {
+			o.int("retries", f.retries)
+		}
+		o.bool("reused", f.conn.Reused)
+		o.ms("tls_ms", roundMs(f.conn.TLS))
+	case StageLLMPrefill: // without server timings: a generation with them keeps its map
+		if f.status != 0 {
+			o.int("status", f.status)
+		}
+	}
+}
+
+func (f *stageFigs) searchFixed(i int, o *attrOut) {
+	switch i {
+	case 0:
+		o.int("hits", f.hits)
+	case 1:
+		o.int("k", f.k)
+	case 2:
+		o.str("store", f.p.cfg.StoreName)
+	}
+}
+
+// materialize gives sp the attrs map its figures stand for, as the record
+// and encoding/json need it.
+func (sp *Span) materialize() {
+	if sp.figs == nil {
+		return
+	}
+	o := attrOut{m: make(map[string]any, 8)}
+	sp.figs.attrs(sp.Name, &o)
+	sp.Attrs, sp.figs = o.m, nil
+}
