@@ -292,16 +292,20 @@ type eventLog struct {
 	keptBytes int
 	// texts holds the kept token and reasoning texts one after the other
 	// (texts[0] is byte textsGone of all the stream's texts): one buffer
-	// rather than a string and a 16-byte header per token.
-	texts     []byte
-	textsGone int
-	// framed holds the kept keptFramed events' bytes, oldest first:
-	// framed[0] is framed event number framedGone (keptEvent.at).
+	// rather than a string and a 16-byte header per token. textsFront is
+	// where the first kept text event's text starts (of all the stream's
+	// texts; where the next text will, when none is kept); each next one's
+	// starts where the one before ends.
+	texts      []byte
+	textsGone  int
+	textsFront int
+	// framed holds the kept keptFramed events' bytes, oldest first: the
+	// first kept keptFramed event's is framed[0], and so on.
 	framed     []string
 	framedGone int
 	sources    []pipeline.Source // the sources event's, when it is kept
-	// stages are the spans of the kept stage events, oldest first:
-	// stages[0] is stage event number stagesGone (keptEvent.stage).
+	// stages are the spans of the kept stage events, oldest first, as
+	// framed is.
 	stages     []pipeline.Span
 	stagesGone int
 	// done is the done event's, when it is kept: framed again for a resume
@@ -333,19 +337,43 @@ type eventLog struct {
 // for as long as the stream is open; the nine stage events framed took
 // 1.6 KB of it before their spans were kept instead (make bench-streams).
 //
-// A keptEvent is 16 bytes and its text is in eventLog.texts: with the
+// A keptEvent is 8 bytes and its text is in eventLog.texts: with the
 // token's string and the 24-byte event kept instead, a 64-token answer's
 // events took 2.3 KB and its strings 1 KB more for as long as the stream
-// is open (make bench-streams).
+// is open (make bench-streams), and with 16-byte events (which placed
+// their text, span or framed bytes themselves) 1.4 KB. Where a kept
+// event's text, span or framed bytes are follows from the kept events
+// before it (keptCursor).
 type keptEvent struct {
-	kind  keptKind
-	stage uint16 // a keptStage's number among the stream's stage events
-	size  int32  // framed bytes, for StreamOptions.BufferBytes
-	// at and n place a token's or reasoning's text in eventLog.texts (at
-	// counts from the stream's first text byte); at is a keptFramed
-	// event's number in eventLog.framed.
-	at, n uint32
+	kind keptKind
+	n    uint16 // a token's or reasoning's text's length in bytes
+	size int32  // framed bytes, for StreamOptions.BufferBytes
 }
+
+// keptCursor places kept events' contents as the kept events are walked
+// oldest first: text is where the next text event's text starts (of all
+// the stream's texts), stage and framed the next stage's and keptFramed
+// event's index in eventLog.stages and eventLog.framed.
+type keptCursor struct{ text, stage, framed int }
+
+// keptCursor is the cursor at the first kept event.
+func (l *eventLog) keptCursor() keptCursor { return keptCursor{text: l.textsFront} }
+
+// pass moves c past kept event e.
+func (c *keptCursor) pass(e keptEvent) {
+	switch e.kind {
+	case keptToken, keptReasoning:
+		c.text += int(e.n)
+	case keptStage:
+		c.stage++
+	case keptFramed:
+		c.framed++
+	}
+}
+
+// maxKeptText is the longest text a kept token or reasoning event keeps
+// in eventLog.texts; a longer one is kept framed.
+const maxKeptText = math.MaxUint16
 
 // keptKind says how a keptEvent is framed again.
 type keptKind uint8
@@ -437,12 +465,14 @@ func (l *eventLog) resumeLocked(resp *echo.Response, seq int) *sink {
 		return sk
 	}
 	defer l.trimScratch()
+	c := l.keptCursor()
 	for i, e := range l.kept {
 		if l.first+i <= seq {
+			c.pass(e)
 			continue
 		}
 		l.scratch.Reset()
-		if err := l.frameKeptLocked(l.first+i, e); err != nil {
+		if err := l.frameKeptLocked(l.first+i, e, &c); err != nil {
 			return sk // cannot happen: the same values were framed when sent
 		}
 		if err := l.writeLocked(l.scratch.Bytes()); err != nil {
@@ -452,18 +482,20 @@ func (l *eventLog) resumeLocked(resp *echo.Response, seq int) *sink {
 	return sk
 }
 
-// frameKeptLocked frames kept event seq into l.scratch again, byte for byte
-// as it was sent.
-func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
+// frameKeptLocked frames kept event seq, e at c, into l.scratch again,
+// byte for byte as it was sent, and moves c past it.
+func (l *eventLog) frameKeptLocked(seq int, e keptEvent, c *keptCursor) error {
+	at := *c
+	c.pass(e)
 	switch e.kind {
 	case keptToken:
-		l.frameText(seq, EventToken, l.keptText(e))
+		l.frameText(seq, EventToken, l.keptText(at.text, e))
 	case keptReasoning:
-		l.frameText(seq, EventReasoning, l.keptText(e))
+		l.frameText(seq, EventReasoning, l.keptText(at.text, e))
 	case keptSources:
 		return l.frameJSON(seq, EventSources, sourcesEvent{Sources: l.sources})
 	case keptStage:
-		b, ok := l.stages[int(e.stage)-l.stagesGone].AppendJSON(l.appendHead(l.frameBuffer(stageFrameBytes), seq, EventStage))
+		b, ok := l.stages[at.stage].AppendJSON(l.appendHead(l.frameBuffer(stageFrameBytes), seq, EventStage))
 		if !ok {
 			return fmt.Errorf("framing kept stage event %d again", seq)
 		}
@@ -475,14 +507,15 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent) error {
 		}
 		l.scratch.Write(append(b, "\n\n"...))
 	default:
-		l.scratch.WriteString(l.framed[int(e.at)-l.framedGone])
+		l.scratch.WriteString(l.framed[at.framed])
 	}
 	return nil
 }
 
-// keptText is kept token or reasoning event e's text.
-func (l *eventLog) keptText(e keptEvent) string {
-	i := int(e.at) - l.textsGone
+// keptText is kept token or reasoning event e's text, which starts at at
+// of all the stream's texts.
+func (l *eventLog) keptText(at int, e keptEvent) string {
+	i := at - l.textsGone
 	return string(l.texts[i : i+int(e.n)])
 }
 
@@ -492,7 +525,7 @@ func (l *eventLog) keepText(kind keptKind, text string) keptEvent {
 	if l.texts == nil {
 		l.texts = make([]byte, 0, 4*max(l.expect, 16)) // four bytes a token, most answers' mean
 	}
-	e := keptEvent{kind: kind, at: uint32(l.textsGone + len(l.texts)), n: uint32(len(text))}
+	e := keptEvent{kind: kind, n: uint16(len(text))}
 	l.texts = append(l.texts, text...)
 	return e
 }
@@ -500,9 +533,8 @@ func (l *eventLog) keepText(kind keptKind, text string) keptEvent {
 // keepFramed keeps the event framed in l.scratch as it is and returns its
 // kept event.
 func (l *eventLog) keepFramed() keptEvent {
-	e := keptEvent{kind: keptFramed, at: uint32(l.framedGone + len(l.framed))}
 	l.framed = append(l.framed, l.scratch.String())
-	return e
+	return keptEvent{kind: keptFramed}
 }
 
 // dropKeptLocked forgets the oldest kept event.
@@ -525,7 +557,8 @@ func (l *eventLog) dropKeptLocked() {
 	case keptToken, keptReasoning:
 		// The texts before the next one are let go once they are half of
 		// the buffer.
-		if cut := int(e.at+e.n) - l.textsGone; 2*cut >= len(l.texts) {
+		l.textsFront += int(e.n)
+		if cut := l.textsFront - l.textsGone; 2*cut >= len(l.texts) {
 			l.texts = append(make([]byte, 0, max(cap(l.texts)-cut, len(l.texts)-cut)), l.texts[cut:]...)
 			l.textsGone += cut
 		}
@@ -703,6 +736,9 @@ func (l *eventLog) sendText(name, text string, flush bool) error {
 	}
 	l.scratch.Reset()
 	l.frameText(l.seq, name, text)
+	if len(text) > maxKeptText {
+		return l.keepAndWriteLocked(name, l.keepFramed(), flush)
+	}
 	kind := keptToken
 	if name == EventReasoning {
 		kind = keptReasoning
@@ -822,15 +858,11 @@ func (l *eventLog) Stage(sp pipeline.Span) error {
 		return l.encodeLocked(EventStage, sp)
 	}
 	l.scratch.Write(append(b, "\n\n"...))
-	n := l.stagesGone + len(l.stages)
-	if n > math.MaxUint16 {
-		return l.keepAndWriteLocked(EventStage, l.keepFramed(), false)
-	}
 	if l.stages == nil {
 		l.stages = make([]pipeline.Span, 0, 10) // an ask's nine, and reasoning's
 	}
 	l.stages = append(l.stages, sp)
-	return l.keepAndWriteLocked(EventStage, keptEvent{kind: keptStage, stage: uint16(n)}, false)
+	return l.keepAndWriteLocked(EventStage, keptEvent{kind: keptStage}, false)
 }
 
 // Sources sends the sources event and keeps the sources themselves for a

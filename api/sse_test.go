@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,7 +156,7 @@ func TestTokenEventIsFramedAsJSON(t *testing.T) {
 		// As a resume frames it again from what was kept.
 		seq := l.seq - 1
 		l.scratch.Reset()
-		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+		if err := frameKept(l, len(l.kept)-1); err != nil {
 			t.Fatal(err)
 		}
 		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: %s\ndata: %s\n", l.id, seq, name, want.String()); got != w {
@@ -185,7 +186,7 @@ func TestStageEventIsFramedAsJSON(t *testing.T) {
 		}
 		seq := l.seq - 1
 		l.scratch.Reset()
-		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+		if err := frameKept(l, len(l.kept)-1); err != nil {
 			t.Fatal(err)
 		}
 		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: stage\ndata: %s\n", l.id, seq, want.String()); got != w {
@@ -214,7 +215,7 @@ func TestDoneEventIsFramedAsJSON(t *testing.T) {
 		}
 		seq := l.seq - 1
 		l.scratch.Reset()
-		if err := l.frameKeptLocked(seq, l.kept[len(l.kept)-1]); err != nil {
+		if err := frameKept(l, len(l.kept)-1); err != nil {
 			t.Fatal(err)
 		}
 		if got, w := l.scratch.String(), fmt.Sprintf("id: %s:%d\nevent: done\ndata: %s\n", l.id, seq, want.String()); got != w {
@@ -332,14 +333,56 @@ func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 	if len(sent) != l.seq {
 		t.Fatalf("%d events read from the writer, %d sent", len(sent), l.seq)
 	}
+	c := l.keptCursor()
 	for i, e := range l.kept {
 		seq := l.first + i
 		l.scratch.Reset()
-		if err := l.frameKeptLocked(seq, e); err != nil {
+		if err := l.frameKeptLocked(seq, e, &c); err != nil {
 			t.Fatal(err)
 		}
 		if got := l.scratch.String(); got != sent[seq] {
 			t.Errorf("event %d framed again\n%q, was sent as\n%q", seq, got, sent[seq])
+		}
+	}
+}
+
+// frameKept frames kept event i again into l.scratch, as a resume that
+// starts there does.
+func frameKept(l *eventLog, i int) error {
+	c := l.keptCursor()
+	for _, e := range l.kept[:i] {
+		c.pass(e)
+	}
+	return l.frameKeptLocked(l.first+i, l.kept[i], &c)
+}
+
+// TestLongTokenIsKeptFramed: a text longer than a kept event places
+// (maxKeptText) is kept framed, and the texts around it are framed again
+// as they were sent.
+func TestLongTokenIsKeptFramed(t *testing.T) {
+	t.Parallel()
+	w := &recordingWriter{}
+	l := attachedLog(t, w, time.Second)
+	w.buf.Reset()
+	texts := []string{"a", strings.Repeat("<long>", maxKeptText/6+1), "b"}
+	var sent []string
+	for _, text := range texts {
+		if err := l.Delta(pipeline.Delta{Text: text}); err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, w.buf.String())
+		w.buf.Reset()
+	}
+	if k := l.kept[len(l.kept)-2].kind; k != keptFramed {
+		t.Fatalf("the long token was kept as %v", k)
+	}
+	for i := range texts {
+		l.scratch.Reset()
+		if err := frameKept(l, len(l.kept)-3+i); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.scratch.String(); got != sent[i] {
+			t.Errorf("token %d framed again\n%.80q, was sent as\n%.80q", i, got, sent[i])
 		}
 	}
 }
