@@ -312,13 +312,14 @@ type eventLog struct {
 	// that comes between it and the stream's end, rather than held framed
 	// (1.5 KB copied per ask for a resume that seldom comes).
 	done *pipeline.DoneEvent
-	// scratch frames the event being written; it is let go after a large
-	// one (the sources), so that a held stream does not keep its size.
-	// small is the small scratch put aside while a large one frames the
-	// sources or done event: taken back after it, rather than grown again
-	// from nothing through several allocations.
+	// scratch frames the event being written. Its buffer is taken from
+	// smallScratch (largeScratch for the sources and done events) for the
+	// event and handed back once the event is written, so that a held
+	// stream holds none (0.5 KB each in make bench-streams); box is the
+	// pointer it goes back in, kept so that handing it back allocates
+	// nothing.
 	scratch bytes.Buffer
-	small   []byte
+	box     *[]byte
 	sink    *sink       // nil while no client is attached
 	grace   *time.Timer // runs while detached, waiting for a resume
 	beat    *time.Timer // the heartbeat's; stopped at the end
@@ -471,7 +472,7 @@ func (l *eventLog) resumeLocked(resp *echo.Response, seq int) *sink {
 			c.pass(e)
 			continue
 		}
-		l.scratch.Reset()
+		l.resetScratch()
 		if err := l.frameKeptLocked(l.first+i, e, &c); err != nil {
 			return sk // cannot happen: the same values were framed when sent
 		}
@@ -568,31 +569,53 @@ func (l *eventLog) dropKeptLocked() {
 	l.first++
 }
 
-// trimScratch lets go of a scratch buffer grown by a large event, into
-// largeScratch for the next stream's, and takes back the small one.
+// trimScratch hands l.scratch's buffer back between events: one grown
+// past maxScratch (by a large event) to largeScratch, for the next
+// stream's, a small one to smallScratch.
 func (l *eventLog) trimScratch() {
-	if l.scratch.Cap() > maxScratch {
-		l.scratch.Reset()
-		b := l.scratch.AvailableBuffer()
-		largeScratch.Put(&b)
-		l.scratch = *bytes.NewBuffer(l.small)
-		l.small = nil
+	n := l.scratch.Cap()
+	if n == 0 {
+		return
 	}
+	l.scratch.Reset()
+	p := l.box
+	if p == nil {
+		p = new([]byte)
+	}
+	*p = l.scratch.AvailableBuffer()
+	if n > maxScratch {
+		largeScratch.Put(p)
+	} else {
+		smallScratch.Put(p)
+	}
+	l.scratch, l.box = bytes.Buffer{}, nil
+}
+
+// resetScratch readies l.scratch, empty, for an event: with a buffer from
+// smallScratch when it has none.
+func (l *eventLog) resetScratch() {
+	if l.scratch.Cap() == 0 {
+		if p, _ := smallScratch.Get().(*[]byte); p != nil {
+			l.scratch, l.box = *bytes.NewBuffer((*p)[:0]), p
+		}
+	}
+	l.scratch.Reset()
 }
 
 // frameBuffer readies l.scratch (reset) for an event of about n bytes
 // besides its id, and returns it to be appended to: grown once here when
 // it is too small, instead of by each append into it.
 func (l *eventLog) frameBuffer(n int) []byte {
-	l.scratch.Reset()
+	l.resetScratch()
 	l.scratch.Grow(len(l.id) + n)
 	return l.scratch.AvailableBuffer()
 }
 
-// largeScratch holds the scratch buffers of large events (the sources and
-// done events, several KB) between streams: each stream frames one of each,
-// and growing a buffer to their size took several copies per ask.
-var largeScratch sync.Pool
+// smallScratch holds the scratch buffers of events (up to maxScratch)
+// between them, and largeScratch those of large events (the sources and
+// done events, several KB) between streams: each stream frames one of
+// each, and growing a buffer to their size took several copies per ask.
+var smallScratch, largeScratch sync.Pool
 
 // largeScratchLocked readies l.scratch for a large event.
 func (l *eventLog) largeScratchLocked() {
@@ -600,9 +623,8 @@ func (l *eventLog) largeScratchLocked() {
 		return
 	}
 	if p, _ := largeScratch.Get().(*[]byte); p != nil {
-		l.scratch.Reset()
-		l.small = l.scratch.AvailableBuffer()
-		l.scratch = *bytes.NewBuffer((*p)[:0])
+		l.trimScratch()
+		l.scratch, l.box = *bytes.NewBuffer((*p)[:0]), p
 	}
 }
 
@@ -685,7 +707,7 @@ func (l *eventLog) encodeLocked(name string, v any) error {
 	if l.gone != nil {
 		return l.gone
 	}
-	l.scratch.Reset()
+	l.resetScratch()
 	if err := l.frameJSON(l.seq, name, v); err != nil {
 		return err
 	}
@@ -734,7 +756,7 @@ func (l *eventLog) sendText(name, text string, flush bool) error {
 	if l.gone != nil {
 		return l.gone
 	}
-	l.scratch.Reset()
+	l.resetScratch()
 	l.frameText(l.seq, name, text)
 	if len(text) > maxKeptText {
 		return l.keepAndWriteLocked(name, l.keepFramed(), flush)
@@ -878,7 +900,7 @@ func (l *eventLog) Sources(src []pipeline.Source) error {
 		return l.gone
 	}
 	l.largeScratchLocked()
-	l.scratch.Reset()
+	l.resetScratch()
 	if err := l.frameJSON(l.seq, EventSources, sourcesEvent{Sources: src}); err != nil {
 		return err
 	}
@@ -922,7 +944,7 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 	}
 	done := rec.DoneEvent()
 	l.largeScratchLocked()
-	l.scratch.Reset()
+	l.resetScratch()
 	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone))
 	if !ok {
 		return l.encodeLocked(EventDone, done)
