@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -241,9 +242,10 @@ type query struct {
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
-	// deltaAt holds each delta's arrival since t0: 8 bytes a token
-	// (a time.Time is 24) for as long as the answer streams.
-	deltaAt []time.Duration
+	// gaps holds the gaps between the deltas' arrivals: 4 bytes a token
+	// (a time.Time is 24, a time.Duration 8) for as long as the answer
+	// streams.
+	gaps deltaGaps
 	// gen is the generation's account, set when the model's stream has
 	// ended (never nil by finish): the query holds no Generation's 296
 	// bytes for as long as the answer streams (make bench-streams).
@@ -497,12 +499,9 @@ func (q *query) emit(out Stream, d Delta) error {
 	if d.At.IsZero() {
 		d.At = q.now()
 	}
-	if q.deltaAt == nil {
-		// Sized once for the answer asked for (capped, as the resume
-		// buffer is), rather than grown through seven copies.
-		q.deltaAt = make([]time.Duration, 0, min(max(q.req.MaxTokens, 1), maxDeltaAtCap))
-	}
-	q.deltaAt = append(q.deltaAt, d.At.Sub(q.t0))
+	// Sized once for the answer asked for (capped, as the resume buffer
+	// is), rather than grown through seven copies.
+	q.gaps.add(d.At.Sub(q.t0), min(max(q.req.MaxTokens, 1), maxDeltaAtCap))
 	if d.Reasoning && q.p.cfg.HideReasoning {
 		// Not forwarded, still timed: first_token_ms is when the hidden
 		// reasoning would have been flushed.
@@ -673,7 +672,7 @@ func (q *query) generationSpans(out Stream) error {
 	if first.IsZero() {
 		return nil
 	}
-	p50, p95, pmax := itlStats(q.deltaAt)
+	p50, p95, pmax := q.gaps.stats()
 	last := g.LastToken
 	if last.IsZero() {
 		last = first
@@ -839,22 +838,65 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	q.rec = &rec
 }
 
-// maxDeltaAtCap caps the room a query reserves for its deltas' times up
-// front (1 KB); a longer answer grows it.
+// maxDeltaAtCap caps the room a query reserves for its deltas' gaps up
+// front (0.5 KB); a longer answer grows it.
 const maxDeltaAtCap = 128
 
-// itlStats returns the p50, p95 and max gap between consecutive deltas, in
-// milliseconds (nearest-rank percentiles; zeros with fewer than two
-// deltas). It overwrites at with the sorted gaps: it is the last reader of
-// the arrivals, and an ask's gaps need no slice of their own.
-func itlStats(at []time.Duration) (p50, p95, pmax float64) {
-	if len(at) < 2 {
+// deltaGaps holds the gaps between consecutive deltas' arrivals, in
+// nanoseconds, as uint32s: the one figure the arrivals are kept for is
+// the inter-token latency (stats). A gap outside 0–4.29 s moves them all
+// to wide, time.Durations.
+type deltaGaps struct {
+	n    int           // deltas seen
+	last time.Duration // the last one's arrival since t0
+	gaps []uint32
+	wide []time.Duration
+}
+
+// add notes a delta's arrival at (since t0); reserve is the room to make
+// for the gaps at the second one.
+func (g *deltaGaps) add(at time.Duration, reserve int) {
+	g.n++
+	gap := at - g.last
+	g.last = at
+	if g.n == 1 {
+		return
+	}
+	if g.wide == nil && gap >= 0 && gap <= math.MaxUint32 {
+		if g.gaps == nil {
+			g.gaps = make([]uint32, 0, reserve)
+		}
+		g.gaps = append(g.gaps, uint32(gap))
+		return
+	}
+	if g.wide == nil {
+		g.wide = make([]time.Duration, len(g.gaps), max(reserve, len(g.gaps)+1))
+		for i, x := range g.gaps {
+			g.wide[i] = time.Duration(x)
+		}
+		g.gaps = nil
+	}
+	g.wide = append(g.wide, gap)
+}
+
+// stats returns the p50, p95 and max gap, in milliseconds (nearest-rank
+// percentiles; zeros with fewer than two deltas). It sorts the gaps: it
+// is their last reader.
+func (g *deltaGaps) stats() (p50, p95, pmax float64) {
+	if g.wide != nil {
+		return itlStats(g.wide)
+	}
+	if len(g.gaps) == 0 {
 		return 0, 0, 0
 	}
-	for i := 1; i < len(at); i++ {
-		at[i-1] = at[i] - at[i-1]
-	}
-	gaps := at[:len(at)-1]
+	slices.Sort(g.gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
+	at := func(i int) float64 { return roundMs(time.Duration(g.gaps[i])) }
+	return at(nearestRankIndex(len(g.gaps), 0.50)), at(nearestRankIndex(len(g.gaps), 0.95)), at(len(g.gaps) - 1)
+}
+
+// itlStats returns the p50, p95 and max of gaps (not empty), in
+// milliseconds (nearest-rank percentiles), sorting them.
+func itlStats(gaps []time.Duration) (p50, p95, pmax float64) {
 	slices.Sort(gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
 	return roundMs(gaps[nearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[nearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])
 }

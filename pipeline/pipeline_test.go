@@ -1112,3 +1112,37 @@ func TestWritesOfAnAsk(t *testing.T) {
 		})
 	}
 }
+
+// TestDeltaGapsStats: the inter-token figures from the gaps kept as
+// uint32s are those of the arrivals' differences, also past a gap a uint32
+// does not hold (or a clock that went back), and zeros below two deltas.
+func TestDeltaGapsStats(t *testing.T) {
+	t.Parallel()
+	ms := func(f float64) time.Duration { return time.Duration(f * 1e6) }
+	for _, arrivals := range [][]time.Duration{
+		nil,
+		{ms(5)},
+		{ms(5), ms(6.0004)},
+		{ms(5), ms(25.5), ms(30), ms(31.25), ms(80), ms(80.0015), ms(95)},
+		{ms(5), ms(25.5), ms(30), 6 * time.Second, 6*time.Second + ms(2), 6*time.Second + ms(3.5)},
+		{ms(5), ms(25.5), ms(20), ms(31)},
+	} {
+		var g deltaGaps
+		for _, at := range arrivals {
+			g.add(at, 4)
+		}
+		var want [3]float64
+		if len(arrivals) >= 2 {
+			gaps := make([]time.Duration, len(arrivals)-1)
+			for i := range gaps {
+				gaps[i] = arrivals[i+1] - arrivals[i]
+			}
+			slices.Sort(gaps)
+			want = [3]float64{roundMs(gaps[nearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[nearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])}
+		}
+		p50, p95, pmax := g.stats()
+		if got := [3]float64{p50, p95, pmax}; got != want {
+			t.Errorf("arrivals %v: p50, p95, max %v, want %v", arrivals, got, want)
+		}
+	}
+}
