@@ -324,11 +324,16 @@ func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 		if err := l.Delta(pipeline.Delta{Text: fmt.Sprintf("<thought %d>", i), Reasoning: true}); err != nil {
 			t.Fatal(err)
 		}
+		if i == 1 { // a second meta event is kept framed
+			if err := l.Meta(pipeline.Meta{QueryID: "q1", Model: "<m>"}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		mark()
 	}
-	if l.first == 0 || l.stagesGone == 0 || l.framedGone == 0 || l.textsGone == 0 {
-		t.Fatalf("the buffer dropped too little (first %d, stages dropped %d, framed %d, text bytes %d): the test needs a smaller BufferBytes",
-			l.first, l.stagesGone, l.framedGone, l.textsGone)
+	if l.first == 0 || l.meta != nil || l.stagesGone == 0 || l.framedGone == 0 || l.textsGone == 0 {
+		t.Fatalf("the buffer dropped too little (first %d, meta kept %v, stages dropped %d, framed %d, text bytes %d): the test needs a smaller BufferBytes",
+			l.first, l.meta != nil, l.stagesGone, l.framedGone, l.textsGone)
 	}
 	if len(sent) != l.seq {
 		t.Fatalf("%d events read from the writer, %d sent", len(sent), l.seq)
@@ -384,5 +389,35 @@ func TestLongTokenIsKeptFramed(t *testing.T) {
 		if got := l.scratch.String(); got != sent[i] {
 			t.Errorf("token %d framed again\n%.80q, was sent as\n%.80q", i, got, sent[i])
 		}
+	}
+}
+
+// TestMetaEventIsKeptAsItsMeta: the meta event is kept as its Meta, not
+// framed, and framed again as it was sent.
+func TestMetaEventIsKeptAsItsMeta(t *testing.T) {
+	t.Parallel()
+	w := &recordingWriter{}
+	h := newStreamHub(StreamOptions{WriteTimeout: time.Second})
+	l := &eventLog{hub: h, cancel: func(error) {}}
+	l.mu.Lock()
+	l.attachLocked(echo.NewResponse(w, nil))
+	l.mu.Unlock()
+	w.buf.Reset()
+	m := pipeline.Meta{QueryID: "q1", Model: "m<1>", Provider: "openai", TopK: 4, MaxTokens: 64, Embedder: "e & f", Store: "embedded", Reranker: "none"}
+	if err := l.Meta(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if l.kept[0].kind != keptMeta || len(l.framed) != 0 {
+		t.Fatalf("meta kept as %v, %d framed", l.kept[0].kind, len(l.framed))
+	}
+	l.scratch.Reset()
+	if err := frameKept(l, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, sent := l.scratch.String(), w.buf.String(); got != sent || !strings.Contains(sent, `"model":"m<1>"`) {
+		t.Errorf("meta framed again\n%q, was sent as\n%q", got, sent)
 	}
 }
