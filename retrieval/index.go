@@ -153,8 +153,6 @@ type Index struct {
 	mu      sync.RWMutex
 	st      *state
 	version uint64
-	// scans batches the exhaustive scans of overlapping searches.
-	scans scanBatcher
 }
 
 // state is the searchable content of an index. Slots are positions in the
@@ -668,10 +666,6 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 			hits[i] = pipeline.Hit{Chunk: ch, Score: float64(1 - c.d)}
 		}
 		return hits, nil
-	case len(st.alive) < min(ctxEvery, parallelMin):
-		// One scan, short enough not to look at ctx (as scanRange would
-		// not): made together with any other searches under way.
-		top = ix.scans.search(st, ix.dim, q, k)
 	default:
 		top, err = st.searchAll(ctx, ix.dim, q, k)
 	}
