@@ -85,9 +85,12 @@ type Recorder interface {
 // Meta, Stage and Sources events, and a Delta whose More is set, until its
 // Flush or the next event it sends without holding (a Delta without More,
 // Done, Fail); a returned error means the client is gone and the pipeline
-// stops with status cancelled. A span's Attrs are not changed after Stage
-// (a span that changes gets a new map): a Stream may keep the span and
-// frame its event again later, as the SSE writer does for a resume.
+// stops with status cancelled. A span's attrs are not changed after Stage
+// (a span that changes gets a new map; the figures an unrecorded span's
+// attrs are framed from are written once, before it is sent): a Stream may
+// keep the span and frame its event again later, as the SSE writer does
+// for a resume. Span.Attrs is nil on such a span until the record is made;
+// frame it with Span.AppendJSON or encoding/json.
 type Stream interface {
 	Meta(m Meta) error
 	Stage(s Span) error

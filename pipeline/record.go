@@ -32,7 +32,10 @@ const (
 )
 
 // Span is one finished stage on the query's clock. Milliseconds are relative
-// to t0 and rounded to the microsecond.
+// to t0 and rounded to the microsecond. A record's spans carry their attrs
+// in Attrs; a span a Stream receives may have them only as the query's
+// figures until the record is made (Attrs nil), which AppendJSON and
+// MarshalJSON frame as the map.
 type Span struct {
 	Name       string         `json:"name"`
 	Seq        int            `json:"seq"`
