@@ -616,17 +616,9 @@ func callAttrs(c Call, attrs map[string]any) map[string]any {
 	return attrs
 }
 
+// addConnAttrs adds a connection's attrs to attrs (connFigs).
 func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any {
-	attrs["reused"] = c.Reused
-	attrs["dns_ms"] = roundMs(c.DNS)
-	attrs["connect_ms"] = roundMs(c.Connect)
-	attrs["tls_ms"] = roundMs(c.TLS)
-	if c.FreshRetry {
-		attrs["fresh_retry"] = true
-	}
-	if retries > 0 {
-		attrs["retries"] = retries
-	}
+	connFigs(&attrOut{m: attrs}, c, retries)
 	return attrs
 }
 

@@ -131,5 +131,23 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 		if lazy.figs != nil || !reflect.DeepEqual(lazy.Attrs, c.attrs) {
 			t.Errorf("%s materialized: %#v, want %#v", c.name, lazy.Attrs, c.attrs)
 		}
+		// The maps a call or generation that keeps its attrs gets
+		// (callAttrs, connAttrs) must say the same as the figures.
+		var kept map[string]any
+		switch c.name {
+		case StageEmbed:
+			kept = map[string]any{"embedder": f.p.cfg.EmbedderName}
+			if f.dimKnown {
+				kept["dim"] = f.dim
+			}
+			kept = callAttrs(f.embed, kept)
+		case StageLLMConnect:
+			kept = connAttrs(&Generation{Conn: f.conn, Retries: f.retries})
+		default:
+			continue
+		}
+		if !reflect.DeepEqual(kept, c.attrs) {
+			t.Errorf("%s as a kept map: %#v, want %#v", c.name, kept, c.attrs)
+		}
 	}
 }

@@ -180,21 +180,30 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 		o.int("dropped", f.dropped)
 		o.int("prompt_tokens", f.promptTokens)
 	case StageLLMConnect:
-		o.ms("connect_ms", roundMs(f.conn.Connect))
-		o.ms("dns_ms", roundMs(f.conn.DNS))
-		if f.conn.FreshRetry {
-			o.bool("fresh_retry", true)
-		}
-		if f.retries > 0 {
-			o.int("retries", f.retries)
-		}
-		o.bool("reused", f.conn.Reused)
-		o.ms("tls_ms", roundMs(f.conn.TLS))
+		connFigs(o, f.conn, f.retries)
 	case StageLLMPrefill: // without server timings: a generation with them keeps its map
 		if f.status != 0 {
 			o.int("status", f.status)
 		}
 	}
+}
+
+// connFigs writes a connection's attrs, keys in byte order: the one
+// writer of them for llm_connect's framing and for the maps of the calls
+// that keep theirs (addConnAttrs). The embed stage interleaves its own
+// keys with these, in the same order (attrs; TestStageFigsFrameAsTheirMaps
+// holds the two to the same result).
+func connFigs(o *attrOut, c ConnInfo, retries int) {
+	o.ms("connect_ms", roundMs(c.Connect))
+	o.ms("dns_ms", roundMs(c.DNS))
+	if c.FreshRetry {
+		o.bool("fresh_retry", true)
+	}
+	if retries > 0 {
+		o.int("retries", retries)
+	}
+	o.bool("reused", c.Reused)
+	o.ms("tls_ms", roundMs(c.TLS))
 }
 
 func (f *stageFigs) searchFixed(i int, o *attrOut) {
