@@ -301,13 +301,11 @@ type eventLog struct {
 	textsFront int
 	// framed holds the kept keptFramed events' bytes, oldest first: the
 	// first kept keptFramed event's is framed[0], and so on.
-	framed     []string
-	framedGone int
-	sources    []pipeline.Source // the sources event's, when it is kept
+	framed  []string
+	sources []pipeline.Source // the sources event's, when it is kept
 	// stages are the spans of the kept stage events, oldest first, as
 	// framed is.
-	stages     []pipeline.Span
-	stagesGone int
+	stages []pipeline.Span
 	// done is the done event's, when it is kept: framed again for a resume
 	// that comes between it and the stream's end, rather than held framed
 	// (1.5 KB copied per ask for a resume that seldom comes).
@@ -554,7 +552,6 @@ func (l *eventLog) dropKeptLocked() {
 	case keptStage:
 		l.stages[0] = pipeline.Span{}
 		l.stages = l.stages[1:]
-		l.stagesGone++
 	case keptDone:
 		l.done = nil
 	case keptMeta:
@@ -562,7 +559,6 @@ func (l *eventLog) dropKeptLocked() {
 	case keptFramed:
 		l.framed[0] = ""
 		l.framed = l.framed[1:]
-		l.framedGone++
 	case keptToken, keptReasoning:
 		// The texts before the next one are let go once they are half of
 		// the buffer.
