@@ -409,7 +409,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 			var call Call
 			hits, err = cfg.Reranker.Rerank(WithCall(ctx, &call), q.req.Question, hits, topN)
 			if call.Made {
-				attrs = callAttrs(call, map[string]any{"candidates": f.candidates, "top_n": topN, "reranker": f.reranker})
+				attrs = callAttrs(call, f.attrsMap(StageRerank))
 			}
 		}
 		return attrs, err
@@ -881,16 +881,15 @@ func (g *deltaGaps) stats() (p50, p95, pmax float64) {
 	if len(g.gaps) == 0 {
 		return 0, 0, 0
 	}
-	slices.Sort(g.gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
-	at := func(i int) float64 { return roundMs(time.Duration(g.gaps[i])) }
-	return at(nearestRankIndex(len(g.gaps), 0.50)), at(nearestRankIndex(len(g.gaps), 0.95)), at(len(g.gaps) - 1)
+	return itlStats(g.gaps)
 }
 
-// itlStats returns the p50, p95 and max of gaps (not empty), in
-// milliseconds (nearest-rank percentiles), sorting them.
-func itlStats(gaps []time.Duration) (p50, p95, pmax float64) {
+// itlStats returns the p50, p95 and max of gaps (nanoseconds, not empty),
+// in milliseconds (nearest-rank percentiles), sorting them.
+func itlStats[T uint32 | time.Duration](gaps []T) (p50, p95, pmax float64) {
 	slices.Sort(gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
-	return roundMs(gaps[nearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[nearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])
+	at := func(i int) float64 { return roundMs(time.Duration(gaps[i])) }
+	return at(nearestRankIndex(len(gaps), 0.50)), at(nearestRankIndex(len(gaps), 0.95)), at(len(gaps) - 1)
 }
 
 // promptParts is what assemble produces.

@@ -170,7 +170,7 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 		for ; fixed < len(searchFixed); fixed++ {
 			f.searchFixed(fixed, o)
 		}
-	case StageRerank: // without a call: one made keeps its map
+	case StageRerank: // a call made adds its connection's to these (callAttrs)
 		o.int("candidates", f.candidates)
 		o.str("reranker", f.reranker)
 		o.int("top_n", f.topN)
@@ -223,7 +223,12 @@ func (sp *Span) materialize() {
 	if sp.figs == nil {
 		return
 	}
+	sp.Attrs, sp.figs = sp.figs.attrsMap(sp.Name), nil
+}
+
+// attrsMap returns the attrs of the stage name as a map.
+func (f *stageFigs) attrsMap(name string) map[string]any {
 	o := attrOut{m: make(map[string]any, 8)}
-	sp.figs.attrs(sp.Name, &o)
-	sp.Attrs, sp.figs = o.m, nil
+	f.attrs(name, &o)
+	return o.m
 }
