@@ -73,24 +73,13 @@ type BodyDecoder interface {
 	DecodeBody(body []byte) error
 }
 
-// BodyEncoder is a payload of Post that writes its JSON itself (the bytes
-// encoding/json would write) rather than through encoding/json's
-// reflection.
-type BodyEncoder interface {
-	AppendBody(dst []byte) []byte
-}
-
-// Post sends payload as JSON (with its AppendBody when it is a
-// BodyEncoder) to BaseURL+path and decodes the answer into
+// Post sends payload as JSON to BaseURL+path and decodes the answer into
 // out (with its DecodeBody when it is a BodyDecoder). Failures are *pipeline.Error with an embed_* code, except the
 // caller's own cancellation, returned as a plain error wrapping it. The
 // connection and retries are reported to the pipeline.Call in ctx.
 func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any) error {
-	var body []byte
-	var err error
-	if e, ok := payload.(BodyEncoder); ok {
-		body = e.AppendBody(nil)
-	} else if body, err = json.Marshal(payload); err != nil {
+	body, err := json.Marshal(payload)
+	if err != nil {
 		return fmt.Errorf("encoding the embed request: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)

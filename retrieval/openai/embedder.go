@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/valyala/fastjson"
 
-	"ragtime/jsontext"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
 	"ragtime/upstream"
@@ -105,49 +103,6 @@ type request struct {
 	// bytes of decimal numbers, and no float parsing. Servers that ignore
 	// it answer with numbers, which are read as well.
 	EncodingFormat string `json:"encoding_format,omitempty"`
-}
-
-// AppendBody appends the request's JSON, the bytes json.Marshal writes,
-// without its reflection: the question's embedding is asked for every ask.
-func (r request) AppendBody(b []byte) []byte {
-	if r.htmlEscaped() {
-		// jsontext does not escape <, > and & as encoding/json does.
-		j, _ := json.Marshal(r) // strings and an int: it cannot fail
-		return append(b, j...)
-	}
-	b = append(b, `{"input":`...)
-	if r.Input == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, s := range r.Input {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = jsontext.AppendString(b, s)
-		}
-		b = append(b, ']')
-	}
-	b = jsontext.AppendString(append(b, `,"model":`...), r.Model)
-	if r.Dimensions != 0 {
-		b = strconv.AppendInt(append(b, `,"dimensions":`...), int64(r.Dimensions), 10)
-	}
-	if r.EncodingFormat != "" {
-		b = jsontext.AppendString(append(b, `,"encoding_format":`...), r.EncodingFormat)
-	}
-	return append(b, '}')
-}
-
-// htmlEscaped reports whether json.Marshal escapes a character of r's
-// strings as HTML.
-func (r request) htmlEscaped() bool {
-	const html = "<>&"
-	for _, s := range r.Input {
-		if strings.ContainsAny(s, html) {
-			return true
-		}
-	}
-	return strings.ContainsAny(r.Model, html) || strings.ContainsAny(r.EncodingFormat, html)
 }
 
 type response struct {

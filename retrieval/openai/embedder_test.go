@@ -402,22 +402,3 @@ func TestVectorsOutliveTheResponseBuffer(t *testing.T) {
 		}
 	}
 }
-
-// TestRequestAppendBodyIsMarshal checks the hand-written request JSON is
-// json.Marshal's, byte for byte.
-func TestRequestAppendBodyIsMarshal(t *testing.T) {
-	for _, r := range []request{
-		{Input: []string{"how does prefill grow?"}, Model: "text-embedding-3-small", EncodingFormat: "base64"},
-		{Input: []string{"a", "<b>&\"quoted\"\\ \u2028 \x01 é", ""}, Model: "m<&>", Dimensions: 256},
-		{Input: []string{}, Model: ""},
-		{Model: "nil input", Dimensions: -3, EncodingFormat: "float"},
-	} {
-		want, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := r.AppendBody(nil); string(got) != string(want) {
-			t.Errorf("AppendBody = %s, want %s", got, want)
-		}
-	}
-}
