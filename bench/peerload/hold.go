@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,8 @@ type holdResult struct {
 	openAtSample         int64     // median of the streams between first token and end while the probes ran
 	rssIdleKB, rssHeldKB int64
 	cpuMsPerSec          float64 // the target's CPU per second of wall time while the probes ran held
+	simCPUMsPerSec       float64 // llmsim's, over the same time
+	selfCPUMsPerSec      float64 // this load client's, over the same time
 }
 
 // runHold opens cfg.streams streams against the hold target (each asks
@@ -121,9 +125,12 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			}
 		}
 	}()
-	cpu0, t0 := cpuMs(pid), time.Now()
+	cpu0, sim0, self0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), time.Now()
 	res.loaded = probe()
-	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / time.Since(t0).Seconds()
+	secs := time.Since(t0).Seconds()
+	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / secs
+	res.simCPUMsPerSec = (cpuMs(cfg.simPID) - sim0) / secs
+	res.selfCPUMsPerSec = (cpuMs(os.Getpid()) - self0) / secs
 	close(stopSampling)
 	<-sampled
 	res.rssHeldKB, res.openAtSample = int64(pct(rss, 50)), int64(pct(opened, 50))
@@ -161,7 +168,8 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 	fmt.Fprintf(w, "\nprobe TTFT p99 with the streams held: %.2f× the idle p99\n", pct(r.loaded, 99)/pct(r.idle, 99))
 	fmt.Fprintf(w, "RSS per open stream: (median RSS during the probes %.0f − idle %.0f MB) / %d streams open (median) = %.1f KB\n",
 		float64(r.rssHeldKB)/1024, float64(r.rssIdleKB)/1024, r.openAtSample, float64(r.rssHeldKB-r.rssIdleKB)/float64(max(r.openAtSample, 1)))
-	fmt.Fprintf(w, "%s CPU while the streams were held: %.0f ms per second\n", h.target, r.cpuMsPerSec)
+	fmt.Fprintf(w, "%s CPU while the streams were held: %.0f ms per second (llmsim %.0f, this load client %.0f; the machine has %d cores)\n",
+		h.target, r.cpuMsPerSec, r.simCPUMsPerSec, r.selfCPUMsPerSec, runtime.NumCPU())
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
 	for k, n := range r.heldErrKinds {
