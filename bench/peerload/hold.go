@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +38,12 @@ type holdResult struct {
 	cpuMsPerSec          float64 // the target's CPU per second of wall time while the probes ran held
 	simCPUMsPerSec       float64 // llmsim's, over the same time
 	selfCPUMsPerSec      float64 // this load client's, over the same time
+	// busySecond and medianSecond are the CPU the three processes (the
+	// target, llmsim, this client) used together in their busiest second
+	// and in the median second while the probes ran held (sliding 1 s
+	// windows of the 200 ms samples): the waves of re-asks show in the
+	// former, which the averages above flatten.
+	busySecond, medianSecond float64
 }
 
 // runHold opens cfg.streams streams against the hold target (each asks
@@ -108,7 +116,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	// RSS and open streams are sampled every 200 ms while the probes run;
 	// the median of each is reported (the peak right after the ramp holds
 	// the garbage of 2,000 retrievals not yet collected).
-	var rss, opened []float64
+	var rss, opened, cpuTotal []float64
 	stopSampling := make(chan struct{})
 	sampled := make(chan struct{})
 	go func() {
@@ -118,6 +126,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 		for {
 			rss = append(rss, float64(rssKB(pid)))
 			opened = append(opened, float64(open.Load()))
+			cpuTotal = append(cpuTotal, cpuMs(pid)+cpuMs(cfg.simPID)+cpuMs(os.Getpid()))
 			select {
 			case <-stopSampling:
 				return
@@ -134,6 +143,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	close(stopSampling)
 	<-sampled
 	res.rssHeldKB, res.openAtSample = int64(pct(rss, 50)), int64(pct(opened, 50))
+	res.busySecond, res.medianSecond = busiestSecond(cpuTotal, 5)
 	stopHeld()
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -170,9 +180,25 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 		float64(r.rssHeldKB)/1024, float64(r.rssIdleKB)/1024, r.openAtSample, float64(r.rssHeldKB-r.rssIdleKB)/float64(max(r.openAtSample, 1)))
 	fmt.Fprintf(w, "%s CPU while the streams were held: %.0f ms per second (llmsim %.0f, this load client %.0f; the machine has %d cores)\n",
 		h.target, r.cpuMsPerSec, r.simCPUMsPerSec, r.selfCPUMsPerSec, runtime.NumCPU())
+	fmt.Fprintf(w, "CPU of the three together, per second while the probes ran held: median %.0f ms, busiest %.0f ms (of %d)\n",
+		r.medianSecond, r.busySecond, 1000*runtime.NumCPU())
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
 	for k, n := range r.heldErrKinds {
 		fmt.Fprintf(w, "held stream errors: %s ×%d\n", k, n)
 	}
+}
+
+// busiestSecond returns the largest and the median increase of cum (a
+// cumulative CPU time in ms, sampled every 1/per of a second) over a
+// sliding window of per samples: CPU ms per second.
+func busiestSecond(cum []float64, per int) (busiest, median float64) {
+	var secs []float64
+	for i := per; i < len(cum); i++ {
+		secs = append(secs, cum[i]-cum[i-per])
+	}
+	if len(secs) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	return slices.Max(secs), pct(secs, 50)
 }

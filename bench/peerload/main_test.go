@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -55,5 +56,30 @@ func TestSyscallsCountsWrites(t *testing.T) {
 	}
 	if r, w := syscalls(0); r != 0 || w != 0 {
 		t.Errorf("pid 0: %d, %d", r, w)
+	}
+}
+
+// TestBusiestSecond: a wave of CPU shows as the busiest sliding second,
+// while the median second stays at the calm rate.
+func TestBusiestSecond(t *testing.T) {
+	t.Parallel()
+	// 200 ms samples of a cumulative CPU time: 100 ms per sample (500 ms a
+	// second), and one burst of 300 ms per sample for a second.
+	var cum []float64
+	total := 0.0
+	for i := range 30 {
+		step := 100.0
+		if i >= 10 && i < 15 {
+			step = 300
+		}
+		total += step
+		cum = append(cum, total)
+	}
+	busiest, median := busiestSecond(cum, 5)
+	if busiest != 1500 || median != 500 {
+		t.Errorf("busiest %v, median %v; want 1500 and 500", busiest, median)
+	}
+	if b, m := busiestSecond(cum[:3], 5); !math.IsNaN(b) || !math.IsNaN(m) {
+		t.Errorf("under a second of samples: %v, %v; want NaN", b, m)
 	}
 }
