@@ -19,7 +19,10 @@ type Embedder interface {
 // Contract: it returns at most k hits, best first, each with Score set to the
 // similarity (higher is better; cosine for the built-in stores); an empty
 // index yields no hits and no error; it is safe for concurrent use, including
-// while documents are being ingested.
+// while documents are being ingested. A hit's Chunk.Metadata may be the
+// store's own map, shared by every search that finds the chunk: callers
+// read it and never modify it (the pipeline does not read it at all), so
+// an ask does not pay a copy per hit.
 type Searcher interface {
 	Search(ctx context.Context, query []float32, k int, filter Filter) ([]Hit, error)
 }

@@ -661,9 +661,10 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 		found := st.annSearch(ix.dim, q, k, ix.ef)
 		hits := make([]pipeline.Hit, len(found))
 		for i, c := range found {
-			ch := st.chunks[c.s]
-			ch.Metadata = maps.Clone(ch.Metadata)
-			hits[i] = pipeline.Hit{Chunk: ch, Score: float64(1 - c.d)}
+			// The chunk's Metadata is the index's own, shared (Searcher's
+			// contract): it is never modified in place, only replaced
+			// with the chunk.
+			hits[i] = pipeline.Hit{Chunk: st.chunks[c.s], Score: float64(1 - c.d)}
 		}
 		return hits, nil
 	default:
@@ -675,9 +676,7 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	items := top.sorted()
 	hits := make([]pipeline.Hit, len(items))
 	for i, it := range items {
-		c := st.chunks[it.slot]
-		c.Metadata = maps.Clone(c.Metadata) // callers may not alter the index
-		hits[i] = pipeline.Hit{Chunk: c, Score: float64(it.score)}
+		hits[i] = pipeline.Hit{Chunk: st.chunks[it.slot], Score: float64(it.score)} // Metadata shared, as above
 	}
 	return hits, nil
 }

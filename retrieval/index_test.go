@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -172,6 +173,36 @@ func TestSearchFilters(t *testing.T) {
 			}
 			checkAgainst(t, got, bruteForce(all, q, 20, tt.keep))
 		})
+	}
+}
+
+// TestSearchHitsShareMetadata: a hit's Metadata is the index's own map
+// (pipeline.Searcher's contract), not a copy made per hit and per search,
+// while the map a caller ingested stays the caller's.
+func TestSearchHitsShareMetadata(t *testing.T) {
+	t.Parallel()
+	const dim = 8
+	ix := openIndex(t, t.TempDir(), dim, true)
+	mine := map[string]string{"team": "search"}
+	v := randomVector(rand.New(rand.NewPCG(1, 1)), dim)
+	doc := Document{DocID: "d", Title: "D", ContentHash: "h", Chunks: []pipeline.Chunk{{Text: "t", Metadata: mine}}, Vectors: [][]float32{v}}
+	if err := ix.ReplaceDocument(context.Background(), doc); err != nil {
+		t.Fatal(err)
+	}
+	mine["team"] = "changed after ingest"
+	var maps []map[string]string
+	for range 2 {
+		hits, err := ix.Search(context.Background(), v, 1, pipeline.Filter{})
+		if err != nil || len(hits) != 1 {
+			t.Fatalf("search: %v, %d hits", err, len(hits))
+		}
+		maps = append(maps, hits[0].Metadata)
+	}
+	if got := maps[0]["team"]; got != "search" {
+		t.Errorf("hit metadata team = %q, want the ingested %q", got, "search")
+	}
+	if reflect.ValueOf(maps[0]).Pointer() != reflect.ValueOf(maps[1]).Pointer() {
+		t.Error("two searches returned two copies of one chunk's metadata")
 	}
 }
 
