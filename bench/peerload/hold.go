@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -44,6 +45,10 @@ type holdResult struct {
 	// windows of the 200 ms samples): the waves of re-asks show in the
 	// former, which the averages above flatten.
 	busySecond, medianSecond float64
+	// sched is how long the target's runnable goroutines waited to run
+	// while the probes ran held (its go_sched_latencies_seconds); nil when
+	// the target's /metrics could not be read.
+	sched *schedWaits
 }
 
 // runHold opens cfg.streams streams against the hold target (each asks
@@ -134,12 +139,22 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			}
 		}
 	}()
+	metricsURL := cfg.ragtimeURL + "/metrics"
+	if !ragtime {
+		metricsURL = cfg.relayURL + "/metrics"
+	}
+	sched0, schedErr := readSchedLatencies(ctx, hc, metricsURL)
 	cpu0, sim0, self0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), time.Now()
 	res.loaded = probe()
 	secs := time.Since(t0).Seconds()
 	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / secs
 	res.simCPUMsPerSec = (cpuMs(cfg.simPID) - sim0) / secs
 	res.selfCPUMsPerSec = (cpuMs(os.Getpid()) - self0) / secs
+	if sched1, err := readSchedLatencies(ctx, hc, metricsURL); err == nil && schedErr == nil {
+		res.sched = sched1.since(sched0)
+	} else {
+		fmt.Fprintf(out, "(the scheduler's delays are not reported: %v)\n", errors.Join(schedErr, err))
+	}
 	close(stopSampling)
 	<-sampled
 	res.rssHeldKB, res.openAtSample = int64(pct(rss, 50)), int64(pct(opened, 50))
@@ -182,6 +197,10 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 		h.target, r.cpuMsPerSec, r.simCPUMsPerSec, r.selfCPUMsPerSec, runtime.NumCPU())
 	fmt.Fprintf(w, "CPU of the three together, per second while the probes ran held: median %.0f ms, busiest %.0f ms (of %d)\n",
 		r.medianSecond, r.busySecond, 1000*runtime.NumCPU())
+	if s := r.sched; s != nil {
+		fmt.Fprintf(w, "%s's runnable goroutines, waiting to run while the probes ran held (go_sched_latencies_seconds, %d sampled waits): %s\n",
+			h.target, s.count(), s)
+	}
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
 	for k, n := range r.heldErrKinds {

@@ -2,11 +2,17 @@ package main
 
 import (
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func TestParseFlagsTargetsAndHold(t *testing.T) {
@@ -81,5 +87,44 @@ func TestBusiestSecond(t *testing.T) {
 	}
 	if b, m := busiestSecond(cum[:3], 5); !math.IsNaN(b) || !math.IsNaN(m) {
 		t.Errorf("under a second of samples: %v, %v; want NaN", b, m)
+	}
+}
+
+// TestSchedLatenciesFromMetrics reads go_sched_latencies_seconds from a real
+// /metrics page served as ragtime's and the relay's serve it, and a
+// histogram's shares over 1 and 10 ms from its buckets.
+func TestSchedLatenciesFromMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})))
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	before, err := readSchedLatencies(t.Context(), srv.Client(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(before.upper) < 2 || !math.IsInf(before.upper[len(before.upper)-1], 1) {
+		t.Fatalf("buckets %v", before.upper)
+	}
+	if d := before.since(before); d.count() != 0 {
+		t.Errorf("a histogram since itself counts %d", d.count())
+	}
+	empty := httptest.NewServer(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
+	defer empty.Close()
+	if _, err := readSchedLatencies(t.Context(), empty.Client(), empty.URL); err == nil || !strings.Contains(err.Error(), "go_sched_latencies_seconds") {
+		t.Errorf("a page without the histogram: %v, want an error naming it", err)
+	}
+
+	// 100 waits: 60 under 0.9 ms, 30 under 10.5 ms, 10 longer.
+	w := &schedWaits{upper: []float64{0.000917504, 0.01048576, 0.117440512, math.Inf(1)}, cum: []float64{60, 90, 99, 100}}
+	if share, bound := w.over(0.0009); share != 0.4 || bound != 0.000917504 {
+		t.Errorf("over 0.9 ms: %v (bound %v), want 0.4", share, bound)
+	}
+	if share, _ := w.over(0.009); share != 0.1 {
+		t.Errorf("over 10 ms: %v, want 0.1", share)
+	}
+	if got := w.String(); got != "40.0 % over 0.92 ms, 10.0 % over 10 ms" {
+		t.Errorf("String() = %q", got)
 	}
 }

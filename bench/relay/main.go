@@ -4,7 +4,8 @@
 // (one embedding of the question, one streamed chat completion) and relays
 // the answer as /ask's SSE events: one token event written and flushed per
 // upstream chunk, then done, which carries the embedding call's duration.
-// No retrieval, prompt assembly, record, resume buffer, admission or auth.
+// No retrieval, prompt assembly, record, resume buffer, admission or auth
+// (GET /metrics serves its scheduler's delays, for the held-stream report).
 //
 // It is a benchmark reference, not a product: its CPU per ask, measured
 // beside ragtime's by bench/peerload, is what one upstream read and one
@@ -27,10 +28,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 func main() {
@@ -109,7 +115,19 @@ func newRelay(cfg config) http.Handler {
 	mux := http.NewServeMux()
 	r := &relay{cfg: cfg, client: &http.Client{Transport: tr}}
 	mux.HandleFunc("GET /ask", r.ask)
+	mux.Handle("GET /metrics", schedMetrics())
 	return mux
+}
+
+// schedMetrics serves go_sched_latencies_seconds, how long the relay's
+// runnable goroutines waited to run, as ragtime's /metrics does, so that
+// bench/peerload reads the scheduler's delay of either target the same way.
+// It is read twice per held run, never on an ask's path.
+func schedMetrics() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
 func (r *relay) ask(w http.ResponseWriter, req *http.Request) {
