@@ -87,7 +87,9 @@ bench-peer:
 # 2,000 SSE streams held open against ragtime (llmsim ITL 200 ms, 64 tokens:
 # ~13 s per answer, each stream asking again when its answer ends) while 100
 # short probe asks, one at a time, measure the TTFT a newcomer sees against
-# the idle server's; prints errors and RSS per open stream. About 4 minutes.
+# the idle server's; prints errors, RSS per open stream, the CPU of serve,
+# llmsim and the load client, and how long serve's goroutines waited to run
+# (docs/performance.md, "Where the held tail goes"). About 3 minutes.
 bench-streams:
 	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 
