@@ -408,3 +408,45 @@ func TestRollupHistAdd(t *testing.T) {
 		t.Errorf("rollup_hist_add with a NULL side: %v, %v", null, err)
 	}
 }
+
+// TestWideRollupHistogramsAreNotCompressed: a roll-up row whose histogram
+// spans hundreds of buckets (kilobytes) is written without a compression
+// attempt (migration 0036), which cost every upsert of such a row a pglz
+// pass, and reads back bucket for bucket.
+func TestWideRollupHistogramsAreNotCompressed(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	// One minute of one stage from 0.002 ms to some 16 minutes: about a
+	// thousand buckets, a few of them counted (a sparse array compresses
+	// well, so pglz would have kept its output).
+	var recs []pipeline.Record
+	for i, ms := range []float64{0.002, 0.5, 40, 3000, 1e6} {
+		r := record(i)
+		r.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)
+		r.Stages = r.Stages[:1]
+		r.Stages[0].DurationMs = ms
+		recs = append(recs, r)
+	}
+	recordAll(t, pool, recs...)
+	var wide, compressed int
+	var width int
+	err := pool.QueryRow(ctxFor(t), `SELECT count(*), count(pg_column_compression(hist)), max(cardinality(hist))
+		FROM query_rollups WHERE stage = $1 AND span = 'minute'`, recs[0].Stages[0].Name).Scan(&wide, &compressed, &width)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wide != 1 || width < 900 {
+		t.Fatalf("%d minute rows, widest %d buckets; want one of ~1,000", wide, width)
+	}
+	if compressed != 0 {
+		t.Errorf("the %d-bucket histogram was stored compressed", width)
+	}
+	var p50 float64
+	if err := pool.QueryRow(ctxFor(t), `SELECT rollup_percentile(hist, 0.5) FROM query_rollups
+		WHERE stage = $1 AND span = 'minute'`, recs[0].Stages[0].Name).Scan(&p50); err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(p50-40)/40 > 0.0099 {
+		t.Errorf("median from the stored histogram %.3f ms, want 40 within 0.99 %%", p50)
+	}
+}
