@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -29,11 +31,29 @@ import (
 // with random (v4) ids: the default partition, and a batch of 256 spans
 // five minutes of roll-up rows. live/batch=256 writes them as a live
 // stream at 20,000 records/s would: stamped from now on, 50 µs apart, with
-// time-ordered (v7) ids, into today's partition and one minute's roll-ups.
+// time-ordered (v7) ids, into today's partition and one minute's roll-ups;
+// live-spread/batch=32 as serve writes them at a steady pace (below).
 func BenchmarkRecorder(b *testing.B) {
 	for _, batch := range []int{64, 256, 1024} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) { benchRecorder(b, batch, record) })
 	}
+	// Small batches of live records whose durations spread over hundreds
+	// of buckets, as serve writes them at a steady pace of some 150 a
+	// second (a batch each 200 ms): per record, the batch's fixed work and
+	// the upsert of wide minute and hour roll-up rows dominate.
+	b.Run("live-spread/batch=32", func(b *testing.B) {
+		start := time.Now()
+		rng := rand.New(rand.NewPCG(3, 3))
+		benchRecorder(b, 32, func(i int) pipeline.Record {
+			r := record(i)
+			r.CreatedAt = start.Add(time.Duration(i) * 50 * time.Microsecond)
+			r.QueryID = uuidV7(r.CreatedAt)
+			for j := range r.Stages {
+				r.Stages[j].DurationMs *= math.Exp(2 * rng.NormFloat64())
+			}
+			return r
+		})
+	})
 	b.Run("live/batch=256", func(b *testing.B) {
 		start := time.Now()
 		benchRecorder(b, 256, func(i int) pipeline.Record {
