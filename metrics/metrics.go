@@ -94,11 +94,7 @@ func New(rec RecorderStats) *Metrics {
 		}, []string{"type"}),
 	}
 	m.reg.MustRegister(m.stage, m.ttft, m.firstToken, m.e2e, m.share, m.overhead, m.queries, m.errors, m.tokens,
-		// go_sched_latencies_seconds: how long runnable goroutines waited
-		// for a CPU (runtime/metrics /sched/latencies:seconds), the
-		// scheduler delay that shows up in overhead_ms under contention.
-		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})),
+		SchedLatencies(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, s := range []string{pipeline.StatusOK, pipeline.StatusError, pipeline.StatusCancelled} {
 		m.queries.WithLabelValues(s) // present at 0 from the start, so rate() sees the first one
@@ -318,4 +314,14 @@ func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
 		return
 	}
 	o.Observe(v)
+}
+
+// SchedLatencies is the Go collector with go_sched_latencies_seconds: how
+// long runnable goroutines waited for a CPU (runtime/metrics
+// /sched/latencies:seconds), the scheduler delay that shows up in
+// overhead_ms under contention. bench/relay serves it too, so that a held
+// run reads the floor's waits as ragtime's.
+func SchedLatencies() prometheus.Collector {
+	return collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}))
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,7 @@ type holdResult struct {
 	cpuMsPerSec          float64 // the target's CPU per second of wall time while the probes ran held
 	simCPUMsPerSec       float64 // llmsim's, over the same time
 	selfCPUMsPerSec      float64 // this load client's, over the same time
+	pgCPUMsPerSec        float64 // every postgres process's, over the same time
 	// busySecond and medianSecond are the CPU the three processes (the
 	// target, llmsim, this client) used together in their busiest second
 	// and in the median second while the probes ran held (sliding 1 s
@@ -46,9 +48,10 @@ type holdResult struct {
 	// former, which the averages above flatten.
 	busySecond, medianSecond float64
 	// sched is how long the target's runnable goroutines waited to run
-	// while the probes ran held (its go_sched_latencies_seconds); nil when
-	// the target's /metrics could not be read.
-	sched *schedWaits
+	// while the probes ran held (its go_sched_latencies_seconds), lag how
+	// late llmsim's embedding answers woke past their modelled time; nil
+	// when a /metrics page could not be read.
+	sched, lag *histogram
 }
 
 // runHold opens cfg.streams streams against the hold target (each asks
@@ -143,17 +146,20 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	if !ragtime {
 		metricsURL = cfg.relayURL + "/metrics"
 	}
-	sched0, schedErr := readSchedLatencies(ctx, hc, metricsURL)
-	cpu0, sim0, self0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), time.Now()
+	sched := histogramBetween(ctx, hc, metricsURL, schedLatencies)
+	lag := histogramBetween(ctx, hc, strings.TrimSuffix(cfg.simURL, "/v1")+"/metrics", answerLag)
+	cpu0, sim0, self0, pg0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), cpuMsOf("postgres"), time.Now()
 	res.loaded = probe()
 	secs := time.Since(t0).Seconds()
 	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / secs
 	res.simCPUMsPerSec = (cpuMs(cfg.simPID) - sim0) / secs
 	res.selfCPUMsPerSec = (cpuMs(os.Getpid()) - self0) / secs
-	if sched1, err := readSchedLatencies(ctx, hc, metricsURL); err == nil && schedErr == nil {
-		res.sched = sched1.since(sched0)
-	} else {
-		fmt.Fprintf(out, "(the scheduler's delays are not reported: %v)\n", errors.Join(schedErr, err))
+	res.pgCPUMsPerSec = (cpuMsOf("postgres") - pg0) / secs
+	var schedErr, lagErr error
+	res.sched, schedErr = sched()
+	res.lag, lagErr = lag()
+	if err := errors.Join(schedErr, lagErr); err != nil {
+		fmt.Fprintf(out, "(not reported: %v)\n", err)
 	}
 	close(stopSampling)
 	<-sampled
@@ -193,13 +199,17 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 	fmt.Fprintf(w, "\nprobe TTFT p99 with the streams held: %.2f× the idle p99\n", pct(r.loaded, 99)/pct(r.idle, 99))
 	fmt.Fprintf(w, "RSS per open stream: (median RSS during the probes %.0f − idle %.0f MB) / %d streams open (median) = %.1f KB\n",
 		float64(r.rssHeldKB)/1024, float64(r.rssIdleKB)/1024, r.openAtSample, float64(r.rssHeldKB-r.rssIdleKB)/float64(max(r.openAtSample, 1)))
-	fmt.Fprintf(w, "%s CPU while the streams were held: %.0f ms per second (llmsim %.0f, this load client %.0f; the machine has %d cores)\n",
-		h.target, r.cpuMsPerSec, r.simCPUMsPerSec, r.selfCPUMsPerSec, runtime.NumCPU())
+	fmt.Fprintf(w, "%s CPU while the streams were held: %.0f ms per second (llmsim %.0f, this load client %.0f, PostgreSQL %.0f; the machine has %d cores)\n",
+		h.target, r.cpuMsPerSec, r.simCPUMsPerSec, r.selfCPUMsPerSec, r.pgCPUMsPerSec, runtime.NumCPU())
 	fmt.Fprintf(w, "CPU of the three together, per second while the probes ran held: median %.0f ms, busiest %.0f ms (of %d)\n",
 		r.medianSecond, r.busySecond, 1000*runtime.NumCPU())
 	if s := r.sched; s != nil {
 		fmt.Fprintf(w, "%s's runnable goroutines, waiting to run while the probes ran held (go_sched_latencies_seconds, %d sampled waits): %s\n",
 			h.target, s.count(), s)
+	}
+	if l := r.lag; l != nil {
+		fmt.Fprintf(w, "llmsim's embedding answers, late past their modelled time while the probes ran held (%s, %d answers): %s\n",
+			answerLag, l.count(), l)
 	}
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))

@@ -5,14 +5,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ragtime/metrics"
 )
 
 func TestParseFlagsTargetsAndHold(t *testing.T) {
@@ -91,16 +91,15 @@ func TestBusiestSecond(t *testing.T) {
 }
 
 // TestSchedLatenciesFromMetrics reads go_sched_latencies_seconds from a real
-// /metrics page served as ragtime's and the relay's serve it, and a
+// /metrics page served with ragtime's collector, as ragtime and the relay serve it, and a
 // histogram's shares over 1 and 10 ms from its buckets.
 func TestSchedLatenciesFromMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})))
+	reg.MustRegister(metrics.SchedLatencies())
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	defer srv.Close()
-	before, err := readSchedLatencies(t.Context(), srv.Client(), srv.URL)
+	before, err := readHistogram(t.Context(), srv.Client(), srv.URL, schedLatencies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +111,12 @@ func TestSchedLatenciesFromMetrics(t *testing.T) {
 	}
 	empty := httptest.NewServer(promhttp.HandlerFor(prometheus.NewRegistry(), promhttp.HandlerOpts{}))
 	defer empty.Close()
-	if _, err := readSchedLatencies(t.Context(), empty.Client(), empty.URL); err == nil || !strings.Contains(err.Error(), "go_sched_latencies_seconds") {
+	if _, err := readHistogram(t.Context(), empty.Client(), empty.URL, schedLatencies); err == nil || !strings.Contains(err.Error(), schedLatencies) {
 		t.Errorf("a page without the histogram: %v, want an error naming it", err)
 	}
 
 	// 100 waits: 60 under 0.9 ms, 30 under 10.5 ms, 10 longer.
-	w := &schedWaits{upper: []float64{0.000917504, 0.01048576, 0.117440512, math.Inf(1)}, cum: []float64{60, 90, 99, 100}}
+	w := &histogram{upper: []float64{0.000917504, 0.01048576, 0.117440512, math.Inf(1)}, cum: []float64{60, 90, 99, 100}}
 	if share, bound := w.over(0.0009); share != 0.4 || bound != 0.000917504 {
 		t.Errorf("over 0.9 ms: %v (bound %v), want 0.4", share, bound)
 	}
@@ -126,5 +125,25 @@ func TestSchedLatenciesFromMetrics(t *testing.T) {
 	}
 	if got := w.String(); got != "40.0 % over 0.92 ms, 10.0 % over 10 ms" {
 		t.Errorf("String() = %q", got)
+	}
+}
+
+// TestCPUMsOfCountsProcessesByCommand: the processes named as this one
+// (its /proc/self/comm) have used at least this one's CPU; an unknown
+// command none.
+func TestCPUMsOfCountsProcessesByCommand(t *testing.T) {
+	t.Parallel()
+	comm, err := os.ReadFile("/proc/self/comm")
+	if err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	for x := 0; cpuMs(os.Getpid()) == 0; x++ { // some CPU to count
+		_ = strings.Repeat("x", x%1000)
+	}
+	if mine, all := cpuMs(os.Getpid()), cpuMsOf(strings.TrimSpace(string(comm))); all < mine {
+		t.Errorf("cpuMsOf(%q) = %v ms, under this process's own %v", comm, all, mine)
+	}
+	if got := cpuMsOf("no-such-command-here"); got != 0 {
+		t.Errorf("cpuMsOf(an unknown command) = %v, want 0", got)
 	}
 }

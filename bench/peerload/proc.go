@@ -116,3 +116,26 @@ func newTimeWait(before, after map[string]bool) int {
 	}
 	return n
 }
+
+// cpuMsOf is the CPU time every process on this machine whose command is
+// comm (/proc/<pid>/comm) has used, in milliseconds: PostgreSQL's backends
+// and helpers, which record ragtime's answers on the same cores. A process
+// that exits in between drops out of the sum (serve's pool keeps its
+// connections, so its backends stay).
+func cpuMsOf(comm string) float64 {
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	total := 0.0
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == comm {
+			total += cpuMs(pid)
+		}
+	}
+	return total
+}

@@ -28,15 +28,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"ragtime/metrics"
 )
 
 func main() {
@@ -125,8 +125,7 @@ func newRelay(cfg config) http.Handler {
 // It is read twice per held run, never on an ask's path.
 func schedMetrics() http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
-		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)})))
+	reg.MustRegister(metrics.SchedLatencies())
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
