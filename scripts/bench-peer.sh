@@ -18,6 +18,7 @@
 #   SERVE_ENV= (environment for ragtime serve alone, not llmsim or the load client: e.g. SERVE_ENV="GOMEMLIMIT=200MiB GOGC=50")
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
 #   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
+#   HOLD_PROBE_EVERY=150ms (-hold: time between the probes' starts, so that 100 span 15 s, one held answer and more; 0: back to back)
 #   HOLD_TARGET=ragtime (-hold: or relay, to hold the streams against the floor instead: HOLD_TARGET=relay make bench-streams)
 #   MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
@@ -40,6 +41,7 @@ TARGETS=${TARGETS:-llmsim,ragtime,peer,relay}
 TRIAL_TIMEOUT=${TRIAL_TIMEOUT:-90s}
 HOLD=${HOLD:-0}
 HOLD_PROBES=${HOLD_PROBES:-100}
+HOLD_PROBE_EVERY=${HOLD_PROBE_EVERY:-150ms}
 HOLD_TARGET=${HOLD_TARGET:-ragtime}
 case "$HOLD_TARGET" in
   ragtime) ;;
@@ -142,7 +144,7 @@ esac
 echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${peer:-not run} (pid $peer_pid), relay ${relay:-not run} (pid $relay_pid)" >&2
 load() {
   ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$1" -peer "$peer" -relay "$relay" -relay-pid "$relay_pid" -sim-pid "$sim_pid" -ragtime-pid "$2" -peer-pid "$peer_pid" \
-    -hold "$HOLD" -hold-target "$HOLD_TARGET" -hold-probes "$HOLD_PROBES" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
+    -hold "$HOLD" -hold-target "$HOLD_TARGET" -hold-probes "$HOLD_PROBES" -hold-probe-every "$HOLD_PROBE_EVERY" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
     -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
 }
 if [ "$HOLD" -gt 0 ] && [ -n "$BASELINE" ]; then

@@ -21,17 +21,25 @@ import (
 // the relay, the floor) while short probe asks measure the TTFT a newcomer
 // sees.
 type holdConfig struct {
-	target      string        // ragtime or relay
-	streams     int           // streams held open
-	probes      int           // probe asks, one at a time, idle and loaded
-	probeTokens int           // answer length of a probe (its TTFT is what counts)
-	ramp        time.Duration // time over which the held streams are opened
-	limit       time.Duration // the whole run's bound
+	target      string // ragtime or relay
+	streams     int    // streams held open
+	probes      int    // probe asks, one at a time, idle and loaded
+	probeTokens int    // answer length of a probe (its TTFT is what counts)
+	// probeEvery spaces the probes' starts (a probe starts at once when
+	// the one before it ends later): 100 probes at 150 ms span 15 s,
+	// more than one held answer (64 tokens at 200 ms), so that they sample
+	// every phase of the held streams' waves of re-asks instead of
+	// whichever 2.5 s back-to-back probes happen to fall in. 0: back to back.
+	probeEvery time.Duration
+	ramp       time.Duration // time over which the held streams are opened
+	limit      time.Duration // the whole run's bound
 }
 
 // holdResult is what one -hold run measured.
 type holdResult struct {
-	idle, loaded         []float64 // probe TTFTs, ms
+	idle, loaded         []float64   // probe TTFTs, ms
+	loadedAt             []time.Time // when each of loaded's probes started
+	heldStarts           []time.Time // when each held ask started
 	heldAsks, heldErrs   int
 	heldErrKinds         map[string]int
 	heldTTFT             []float64 // the held streams' own TTFTs (a burst), ms
@@ -73,21 +81,28 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			return fmt.Sprintf("%s/ask?q=%s&max_tokens=%d", cfg.relayURL, url.QueryEscape(q), tokens)
 		}
 	}
-	probe := func() []float64 {
-		var ttfts []float64
+	probe := func() (ttfts []float64, at []time.Time) {
+		first := time.Now()
 		for i := range h.probes {
+			if wait := time.Until(first.Add(time.Duration(i) * h.probeEvery)); wait > 0 {
+				select {
+				case <-ctx.Done():
+				case <-time.After(wait):
+				}
+			}
 			if ctx.Err() != nil {
 				break
 			}
+			start := time.Now()
 			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), ragtime, nil)
 			if a.err == "" {
-				ttfts = append(ttfts, ms(a.ttft))
+				ttfts, at = append(ttfts, ms(a.ttft)), append(at, start)
 			}
 		}
-		return ttfts
+		return ttfts, at
 	}
 	res := holdResult{heldErrKinds: map[string]int{}}
-	res.idle = probe()
+	res.idle, _ = probe()
 	res.rssIdleKB = rssKB(pid)
 
 	heldCtx, stopHeld := context.WithCancel(ctx)
@@ -100,6 +115,9 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	for i := range h.streams {
 		wg.Go(func() {
 			for heldCtx.Err() == nil {
+				mu.Lock()
+				res.heldStarts = append(res.heldStarts, time.Now())
+				mu.Unlock()
 				a := askHeld(heldCtx, hc, askURL(questions[i%len(questions)], cfg.maxTokens), ragtime, &open, &started)
 				if heldCtx.Err() != nil {
 					return // stopped by the run, not the server's doing
@@ -149,7 +167,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	sched := histogramBetween(ctx, hc, metricsURL, schedLatencies)
 	lag := histogramBetween(ctx, hc, strings.TrimSuffix(cfg.simURL, "/v1")+"/metrics", answerLag)
 	cpu0, sim0, self0, pg0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), cpuMsOf("postgres"), time.Now()
-	res.loaded = probe()
+	res.loaded, res.loadedAt = probe()
 	secs := time.Since(t0).Seconds()
 	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / secs
 	res.simCPUMsPerSec = (cpuMs(cfg.simPID) - sim0) / secs
@@ -211,6 +229,10 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 		fmt.Fprintf(w, "llmsim's embedding answers, late past their modelled time while the probes ran held (%s, %d answers): %s\n",
 			answerLag, l.count(), l)
 	}
+	if wv := splitByWaves(r.loadedAt, r.loaded, r.heldStarts); len(wv.in)+len(wv.out) > 0 {
+		fmt.Fprintf(w, "probes started in a wave of re-asks (held asks starting, in the second around the probe, over twice their mean of %.0f a second while the probes ran): %d, TTFT p50 %.1f ms, slowest %.1f; the other %d: p50 %.1f ms, slowest %.1f\n",
+			wv.meanRate, len(wv.in), pct(wv.in, 50), slowest(wv.in), len(wv.out), pct(wv.out, 50), slowest(wv.out))
+	}
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
 	for k, n := range r.heldErrKinds {
@@ -230,4 +252,51 @@ func busiestSecond(cum []float64, per int) (busiest, median float64) {
 		return math.NaN(), math.NaN()
 	}
 	return slices.Max(secs), pct(secs, 50)
+}
+
+// waves is splitByWaves' answer: the probe TTFTs (ms) of the probes that
+// started in a wave of held re-asks and of the others, and the held asks'
+// mean start rate per second over the probes' span.
+type waves struct {
+	in, out  []float64
+	meanRate float64
+}
+
+// splitByWaves splits probes (ttfts[i] started at at[i]) by whether they
+// started in a wave of the held streams' re-asks: more than twice the
+// held asks' mean start rate over the probes' span (askStarts, in any
+// order) in the second centred on the probe's start.
+func splitByWaves(at []time.Time, ttfts []float64, askStarts []time.Time) waves {
+	var w waves
+	if len(at) == 0 || len(at) != len(ttfts) {
+		return w
+	}
+	starts := slices.Clone(askStarts)
+	slices.SortFunc(starts, time.Time.Compare)
+	from, to := slices.MinFunc(at, time.Time.Compare), slices.MaxFunc(at, time.Time.Compare)
+	// Asks started from 0.5 s before the first probe to 0.5 s after the
+	// last: the windows the probes are judged by, end to end.
+	in := func(a, b time.Time) int {
+		i, _ := slices.BinarySearchFunc(starts, a, time.Time.Compare)
+		j, _ := slices.BinarySearchFunc(starts, b, time.Time.Compare)
+		return j - i
+	}
+	span := to.Sub(from) + time.Second
+	w.meanRate = float64(in(from.Add(-time.Second/2), to.Add(time.Second/2))) / span.Seconds()
+	for i, t := range at {
+		if float64(in(t.Add(-time.Second/2), t.Add(time.Second/2))) > 2*w.meanRate {
+			w.in = append(w.in, ttfts[i])
+		} else {
+			w.out = append(w.out, ttfts[i])
+		}
+	}
+	return w
+}
+
+// slowest is the largest of ms, NaN when there is none.
+func slowest(ms []float64) float64 {
+	if len(ms) == 0 {
+		return math.NaN()
+	}
+	return slices.Max(ms)
 }

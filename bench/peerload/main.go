@@ -71,13 +71,14 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.hold.target, "hold-target", "ragtime", "-hold: the service whose streams are held and probed: ragtime, or relay (the floor, for comparison)")
 	fs.IntVar(&c.hold.probes, "hold-probes", 100, "-hold: probe asks, one at a time, idle and with the streams held (100: the p99 is the second slowest, not one late wake-up)")
 	fs.IntVar(&c.hold.probeTokens, "hold-probe-tokens", 4, "-hold: answer length of a probe")
+	fs.DurationVar(&c.hold.probeEvery, "hold-probe-every", 150*time.Millisecond, "-hold: time between the probes' starts (150ms: 100 probes span 15 s, more than one held answer at 200 ms a token, so that they sample every phase of the held streams' re-asks); 0: back to back")
 	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
 	fs.DurationVar(&c.hold.limit, "hold-limit", 10*time.Minute, "-hold: bound of the whole run (100 probes at a loaded server's TTFT can take minutes)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if c.hold.streams < 0 || c.hold.streams > 10000 || c.hold.probes < 1 || c.hold.probes > 10000 || c.hold.probeTokens < 1 {
-		return nil, fmt.Errorf("-hold must be 0 to 10000, -hold-probes 1 to 10000 and -hold-probe-tokens at least 1")
+	if c.hold.streams < 0 || c.hold.streams > 10000 || c.hold.probes < 1 || c.hold.probes > 10000 || c.hold.probeTokens < 1 || c.hold.probeEvery < 0 {
+		return nil, fmt.Errorf("-hold must be 0 to 10000, -hold-probes 1 to 10000, -hold-probe-tokens at least 1 and -hold-probe-every not negative")
 	}
 	if c.hold.target != "ragtime" && c.hold.target != "relay" {
 		return nil, fmt.Errorf("-hold-target must be ragtime or relay, got %q", c.hold.target)

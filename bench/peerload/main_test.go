@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -87,6 +88,44 @@ func TestBusiestSecond(t *testing.T) {
 	}
 	if b, m := busiestSecond(cum[:3], 5); !math.IsNaN(b) || !math.IsNaN(m) {
 		t.Errorf("under a second of samples: %v, %v; want NaN", b, m)
+	}
+}
+
+// TestSplitByWaves: probes that start within half a second of a burst of
+// held asks are in a wave; the others, and the mean rate, are read off the
+// probes' span.
+func TestSplitByWaves(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	// Ten held asks a second for 20 s, and 100 more within 10.0–10.5 s.
+	var asks []time.Time
+	for i := range 200 {
+		asks = append(asks, at(float64(i)/10))
+	}
+	for i := range 100 {
+		asks = append(asks, at(10+float64(i)/200))
+	}
+	// A probe a second from 1 s to 19 s; its TTFT is its start second.
+	var probes []time.Time
+	var ttfts []float64
+	for s := 1; s <= 19; s++ {
+		probes, ttfts = append(probes, at(float64(s))), append(ttfts, float64(s))
+	}
+	w := splitByWaves(probes, ttfts, asks)
+	// From half a second before the first probe to half a second after
+	// the last: 190 + 100 asks in 19 s.
+	if want := 290.0 / 19; math.Abs(w.meanRate-want) > 0.01 {
+		t.Errorf("mean rate %v, want %v", w.meanRate, want)
+	}
+	if !slices.Equal(w.in, []float64{10}) {
+		t.Errorf("in waves: %v, want the probe at 10 s alone (its second, 9.5–10.5 s, holds the burst)", w.in)
+	}
+	if len(w.out) != 18 || slices.Contains(w.out, 10) {
+		t.Errorf("outside: %v", w.out)
+	}
+	if e := splitByWaves(nil, nil, asks); len(e.in)+len(e.out) != 0 {
+		t.Errorf("no probes: %+v", e)
 	}
 }
 
