@@ -86,10 +86,12 @@ bench-peer:
 
 # 2,000 SSE streams held open against ragtime (llmsim ITL 200 ms, 64 tokens:
 # ~13 s per answer, each stream asking again when its answer ends) while 100
-# short probe asks, one at a time, measure the TTFT a newcomer sees against
+# short probe asks, one at a time and 150 ms apart (15 s: every phase of the
+# held streams' waves of re-asks), measure the TTFT a newcomer sees against
 # the idle server's; prints errors, RSS per open stream, the CPU of serve,
-# llmsim and the load client, and how long serve's goroutines waited to run
-# (docs/performance.md, "Where the held tail goes"). About 3 minutes.
+# llmsim and the load client, how long serve's goroutines waited to run and
+# how the probes in waves fared (docs/performance.md, "Where the held tail
+# goes"). About 3½ minutes.
 bench-streams:
 	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 
