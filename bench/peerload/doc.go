@@ -10,6 +10,14 @@
 // stage against the simulator's modelled latency, embed errors, and the
 // sockets left in TIME_WAIT towards the simulator.
 //
+// With -hold N it instead holds N streams open (each asking again when its
+// answer ends) and measures short probe asks, one at a time and spaced by
+// -hold-probe-every over the held streams' whole cycle, against the idle
+// server's: the TTFT a newcomer sees, how the probes that started in a wave
+// of re-asks fared against the others, RSS per open stream, the CPU of the
+// target, llmsim, this client and PostgreSQL, and how long the target's
+// goroutines waited to run (make bench-streams).
+//
 // Everything is bounded: asks per stream, a time limit per trial, loopback
 // addresses only. See docs/performance.md for how to read the table.
 package main
