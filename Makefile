@@ -91,7 +91,7 @@ bench-peer:
 # the idle server's; prints errors, RSS per open stream, the CPU of serve,
 # llmsim and the load client, how long serve's goroutines waited to run and
 # how the probes in waves fared (docs/performance.md, "Where the held tail
-# goes"). About 3½ minutes.
+# goes"). About 3 minutes.
 bench-streams:
 	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 
