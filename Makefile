@@ -89,9 +89,9 @@ bench-peer:
 # short probe asks, one at a time and 150 ms apart (15 s: every phase of the
 # held streams' waves of re-asks), measure the TTFT a newcomer sees against
 # the idle server's; prints errors, RSS per open stream, the CPU of serve,
-# llmsim and the load client, how long serve's goroutines waited to run and
-# how the probes in waves fared (docs/performance.md, "Where the held tail
-# goes"). About 3 minutes.
+# llmsim and the load client, serve's context switches, how long serve's
+# goroutines waited to run and how the probes in waves fared
+# (docs/performance.md, "Where the held tail goes"). About 3 minutes.
 bench-streams:
 	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 

@@ -15,8 +15,9 @@
 // -hold-probe-every over the held streams' whole cycle, against the idle
 // server's: the TTFT a newcomer sees, how the probes that started in a wave
 // of re-asks fared against the others, RSS per open stream, the CPU of the
-// target, llmsim, this client and PostgreSQL, and how long the target's
-// goroutines waited to run (make bench-streams).
+// target, llmsim, this client and PostgreSQL, the target's threads' context
+// switches, and how long the target's goroutines waited to run (make
+// bench-streams).
 //
 // Everything is bounded: asks per stream, a time limit per trial, loopback
 // addresses only. See docs/performance.md for how to read the table.

@@ -49,6 +49,9 @@ type holdResult struct {
 	simCPUMsPerSec       float64 // llmsim's, over the same time
 	selfCPUMsPerSec      float64 // this load client's, over the same time
 	pgCPUMsPerSec        float64 // every postgres process's, over the same time
+	// sleepsPerSec and preemptsPerSec are the target's threads' voluntary
+	// and nonvoluntary context switches per second over the same time.
+	sleepsPerSec, preemptsPerSec float64
 	// busySecond and medianSecond are the CPU the three processes (the
 	// target, llmsim, this client) used together in their busiest second
 	// and in the median second while the probes ran held (sliding 1 s
@@ -167,8 +170,11 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	sched := histogramBetween(ctx, hc, metricsURL, schedLatencies)
 	lag := histogramBetween(ctx, hc, strings.TrimSuffix(cfg.simURL, "/v1")+"/metrics", answerLag)
 	cpu0, sim0, self0, pg0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), cpuMsOf("postgres"), time.Now()
+	vol0, nonvol0 := ctxSwitches(pid)
 	res.loaded, res.loadedAt = probe()
 	secs := time.Since(t0).Seconds()
+	vol1, nonvol1 := ctxSwitches(pid)
+	res.sleepsPerSec, res.preemptsPerSec = float64(vol1-vol0)/secs, float64(nonvol1-nonvol0)/secs
 	res.cpuMsPerSec = (cpuMs(pid) - cpu0) / secs
 	res.simCPUMsPerSec = (cpuMs(cfg.simPID) - sim0) / secs
 	res.selfCPUMsPerSec = (cpuMs(os.Getpid()) - self0) / secs
@@ -221,6 +227,8 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 		h.target, r.cpuMsPerSec, r.simCPUMsPerSec, r.selfCPUMsPerSec, r.pgCPUMsPerSec, runtime.NumCPU())
 	fmt.Fprintf(w, "CPU of the three together, per second while the probes ran held: median %.0f ms, busiest %.0f ms (of %d)\n",
 		r.medianSecond, r.busySecond, 1000*runtime.NumCPU())
+	fmt.Fprintf(w, "%s's threads while the probes ran held: %.0f sleeps a second (voluntary context switches), %.0f taken off the CPU by the kernel (nonvoluntary)\n",
+		h.target, r.sleepsPerSec, r.preemptsPerSec)
 	if s := r.sched; s != nil {
 		fmt.Fprintf(w, "%s's runnable goroutines, waiting to run while the probes ran held (go_sched_latencies_seconds, %d sampled waits): %s\n",
 			h.target, s.count(), s)
@@ -274,17 +282,17 @@ func splitByWaves(at []time.Time, ttfts []float64, askStarts []time.Time) waves 
 	starts := slices.Clone(askStarts)
 	slices.SortFunc(starts, time.Time.Compare)
 	from, to := slices.MinFunc(at, time.Time.Compare), slices.MaxFunc(at, time.Time.Compare)
-	// Asks started from 0.5 s before the first probe to 0.5 s after the
-	// last: the windows the probes are judged by, end to end.
-	in := func(a, b time.Time) int {
+	startedIn := func(a, b time.Time) int { // asks started in [a, b)
 		i, _ := slices.BinarySearchFunc(starts, a, time.Time.Compare)
 		j, _ := slices.BinarySearchFunc(starts, b, time.Time.Compare)
 		return j - i
 	}
-	span := to.Sub(from) + time.Second
-	w.meanRate = float64(in(from.Add(-time.Second/2), to.Add(time.Second/2))) / span.Seconds()
+	const half = time.Second / 2
+	// The mean over the probes' windows end to end: from half a second
+	// before the first probe to half a second after the last.
+	w.meanRate = float64(startedIn(from.Add(-half), to.Add(half))) / (to.Sub(from) + 2*half).Seconds()
 	for i, t := range at {
-		if float64(in(t.Add(-time.Second/2), t.Add(time.Second/2))) > 2*w.meanRate {
+		if float64(startedIn(t.Add(-half), t.Add(half))) > 2*w.meanRate {
 			w.in = append(w.in, ttfts[i])
 		} else {
 			w.out = append(w.out, ttfts[i])

@@ -167,6 +167,25 @@ func TestSchedLatenciesFromMetrics(t *testing.T) {
 	}
 }
 
+// TestCtxSwitchesCountsSleeps: a thread of this process that sleeps adds to
+// its voluntary context switches, summed over its threads.
+func TestCtxSwitchesCountsSleeps(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skipf("no /proc here: %v", err)
+	}
+	v0, _ := ctxSwitches(os.Getpid())
+	for range 20 {
+		time.Sleep(time.Millisecond)
+	}
+	if v1, _ := ctxSwitches(os.Getpid()); v1 <= v0 {
+		t.Errorf("voluntary context switches %d after 20 sleeps, %d before", v1, v0)
+	}
+	if v, n := ctxSwitches(0); v != 0 || n != 0 {
+		t.Errorf("pid 0: %d, %d", v, n)
+	}
+}
+
 // TestCPUMsOfCountsProcessesByCommand: the processes named as this one
 // (its /proc/self/comm) have used at least this one's CPU; an unknown
 // command none.

@@ -59,6 +59,37 @@ func syscalls(pid int) (reads, writes int64) {
 	return reads, writes
 }
 
+// ctxSwitches is how many times process pid's threads have gone to sleep
+// (voluntary: a wait on I/O, a futex, a timer) and been taken off the CPU
+// by the kernel (nonvoluntary), summed over /proc/<pid>/task/*/status,
+// since a thread's counts are its own; a thread that exits drops out of the
+// sum. 0, 0 when pid is 0 or unreadable.
+func ctxSwitches(pid int) (voluntary, nonvoluntary int64) {
+	if pid <= 0 {
+		return 0, 0
+	}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, 0
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				voluntary += n
+			} else if v, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				nonvoluntary += n
+			}
+		}
+	}
+	return voluntary, nonvoluntary
+}
+
 // rssKB is the resident set size of process pid, in KB.
 func rssKB(pid int) int64 {
 	if pid <= 0 {
