@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,14 +50,25 @@ func syscalls(pid int) (reads, writes int64) {
 	if err != nil {
 		return 0, 0
 	}
+	c := procCounters(b, "syscr", "syscw")
+	return c[0], c[1]
+}
+
+// procCounters reads the integer counters names from the "name: value"
+// lines of a /proc file (io, status), in the order of names; a counter
+// that is missing or unparsable reads 0.
+func procCounters(b []byte, names ...string) []int64 {
+	out := make([]int64, len(names))
 	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "syscr:"); ok {
-			reads, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		} else if v, ok := strings.CutPrefix(line, "syscw:"); ok {
-			writes, _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		name, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		if i := slices.Index(names, name); i >= 0 {
+			out[i], _ = strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		}
 	}
-	return reads, writes
+	return out
 }
 
 // ctxSwitches is how many times process pid's threads have gone to sleep
@@ -77,15 +89,8 @@ func ctxSwitches(pid int) (voluntary, nonvoluntary int64) {
 		if err != nil {
 			continue
 		}
-		for line := range strings.Lines(string(b)) {
-			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				voluntary += n
-			} else if v, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
-				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				nonvoluntary += n
-			}
-		}
+		c := procCounters(b, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+		voluntary, nonvoluntary = voluntary+c[0], nonvoluntary+c[1]
 	}
 	return voluntary, nonvoluntary
 }
