@@ -14,7 +14,7 @@
 #   with the same flags on the same llmsim, so old and new alternate in one run; e.g. BASELINE=0c8c517
 #   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.
 #   With HOLD, the held streams run against the baseline and this tree in turn, ROUNDS times: BASELINE=<rev> ROUNDS=2 make bench-streams)
-#   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060)
+#   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060; with HOLD_TARGET=relay, the relay's)
 #   SERVE_ENV= (environment for ragtime serve alone, not llmsim or the load client: e.g. SERVE_ENV="GOMEMLIMIT=200MiB GOGC=50")
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
 #   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
@@ -52,8 +52,10 @@ STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
 SERVE_ENV=${SERVE_ENV:-}
 BASELINE=${BASELINE:-}
-pprof=()
-[ -z "$PPROF_ADDR" ] || pprof=(--pprof-addr "$PPROF_ADDR")
+pprof=() relay_pprof=()
+if [ -n "$PPROF_ADDR" ]; then
+  if [ "$HOLD_TARGET" = relay ]; then relay_pprof=(--pprof-addr "$PPROF_ADDR"); else pprof=(--pprof-addr "$PPROF_ADDR"); fi
+fi
 BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
 DB_URL="$BASE/ragtime_bench_peer?sslmode=disable"
 
@@ -136,7 +138,7 @@ fi
 
 relay= relay_pid=0
 case ",$TARGETS," in *,relay,*)
-  ./bin/relay --addr 127.0.0.1:0 --base-url "$sim" --model sim --embed-model sim-embed --max-tokens "$MAX_TOKENS" >"$work/relay.log" 2>&1 &
+  ./bin/relay --addr 127.0.0.1:0 "${relay_pprof[@]}" --base-url "$sim" --model sim --embed-model sim-embed --max-tokens "$MAX_TOKENS" >"$work/relay.log" 2>&1 &
   pids+=($!); relay_pid=$!
   relay=$(waitfor "$work/relay.log" 'http://127\.0\.0\.1:[0-9]+') ;;
 esac

@@ -26,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // --pprof-addr
 	"os"
 	"os/signal"
 	"strconv"
@@ -51,6 +52,7 @@ func main() {
 // config is the command line.
 type config struct {
 	addr, baseURL, model, embedModel string
+	pprofAddr                        string
 	maxTokens                        int
 }
 
@@ -61,6 +63,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.baseURL, "base-url", "", "the OpenAI-compatible upstream's base URL, e.g. http://127.0.0.1:8081/v1")
 	fs.StringVar(&c.model, "model", "sim", "chat model")
 	fs.StringVar(&c.embedModel, "embed-model", "sim-embed", "embedding model")
+	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's profiler (/debug/pprof/) on this loopback address, apart from /ask, so that a held run's profile compares with ragtime serve --pprof-addr's (empty: off)")
 	fs.IntVar(&c.maxTokens, "max-tokens", 64, "max_tokens of a completion whose ask does not set max_tokens")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -71,6 +74,12 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.maxTokens < 1 {
 		problems = append(problems, fmt.Sprintf("--max-tokens must be at least 1, got %d", c.maxTokens))
+	}
+	if c.pprofAddr != "" {
+		host, _, err := net.SplitHostPort(c.pprofAddr)
+		if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+			problems = append(problems, fmt.Sprintf("--pprof-addr must be a loopback host:port such as 127.0.0.1:6060, got %q", c.pprofAddr))
+		}
 	}
 	if len(problems) > 0 {
 		return c, errors.New(strings.Join(problems, "; "))
@@ -89,6 +98,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("listening on %s: %w", cfg.addr, err)
 	}
 	srv := &http.Server{Handler: newRelay(cfg), ReadHeaderTimeout: 10 * time.Second}
+	if cfg.pprofAddr != "" {
+		pln, err := net.Listen("tcp", cfg.pprofAddr)
+		if err != nil {
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
+		// net/http/pprof registered its handlers on http.DefaultServeMux.
+		psrv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = psrv.Serve(pln) }()
+		defer psrv.Close()
+		fmt.Fprintf(stdout, "relay profiler on http://%s/debug/pprof/\n", pln.Addr())
+	}
 	fmt.Fprintf(stdout, "relay serving on http://%s (upstream %s)\n", ln.Addr(), cfg.baseURL)
 	go func() {
 		<-ctx.Done()

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"ragtime/llm/sim"
 )
@@ -75,12 +80,13 @@ func TestRelaysEveryTokenOfTheStream(t *testing.T) {
 }
 
 // TestBadRequestsNameTheProblem: a missing question is a 400 naming q, a
-// bad max_tokens one naming max_tokens, and bad flags name the flag.
+// bad max_tokens one naming max_tokens, and bad flags (a profiler off
+// loopback among them) name the flag.
 func TestBadRequestsNameTheProblem(t *testing.T) {
 	t.Parallel()
-	if _, err := parseFlags([]string{"--base-url", "127.0.0.1:1", "--max-tokens", "0"}); err == nil ||
-		!strings.Contains(err.Error(), "--base-url") || !strings.Contains(err.Error(), "--max-tokens") {
-		t.Errorf("bad flags: %v; want both named", err)
+	if _, err := parseFlags([]string{"--base-url", "127.0.0.1:1", "--max-tokens", "0", "--pprof-addr", "0.0.0.0:6060"}); err == nil ||
+		!strings.Contains(err.Error(), "--base-url") || !strings.Contains(err.Error(), "--max-tokens") || !strings.Contains(err.Error(), "--pprof-addr") {
+		t.Errorf("bad flags: %v; want all three named", err)
 	}
 	c, err := parseFlags([]string{"--base-url", "http://127.0.0.1:1/v1"})
 	if err != nil {
@@ -111,4 +117,59 @@ func TestContentOf(t *testing.T) {
 			t.Errorf("contentOf(%s) = %s, want %s", chunk, got, want)
 		}
 	}
+}
+
+// TestProfilerServesApartFromAsk: with --pprof-addr the profile is served
+// on its own loopback listener, and not on /ask's.
+func TestProfilerServesApartFromAsk(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- run(ctx, []string{"--base-url", "http://127.0.0.1:1/v1", "--pprof-addr", "127.0.0.1:0"}, out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Error(err)
+		}
+	})
+	serving := regexp.MustCompile(`relay serving on (http://127\.0\.0\.1:[0-9]+)`)
+	profiler := regexp.MustCompile(`relay profiler on (http://127\.0\.0\.1:[0-9]+)`)
+	var relayURL, profURL []string
+	for deadline := time.Now().Add(10 * time.Second); (relayURL == nil || profURL == nil) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		relayURL, profURL = serving.FindStringSubmatch(out.String()), profiler.FindStringSubmatch(out.String())
+	}
+	if relayURL == nil || profURL == nil {
+		t.Fatalf("no /ask and profiler addresses in %q", out.String())
+	}
+	for url, want := range map[string]int{profURL[1] + "/debug/pprof/cmdline": http.StatusOK, relayURL[1] + "/debug/pprof/cmdline": http.StatusNotFound} {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s: HTTP %d, want %d", url, resp.StatusCode, want)
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
