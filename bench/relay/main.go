@@ -98,18 +98,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("listening on %s: %w", cfg.addr, err)
 	}
 	srv := &http.Server{Handler: newRelay(cfg), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stdout, "relay serving on http://%s (upstream %s)\n", ln.Addr(), cfg.baseURL)
 	if cfg.pprofAddr != "" {
 		pln, err := net.Listen("tcp", cfg.pprofAddr)
 		if err != nil {
 			return fmt.Errorf("--pprof-addr: %w", err)
 		}
 		// net/http/pprof registered its handlers on http.DefaultServeMux.
+		// Printed after the /ask address, which bench-peer.sh reads first.
 		psrv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = psrv.Serve(pln) }()
 		defer psrv.Close()
 		fmt.Fprintf(stdout, "relay profiler on http://%s/debug/pprof/\n", pln.Addr())
 	}
-	fmt.Fprintf(stdout, "relay serving on http://%s (upstream %s)\n", ln.Addr(), cfg.baseURL)
 	go func() {
 		<-ctx.Done()
 		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)

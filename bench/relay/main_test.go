@@ -120,7 +120,8 @@ func TestContentOf(t *testing.T) {
 }
 
 // TestProfilerServesApartFromAsk: with --pprof-addr the profile is served
-// on its own loopback listener, and not on /ask's.
+// on its own loopback listener, not on /ask's, whose address is printed
+// first.
 func TestProfilerServesApartFromAsk(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -143,6 +144,9 @@ func TestProfilerServesApartFromAsk(t *testing.T) {
 	}
 	if relayURL == nil || profURL == nil {
 		t.Fatalf("no /ask and profiler addresses in %q", out.String())
+	}
+	if s := out.String(); strings.Index(s, relayURL[0]) > strings.Index(s, profURL[0]) {
+		t.Errorf("the profiler's address is printed before /ask's, which bench-peer.sh reads as the first URL: %q", s)
 	}
 	for url, want := range map[string]int{profURL[1] + "/debug/pprof/cmdline": http.StatusOK, relayURL[1] + "/debug/pprof/cmdline": http.StatusNotFound} {
 		resp, err := http.Get(url)
