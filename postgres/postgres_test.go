@@ -626,6 +626,39 @@ func TestRecorderCloseFlushes(t *testing.T) {
 	}
 }
 
+// TestRecorderLightLoadOneTransactionPerInterval: under a light, steady
+// load the writers commit about one transaction per FlushInterval, not
+// one more for whatever arrived while the last one committed. The
+// transactions are counted in PostgreSQL, as the distinct xmin of the
+// stored queries; the bound is the ticks in the time it took, and Close's.
+func TestRecorderLightLoadOneTransactionPerInterval(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	const interval = 50 * time.Millisecond
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Writers: 2, BatchSize: 256, FlushInterval: interval, Logger: quietLogger()})
+	start := time.Now()
+	const n = 300
+	for i := range n {
+		rec.Record(record(i))
+		time.Sleep(time.Millisecond) // a record arrives during every commit
+	}
+	elapsed := time.Since(start)
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := countRows(t, pool, "queries"); got != n {
+		t.Fatalf("queries rows = %d, want %d", got, n)
+	}
+	var txns int
+	if err := pool.QueryRow(ctx, "SELECT count(DISTINCT xmin::text) FROM queries").Scan(&txns); err != nil {
+		t.Fatal(err)
+	}
+	if most := int(elapsed/interval) + 2; txns > most {
+		t.Errorf("%d transactions for %d records over %s; want at most %d (one per %s and Close's)", txns, n, elapsed.Round(time.Millisecond), most, interval)
+	}
+}
+
 // TestRecorderCloseDeadline closes while PostgreSQL is away: Close returns
 // when its context ends, and counts what it could not write.
 func TestRecorderCloseDeadline(t *testing.T) {
