@@ -15,6 +15,7 @@
 #   TARGETS=llmsim,ragtime,peer CONCURRENCY=100 ROUNDS=5 PER_STREAM=6. The "peer" rows are then the baseline.
 #   With HOLD, the held streams run against the baseline and this tree in turn, ROUNDS times: BASELINE=<rev> ROUNDS=2 make bench-streams)
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060; with HOLD_TARGET=relay, the relay's)
+#   HOLD_PROFILE= (-hold, with PPROF_ADDR: write a 10 s CPU profile of the held target, from the first held probe, to this file)
 #   SERVE_ENV= (environment for ragtime serve alone, not llmsim or the load client: e.g. SERVE_ENV="GOMEMLIMIT=200MiB GOGC=50")
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
 #   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
@@ -50,6 +51,13 @@ case "$HOLD_TARGET" in
 esac
 STAGGER=${STAGGER:-0}
 PPROF_ADDR=${PPROF_ADDR:-}
+HOLD_PROFILE=${HOLD_PROFILE:-}
+hold_profile=()
+if [ -n "$HOLD_PROFILE" ]; then
+  [ -n "$PPROF_ADDR" ] || { echo "bench-peer: HOLD_PROFILE needs PPROF_ADDR (the profiler it reads), e.g. PPROF_ADDR=127.0.0.1:6060" >&2; exit 2; }
+  case "$HOLD_PROFILE" in /*) ;; *) HOLD_PROFILE="$PWD/$HOLD_PROFILE" ;; esac
+  hold_profile=(-hold-profile "$HOLD_PROFILE" -hold-pprof "http://$PPROF_ADDR")
+fi
 SERVE_ENV=${SERVE_ENV:-}
 BASELINE=${BASELINE:-}
 pprof=() relay_pprof=()
@@ -147,7 +155,7 @@ echo "llmsim $sim (pid $sim_pid), ragtime $ragtime (pid $ragtime_pid), peer ${pe
 load() {
   ./bin/peerload -targets "$TARGETS" -sim "$sim" -ragtime "$1" -peer "$peer" -relay "$relay" -relay-pid "$relay_pid" -sim-pid "$sim_pid" -ragtime-pid "$2" -peer-pid "$peer_pid" \
     -hold "$HOLD" -hold-target "$HOLD_TARGET" -hold-probes "$HOLD_PROBES" -hold-probe-every "$HOLD_PROBE_EVERY" -concurrency "$CONCURRENCY" -trial-timeout "$TRIAL_TIMEOUT" -rounds "$ROUNDS" -asks-per-stream "$PER_STREAM" -min-asks "$MIN_ASKS" -max-tokens "$MAX_TOKENS" -top-k "$TOP_K" \
-    -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)"
+    -stagger "$STAGGER" -embed-model-ms "$(echo "$EMBED_MS + 0.5" | bc)" "${hold_profile[@]}"
 }
 if [ "$HOLD" -gt 0 ] && [ -n "$BASELINE" ]; then
   # Held streams against the baseline and this tree in turn, ROUNDS times,

@@ -33,6 +33,11 @@ type holdConfig struct {
 	probeEvery time.Duration
 	ramp       time.Duration // time over which the held streams are opened
 	limit      time.Duration // the whole run's bound
+	// profile, when set, is the file for a CPU profile of the target taken
+	// from its profiler at pprofURL for profileFor, from the first held
+	// probe: the same phase of the run for ragtime and for the relay.
+	profile, pprofURL string
+	profileFor        time.Duration
 }
 
 // holdResult is what one -hold run measured.
@@ -171,6 +176,12 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	lag := histogramBetween(ctx, hc, strings.TrimSuffix(cfg.simURL, "/v1")+"/metrics", answerLag)
 	cpu0, sim0, self0, pg0, t0 := cpuMs(pid), cpuMs(cfg.simPID), cpuMs(os.Getpid()), cpuMsOf("postgres"), time.Now()
 	vol0, nonvol0 := ctxSwitches(pid)
+	profiled := make(chan error, 1)
+	if h.profile != "" {
+		go func() { profiled <- fetchProfile(ctx, h.pprofURL, h.profileFor, h.profile) }()
+	} else {
+		profiled <- nil
+	}
 	res.loaded, res.loadedAt = probe()
 	secs := time.Since(t0).Seconds()
 	vol1, nonvol1 := ctxSwitches(pid)
@@ -184,6 +195,11 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	res.lag, lagErr = lag()
 	if err := errors.Join(schedErr, lagErr); err != nil {
 		fmt.Fprintf(out, "(not reported: %v)\n", err)
+	}
+	if err := <-profiled; err != nil { // the streams stay held until the profile ends
+		fmt.Fprintf(out, "(no profile: %v)\n", err)
+	} else if h.profile != "" {
+		fmt.Fprintf(out, "CPU profile of %s over %s from the first held probe: %s (go tool pprof -top -cum <its binary> %s)\n", h.target, h.profileFor, h.profile, h.profile)
 	}
 	close(stopSampling)
 	<-sampled
@@ -307,4 +323,33 @@ func slowest(ms []float64) float64 {
 		return math.NaN()
 	}
 	return slices.Max(ms)
+}
+
+// fetchProfile writes the CPU profile the Go profiler at root
+// (/debug/pprof/profile) takes over d to file.
+func fetchProfile(ctx context.Context, root string, d time.Duration, file string) error {
+	secs := int(d.Round(time.Second) / time.Second)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimRight(root, "/"), secs), nil)
+	if err != nil {
+		return fmt.Errorf("profiling: %w", err)
+	}
+	// The profiler answers after d: the client's own timeout must not cut it.
+	resp, err := (&http.Client{Timeout: d + 30*time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("profiling: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("profiling: %s answered HTTP %d: %s", req.URL, resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return fmt.Errorf("profiling: %w", err)
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return fmt.Errorf("profiling: writing %s: %w", file, err)
+	}
+	return f.Close()
 }

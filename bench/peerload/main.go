@@ -74,6 +74,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.hold.probeEvery, "hold-probe-every", 150*time.Millisecond, "-hold: time between the probes' starts (150ms: 100 probes span 15 s, more than one held answer at 200 ms a token, so that they sample every phase of the held streams' re-asks); 0: back to back")
 	fs.DurationVar(&c.hold.ramp, "hold-ramp", 5*time.Second, "-hold: time over which the held streams are opened")
 	fs.DurationVar(&c.hold.limit, "hold-limit", 10*time.Minute, "-hold: bound of the whole run (100 probes at a loaded server's TTFT can take minutes)")
+	fs.StringVar(&c.hold.profile, "hold-profile", "", "-hold: write a CPU profile of the held target, taken while the probes run, to this file (needs -hold-pprof)")
+	fs.StringVar(&c.hold.pprofURL, "hold-pprof", "", "-hold: the held target's profiler root on loopback (http://127.0.0.1:6060: ragtime serve --pprof-addr, or bench/relay's)")
+	fs.DurationVar(&c.hold.profileFor, "hold-profile-for", 10*time.Second, "-hold: the profile's length, from the first held probe (10s: within 100 probes' 15 s)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -82,6 +85,17 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if c.hold.target != "ragtime" && c.hold.target != "relay" {
 		return nil, fmt.Errorf("-hold-target must be ragtime or relay, got %q", c.hold.target)
+	}
+	if (c.hold.profile == "") != (c.hold.pprofURL == "") {
+		return nil, fmt.Errorf("-hold-profile and -hold-pprof go together: the file and the profiler it reads")
+	}
+	if c.hold.pprofURL != "" {
+		if p, err := url.Parse(c.hold.pprofURL); err != nil || p.Scheme != "http" || !loopback(p.Hostname()) {
+			return nil, fmt.Errorf("-hold-pprof must be an http URL on loopback, got %q", c.hold.pprofURL)
+		}
+		if c.hold.profileFor < time.Second || c.hold.profileFor > time.Minute {
+			return nil, fmt.Errorf("-hold-profile-for must be 1s to 1m, got %s", c.hold.profileFor)
+		}
 	}
 	c.targets = []string{"llmsim"}
 	for t := range strings.SplitSeq(targets, ",") {

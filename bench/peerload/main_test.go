@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -43,6 +45,9 @@ func TestParseFlagsTargetsAndHold(t *testing.T) {
 		{"-hold", "10", "-hold-probes", "0"},
 		{"-targets", "ragtime", "-stagger", "-1ms"},
 		{"-targets", "ragtime", "-stagger", "11s"},
+		{"-targets", "ragtime", "-hold", "10", "-hold-profile", "cpu.pprof"}, // no -hold-pprof
+		{"-targets", "ragtime", "-hold", "10", "-hold-profile", "cpu.pprof", "-hold-pprof", "http://10.0.0.1:6060"},
+		{"-targets", "ragtime", "-hold", "10", "-hold-profile", "cpu.pprof", "-hold-pprof", "http://127.0.0.1:6060", "-hold-profile-for", "2m"},
 	} {
 		if _, err := parseFlags(append(base, bad...)); err == nil {
 			t.Errorf("%v accepted", bad)
@@ -203,5 +208,35 @@ func TestCPUMsOfCountsProcessesByCommand(t *testing.T) {
 	}
 	if got := cpuMsOf("no-such-command-here"); got != 0 {
 		t.Errorf("cpuMsOf(an unknown command) = %v, want 0", got)
+	}
+}
+
+// TestFetchProfileWritesWhatTheProfilerSent: the profile is asked for over
+// the given length and written whole; a profiler's refusal is an error
+// naming its status, and no file is left.
+func TestFetchProfileWritesWhatTheProfilerSent(t *testing.T) {
+	t.Parallel()
+	prof := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/profile" || r.URL.Query().Get("seconds") != "2" {
+			http.Error(w, "want /debug/pprof/profile?seconds=2, got "+r.URL.String(), http.StatusBadRequest)
+			return
+		}
+		w.Write([]byte("profile bytes"))
+	}))
+	t.Cleanup(prof.Close)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "cpu.pprof")
+	if err := fetchProfile(context.Background(), prof.URL+"/", 2*time.Second, file); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != "profile bytes" {
+		t.Errorf("profile file %q, %v", b, err)
+	}
+	bad := filepath.Join(dir, "bad.pprof")
+	if err := fetchProfile(context.Background(), prof.URL, 3*time.Second, bad); err == nil || !strings.Contains(err.Error(), "HTTP 400") {
+		t.Errorf("a refusal: %v, want HTTP 400 named", err)
+	}
+	if _, err := os.Stat(bad); !os.IsNotExist(err) {
+		t.Errorf("a refused profile left %s (%v)", bad, err)
 	}
 }
