@@ -92,6 +92,8 @@ bench-peer:
 # llmsim and the load client, serve's context switches, how long serve's
 # goroutines waited to run and how the probes in waves fared
 # (docs/performance.md, "Where the held tail goes"). About 3 minutes.
+# PPROF_ADDR=127.0.0.1:6060 HOLD_PROFILE=cpu.pprof also takes a 10 s CPU
+# profile of the held target from the first held probe.
 bench-streams:
 	HOLD=2000 ITL_MS=200 TARGETS=llmsim,ragtime scripts/bench-peer.sh
 

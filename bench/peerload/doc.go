@@ -17,7 +17,9 @@
 // of re-asks fared against the others, RSS per open stream, the CPU of the
 // target, llmsim, this client and PostgreSQL, the target's threads' context
 // switches, and how long the target's goroutines waited to run (make
-// bench-streams).
+// bench-streams). With -hold-profile and -hold-pprof it also takes the
+// target's CPU profile from its profiler, from the first held probe, so
+// that ragtime's and the relay's profiles cover the same phase.
 //
 // Everything is bounded: asks per stream, a time limit per trial, loopback
 // addresses only. See docs/performance.md for how to read the table.

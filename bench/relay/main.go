@@ -5,7 +5,8 @@
 // the answer as /ask's SSE events: one token event written and flushed per
 // upstream chunk, then done, which carries the embedding call's duration.
 // No retrieval, prompt assembly, record, resume buffer, admission or auth
-// (GET /metrics serves its scheduler's delays, for the held-stream report).
+// (GET /metrics serves its scheduler's delays, for the held-stream report;
+// --pprof-addr serves Go's profiler on a loopback address of its own).
 //
 // It is a benchmark reference, not a product: its CPU per ask, measured
 // beside ragtime's by bench/peerload, is what one upstream read and one
