@@ -52,7 +52,7 @@ type RecorderOptions struct {
 	// connection and transaction; each writer also takes and encodes its
 	// next batch while its current one commits. Default 2.
 	Writers int
-	// FlushInterval is how long a record waits, about, before a batch
+	// FlushInterval is about the longest a record waits before a batch
 	// that is not full is flushed: the lead writer takes one such batch
 	// per interval. Default 200ms.
 	FlushInterval time.Duration

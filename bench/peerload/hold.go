@@ -347,9 +347,13 @@ func fetchProfile(ctx context.Context, root string, d time.Duration, file string
 	if err != nil {
 		return fmt.Errorf("profiling: %w", err)
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+	_, err = io.Copy(f, resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file) // no half a profile
 		return fmt.Errorf("profiling: writing %s: %w", file, err)
 	}
-	return f.Close()
+	return nil
 }

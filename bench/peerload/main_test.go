@@ -213,10 +213,15 @@ func TestCPUMsOfCountsProcessesByCommand(t *testing.T) {
 
 // TestFetchProfileWritesWhatTheProfilerSent: the profile is asked for over
 // the given length and written whole; a profiler's refusal is an error
-// naming its status, and no file is left.
+// naming its status, and neither it nor a profile cut short leaves a file.
 func TestFetchProfileWritesWhatTheProfilerSent(t *testing.T) {
 	t.Parallel()
 	prof := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("seconds") == "4" { // cut short: fewer bytes than announced
+			w.Header().Set("Content-Length", "100")
+			w.Write([]byte("half a profile"))
+			return
+		}
 		if r.URL.Path != "/debug/pprof/profile" || r.URL.Query().Get("seconds") != "2" {
 			http.Error(w, "want /debug/pprof/profile?seconds=2, got "+r.URL.String(), http.StatusBadRequest)
 			return
@@ -238,5 +243,12 @@ func TestFetchProfileWritesWhatTheProfilerSent(t *testing.T) {
 	}
 	if _, err := os.Stat(bad); !os.IsNotExist(err) {
 		t.Errorf("a refused profile left %s (%v)", bad, err)
+	}
+	cut := filepath.Join(dir, "cut.pprof")
+	if err := fetchProfile(context.Background(), prof.URL, 4*time.Second, cut); err == nil {
+		t.Error("a profile cut short: no error")
+	}
+	if _, err := os.Stat(cut); !os.IsNotExist(err) {
+		t.Errorf("a profile cut short left %s (%v)", cut, err)
 	}
 }
