@@ -297,8 +297,8 @@ func (r *Recorder) Close(ctx context.Context) error {
 // run is one writer: it flushes when a batch is full and everything at
 // Close, and the lead writer also every FlushInterval. Writers share the
 // queue; each batch is taken by one. Only the lead flushes on the clock:
-// every writer's ticker fired at about the same time, and the second
-// writer to wake took the few records that had arrived since the first
+// tickers started together fire together, and a second writer waking
+// with the first would take the few records that arrived since the first
 // took its batch, a second transaction in the same interval. Full
 // batches wake any writer.
 func (r *Recorder) run(lead bool) {
@@ -359,12 +359,10 @@ func (r *Recorder) makePartitions() {
 // backlog overlap instead of taking turns. A batch that is not full is
 // taken once per flush, first, when nothing is in flight: what arrives
 // while it commits waits for the next flush, and a light load is written
-// in one transaction per FlushInterval. (Until 3 December a writer took
-// the records that had arrived during each commit as soon as it settled,
-// a transaction of one or two records after every batch; at 150 records a
-// second that was 10 transactions a second for 5 batches' worth, and
-// PostgreSQL spent some 5 ms of CPU on each, the roll-up upsert and the
-// commit costing the same whatever the size.) Batches are written in the
+// in one transaction per FlushInterval: taking those records as soon as
+// the commit settled made a transaction of one or two records after every
+// batch, each paying the roll-up upsert and the commit whatever its size
+// (docs/performance-log.md, "Fourth pass"). Batches are written in the
 // order they are taken, and at most one per writer is in flight.
 func (r *Recorder) flush(drain bool) {
 	var cur *write
