@@ -195,10 +195,17 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("cache: %d of %d prompt tokens, totals rate %v", cached, prompt, deref(st.Totals.CacheHitRate))
 	}
 
+	// The rows are per UTC hour, so the error (30 s old, no LLM call) can
+	// sit alone in an hour of its own: that row counts no call and has no
+	// llm_connect percentile, and every row with calls has p95 10.
 	var calls int64
 	for _, n := range st.NetworkHealth {
 		calls += n.LLMCalls
-		if n.Provider == "llmsim" && (n.ConnectP95Ms == nil || math.Abs(*n.ConnectP95Ms-10) > 1e-6) {
+		switch {
+		case n.Provider != "llmsim":
+		case n.LLMCalls == 0 && n.ConnectP95Ms != nil:
+			t.Errorf("network health %+v: an hour without LLM calls has an llm_connect p95", n)
+		case n.LLMCalls > 0 && (n.ConnectP95Ms == nil || math.Abs(*n.ConnectP95Ms-10) > 1e-6):
 			t.Errorf("network health %+v: llm_connect p95 want 10", n)
 		}
 	}
