@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,12 +68,55 @@ func recordAll(t *testing.T, pool *pgxpool.Pool, recs ...pipeline.Record) {
 	}
 }
 
+// TestPartitionsAreMadeAhead: the migration makes the day partitions of
+// today through PartitionDaysAhead days ahead, calling EnsurePartitions
+// again makes nothing, and a recorder remakes a dropped day.
+//
+// Today is the database's UTC day, read before the migration and again
+// after the last check: a run across a UTC midnight (the migration at
+// 23:59:59.9 making its day's week, the checks at 00:00:00.1 looking for
+// the next day's, and EnsurePartitions rightly making the one day more)
+// shows nothing either way, so it runs again, on a fresh database, within
+// the new day.
 func TestPartitionsAreMadeAhead(t *testing.T) {
 	t.Parallel()
-	pool := postgrestest.NewPool(t)
+	for try := 1; ; try++ {
+		failures, crossed := partitionsMadeAhead(t)
+		if crossed && try < 2 {
+			t.Logf("the run crossed a UTC midnight, again on a fresh database; it found: %q", failures)
+			continue
+		}
+		if crossed {
+			t.Errorf("two runs in a row crossed a UTC midnight")
+		}
+		for _, f := range failures {
+			t.Error(f)
+		}
+		return
+	}
+}
+
+// partitionsMadeAhead is one run of TestPartitionsAreMadeAhead: what it
+// found wrong, and whether the database's UTC day changed from before the
+// migration to after the last check (the failures then mean nothing).
+func partitionsMadeAhead(t *testing.T) (failures []string, crossedMidnight bool) {
+	t.Helper()
 	ctx := ctxFor(t)
-	var today time.Time
-	if err := pool.QueryRow(ctx, "SELECT (now() AT TIME ZONE 'UTC')::date::timestamp").Scan(&today); err != nil {
+	pool, err := postgres.Open(ctx, postgrestest.NewEmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	utcToday := func() time.Time {
+		var d time.Time
+		if err := pool.QueryRow(ctx, "SELECT (now() AT TIME ZONE 'UTC')::date::timestamp").Scan(&d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	errorf := func(format string, args ...any) { failures = append(failures, fmt.Sprintf(format, args...)) }
+	today := utcToday()
+	if err := postgres.Migrate(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{"queries", "query_stages"} {
@@ -82,22 +126,22 @@ func TestPartitionsAreMadeAhead(t *testing.T) {
 			err := pool.QueryRow(ctx, `SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_class c
 				JOIN pg_inherits i ON i.inhrelid = c.oid WHERE c.relname = $1 AND i.inhparent = $2::regclass`, name, table).Scan(&bound)
 			if err != nil {
-				t.Errorf("partition %s of %s: %v", name, table, err)
+				errorf("partition %s of %s: %v", name, table, err)
 				continue
 			}
 			if !strings.Contains(bound, today.AddDate(0, 0, d).Format(time.DateOnly)) {
-				t.Errorf("partition %s bound %s, want its day", name, bound)
+				errorf("partition %s bound %s, want its day", name, bound)
 			}
 		}
 		var def string
 		if err := pool.QueryRow(ctx, `SELECT c.relname FROM pg_class c JOIN pg_inherits i ON i.inhrelid = c.oid
 			WHERE i.inhparent = $1::regclass AND pg_get_expr(c.relpartbound, c.oid) = 'DEFAULT'`, table).Scan(&def); err != nil {
-			t.Errorf("%s has no default partition: %v", table, err)
+			errorf("%s has no default partition: %v", table, err)
 		}
 	}
 	// Calling it again makes nothing; a recorder calls it at start too.
 	if made, err := postgres.EnsurePartitions(ctx, pool); err != nil || made != 0 {
-		t.Errorf("EnsurePartitions again: made %d, %v; want 0", made, err)
+		errorf("EnsurePartitions again: made %d, %v; want 0", made, err)
 	}
 	if _, err := pool.Exec(ctx, "DROP TABLE query_stages_p"+today.AddDate(0, 0, 3).Format("20060102")+", queries_p"+today.AddDate(0, 0, 3).Format("20060102")); err != nil {
 		t.Fatal(err)
@@ -109,6 +153,7 @@ func TestPartitionsAreMadeAhead(t *testing.T) {
 	if err := rec.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return failures, !utcToday().Equal(today)
 }
 
 // TestStrayRowLandsInDefault: a query of a day without a partition is
