@@ -16,8 +16,11 @@
 // server's: the TTFT a newcomer sees, how the probes that started in a wave
 // of re-asks fared against the others, RSS per open stream, the CPU of the
 // target, llmsim, this client and PostgreSQL, the target's threads' context
-// switches, and how long the target's goroutines waited to run (make
-// bench-streams). With -hold-profile and -hold-pprof it also takes the
+// switches, how long the target's goroutines waited to run, and for
+// ragtime where the probes' TTFT went: the time outside its clock (the
+// client's TTFT minus ttft_ms), its overhead_ms and each stage before the
+// first token, as medians for the idle and the held probes and whole for
+// the slowest held ones (make bench-streams). With -hold-profile and -hold-pprof it also takes the
 // target's CPU profile from its profiler, from the first held probe, so
 // that ragtime's and the relay's profiles cover the same phase.
 //

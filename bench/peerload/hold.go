@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,8 +43,11 @@ type holdConfig struct {
 
 // holdResult is what one -hold run measured.
 type holdResult struct {
-	idle, loaded         []float64   // probe TTFTs, ms
-	loadedAt             []time.Time // when each of loaded's probes started
+	idle, loaded []float64   // probe TTFTs, ms
+	loadedAt     []time.Time // when each of loaded's probes started
+	// idleAsks and loadedAsks are the probes' answers, for where their
+	// TTFT went (ragtime's stages; nothing for the relay).
+	idleAsks, loadedAsks []askResult
 	heldStarts           []time.Time // when each held ask started
 	heldAsks, heldErrs   int
 	heldErrKinds         map[string]int
@@ -89,7 +93,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			return fmt.Sprintf("%s/ask?q=%s&max_tokens=%d", cfg.relayURL, url.QueryEscape(q), tokens)
 		}
 	}
-	probe := func() (ttfts []float64, at []time.Time) {
+	probe := func() (ttfts []float64, at []time.Time, asks []askResult) {
 		first := time.Now()
 		for i := range h.probes {
 			if wait := time.Until(first.Add(time.Duration(i) * h.probeEvery)); wait > 0 {
@@ -104,13 +108,13 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 			start := time.Now()
 			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), ragtime, nil)
 			if a.err == "" {
-				ttfts, at = append(ttfts, ms(a.ttft)), append(at, start)
+				ttfts, at, asks = append(ttfts, ms(a.ttft)), append(at, start), append(asks, a)
 			}
 		}
-		return ttfts, at
+		return ttfts, at, asks
 	}
 	res := holdResult{heldErrKinds: map[string]int{}}
-	res.idle, _ = probe()
+	res.idle, _, res.idleAsks = probe()
 	res.rssIdleKB = rssKB(pid)
 
 	heldCtx, stopHeld := context.WithCancel(ctx)
@@ -182,7 +186,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	} else {
 		profiled <- nil
 	}
-	res.loaded, res.loadedAt = probe()
+	res.loaded, res.loadedAt, res.loadedAsks = probe()
 	secs := time.Since(t0).Seconds()
 	vol1, nonvol1 := ctxSwitches(pid)
 	res.sleepsPerSec, res.preemptsPerSec = float64(vol1-vol0)/secs, float64(nonvol1-nonvol0)/secs
@@ -257,11 +261,79 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 		fmt.Fprintf(w, "probes started in a wave of re-asks (held asks starting, in the second around the probe, over twice their mean of %.0f a second while the probes ran): %d, TTFT p50 %.1f ms, slowest %.1f; the other %d: p50 %.1f ms, slowest %.1f\n",
 			wv.meanRate, len(wv.in), pct(wv.in, 50), slowest(wv.in), len(wv.out), pct(wv.out, 50), slowest(wv.out))
 	}
+	if h.target == "ragtime" {
+		writeWhereTTFTWent(w, r.idleAsks, r.loadedAsks, 3)
+	}
 	fmt.Fprintf(w, "held streams: %d answers ended, %d errors; their own TTFT (opened over %s) p50 %.1f ms, p99 %.1f ms\n",
 		r.heldAsks, r.heldErrs, h.ramp, pct(r.heldTTFT, 50), pct(r.heldTTFT, 99))
 	for k, n := range r.heldErrKinds {
 		fmt.Fprintf(w, "held stream errors: %s ×%d\n", k, n)
 	}
+}
+
+// writeWhereTTFTWent prints where the probes' TTFT went, in ms: the
+// client's TTFT; the part of it outside ragtime's clock (client TTFT −
+// ttft_ms: this client, the kernel and the loopback between them);
+// ragtime's overhead_ms (its time between stages); and each stage before
+// the first token (llm_decode comes after it). The idle and the held
+// probes each get a row of every column's median, and the slowest held
+// probes a row each, whole, so that a held p99 over the idle one shows
+// which part grew.
+func writeWhereTTFTWent(w io.Writer, idle, held []askResult, slowestN int) {
+	var stages []string // in the order ragtime ran them
+	for _, a := range slices.Concat(idle, held) {
+		for _, s := range a.stages {
+			if s.Name != "llm_decode" && !slices.Contains(stages, s.Name) {
+				stages = append(stages, s.Name)
+			}
+		}
+	}
+	if len(stages) == 0 {
+		return // no done event carried stages
+	}
+	columns := func(a askResult) []float64 {
+		c := make([]float64, 3+len(stages))
+		c[0], c[1], c[2] = ms(a.ttft), ms(a.ttft)-a.ttftMs, a.overheadMs
+		for _, s := range a.stages {
+			if i := slices.Index(stages, s.Name); i >= 0 {
+				c[3+i] += s.DurationMs // a stage run twice counts twice
+			}
+		}
+		return c
+	}
+	row := func(label string, c []float64) {
+		fmt.Fprintf(w, "| %s |", label)
+		for _, v := range c {
+			fmt.Fprintf(w, " %.1f |", v)
+		}
+		fmt.Fprintln(w)
+	}
+	medians := func(asks []askResult) []float64 {
+		out := make([]float64, 3+len(stages))
+		for i := range out {
+			col := make([]float64, 0, len(asks))
+			for _, a := range asks {
+				col = append(col, columns(a)[i])
+			}
+			out[i] = pct(col, 50)
+		}
+		return out
+	}
+	fmt.Fprintf(w, "\nwhere the probes' TTFT went, ms (outside: the client's TTFT − ragtime's ttft_ms, time ragtime's clock does not see; overhead: ragtime's overhead_ms, between its stages)\n\n")
+	fmt.Fprintf(w, "| probes | TTFT | outside | overhead | %s |\n", strings.Join(stages, " | "))
+	fmt.Fprintf(w, "|---|---|---|---|%s\n", strings.Repeat("---|", len(stages)))
+	if len(idle) > 0 {
+		row(fmt.Sprintf("idle, median of each (%d)", len(idle)), medians(idle))
+	}
+	if len(held) > 0 {
+		row(fmt.Sprintf("held, median of each (%d)", len(held)), medians(held))
+	}
+	byTTFT := slices.Clone(held)
+	slices.SortStableFunc(byTTFT, func(a, b askResult) int { return cmp.Compare(b.ttft, a.ttft) })
+	for i, a := range byTTFT[:min(slowestN, len(byTTFT))] {
+		row(fmt.Sprintf("held, slowest %d", i+1), columns(a))
+	}
+	fmt.Fprintln(w)
 }
 
 // busiestSecond returns the largest and the median increase of cum (a

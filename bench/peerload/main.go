@@ -154,6 +154,16 @@ type askResult struct {
 	err     string  // "" when the stream ended well
 	ttftMs  float64 // ragtime's own ttft_ms (0 otherwise)
 	embedMs float64 // ragtime's embed stage (-1 when absent)
+	// overheadMs and stages are ragtime's overhead_ms and stages from
+	// its done event, in its order (nil for the other targets).
+	overheadMs float64
+	stages     []stageMs
+}
+
+// stageMs is one stage of ragtime's done event.
+type stageMs struct {
+	Name       string  `json:"name"`
+	DurationMs float64 `json:"duration_ms"`
 }
 
 // trial is one target at one concurrency in one round.
@@ -382,14 +392,12 @@ func askSSE(ctx context.Context, hc *http.Client, u string, ragtime bool, firstT
 			}
 			if ragtime {
 				var d struct {
-					TTFTMs float64 `json:"ttft_ms"`
-					Stages []struct {
-						Name       string  `json:"name"`
-						DurationMs float64 `json:"duration_ms"`
-					} `json:"stages"`
+					TTFTMs     float64   `json:"ttft_ms"`
+					OverheadMs float64   `json:"overhead_ms"`
+					Stages     []stageMs `json:"stages"`
 				}
 				if json.Unmarshal(data, &d) == nil {
-					a.ttftMs = d.TTFTMs
+					a.ttftMs, a.overheadMs, a.stages = d.TTFTMs, d.OverheadMs, d.Stages
 					for _, s := range d.Stages {
 						if s.Name == "embed" {
 							a.embedMs = s.DurationMs

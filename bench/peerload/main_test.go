@@ -252,3 +252,42 @@ func TestFetchProfileWritesWhatTheProfilerSent(t *testing.T) {
 		t.Errorf("a profile cut short left %s (%v)", cut, err)
 	}
 }
+
+// TestWhereTTFTWent: the breakdown has a column per stage before the first
+// token in ragtime's order, the medians of each column for the idle and the
+// held probes, and the slowest held probes whole, with the time outside
+// ragtime's clock as the client's TTFT minus ttft_ms.
+func TestWhereTTFTWent(t *testing.T) {
+	t.Parallel()
+	ask := func(ttft, ttftMs, overhead, embed, prefill float64) askResult {
+		return askResult{
+			ttft: time.Duration(ttft * float64(time.Millisecond)), ttftMs: ttftMs, overheadMs: overhead,
+			stages: []stageMs{{"accept", 0.1}, {"embed", embed}, {"search", 0.2}, {"llm_prefill", prefill}, {"llm_decode", 900}},
+		}
+	}
+	idle := []askResult{ask(24, 23, 0.5, 6, 16), ask(25, 24, 0.5, 7, 16), ask(26, 24, 0.7, 6, 17)}
+	held := []askResult{ask(30, 28, 0.5, 8, 19), ask(90, 60, 3, 40, 16), ask(28, 27, 0.4, 7, 19), ask(50, 48, 1, 7, 39)}
+	var b strings.Builder
+	writeWhereTTFTWent(&b, idle, held, 2)
+	out := b.String()
+	for _, want := range []string{
+		"| probes | TTFT | outside | overhead | accept | embed | search | llm_prefill |\n",
+		"| idle, median of each (3) | 25.0 | 1.0 | 0.5 | 0.1 | 6.0 | 0.2 | 16.0 |\n",
+		"| held, median of each (4) | 30.0 | 2.0 | 0.5 | 0.1 | 7.0 | 0.2 | 19.0 |\n", // the nearest-rank median, as every p50 here
+		"| held, slowest 1 | 90.0 | 30.0 | 3.0 | 0.1 | 40.0 | 0.2 | 16.0 |\n",
+		"| held, slowest 2 | 50.0 | 2.0 | 1.0 | 0.1 | 7.0 | 0.2 | 39.0 |\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "llm_decode") || strings.Contains(out, "slowest 3") {
+		t.Errorf("llm_decode (after the first token) or a third slowest in\n%s", out)
+	}
+	// The relay's answers carry no stages: nothing to break down.
+	b.Reset()
+	writeWhereTTFTWent(&b, []askResult{{ttft: time.Millisecond}}, nil, 3)
+	if b.Len() != 0 {
+		t.Errorf("answers without stages printed %q", b.String())
+	}
+}
