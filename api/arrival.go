@@ -4,15 +4,19 @@ import (
 	"context"
 	"net"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"ragtime/pipeline"
 )
 
-// A request's arrival is when its first byte was read from the connection,
-// before the server parsed it, routed it and started the handler: under load
-// that wait is part of what the client sees as TTFT, so the pipeline's clock
-// starts there (the accept stage), not at the handler.
+// A request's arrival is when its first byte reached the connection, before
+// the server read it, parsed it, routed it and started the handler: under
+// load that wait is part of what the client sees as TTFT, so the pipeline's
+// clock starts there (the accept stage), not at the handler. Where the
+// kernel stamps received segments (Linux, arrival_linux.go) the arrival is
+// the stamp of the request's first read; elsewhere it is when that read
+// returned.
 
 // clockBase anchors arrival stamps on the monotonic clock: a stamp is kept
 // as nanoseconds since clockBase, so it fits an atomic and comes back as a
@@ -22,12 +26,19 @@ var clockBase = time.Now()
 // arrivalListener wraps each accepted connection in an arrivalConn.
 type arrivalListener struct{ net.Listener }
 
+// newArrivalListener wraps ln, with the kernel's receive stamps turned on
+// for it where it stamps (stampListener).
+func newArrivalListener(ln net.Listener) arrivalListener {
+	stampListener(ln)
+	return arrivalListener{ln}
+}
+
 func (l arrivalListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	ac := &arrivalConn{Conn: c}
+	ac := &arrivalConn{Conn: c, raw: kernelStamps(c)}
 	ac.armed.Store(true)
 	return ac, nil
 }
@@ -37,14 +48,28 @@ func (l arrivalListener) Accept() (net.Conn, error) {
 // first read that returns bytes.
 type arrivalConn struct {
 	net.Conn
+	raw   syscall.RawConn // for the armed reads, stamped by the kernel; nil: not stamped
 	armed atomic.Bool
 	at    atomic.Int64 // nanoseconds since clockBase; 0: no stamp
 }
 
 func (c *arrivalConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if n > 0 && c.armed.Load() && c.armed.CompareAndSwap(true, false) {
-		c.at.Store(int64(time.Since(clockBase)) | 1) // never 0
+	if !c.armed.Load() {
+		return c.Conn.Read(p)
+	}
+	var n int
+	var at time.Time
+	var err error
+	if c.raw != nil {
+		n, at, err = readStamped(c.raw, p)
+	} else {
+		n, err = c.Conn.Read(p)
+	}
+	if n > 0 && c.armed.CompareAndSwap(true, false) {
+		if at.IsZero() {
+			at = time.Now()
+		}
+		c.at.Store(int64(at.Sub(clockBase)) | 1) // never 0
 	}
 	return n, err
 }

@@ -44,12 +44,13 @@ func Serve(ctx context.Context, ln net.Listener, h *Server, opts ServeOptions) e
 	}
 	// No ReadTimeout or WriteTimeout: they would cut long streams. Bodies
 	// get Deps.BodyTimeout and stream events Stream.WriteTimeout, per
-	// request, in the handler. Each request's arrival (its first byte read)
-	// reaches the pipeline through the context: see arrival.go.
+	// request, in the handler. Each request's arrival (when its first byte
+	// reached the socket) reaches the pipeline through the context: see
+	// arrival.go.
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: opts.IdleTimeout,
 		ConnContext: connContext}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(arrivalListener{ln}) }()
+	go func() { serveErr <- srv.Serve(newArrivalListener(ln)) }()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serving: %w", err)

@@ -110,8 +110,8 @@ type Figures struct {
 	TTFTMs       *float64 `json:"ttft_ms" db:"ttft_ms"`
 	FirstTokenMs *float64 `json:"first_token_ms" db:"first_token_ms"`
 	E2EMs        float64  `json:"e2e_ms" db:"e2e_ms"`
-	// AcceptMs is the accept stage: the request's first byte read →
-	// the pipeline's start (0 when run in-process).
+	// AcceptMs is the accept stage: the request's arrival (its first byte
+	// at the socket) → the pipeline's start (0 when run in-process).
 	AcceptMs     float64  `json:"accept_ms" db:"accept_ms"`
 	QueueMs      float64  `json:"queue_ms" db:"queue_ms"`
 	RetrievalMs  float64  `json:"retrieval_ms" db:"retrieval_ms"`

@@ -125,7 +125,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 		if math.Abs(sum-d.TTFTMs) > 0.01 {
 			t.Errorf("accept+queue+retrieval+gen_ttft+overhead = %.3f, ttft = %.3f", sum, d.TTFTMs)
 		}
-		// The clock starts when the request's first byte was read: the
+		// The clock starts when the request's first byte arrived: the
 		// accept stage comes first and covers the time before the pipeline.
 		if first := d.Stages[0]; first.Name != pipeline.StageAccept || first.StartMs != 0 || d.AcceptMs != first.DurationMs || d.AcceptMs < 0 {
 			t.Errorf("first stage %+v, accept_ms %v: want the accept stage from 0", first, d.AcceptMs)
