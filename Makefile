@@ -90,8 +90,9 @@ bench-peer:
 # held streams' waves of re-asks), measure the TTFT a newcomer sees against
 # the idle server's; prints errors, RSS per open stream, the CPU of serve,
 # llmsim and the load client, serve's context switches, how long serve's
-# goroutines waited to run and how the probes in waves fared
-# (docs/performance.md, "Where the held tail goes"). About 3 minutes.
+# goroutines waited to run, how the probes in waves fared and where the
+# probes' TTFT went, stage by stage (docs/performance.md, "Where a held
+# probe's time goes"). About 3 minutes.
 # PPROF_ADDR=127.0.0.1:6060 HOLD_PROFILE=cpu.pprof also takes a 10 s CPU
 # profile of the held target from the first held probe.
 bench-streams:
