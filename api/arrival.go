@@ -8,14 +8,15 @@ import (
 	"time"
 
 	"ragtime/pipeline"
+	"ragtime/rxstamp"
 )
 
 // A request's arrival is when its first byte reached the connection, before
 // the server read it, parsed it, routed it and started the handler: under
 // load that wait is part of what the client sees as TTFT, so the pipeline's
 // clock starts there (the accept stage), not at the handler. Where the
-// kernel stamps received segments (Linux, arrival_linux.go) the arrival is
-// the stamp of the request's first read; elsewhere it is when that read
+// kernel stamps received segments (package rxstamp) the arrival is the
+// stamp of the request's first read; elsewhere it is when that read
 // returned.
 
 // clockBase anchors arrival stamps on the monotonic clock: a stamp is kept
@@ -27,9 +28,9 @@ var clockBase = time.Now()
 type arrivalListener struct{ net.Listener }
 
 // newArrivalListener wraps ln, with the kernel's receive stamps turned on
-// for it where it stamps (stampListener).
+// for it where it stamps (rxstamp.Listen).
 func newArrivalListener(ln net.Listener) arrivalListener {
-	stampListener(ln)
+	rxstamp.Listen(ln)
 	return arrivalListener{ln}
 }
 
@@ -38,7 +39,7 @@ func (l arrivalListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ac := &arrivalConn{Conn: c, raw: kernelStamps(c)}
+	ac := &arrivalConn{Conn: c, raw: rxstamp.Enable(c)}
 	ac.armed.Store(true)
 	return ac, nil
 }
@@ -61,7 +62,7 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 	var at time.Time
 	var err error
 	if c.raw != nil {
-		n, at, err = readStamped(c.raw, p)
+		n, at, err = rxstamp.Read(c.raw, p)
 	} else {
 		n, err = c.Conn.Read(p)
 	}

@@ -1,20 +1,18 @@
 package api
 
 import (
-	"errors"
-	"io"
 	"net"
-	"os"
 	"runtime"
 	"testing"
 	"time"
+
+	"ragtime/rxstamp"
 )
 
 // TestArrivalIsWhenTheRequestReachedTheSocket: on Linux a request's
 // arrival is the kernel's stamp of its first byte, not the time its read
 // returned: a read 50 ms after the bytes came gets a stamp from before the
 // wait, for the connection's first request and for the next one on it.
-// The stamped read keeps the connection's read deadline and its EOF.
 func TestArrivalIsWhenTheRequestReachedTheSocket(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
@@ -46,7 +44,7 @@ func TestArrivalIsWhenTheRequestReachedTheSocket(t *testing.T) {
 		if _, err := client.Write([]byte("warm")); err != nil {
 			t.Fatal(err)
 		}
-		n, at, err := readStamped(ac.raw, buf)
+		n, at, err := rxstamp.Read(ac.raw, buf)
 		if err != nil || string(buf[:n]) != "warm" {
 			t.Fatalf("warming up: %q, %v", buf[:n], err)
 		}
@@ -96,22 +94,6 @@ func TestArrivalIsWhenTheRequestReachedTheSocket(t *testing.T) {
 		}
 	}
 
-	ac.armed.Store(true)
-	if err := c.SetReadDeadline(time.Now().Add(30 * time.Millisecond)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("a stamped read past the deadline: %v, want a timeout", err)
-	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
-		t.Errorf("a stamped read past the deadline: %v is not a net.Error timeout, as net/http expects", err)
-	}
-	if err := c.SetReadDeadline(time.Time{}); err != nil {
-		t.Fatal(err)
-	}
-	client.Close()
-	if n, err := c.Read(buf); n != 0 || err != io.EOF {
-		t.Errorf("a stamped read of a closed connection: %d, %v; want io.EOF", n, err)
-	}
 }
 
 // TestArrivalWithoutKernelStamps: a connection that is not TCP (or a
@@ -121,7 +103,7 @@ func TestArrivalWithoutKernelStamps(t *testing.T) {
 	server, client := net.Pipe()
 	defer server.Close()
 	defer client.Close()
-	ac := &arrivalConn{Conn: server, raw: kernelStamps(server)}
+	ac := &arrivalConn{Conn: server, raw: rxstamp.Enable(server)}
 	if ac.raw != nil {
 		t.Fatal("a pipe has kernel receive stamps")
 	}

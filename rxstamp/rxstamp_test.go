@@ -1,0 +1,107 @@
+package rxstamp_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"ragtime/rxstamp"
+)
+
+// TestReadReturnsWhenTheBytesArrived: a read 50 ms after the bytes came
+// returns the kernel's stamp from before the wait; the read keeps the
+// connection's deadline (a net.Error timeout, as net/http expects) and
+// its EOF.
+func TestReadReturnsWhenTheBytesArrived(t *testing.T) {
+	t.Parallel()
+	if runtime.GOOS != "linux" {
+		t.Skip("kernel receive stamps are read on Linux only")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	rxstamp.Listen(ln)
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw := rxstamp.Enable(c)
+	if raw == nil {
+		t.Fatal("an accepted TCP connection has no receive stamps")
+	}
+	buf := make([]byte, 64)
+	// The kernel turns stamping on a moment after the first socket asks
+	// (a deferred switch): wait, a bounded while, for a stamped read.
+	for try := 0; ; try++ {
+		if _, err := client.Write([]byte("warm")); err != nil {
+			t.Fatal(err)
+		}
+		n, at, err := rxstamp.Read(raw, buf)
+		if err != nil || string(buf[:n]) != "warm" {
+			t.Fatalf("warming up: %q, %v", buf[:n], err)
+		}
+		if !at.IsZero() {
+			break
+		}
+		if try == 100 {
+			t.Fatal("the kernel stamped no read in a second")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 3 {
+		before := time.Now()
+		if _, err := client.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		written := time.Now()
+		time.Sleep(50 * time.Millisecond) // the reader waits to run
+		n, at, err := rxstamp.Read(raw, buf)
+		if err != nil || n == 0 {
+			t.Fatalf("read %d: %d bytes, %v", i, n, err)
+		}
+		// The kernel's stamp (at most the write's return, give or take the
+		// wall and monotonic clocks' rounding), not the read's.
+		if at.Before(before.Add(-time.Millisecond)) || at.After(written.Add(time.Millisecond)) {
+			t.Errorf("read %d: stamped %v after the write began, %v after it returned; want between", i, at.Sub(before), at.Sub(written))
+		}
+	}
+
+	if err := c.SetReadDeadline(time.Now().Add(30 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rxstamp.Read(raw, buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("a read past the deadline: %v, want a timeout", err)
+	} else if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Errorf("a read past the deadline: %v is not a net.Error timeout", err)
+	}
+	if err := c.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	client.Close()
+	if n, _, err := rxstamp.Read(raw, buf); n != 0 || err != io.EOF {
+		t.Errorf("a read of a closed connection: %d, %v; want io.EOF", n, err)
+	}
+}
+
+// TestEnableIsNilWithoutTCP: a connection that is not TCP has no stamps.
+func TestEnableIsNilWithoutTCP(t *testing.T) {
+	t.Parallel()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if rxstamp.Enable(a) != nil {
+		t.Error("a pipe has receive stamps")
+	}
+}
