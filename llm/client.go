@@ -353,7 +353,7 @@ func (c *client) attempt(parent, actx context.Context, cancel context.CancelCaus
 		return 0, c.notAStream(parent, actx, gen, resp)
 	}
 
-	hold := &deltaHold{emit: firstStop, body: resp.Body}
+	hold := &deltaHold{emit: firstStop, body: resp.Body, received: tr.Received}
 	st := c.d.newStream(gen, hold.add, c.scrubber)
 	if err := c.streamError(parent, actx, gen, hold, st.run(hold)); err != nil {
 		return 0, err

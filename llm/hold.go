@@ -2,6 +2,7 @@ package llm
 
 import (
 	"io"
+	"time"
 
 	"ragtime/pipeline"
 )
@@ -17,12 +18,40 @@ import (
 //
 // Nothing is held across a wait on the network: Read emits the held delta
 // before it reads the body. The delta keeps the time it was received (At),
-// so the pipeline's per-token timing does not change.
+// so the pipeline's per-token timing does not change. That time is when the
+// bytes reached the socket, by the kernel's stamp where the connection has
+// one (received, the call's upstream.Trace.Received), so that a wait of
+// ragtime's to read them counts as its own, not the model's.
 type deltaHold struct {
-	emit func(pipeline.Delta) error
-	body io.Reader
-	held pipeline.Delta
-	has  bool
+	emit     func(pipeline.Delta) error
+	body     io.Reader
+	received func() time.Time // nil, or zero when there is no stamp
+	held     pipeline.Delta
+	has      bool
+}
+
+// now is when the bytes just read reached the socket: the kernel's stamp
+// of the latest read where there is one, else the time now.
+func (h *deltaHold) now() time.Time {
+	now := time.Now()
+	if h.received != nil {
+		if at := h.received(); !at.IsZero() && !at.After(now) {
+			return at
+		}
+	}
+	return now
+}
+
+// readClock is a body that says when its latest read's bytes arrived.
+type readClock interface{ now() time.Time }
+
+// clockOf is the clock a parser reading body stamps its events with:
+// body's arrival stamps when it has them (deltaHold), else time.Now.
+func clockOf(body io.Reader) func() time.Time {
+	if c, ok := body.(readClock); ok {
+		return c.now
+	}
+	return time.Now
 }
 
 // add holds d, first emitting the delta held before it, marked More.

@@ -145,12 +145,13 @@ func (s *ollamaStream) bad(msg string, cause error) *pipeline.Error {
 
 func (s *ollamaStream) run(body io.Reader) error {
 	sc := newLineScanner(body)
+	clock := clockOf(body)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
-		if err := s.line(line, time.Now()); err != nil {
+		if err := s.line(line, clock()); err != nil {
 			return err
 		}
 		if s.done {

@@ -69,6 +69,7 @@ type sseFramer struct {
 	data   []byte
 	dataAt time.Time
 	event  string
+	clock  func() time.Time // stamps dataAt: clockOf the body
 }
 
 var (
@@ -79,6 +80,7 @@ var (
 
 // run reads body until handle stops, the body ends or an error.
 func (f *sseFramer) run(body io.Reader) (stopped bool, err error) {
+	f.clock = clockOf(body)
 	sc := newLineScanner(body)
 	for sc.Scan() {
 		stop, err := f.line(sc.Bytes())
@@ -114,7 +116,10 @@ func (f *sseFramer) line(l []byte) (bool, error) {
 	switch {
 	case bytes.Equal(field, fieldData):
 		if len(f.data) == 0 {
-			f.dataAt = time.Now()
+			if f.clock == nil { // a framer fed lines without run
+				f.clock = time.Now
+			}
+			f.dataAt = f.clock()
 		} else {
 			f.data = append(f.data, '\n')
 		}

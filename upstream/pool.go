@@ -13,11 +13,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"ragtime/rxstamp"
 )
 
 // DefaultIdlePerHost is the idle pool per host when Options leaves it 0: a
@@ -87,7 +91,7 @@ func (p *Pool) transport(single bool) *http.Transport {
 			if err != nil {
 				return nil, err
 			}
-			return copyingConn{c}, nil
+			return newConn(c), nil
 		},
 		ForceAttemptHTTP2:     true,
 		DisableKeepAlives:     single,
@@ -107,19 +111,57 @@ func (p *Pool) transport(single bool) *http.Transport {
 	}
 }
 
-// copyingConn is an upstream connection whose ReadFrom, the way the
-// transport writes the part of a request body that does not fit its write
-// buffer, copies through a pooled buffer. A *net.TCPConn's falls back to
-// io.Copy for a body that is not a file or a socket, and io.Copy allocated
-// a buffer of the rest's size (up to 32 KB) per request: a chat request's
-// prompt, every ask.
-type copyingConn struct{ net.Conn }
+// conn is an upstream connection. Its reads take the kernel's receive
+// stamps where it gives them (package rxstamp), so that a call's first
+// response byte and a stream's chunks are timed when they reached the
+// socket, not when ragtime's goroutine got to read them (received). Its
+// ReadFrom, the way the transport writes the part of a request body that
+// does not fit its write buffer, copies through a pooled buffer: a
+// *net.TCPConn's falls back to io.Copy for a body that is not a file or a
+// socket, and io.Copy allocated a buffer of the rest's size (up to 32 KB)
+// per request: a chat request's prompt, every ask.
+type conn struct {
+	net.Conn
+	raw  syscall.RawConn // nil: reads are not stamped
+	last atomic.Int64    // the latest stamped read's stamp, nanoseconds since clockBase; 0: none
+}
 
-// copyBufs are copyingConn.ReadFrom's buffers.
+// clockBase anchors conn's stamps on the monotonic clock, so that one fits
+// an atomic.
+var clockBase = time.Now()
+
+func newConn(c net.Conn) *conn { return &conn{Conn: c, raw: rxstamp.Enable(c)} }
+
+// Read reads, stamped where the kernel stamps.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.raw == nil {
+		return c.Conn.Read(p)
+	}
+	n, at, err := rxstamp.Read(c.raw, p)
+	if n > 0 {
+		ns := int64(0) // a read the kernel did not stamp: no stamp, not an older read's
+		if !at.IsZero() {
+			ns = int64(at.Sub(clockBase)) | 1 // never 0
+		}
+		c.last.Store(ns)
+	}
+	return n, err
+}
+
+// received is when the bytes of the latest read reached the socket (the
+// zero time when the kernel did not say).
+func (c *conn) received() time.Time {
+	if ns := c.last.Load(); ns != 0 {
+		return clockBase.Add(time.Duration(ns))
+	}
+	return time.Time{}
+}
+
+// copyBufs are conn.ReadFrom's buffers.
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // ReadFrom writes what it reads from r until EOF.
-func (c copyingConn) ReadFrom(r io.Reader) (int64, error) {
+func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	return io.CopyBuffer(struct{ io.Writer }{c.Conn}, r, *bp)

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"crypto/tls"
+	"net"
 	"net/http/httptrace"
 	"sync"
 	"time"
@@ -18,7 +19,8 @@ type Trace struct {
 	connStart, connDone time.Time
 	tlsStart, tlsDone   time.Time
 	gotConn, wrote      time.Time
-	firstByte           time.Time
+	firstByte           time.Time // when the first response byte reached the socket, or was read
+	conn                *conn     // the call's connection, when it is one of a Pool's (HTTP/1)
 	reused              bool
 	freshRetry          bool
 }
@@ -42,9 +44,11 @@ func (t *Trace) hooks() *httptrace.ClientTrace {
 			}
 		},
 		GotConn: func(info httptrace.GotConnInfo) {
+			c := poolConn(info.Conn)
 			t.mu.Lock()
 			t.gotConn = time.Now()
 			t.reused = info.Reused
+			t.conn = c
 			t.mu.Unlock()
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -52,8 +56,55 @@ func (t *Trace) hooks() *httptrace.ClientTrace {
 				t.set(&t.wrote, true)
 			}
 		},
-		GotFirstResponseByte: func() { t.set(&t.firstByte, false) },
+		// The hook runs on the goroutine whose read brought the byte,
+		// right after it: the connection's latest stamp is that read's.
+		GotFirstResponseByte: func() {
+			now := time.Now()
+			t.mu.Lock()
+			if t.firstByte.IsZero() {
+				t.firstByte = now
+				if at := t.conn.receivedOrZero(); !at.IsZero() && at.Before(now) && !at.Before(t.wrote) {
+					t.firstByte = at
+				}
+			}
+			t.mu.Unlock()
+		},
 	}
+}
+
+// poolConn is the Pool's connection under c, a *conn itself or the one
+// under a TLS connection, when c carries one call at a time (HTTP/1): an
+// HTTP/2 connection's reads are every stream's frames, so its latest stamp
+// says nothing of one call's. nil otherwise.
+func poolConn(c net.Conn) *conn {
+	if tc, ok := c.(*tls.Conn); ok {
+		if tc.ConnectionState().NegotiatedProtocol == "h2" {
+			return nil
+		}
+		c = tc.NetConn()
+	}
+	pc, _ := c.(*conn)
+	return pc
+}
+
+// receivedOrZero is c.received, or the zero time for no connection.
+func (c *conn) receivedOrZero() time.Time {
+	if c == nil {
+		return time.Time{}
+	}
+	return c.received()
+}
+
+// Received is when the bytes of the call's latest read reached its
+// connection's socket, by the kernel's stamp: for a streamed answer, the
+// chunk just read. The zero time when there is no stamp (another OS, an
+// HTTP/2 connection, a transport not a Pool's): the caller then takes the
+// read's own time.
+func (t *Trace) Received() time.Time {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	return c.receivedOrZero()
 }
 
 // set records now in *at: the first time when overwrite is false (a start),
@@ -84,7 +135,7 @@ func (t *Trace) restart(fresh bool) {
 	var zero time.Time
 	t.dnsStart, t.dnsDone, t.connStart, t.connDone = zero, zero, zero, zero
 	t.tlsStart, t.tlsDone, t.gotConn, t.wrote, t.firstByte = zero, zero, zero, zero, zero
-	t.reused, t.freshRetry = false, fresh
+	t.conn, t.reused, t.freshRetry = nil, false, fresh
 }
 
 // Conn describes the connection the call used.
@@ -101,7 +152,9 @@ func (t *Trace) Conn() pipeline.ConnInfo {
 }
 
 // ServerWait is from the request fully written to the first response byte
-// (0 when either did not happen).
+// reaching the socket (by the kernel's stamp where there is one, else when
+// it was read): the server's time and the network's, without ragtime's
+// wait to read it (0 when either did not happen).
 func (t *Trace) ServerWait() time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
