@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"ragtime/pipeline"
@@ -39,7 +38,7 @@ func (l arrivalListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	ac := &arrivalConn{Conn: c, raw: rxstamp.Enable(c)}
+	ac := &arrivalConn{Conn: c, rx: rxstamp.Enable(c)}
 	ac.armed.Store(true)
 	return ac, nil
 }
@@ -49,7 +48,7 @@ func (l arrivalListener) Accept() (net.Conn, error) {
 // first read that returns bytes.
 type arrivalConn struct {
 	net.Conn
-	raw   syscall.RawConn // for the armed reads, stamped by the kernel; nil: not stamped
+	rx    *rxstamp.Reader // for the armed reads, stamped by the kernel; nil: not stamped
 	armed atomic.Bool
 	at    atomic.Int64 // nanoseconds since clockBase; 0: no stamp
 }
@@ -61,8 +60,8 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 	var n int
 	var at time.Time
 	var err error
-	if c.raw != nil {
-		n, at, err = rxstamp.Read(c.raw, p)
+	if c.rx != nil {
+		n, at, err = c.rx.Read(p)
 	} else {
 		n, err = c.Conn.Read(p)
 	}

@@ -34,7 +34,7 @@ func TestArrivalIsWhenTheRequestReachedTheSocket(t *testing.T) {
 	}
 	defer c.Close()
 	ac := c.(*arrivalConn)
-	if ac.raw == nil {
+	if ac.rx == nil {
 		t.Fatal("an accepted TCP connection has no kernel receive stamps")
 	}
 	buf := make([]byte, 64)
@@ -44,7 +44,7 @@ func TestArrivalIsWhenTheRequestReachedTheSocket(t *testing.T) {
 		if _, err := client.Write([]byte("warm")); err != nil {
 			t.Fatal(err)
 		}
-		n, at, err := rxstamp.Read(ac.raw, buf)
+		n, at, err := ac.rx.Read(buf)
 		if err != nil || string(buf[:n]) != "warm" {
 			t.Fatalf("warming up: %q, %v", buf[:n], err)
 		}
@@ -103,8 +103,8 @@ func TestArrivalWithoutKernelStamps(t *testing.T) {
 	server, client := net.Pipe()
 	defer server.Close()
 	defer client.Close()
-	ac := &arrivalConn{Conn: server, raw: rxstamp.Enable(server)}
-	if ac.raw != nil {
+	ac := &arrivalConn{Conn: server, rx: rxstamp.Enable(server)}
+	if ac.rx != nil {
 		t.Fatal("a pipe has kernel receive stamps")
 	}
 	ac.armed.Store(true)

@@ -3,9 +3,7 @@
 package rxstamp
 
 import (
-	"errors"
 	"net"
-	"syscall"
 	"time"
 )
 
@@ -14,9 +12,10 @@ func Listen(net.Listener) {}
 
 // Enable is nil here: without the kernel's receive stamps callers take a
 // read's own time.
-func Enable(net.Conn) syscall.RawConn { return nil }
+func Enable(net.Conn) *Reader { return nil }
 
-// Read is never called here (Enable gives no raw connection).
-func Read(syscall.RawConn, []byte) (int, time.Time, error) {
-	return 0, time.Time{}, errors.New("rxstamp: kernel receive stamps need Linux")
-}
+// Reader is never made here (Enable gives none).
+type Reader struct{}
+
+// Read reads nothing: there is no Reader here to call it on.
+func (*Reader) Read([]byte) (int, time.Time, error) { return 0, time.Time{}, net.ErrClosed }

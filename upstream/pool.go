@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -122,7 +121,7 @@ func (p *Pool) transport(single bool) *http.Transport {
 // per request: a chat request's prompt, every ask.
 type conn struct {
 	net.Conn
-	raw  syscall.RawConn // nil: reads are not stamped
+	rx   *rxstamp.Reader // nil: reads are not stamped
 	last atomic.Int64    // the latest stamped read's stamp, nanoseconds since clockBase; 0: none
 }
 
@@ -130,14 +129,14 @@ type conn struct {
 // an atomic.
 var clockBase = time.Now()
 
-func newConn(c net.Conn) *conn { return &conn{Conn: c, raw: rxstamp.Enable(c)} }
+func newConn(c net.Conn) *conn { return &conn{Conn: c, rx: rxstamp.Enable(c)} }
 
 // Read reads, stamped where the kernel stamps.
 func (c *conn) Read(p []byte) (int, error) {
-	if c.raw == nil {
+	if c.rx == nil {
 		return c.Conn.Read(p)
 	}
-	n, at, err := rxstamp.Read(c.raw, p)
+	n, at, err := c.rx.Read(p)
 	if n > 0 {
 		ns := int64(0) // a read the kernel did not stamp: no stamp, not an older read's
 		if !at.IsZero() {

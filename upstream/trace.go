@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"ragtime/pipeline"
@@ -19,8 +20,8 @@ type Trace struct {
 	connStart, connDone time.Time
 	tlsStart, tlsDone   time.Time
 	gotConn, wrote      time.Time
-	firstByte           time.Time // when the first response byte reached the socket, or was read
-	conn                *conn     // the call's connection, when it is one of a Pool's (HTTP/1)
+	firstByte           time.Time            // when the first response byte reached the socket, or was read
+	conn                atomic.Pointer[conn] // the call's connection, when it is one of a Pool's (HTTP/1); read without mu, per chunk
 	reused              bool
 	freshRetry          bool
 }
@@ -48,7 +49,7 @@ func (t *Trace) hooks() *httptrace.ClientTrace {
 			t.mu.Lock()
 			t.gotConn = time.Now()
 			t.reused = info.Reused
-			t.conn = c
+			t.conn.Store(c)
 			t.mu.Unlock()
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -63,7 +64,7 @@ func (t *Trace) hooks() *httptrace.ClientTrace {
 			t.mu.Lock()
 			if t.firstByte.IsZero() {
 				t.firstByte = now
-				if at := t.conn.receivedOrZero(); !at.IsZero() && at.Before(now) && !at.Before(t.wrote) {
+				if at := t.conn.Load().receivedOrZero(); !at.IsZero() && at.Before(now) && !at.Before(t.wrote) {
 					t.firstByte = at
 				}
 			}
@@ -101,10 +102,7 @@ func (c *conn) receivedOrZero() time.Time {
 // HTTP/2 connection, a transport not a Pool's): the caller then takes the
 // read's own time.
 func (t *Trace) Received() time.Time {
-	t.mu.Lock()
-	c := t.conn
-	t.mu.Unlock()
-	return c.receivedOrZero()
+	return t.conn.Load().receivedOrZero()
 }
 
 // set records now in *at: the first time when overwrite is false (a start),
@@ -135,7 +133,8 @@ func (t *Trace) restart(fresh bool) {
 	var zero time.Time
 	t.dnsStart, t.dnsDone, t.connStart, t.connDone = zero, zero, zero, zero
 	t.tlsStart, t.tlsDone, t.gotConn, t.wrote, t.firstByte = zero, zero, zero, zero, zero
-	t.conn, t.reused, t.freshRetry = nil, false, fresh
+	t.conn.Store(nil)
+	t.reused, t.freshRetry = false, fresh
 }
 
 // Conn describes the connection the call used.
