@@ -9,7 +9,9 @@
 //     it), so concurrent asks reuse connections instead of leaving sockets in
 //     TIME_WAIT;
 //   - Trace, the httptrace timings of a call (reused, DNS, connect, TLS,
-//     request written, first response byte);
+//     request written, first response byte), the answer's bytes timed when
+//     they reached the socket where the kernel stamps them (package
+//     rxstamp, on the Pool's connections);
 //   - Client.Do, which sends a request again, once, on a fresh connection
 //     when a reused keep-alive connection failed before any response byte
 //     (the server had closed it: nothing reached the model), and
