@@ -275,16 +275,27 @@ func reportHold(w io.Writer, cfg *config, r holdResult) {
 // client's TTFT; the part of it outside ragtime's clock (client TTFT −
 // ttft_ms: this client, the kernel and the loopback between them);
 // ragtime's overhead_ms (its time between stages); and each stage before
-// the first token (llm_decode comes after it). The idle and the held
+// the first token (llm_decode comes after it), with the upstream's part of
+// a call's stage (its server_wait_ms: the request written to the answer's
+// first byte at ragtime's socket) beside it. The idle and the held
 // probes each get a row of every column's median, and the slowest held
 // probes a row each, whole, so that a held p99 over the idle one shows
 // which part grew.
 func writeWhereTTFTWent(w io.Writer, idle, held []askResult, slowestN int) {
-	var stages []string // in the order ragtime ran them
+	// The stages in the order ragtime ran them, each followed by the part
+	// of it that was the upstream's (its server_wait_ms) when it has one.
+	var stages []string
+	const serverWait = ": server wait"
 	for _, a := range slices.Concat(idle, held) {
 		for _, s := range a.stages {
-			if s.Name != "llm_decode" && !slices.Contains(stages, s.Name) {
+			if s.Name == "llm_decode" {
+				continue
+			}
+			if !slices.Contains(stages, s.Name) {
 				stages = append(stages, s.Name)
+			}
+			if s.Attrs.ServerWaitMs != nil && !slices.Contains(stages, s.Name+serverWait) {
+				stages = slices.Insert(stages, slices.Index(stages, s.Name)+1, s.Name+serverWait)
 			}
 		}
 	}
@@ -297,6 +308,9 @@ func writeWhereTTFTWent(w io.Writer, idle, held []askResult, slowestN int) {
 		for _, s := range a.stages {
 			if i := slices.Index(stages, s.Name); i >= 0 {
 				c[3+i] += s.DurationMs // a stage run twice counts twice
+			}
+			if i := slices.Index(stages, s.Name+serverWait); i >= 0 && s.Attrs.ServerWaitMs != nil {
+				c[3+i] += *s.Attrs.ServerWaitMs
 			}
 		}
 		return c

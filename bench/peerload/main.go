@@ -164,6 +164,9 @@ type askResult struct {
 type stageMs struct {
 	Name       string  `json:"name"`
 	DurationMs float64 `json:"duration_ms"`
+	Attrs      struct {
+		ServerWaitMs *float64 `json:"server_wait_ms"` // a remote call's: request written → first response byte
+	} `json:"attrs"`
 }
 
 // trial is one target at one concurrency in one round.

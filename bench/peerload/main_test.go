@@ -260,9 +260,12 @@ func TestFetchProfileWritesWhatTheProfilerSent(t *testing.T) {
 func TestWhereTTFTWent(t *testing.T) {
 	t.Parallel()
 	ask := func(ttft, ttftMs, overhead, embed, prefill float64) askResult {
+		e := stageMs{Name: "embed", DurationMs: embed}
+		wait := embed - 1 // the embedder's part
+		e.Attrs.ServerWaitMs = &wait
 		return askResult{
 			ttft: time.Duration(ttft * float64(time.Millisecond)), ttftMs: ttftMs, overheadMs: overhead,
-			stages: []stageMs{{"accept", 0.1}, {"embed", embed}, {"search", 0.2}, {"llm_prefill", prefill}, {"llm_decode", 900}},
+			stages: []stageMs{{Name: "accept", DurationMs: 0.1}, e, {Name: "search", DurationMs: 0.2}, {Name: "llm_prefill", DurationMs: prefill}, {Name: "llm_decode", DurationMs: 900}},
 		}
 	}
 	idle := []askResult{ask(24, 23, 0.5, 6, 16), ask(25, 24, 0.5, 7, 16), ask(26, 24, 0.7, 6, 17)}
@@ -271,11 +274,11 @@ func TestWhereTTFTWent(t *testing.T) {
 	writeWhereTTFTWent(&b, idle, held, 2)
 	out := b.String()
 	for _, want := range []string{
-		"| probes | TTFT | outside | overhead | accept | embed | search | llm_prefill |\n",
-		"| idle, median of each (3) | 25.0 | 1.0 | 0.5 | 0.1 | 6.0 | 0.2 | 16.0 |\n",
-		"| held, median of each (4) | 30.0 | 2.0 | 0.5 | 0.1 | 7.0 | 0.2 | 19.0 |\n", // the nearest-rank median, as every p50 here
-		"| held, slowest 1 | 90.0 | 30.0 | 3.0 | 0.1 | 40.0 | 0.2 | 16.0 |\n",
-		"| held, slowest 2 | 50.0 | 2.0 | 1.0 | 0.1 | 7.0 | 0.2 | 39.0 |\n",
+		"| probes | TTFT | outside | overhead | accept | embed | embed: server wait | search | llm_prefill |\n",
+		"| idle, median of each (3) | 25.0 | 1.0 | 0.5 | 0.1 | 6.0 | 5.0 | 0.2 | 16.0 |\n",
+		"| held, median of each (4) | 30.0 | 2.0 | 0.5 | 0.1 | 7.0 | 6.0 | 0.2 | 19.0 |\n", // the nearest-rank median, as every p50 here
+		"| held, slowest 1 | 90.0 | 30.0 | 3.0 | 0.1 | 40.0 | 39.0 | 0.2 | 16.0 |\n",
+		"| held, slowest 2 | 50.0 | 2.0 | 1.0 | 0.1 | 7.0 | 6.0 | 0.2 | 39.0 |\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in\n%s", want, out)
