@@ -2,11 +2,11 @@ package api
 
 import (
 	"net"
-	"runtime"
 	"testing"
 	"time"
 
 	"ragtime/rxstamp"
+	"ragtime/rxstamp/rxstamptest"
 )
 
 // TestArrivalIsWhenTheRequestReachedTheSocket: on Linux a request's
@@ -15,47 +15,11 @@ import (
 // wait, for the connection's first request and for the next one on it.
 func TestArrivalIsWhenTheRequestReachedTheSocket(t *testing.T) {
 	t.Parallel()
-	if runtime.GOOS != "linux" {
-		t.Skip("kernel receive stamps are read on Linux only")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	c, err := newArrivalListener(ln).Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	rxstamptest.Need(t)
+	client, c := rxstamptest.Dial(t, func(ln net.Listener) net.Listener { return newArrivalListener(ln) })
 	ac := c.(*arrivalConn)
-	if ac.rx == nil {
-		t.Fatal("an accepted TCP connection has no kernel receive stamps")
-	}
+	rxstamptest.Warm(t, client, ac.rx)
 	buf := make([]byte, 64)
-	// The kernel turns stamping on a moment after the first socket asks
-	// (a deferred switch): wait, a bounded while, for a stamped read.
-	for try := 0; ; try++ {
-		if _, err := client.Write([]byte("warm")); err != nil {
-			t.Fatal(err)
-		}
-		n, at, err := ac.rx.Read(buf)
-		if err != nil || string(buf[:n]) != "warm" {
-			t.Fatalf("warming up: %q, %v", buf[:n], err)
-		}
-		if !at.IsZero() {
-			break
-		}
-		if try == 100 {
-			t.Fatal("the kernel stamped no read in a second")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	for i, req := range []string{"GET /ask?q=one HTTP/1.1\r\n\r\n", "GET /ask?q=two HTTP/1.1\r\n\r\n"} {
 		ac.armed.Store(true) // as the handler's end re-arms it
 		before := time.Now()

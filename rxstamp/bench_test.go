@@ -1,10 +1,10 @@
 package rxstamp_test
 
 import (
-	"net"
 	"testing"
 
 	"ragtime/rxstamp"
+	"ragtime/rxstamp/rxstamptest"
 )
 
 // BenchmarkRead is one 300-byte write over loopback and its read (a
@@ -17,22 +17,7 @@ func BenchmarkRead(b *testing.B) {
 			name = "stamped"
 		}
 		b.Run(name, func(b *testing.B) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer ln.Close()
-			rxstamp.Listen(ln)
-			client, err := net.Dial("tcp", ln.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer client.Close()
-			c, err := ln.Accept()
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Close()
+			client, c := rxstamptest.Dial(b, nil)
 			read := c.Read
 			if stamped {
 				rx := rxstamp.Enable(c)

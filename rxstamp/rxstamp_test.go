@@ -5,11 +5,11 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
 	"ragtime/rxstamp"
+	"ragtime/rxstamp/rxstamptest"
 )
 
 // TestReadReturnsWhenTheBytesArrived: a read 50 ms after the bytes came
@@ -17,48 +17,11 @@ import (
 // nothing; the read keeps the connection's deadline (a net.Error timeout,
 // as net/http expects) and its EOF.
 func TestReadReturnsWhenTheBytesArrived(t *testing.T) { // not parallel: it counts allocations
-	if runtime.GOOS != "linux" {
-		t.Skip("kernel receive stamps are read on Linux only")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	rxstamp.Listen(ln)
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	rxstamptest.Need(t)
+	client, c := rxstamptest.Dial(t, nil)
 	rx := rxstamp.Enable(c)
-	if rx == nil {
-		t.Fatal("an accepted TCP connection has no receive stamps")
-	}
+	rxstamptest.Warm(t, client, rx)
 	buf := make([]byte, 64)
-	// The kernel turns stamping on a moment after the first socket asks
-	// (a deferred switch): wait, a bounded while, for a stamped read.
-	for try := 0; ; try++ {
-		if _, err := client.Write([]byte("warm")); err != nil {
-			t.Fatal(err)
-		}
-		n, at, err := rx.Read(buf)
-		if err != nil || string(buf[:n]) != "warm" {
-			t.Fatalf("warming up: %q, %v", buf[:n], err)
-		}
-		if !at.IsZero() {
-			break
-		}
-		if try == 100 {
-			t.Fatal("the kernel stamped no read in a second")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 	for i := range 3 {
 		before := time.Now()
 		if _, err := client.Write([]byte("GET / HTTP/1.1\r\n\r\n")); err != nil {

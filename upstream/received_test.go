@@ -5,9 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"testing"
 	"time"
+
+	"ragtime/rxstamp/rxstamptest"
 )
 
 // TestReceivedIsWhenTheChunkReachedTheSocket: a streamed chunk read 50 ms
@@ -16,9 +17,7 @@ import (
 // server wait's end) is no later than the response's return.
 func TestReceivedIsWhenTheChunkReachedTheSocket(t *testing.T) {
 	t.Parallel()
-	if runtime.GOOS != "linux" {
-		t.Skip("kernel receive stamps are read on Linux only")
-	}
+	rxstamptest.Need(t)
 	sent := make(chan time.Time, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
