@@ -57,9 +57,10 @@ func setTiming(gen *pipeline.Generation, key string, ms float64) {
 
 // sseFramer splits a text/event-stream into events (the WHATWG framing:
 // data lines joined with newlines, event names, comments ignored) and hands
-// each to handle with the time its first data line was read. Handwritten
-// because the framing is twenty lines and the timing of each event must be
-// taken the moment its line is read.
+// each to handle with the time its first data line arrived (clockOf the
+// body: the kernel's stamp of the read that brought it where there is one,
+// else the moment it was read). Handwritten because the framing is twenty
+// lines and the timing of each event must be taken as its line is read.
 type sseFramer struct {
 	// handle is called per event; stop ends the stream successfully.
 	handle func(event string, data []byte, at time.Time) (stop bool, err error)
