@@ -18,11 +18,6 @@ import (
 // stamp of the request's first read; elsewhere it is when that read
 // returned.
 
-// clockBase anchors arrival stamps on the monotonic clock: a stamp is kept
-// as nanoseconds since clockBase, so it fits an atomic and comes back as a
-// time.Time with its monotonic reading.
-var clockBase = time.Now()
-
 // arrivalListener wraps each accepted connection in an arrivalConn.
 type arrivalListener struct{ net.Listener }
 
@@ -50,7 +45,7 @@ type arrivalConn struct {
 	net.Conn
 	rx    *rxstamp.Reader // for the armed reads, stamped by the kernel; nil: not stamped
 	armed atomic.Bool
-	at    atomic.Int64 // nanoseconds since clockBase; 0: no stamp
+	at    rxstamp.At // the current request's arrival; zero: none
 }
 
 func (c *arrivalConn) Read(p []byte) (int, error) {
@@ -69,18 +64,15 @@ func (c *arrivalConn) Read(p []byte) (int, error) {
 		if at.IsZero() {
 			at = time.Now()
 		}
-		c.at.Store(int64(at.Sub(clockBase)) | 1) // never 0
+		c.at.Store(at)
 	}
 	return n, err
 }
 
 // take returns the current request's arrival and forgets it.
 func (c *arrivalConn) take() (time.Time, bool) {
-	ns := c.at.Swap(0)
-	if ns == 0 {
-		return time.Time{}, false
-	}
-	return clockBase.Add(time.Duration(ns)), true
+	at := c.at.Take()
+	return at, !at.IsZero()
 }
 
 type connKey struct{}

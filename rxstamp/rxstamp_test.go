@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,5 +79,28 @@ func TestEnableIsNilWithoutTCP(t *testing.T) {
 	defer b.Close()
 	if rxstamp.Enable(a) != nil {
 		t.Error("a pipe has receive stamps")
+	}
+}
+
+// TestAtKeepsTheMonotonicTime: At gives back the time it was given, on the
+// monotonic clock; the zero time clears it, and Take clears it too.
+func TestAtKeepsTheMonotonicTime(t *testing.T) {
+	t.Parallel()
+	var at rxstamp.At
+	if !at.Load().IsZero() || !at.Take().IsZero() {
+		t.Fatal("the zero At holds a time")
+	}
+	now := time.Now()
+	at.Store(now)
+	if got := at.Load(); got.Sub(now).Abs() > time.Nanosecond || !strings.Contains(got.String(), "m=") {
+		t.Errorf("stored %v, loaded %v (want it, with a monotonic reading)", now, got)
+	}
+	if got := at.Take(); got.Sub(now).Abs() > time.Nanosecond || !at.Load().IsZero() {
+		t.Errorf("took %v, then %v is left; want the time, then none", got, at.Load())
+	}
+	at.Store(now)
+	at.Store(time.Time{})
+	if !at.Load().IsZero() {
+		t.Error("storing the zero time did not clear it")
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -122,12 +121,8 @@ func (p *Pool) transport(single bool) *http.Transport {
 type conn struct {
 	net.Conn
 	rx   *rxstamp.Reader // nil: reads are not stamped
-	last atomic.Int64    // the latest stamped read's stamp, nanoseconds since clockBase; 0: none
+	last rxstamp.At      // the latest read's stamp; zero: none
 }
-
-// clockBase anchors conn's stamps on the monotonic clock, so that one fits
-// an atomic.
-var clockBase = time.Now()
 
 func newConn(c net.Conn) *conn { return &conn{Conn: c, rx: rxstamp.Enable(c)} }
 
@@ -138,22 +133,18 @@ func (c *conn) Read(p []byte) (int, error) {
 	}
 	n, at, err := c.rx.Read(p)
 	if n > 0 {
-		ns := int64(0) // a read the kernel did not stamp: no stamp, not an older read's
-		if !at.IsZero() {
-			ns = int64(at.Sub(clockBase)) | 1 // never 0
-		}
-		c.last.Store(ns)
+		c.last.Store(at) // a read the kernel did not stamp clears it: no stamp, not an older read's
 	}
 	return n, err
 }
 
 // received is when the bytes of the latest read reached the socket (the
-// zero time when the kernel did not say).
+// zero time when the kernel did not say, or for no connection).
 func (c *conn) received() time.Time {
-	if ns := c.last.Load(); ns != 0 {
-		return clockBase.Add(time.Duration(ns))
+	if c == nil {
+		return time.Time{}
 	}
-	return time.Time{}
+	return c.last.Load()
 }
 
 // copyBufs are conn.ReadFrom's buffers.

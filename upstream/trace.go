@@ -64,7 +64,7 @@ func (t *Trace) hooks() *httptrace.ClientTrace {
 			t.mu.Lock()
 			if t.firstByte.IsZero() {
 				t.firstByte = now
-				if at := t.conn.Load().receivedOrZero(); !at.IsZero() && at.Before(now) && !at.Before(t.wrote) {
+				if at := t.conn.Load().received(); !at.IsZero() && at.Before(now) && !at.Before(t.wrote) {
 					t.firstByte = at
 				}
 			}
@@ -88,21 +88,13 @@ func poolConn(c net.Conn) *conn {
 	return pc
 }
 
-// receivedOrZero is c.received, or the zero time for no connection.
-func (c *conn) receivedOrZero() time.Time {
-	if c == nil {
-		return time.Time{}
-	}
-	return c.received()
-}
-
 // Received is when the bytes of the call's latest read reached its
 // connection's socket, by the kernel's stamp: for a streamed answer, the
 // chunk just read. The zero time when there is no stamp (another OS, an
 // HTTP/2 connection, a transport not a Pool's): the caller then takes the
 // read's own time.
 func (t *Trace) Received() time.Time {
-	return t.conn.Load().receivedOrZero()
+	return t.conn.Load().received()
 }
 
 // set records now in *at: the first time when overwrite is false (a start),

@@ -323,13 +323,17 @@ func writeWhereTTFTWent(w io.Writer, idle, held []askResult, slowestN int) {
 		fmt.Fprintln(w)
 	}
 	medians := func(asks []askResult) []float64 {
+		rows := make([][]float64, len(asks))
+		for k, a := range asks {
+			rows[k] = columns(a)
+		}
 		out := make([]float64, 3+len(stages))
+		col := make([]float64, len(asks))
 		for i := range out {
-			col := make([]float64, 0, len(asks))
-			for _, a := range asks {
-				col = append(col, columns(a)[i])
+			for k, r := range rows {
+				col[k] = r[i]
 			}
-			out[i] = pct(col, 50)
+			out[i] = pct(col, 50) // pct sorts a copy
 		}
 		return out
 	}
