@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"sync"
 	"unicode/utf8"
-
-	tiktoken_loader "github.com/pkoukk/tiktoken-go-loader"
 )
 
 // DefaultEncoding is the encoding New uses when given an empty name: the one
@@ -16,22 +14,21 @@ const DefaultEncoding = "o200k_base"
 var Encodings = []string{"o200k_base", "cl100k_base", "p50k_base", "r50k_base"}
 
 // encodingSpec is what distinguishes one encoding from another: its
-// pre-tokenizer, its BPE file in tiktoken-go-loader's embedded assets, and its
-// special tokens (only decoded: Encode treats their markers as text).
+// pre-tokenizer and its special tokens (only decoded: Encode treats their
+// markers as text). Its BPE file is <name>.tiktoken (bpefile.go).
 type encodingSpec struct {
 	pieceEnd func(s string, i int) int
-	file     string
 	specials map[int]string
 }
 
 var encodingSpecs = map[string]encodingSpec{
-	"o200k_base": {o200kPieceEnd, "o200k_base.tiktoken", map[int]string{
+	"o200k_base": {o200kPieceEnd, map[int]string{
 		199999: "<|endoftext|>", 200018: "<|endofprompt|>"}},
-	"cl100k_base": {cl100kPieceEnd, "cl100k_base.tiktoken", map[int]string{
+	"cl100k_base": {cl100kPieceEnd, map[int]string{
 		100257: "<|endoftext|>", 100258: "<|fim_prefix|>", 100259: "<|fim_middle|>",
 		100260: "<|fim_suffix|>", 100276: "<|endofprompt|>"}},
-	"p50k_base": {gpt2PieceEnd, "p50k_base.tiktoken", map[int]string{50256: "<|endoftext|>"}},
-	"r50k_base": {gpt2PieceEnd, "r50k_base.tiktoken", map[int]string{50256: "<|endoftext|>"}},
+	"p50k_base": {gpt2PieceEnd, map[int]string{50256: "<|endoftext|>"}},
+	"r50k_base": {gpt2PieceEnd, map[int]string{50256: "<|endoftext|>"}},
 }
 
 // An encoding is one loaded encoding, shared by every Counter of its name:
@@ -65,8 +62,9 @@ type Counter struct {
 }
 
 // New returns a Counter for the named encoding (see Encodings; "" means
-// DefaultEncoding). The encoding's BPE table is loaded from the binary the
-// first time any Counter asks for it and shared afterwards.
+// DefaultEncoding). The encoding's BPE table is loaded the first time any
+// Counter asks for it and shared afterwards: DefaultEncoding's from the
+// binary, another's from the directory BPEDirEnv names.
 func New(name string) (*Counter, error) {
 	if name == "" {
 		name = DefaultEncoding
@@ -86,7 +84,7 @@ func New(name string) (*Counter, error) {
 
 	eo.once.Do(func() {
 		loadBMPClasses()
-		ranks, err := tiktoken_loader.NewOfflineLoader().LoadTiktokenBpe(spec.file)
+		ranks, err := loadRanks(name)
 		if err != nil {
 			eo.err = fmt.Errorf("load token encoding %q: %w", name, err)
 			return
