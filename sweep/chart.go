@@ -1,213 +1,253 @@
 package sweep
 
 import (
+	"bytes"
 	"fmt"
-	"image/color"
+	"html"
 	"io"
 	"math"
 	"strconv"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+	"strings"
 )
 
-// Chart size, the margin kept on the right for the recall axis and the
-// strip under the plot that holds the legend (two columns of three), so it
-// never covers a bar, a point or a grid line.
+// The chart's geometry, in SVG user units (pixels at 100 %): its width, the
+// plot area's margins (the left axis' labels; the recall axis on the right;
+// the title above) and the strip under the plot that holds the legend (two
+// columns of legendRows), so it never covers a bar, a point or a grid line.
 const (
-	chartWidth   = 9 * vg.Inch
-	chartHeight  = 5.5 * vg.Inch
-	rightMargin  = 0.75 * vg.Inch
-	legendHeight = 0.75 * vg.Inch
+	chartWidth   = 900.0
+	plotHeight   = 380.0
+	marginLeft   = 80.0
+	marginRight  = 110.0
+	marginTop    = 90.0
+	lineHeight   = 15.0
 	legendRows   = 3
+	legendRowGap = 20.0
 )
-
-// legendItem is one entry of the chart's legend.
-type legendItem struct {
-	name   string
-	thumbs []plot.Thumbnailer
-}
 
 // stage colours (p50 bars); p95 bars use the same hues, lighter.
-var stageColors = []color.NRGBA{
-	{R: 0x4c, G: 0x78, B: 0xa8, A: 0xff}, // retrieval
-	{R: 0xf5, G: 0x85, B: 0x18, A: 0xff}, // llm_connect
-	{R: 0xe4, G: 0x57, B: 0x56, A: 0xff}, // llm_prefill
-	{R: 0x9d, G: 0x9d, B: 0x9d, A: 0xff}, // queue + overhead
+var stageColors = []string{
+	"#4c78a8", // retrieval
+	"#f58518", // llm_connect
+	"#e45756", // llm_prefill
+	"#9d9d9d", // queue + overhead
 }
 
 var stageNames = []string{"retrieval (embed+search+rerank+assemble)", "llm_connect", "llm_prefill (incl. network, server queue)", "queue + overhead"}
 
-func lighter(c color.NRGBA) color.NRGBA {
-	return color.NRGBA{R: c.R + (0xff-c.R)/2, G: c.G + (0xff-c.G)/2, B: c.B + (0xff-c.B)/2, A: 0xff}
+// lighter returns the colour halfway between c ("#rrggbb") and white.
+func lighter(c string) string {
+	v, _ := strconv.ParseUint(c[1:], 16, 32)
+	r, g, b := v>>16, v>>8&0xff, v&0xff
+	return fmt.Sprintf("#%02x%02x%02x", r+(0xff-r)/2, g+(0xff-g)/2, b+(0xff-b)/2)
 }
 
-var recallColor = color.NRGBA{R: 0x2c, G: 0x2c, B: 0x2c, A: 0xff}
+const recallColor = "#2c2c2c"
 
-// Chart draws the sweep in format "svg" or "png": for each setting two
-// stacked bars, TTFT p50 (left) and p95 (right, lighter), split by stage,
-// and recall@k as a line against a second axis on the right.
-func (r *Report) Chart(w io.Writer, format string) error {
-	p, keys, err := r.plot()
-	if err != nil {
-		return err
-	}
-	height := chartHeight + legendHeight
-	var c vg.CanvasWriterTo
-	switch format {
-	case "svg":
-		c = vgsvg.New(chartWidth, height)
-	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(chartWidth, height), vgimg.UseDPI(144))}
-	default:
-		return fmt.Errorf("chart format must be svg or png, got %q", format)
-	}
-	dc := draw.New(c)
-	p.Draw(draw.Crop(dc, 0, -rightMargin, legendHeight, 0))
-	// The legend, in columns of legendRows entries, under the plot.
-	strip := draw.Crop(dc, 0.8*vg.Inch, 0, 0.1*vg.Inch, -chartHeight)
-	colWidth := (strip.Max.X - strip.Min.X) / 2
-	for col := 0; col*legendRows < len(keys); col++ {
-		l := plot.NewLegend()
-		l.TextStyle = p.Legend.TextStyle
-		l.Top, l.Left = true, true
-		l.Padding = vg.Points(2)
-		for _, k := range keys[col*legendRows : min((col+1)*legendRows, len(keys))] {
-			l.Add(k.name, k.thumbs...)
-		}
-		l.Draw(draw.Crop(strip, vg.Length(col)*colWidth, 0, 0, 0))
-	}
-	if _, err := c.WriteTo(w); err != nil {
-		return fmt.Errorf("writing the %s chart: %w", format, err)
-	}
-	return nil
+// svg accumulates an SVG document; numbers are written with one decimal.
+type svg struct{ bytes.Buffer }
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+func (s *svg) text(x, y float64, attrs, txt string) {
+	fmt.Fprintf(s, "<text x=\"%s\" y=\"%s\"%s>%s</text>\n", num(x), num(y), attrs, html.EscapeString(txt))
 }
 
-// plot draws the chart's plot and returns it with its legend's entries,
-// which Chart draws outside the plot.
-func (r *Report) plot() (*plot.Plot, []legendItem, error) {
-	p := plot.New()
-	var keys []legendItem
-	prompts := "each prompt unique after the system prompt (cold prefill)"
-	if r.Params.WarmCache {
-		prompts = "prompts repeated (--warm-cache: prefix-cache hits)"
-	}
-	p.Title.Text = fmt.Sprintf("TTFT by stage against top-k: left bar p50, right bar p95 (lighter)\n%d questions x %d runs, %s, sweep %s\n%s; under each k: prompt tokens cached",
-		r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID), prompts)
-	p.X.Label.Text = "top_k"
-	p.Y.Label.Text = "TTFT (ms)"
-	p.Y.Min = 0
+func (s *svg) line(x1, y1, x2, y2 float64, attrs string) {
+	fmt.Fprintf(s, "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\"%s/>\n", num(x1), num(y1), num(x2), num(y2), attrs)
+}
 
-	labels := make([]string, len(r.Settings))
-	varied := r.variedKnobs()
+func (s *svg) rect(x, y, w, h float64, fill string) {
+	fmt.Fprintf(s, "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" fill=\"%s\"/>\n", num(x), num(y), num(w), num(h), fill)
+}
+
+func (s *svg) circle(x, y float64) {
+	fmt.Fprintf(s, "<circle cx=\"%s\" cy=\"%s\" r=\"4.5\" fill=\"%s\"/>\n", num(x), num(y), recallColor)
+}
+
+const (
+	recallLine = ` stroke="` + recallColor + `" stroke-width="2.5"`
+	budgetLine = ` stroke="` + recallColor + `" stroke-width="1.3" stroke-dasharray="8 5"`
+)
+
+// Chart writes the sweep as an SVG image: for each setting two stacked
+// bars, TTFT p50 (left) and p95 (right, lighter), split by stage, recall@k
+// as points (joined by a line when only k varies) against a second axis on
+// the right, the TTFT budget as a dashed line, and the legend under the
+// plot.
+func (r *Report) Chart(w io.Writer) error {
+	n := len(r.Settings)
+	labels := r.xLabels()
+	labelLines := 1
+	for _, l := range labels {
+		labelLines = max(labelLines, len(l))
+	}
+	plotTop := marginTop
+	plotBottom := plotTop + plotHeight
+	axisTitleY := plotBottom + 12 + float64(labelLines)*lineHeight + 8
+	legendTop := axisTitleY + 22
+	height := legendTop + legendRows*legendRowGap + 10
+	plotLeft, plotRight := marginLeft, chartWidth-marginRight
+
+	// The left axis tops out at a round number; recall 1.0 sits there on
+	// the right axis.
 	maxMs := 0.0
-	for i, s := range r.Settings {
-		labels[i] = strconv.Itoa(s.TopK)
-		if varied {
-			labels[i] = fmt.Sprintf("%d\nrerank %d", s.TopK, s.RerankTopN)
-			if s.MaxContextTokens > 0 {
-				labels[i] += fmt.Sprintf("\nbudget %d", s.MaxContextTokens)
-			}
-		}
-		labels[i] += "\ncached " + fmtShare(s.CachedShare)
-		if s.MostlyCached() {
-			labels[i] += " (!)"
-		}
+	for _, s := range r.Settings {
 		maxMs = math.Max(maxMs, s.TTFTP95Ms)
 	}
 	if maxMs <= 0 {
 		maxMs = 1
 	}
-	// The left axis tops out at a round number; recall 1.0 sits there on
-	// the right axis. The legend is under the plot (Chart), not above.
 	top := niceCeil(maxMs * 1.1)
-	p.Y.Max = top * 1.05
-	p.Y.Tick.Marker = quarterTicks{top: top}
-	if rec := r.Recommendation.Setting; rec != nil {
-		for i, s := range r.Settings {
-			if s.Setting == *rec {
-				labels[i] += "\n(recommended)"
-			}
-		}
-	}
-	p.NominalX(labels...)
-	p.Add(plotter.NewGrid())
+	yMax := top * 1.05
+	// Room for the outer bars of the first and last groups.
+	xMin, xMax := -0.6, float64(n)-0.4
+	xAt := func(v float64) float64 { return plotLeft + (v-xMin)/(xMax-xMin)*(plotRight-plotLeft) }
+	yAt := func(v float64) float64 { return plotBottom - v/yMax*(plotBottom-plotTop) }
 
-	barWidth := vg.Points(math.Min(22, 300/float64(max(1, len(r.Settings)))))
-	for pi, pct := range []string{"p50", "p95"} {
-		var below *plotter.BarChart
-		for si := range stageColors {
-			vals := make(plotter.Values, len(r.Settings))
-			for i, s := range r.Settings {
-				b := s.Stack50
-				if pct == "p95" {
-					b = s.Stack95
-				}
-				vals[i] = []float64{b.Retrieval, b.LLMConnect, b.LLMPrefill, b.Other}[si]
-			}
-			bar, err := plotter.NewBarChart(vals, barWidth)
-			if err != nil {
-				return nil, nil, fmt.Errorf("drawing the chart: %w", err)
-			}
-			bar.LineStyle.Width = vg.Length(0)
-			bar.Color = stageColors[si]
-			bar.Offset = -barWidth / 2
+	var s svg
+	fmt.Fprintf(&s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"Liberation Sans, Arial, Helvetica, sans-serif\" font-size=\"13\">\n",
+		num(chartWidth), num(height), num(chartWidth), num(height))
+	s.rect(0, 0, chartWidth, height, "#ffffff")
+
+	prompts := "each prompt unique after the system prompt (cold prefill)"
+	if r.Params.WarmCache {
+		prompts = "prompts repeated (--warm-cache: prefix-cache hits)"
+	}
+	center := (plotLeft + plotRight) / 2
+	s.text(center, 24, ` text-anchor="middle" font-size="15"`, "TTFT by stage against top-k: left bar p50, right bar p95 (lighter)")
+	s.text(center, 44, ` text-anchor="middle"`, fmt.Sprintf("%d questions x %d runs, %s, sweep %s", r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID)))
+	s.text(center, 62, ` text-anchor="middle"`, prompts+"; under each k: prompt tokens cached")
+
+	// Grid and left axis: labels at quarters of top, so the grid lines
+	// meet the right axis' 0, 0.25, ... 1 marks; fainter lines between.
+	for i := range 9 {
+		v := top * float64(i) / 8
+		y := yAt(v)
+		if i%2 == 1 {
+			s.line(plotLeft, y, plotRight, y, ` stroke="#eeeeee"`)
+			continue
+		}
+		s.line(plotLeft, y, plotRight, y, ` stroke="#d0d0d0"`)
+		s.line(plotLeft-4, y, plotLeft, y, ` stroke="#000000"`)
+		s.text(plotLeft-7, y+4, ` text-anchor="end"`, strconv.FormatFloat(v, 'f', -1, 64))
+	}
+	s.line(plotLeft, plotBottom, plotLeft, plotTop, ` stroke="#000000"`)
+	s.line(plotLeft, plotBottom, plotRight, plotBottom, ` stroke="#000000"`)
+	s.text(22, (plotTop+plotBottom)/2, fmt.Sprintf(` text-anchor="middle" transform="rotate(-90 22 %s)"`, num((plotTop+plotBottom)/2)), "TTFT (ms)")
+
+	// The bars, stacked by stage, and the x labels under them.
+	barWidth := math.Min(30, 420/float64(max(1, n)))
+	for i, st := range r.Settings {
+		x := xAt(float64(i))
+		for pi, b := range []Breakdown{st.Stack50, st.Stack95} {
+			left := x - barWidth
 			if pi == 1 {
-				bar.Color = lighter(stageColors[si])
-				bar.Offset = barWidth / 2
+				left = x
 			}
-			if below != nil {
-				bar.StackOn(below)
-			}
-			below = bar
-			p.Add(bar)
-			if pi == 0 {
-				keys = append(keys, legendItem{stageNames[si], []plot.Thumbnailer{bar}})
+			base := 0.0
+			for si, v := range []float64{b.Retrieval, b.LLMConnect, b.LLMPrefill, b.Other} {
+				if v <= 0 {
+					continue
+				}
+				fill := stageColors[si]
+				if pi == 1 {
+					fill = lighter(fill)
+				}
+				s.rect(left, yAt(base+v), barWidth, yAt(base)-yAt(base+v), fill)
+				base += v
 			}
 		}
+		for li, l := range labels[i] {
+			s.text(x, plotBottom+18+float64(li)*lineHeight, ` text-anchor="middle"`, l)
+		}
 	}
+	s.text(center, axisTitleY, ` text-anchor="middle"`, "top_k")
+
+	legend := func(k int, name string, mark func(x, y float64)) {
+		x := plotLeft + float64(k/legendRows)*(plotRight-plotLeft)/2
+		y := legendTop + float64(k%legendRows)*legendRowGap
+		mark(x, y)
+		s.text(x+34, y+4, "", name)
+	}
+	for si, c := range stageColors {
+		legend(si, stageNames[si], func(x, y float64) { s.rect(x, y-6, 26, 12, c) })
+	}
+	keys := len(stageColors)
 
 	// recall@k on the right axis, drawn on the left axis' scale.
-	var pts plotter.XYs
-	for i, s := range r.Settings {
-		if s.Recall != nil {
-			pts = append(pts, plotter.XY{X: float64(i), Y: *s.Recall * top})
+	var pts [][2]float64
+	for i, st := range r.Settings {
+		if st.Recall != nil {
+			pts = append(pts, [2]float64{xAt(float64(i)), yAt(*st.Recall * top)})
 		}
 	}
 	if len(pts) > 0 {
-		line, points, err := plotter.NewLinePoints(pts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("drawing the chart: %w", err)
+		// Neighbours that differ in more than k get no line between them:
+		// it would suggest a trend that is not there.
+		joined := !r.variedKnobs()
+		if joined && len(pts) > 1 {
+			var p strings.Builder
+			for _, pt := range pts {
+				fmt.Fprintf(&p, "%s,%s ", num(pt[0]), num(pt[1]))
+			}
+			fmt.Fprintf(&s, "<polyline points=\"%s\" fill=\"none\"%s/>\n", strings.TrimSpace(p.String()), recallLine)
 		}
-		line.Color, line.Width = recallColor, vg.Points(2)
-		points.Color, points.Shape, points.Radius = recallColor, draw.CircleGlyph{}, vg.Points(3.5)
+		for _, pt := range pts {
+			s.circle(pt[0], pt[1])
+		}
+		legend(keys, "recall@k (right axis)", func(x, y float64) {
+			if joined {
+				s.line(x, y, x+26, y, recallLine)
+			}
+			s.circle(x+13, y)
+		})
+		keys++
+		s.line(plotRight, plotBottom, plotRight, yAt(top), ` stroke="#000000"`)
+		for _, v := range []float64{0, 0.25, 0.5, 0.75, 1} {
+			y := yAt(v * top)
+			s.line(plotRight, y, plotRight+4, y, ` stroke="#000000"`)
+			s.text(plotRight+7, y+4, "", strconv.FormatFloat(v, 'f', 2, 64))
+		}
+		lx, ly := plotRight+56, (plotTop+plotBottom)/2
+		s.text(lx, ly, fmt.Sprintf(` text-anchor="middle" transform="rotate(90 %s %s)"`, num(lx), num(ly)), "recall@k (documents in the context)")
+	}
+	if budget := r.Params.TTFTBudgetMs; budget > 0 && budget < yMax {
+		s.line(plotLeft, yAt(budget), plotRight, yAt(budget), budgetLine)
+		legend(keys, fmt.Sprintf("TTFT p95 budget (%g ms)", budget), func(x, y float64) { s.line(x, y, x+26, y, budgetLine) })
+	}
+	s.WriteString("</svg>\n")
+	if _, err := s.WriteTo(w); err != nil {
+		return fmt.Errorf("writing the chart: %w", err)
+	}
+	return nil
+}
+
+// xLabels returns each setting's label under the x axis, one string per
+// line: its k (and the other knobs when two settings share a k), the share
+// of prompt tokens cached, and which one is recommended.
+func (r *Report) xLabels() [][]string {
+	varied := r.variedKnobs()
+	labels := make([][]string, len(r.Settings))
+	for i, s := range r.Settings {
+		l := []string{strconv.Itoa(s.TopK)}
 		if varied {
-			// Neighbours differ in more than k: a line between them would
-			// suggest a trend that is not there.
-			p.Add(points)
-			keys = append(keys, legendItem{"recall@k (right axis)", []plot.Thumbnailer{points}})
-		} else {
-			p.Add(line, points)
-			keys = append(keys, legendItem{"recall@k (right axis)", []plot.Thumbnailer{line, points}})
+			l = append(l, fmt.Sprintf("rerank %d", s.RerankTopN))
+			if s.MaxContextTokens > 0 {
+				l = append(l, fmt.Sprintf("budget %d", s.MaxContextTokens))
+			}
 		}
-		p.Add(&rightAxis{scale: top, label: "recall@k (documents in the context)", style: p.Y.Tick.Label, labelStyle: p.Y.Label.TextStyle})
-	}
-	if r.Params.TTFTBudgetMs > 0 && r.Params.TTFTBudgetMs < p.Y.Max {
-		budget, err := plotter.NewLine(plotter.XYs{{X: -0.6, Y: r.Params.TTFTBudgetMs}, {X: float64(len(r.Settings)) - 0.4, Y: r.Params.TTFTBudgetMs}})
-		if err != nil {
-			return nil, nil, fmt.Errorf("drawing the chart: %w", err)
+		cached := "cached " + fmtShare(s.CachedShare)
+		if s.MostlyCached() {
+			cached += " (!)"
 		}
-		budget.Color, budget.Width, budget.Dashes = recallColor, vg.Points(1), []vg.Length{vg.Points(6), vg.Points(4)}
-		p.Add(budget)
-		keys = append(keys, legendItem{fmt.Sprintf("TTFT p95 budget (%g ms)", r.Params.TTFTBudgetMs), []plot.Thumbnailer{budget}})
+		l = append(l, cached)
+		if rec := r.Recommendation.Setting; rec != nil && s.Setting == *rec {
+			l = append(l, "(recommended)")
+		}
+		labels[i] = l
 	}
-	// Room for the outer bars of the first and last groups.
-	p.X.Min, p.X.Max = -0.6, float64(len(r.Settings))-0.4
-	return p, keys, nil
+	return labels
 }
 
 // variedKnobs reports whether two settings share a top_k, so the x labels
@@ -221,22 +261,6 @@ func (r *Report) variedKnobs() bool {
 		seen[s.TopK] = true
 	}
 	return false
-}
-
-// quarterTicks labels the left axis at quarters of top, so its grid lines
-// meet the right axis' 0, 0.25, ... 1 marks.
-type quarterTicks struct{ top float64 }
-
-func (q quarterTicks) Ticks(lo, hi float64) []plot.Tick {
-	var ts []plot.Tick
-	for i := range 5 {
-		v := q.top * float64(i) / 4
-		ts = append(ts, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
-		if i < 4 {
-			ts = append(ts, plot.Tick{Value: v + q.top/8})
-		}
-	}
-	return ts
 }
 
 // niceCeil rounds x up to 1, 2, 2.5 or 5 times a power of ten.
@@ -258,37 +282,4 @@ func shortID(id string) string {
 		return id[:8]
 	}
 	return id
-}
-
-// rightAxis draws a 0..1 axis on the right edge of the data area, for a
-// series plotted as value×scale on the left axis. gonum/plot has no second
-// axis, so this plotter draws one in the margin Chart leaves free.
-type rightAxis struct {
-	scale      float64
-	label      string
-	style      draw.TextStyle
-	labelStyle draw.TextStyle
-}
-
-func (a *rightAxis) Plot(c draw.Canvas, plt *plot.Plot) {
-	_, trY := plt.Transforms(&c)
-	x := c.Max.X
-	ls := draw.LineStyle{Color: color.Black, Width: vg.Points(0.5)}
-	c.StrokeLine2(ls, x, c.Min.Y, x, trY(a.scale))
-	sty := a.style
-	sty.XAlign, sty.YAlign = draw.XLeft, draw.YCenter
-	widest := vg.Length(0)
-	for _, v := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		y := trY(v * a.scale)
-		c.StrokeLine2(ls, x, y, x+vg.Points(4), y)
-		txt := strconv.FormatFloat(v, 'f', 2, 64)
-		c.FillText(sty, vg.Point{X: x + vg.Points(6), Y: y}, txt)
-		widest = max(widest, sty.Width(txt))
-	}
-	lsty := a.labelStyle
-	lsty.Rotation = -math.Pi / 2
-	// Turned clockwise, the text's bottom faces right: YBottom puts it to
-	// the right of the anchor.
-	lsty.XAlign, lsty.YAlign = draw.XCenter, draw.YBottom
-	c.FillText(lsty, vg.Point{X: x + vg.Points(10) + widest, Y: (c.Min.Y + c.Max.Y) / 2}, a.label)
 }

@@ -18,7 +18,6 @@ const (
 	SamplesCSV = "samples.csv"
 	ReportJSON = "sweep.json"
 	ChartSVG   = "chart.svg"
-	ChartPNG   = "chart.png"
 )
 
 // WriteTable prints the per-setting figures and the recommendation.
@@ -61,8 +60,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // WriteFiles writes results.csv (one row per setting), samples.csv (one row
-// per measured query), sweep.json (everything) and chart.svg and chart.png
-// into dir, creating it. It returns the paths written; on an error it has
+// per measured query), sweep.json (everything) and chart.svg into
+// dir, creating it. It returns the paths written; on an error it has
 // still written what it could.
 func (r *Report) WriteFiles(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -85,8 +84,7 @@ func (r *Report) WriteFiles(dir string) ([]string, error) {
 		enc.SetIndent("", "  ")
 		return enc.Encode(r)
 	})
-	write(ChartSVG, func(w io.Writer) error { return r.Chart(w, "svg") })
-	write(ChartPNG, func(w io.Writer) error { return r.Chart(w, "png") })
+	write(ChartSVG, r.Chart)
 	return written, errors.Join(errs...)
 }
 

@@ -60,7 +60,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.serverKeyEnv, "server-api-key-env", "RAGTIME_API_KEY", "with --server: NAME of the environment variable holding an API key with scope ask, for a server that requires keys")
 	fs.Float64Var(&c.recallTolerance, "recall-tolerance", 0.02, "recommend the smallest k whose recall is within this of the best (0-1)")
 	fs.Float64Var(&c.ttftBudgetMs, "ttft-budget-ms", 0, "recommend only settings whose TTFT p95 is under this, in milliseconds (0: no budget)")
-	fs.StringVar(&c.out, "out", "", "directory for results.csv, samples.csv, sweep.json, chart.svg and chart.png (default ./sweep-<id>)")
+	fs.StringVar(&c.out, "out", "", "directory for results.csv, samples.csv, sweep.json and chart.svg (default ./sweep-<id>)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the shuffled order (0: pick one and print it)")
 	fs.IntVar(&c.maxTokens, "max-tokens", pipeline.DefaultMaxTokens, "answer token limit per query")
 	fs.StringVar(&c.model, "model", "", "model override sent with each query (empty: the configured model)")

@@ -66,7 +66,7 @@ func checkFiles(t *testing.T, dir string) {
 	t.Helper()
 	magic := map[string]string{
 		sweep.ResultsCSV: "sweep_id,top_k,rerank_top_n,", sweep.SamplesCSV: "order,query_id,",
-		sweep.ReportJSON: "{", sweep.ChartSVG: "<?xml", sweep.ChartPNG: "\x89PNG\r\n",
+		sweep.ReportJSON: "{", sweep.ChartSVG: "<?xml",
 	}
 	for name, prefix := range magic {
 		b, err := os.ReadFile(filepath.Join(dir, name))
@@ -91,7 +91,7 @@ func TestSweepInProcessAgainstLLMSim(t *testing.T) {
 		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "16,1,4", "--rerank-top-n", "k", "--runs", "1",
 		"--max-tokens", "3", "--seed", "42", "--ttft-budget-ms", "60000", "--out", out)
 
-	for _, want := range []string{"seed 42", "recall@k", "recommended: top_k=", "sweep_results", "chart.png"} {
+	for _, want := range []string{"seed 42", "recall@k", "recommended: top_k=", "sweep_results", "chart.svg"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
 		}
