@@ -1,6 +1,6 @@
-// Package pipeline runs one question through the timed stages (queue, embed,
-// search, rerank, assemble, llm_connect, llm_prefill, llm_decode) on a single
-// monotonic clock and derives the TTFT breakdown of docs/design.md.
+// Package pipeline runs one question through the timed stages (accept, queue,
+// embed, search, rerank, assemble, llm_connect, llm_prefill, llm_decode) on a
+// single monotonic clock and derives the TTFT breakdown of docs/design.md.
 //
 // It declares the small interfaces it consumes (Embedder, Searcher, Reranker,
 // Generator, TokenCounter, Recorder, Stream); their implementations live in
