@@ -56,3 +56,10 @@ func (r *Recorder) InFlight() int {
 	defer r.mu.Unlock()
 	return r.inflight
 }
+
+// MigrateFS and LastParallelVersion are exported for the tests of the
+// migration order.
+var (
+	MigrateFS           = migrateFS
+	LastParallelVersion = int64(lastParallelVersion)
+)

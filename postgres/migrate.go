@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -45,14 +47,35 @@ func MigrateURL(ctx context.Context, databaseURL string) error {
 }
 
 func migrateDB(ctx context.Context, db *sql.DB) error {
-	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS,
+	if err := migrateFS(ctx, db, migrations.FS); err != nil {
+		return err
+	}
+	var made int
+	err := db.QueryRowContext(ctx, ensurePartitionsSQL, PartitionDaysAhead).Scan(&made)
+	if err != nil {
+		return fmt.Errorf("create the day partitions of queries: %w", err)
+	}
+	return nil
+}
+
+// lastParallelVersion is the last migration number handed out while
+// numbers were given to changes made in parallel: a database migrated by a
+// build that had a later one of them and not an earlier one (0008 before
+// 0006) can lack a version below its own. Every number after it is given
+// in order (TestNumbersAfterTheParallelOnesFollowEachOther).
+const lastParallelVersion = 36
+
+// migrateFS applies the migrations in fsys strictly in version order: a
+// fresh database gets them one after the other, and a database that lacks
+// one below its version is refused (goose's "missing (out-of-order)
+// migration" error) — except for the numbers up to lastParallelVersion,
+// which a database may lack through no fault of its own: those are applied
+// first, each on its own, and the rest in order after them.
+func migrateFS(ctx context.Context, db *sql.DB, fsys fs.FS) error {
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithSessionLocker(advisoryLocker{id: migrationLockID}),
 		goose.WithDisableGlobalRegistry(true),
 		goose.WithSlog(slog.New(slog.DiscardHandler)),
-		// Version numbers are handed out per change made in parallel, so a
-		// database may have a later one applied before an earlier one
-		// lands (0008 before 0006); apply the missing one rather than fail.
-		goose.WithAllowOutofOrder(true),
 	)
 	if err != nil {
 		return fmt.Errorf("load migrations: %w", err)
@@ -60,13 +83,39 @@ func migrateDB(ctx context.Context, db *sql.DB) error {
 	if err := refuseNewer(ctx, provider); err != nil {
 		return err
 	}
+	if err := fillParallelGaps(ctx, provider); err != nil {
+		return err
+	}
 	if _, err := provider.Up(ctx); err != nil {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
-	var made int
-	err = db.QueryRowContext(ctx, ensurePartitionsSQL, PartitionDaysAhead).Scan(&made)
+	return nil
+}
+
+// fillParallelGaps applies the migrations numbered up to
+// lastParallelVersion that the database lacks below its current version,
+// lowest first. goose's version table keeps one row per applied version
+// (in the order they were applied); the strict Up that follows only asks
+// that no known version below the highest applied one is missing, whatever
+// order the rows were written in, so a database the old code migrated out
+// of order opens unchanged.
+func fillParallelGaps(ctx context.Context, provider *goose.Provider) error {
+	current, err := provider.GetDBVersion(ctx)
+	if err != nil || current == 0 {
+		return nil // no version table yet: a fresh database has no gaps
+	}
+	status, err := provider.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("create the day partitions of queries: %w", err)
+		return fmt.Errorf("read applied migrations: %w", err)
+	}
+	for _, s := range status {
+		v := s.Source.Version
+		if s.State != goose.StatePending || v >= current || v > lastParallelVersion {
+			continue
+		}
+		if _, err := provider.ApplyVersion(ctx, v, true); err != nil && !errors.Is(err, goose.ErrAlreadyApplied) {
+			return fmt.Errorf("apply migration %d, missing below the database's %d: %w", v, current, err)
+		}
 	}
 	return nil
 }
