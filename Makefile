@@ -91,8 +91,8 @@ bench-peer:
 # the idle server's; prints errors, RSS per open stream, the CPU of serve,
 # llmsim and the load client, serve's context switches, how long serve's
 # goroutines waited to run, how the probes in waves fared and where the
-# probes' TTFT went, stage by stage (docs/performance.md, "Where a held
-# probe's time goes"). About 3 minutes.
+# probes' TTFT went, stage by stage (docs/performance.md, "2,000 streams
+# held open"). About 3 minutes.
 # PPROF_ADDR=127.0.0.1:6060 HOLD_PROFILE=cpu.pprof also takes a 10 s CPU
 # profile of the held target from the first held probe.
 bench-streams:

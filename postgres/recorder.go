@@ -362,7 +362,7 @@ func (r *Recorder) makePartitions() {
 // in one transaction per FlushInterval: taking those records as soon as
 // the commit settled made a transaction of one or two records after every
 // batch, each paying the roll-up upsert and the commit whatever its size
-// (docs/performance-log.md, "Fourth pass"). Batches are written in the
+// (docs/performance.md, "2,000 streams held open"). Batches are written in the
 // order they are taken, and at most one per writer is in flight.
 func (r *Recorder) flush(drain bool) {
 	var cur *write

@@ -24,6 +24,6 @@
 // byte seen as U+FFFD); the tests hold them to tiktoken-go, kept as the
 // oracle, for every encoding: the pieces and the ids of tricky texts and of
 // docs/ and the repository's test data, and the fuzz targets
-// Fuzz*AgainstOracle (their findings live in testdata/fuzz). See the
-// Tokenizer section of docs/performance.md for the figures.
+// Fuzz*AgainstOracle (their findings live in testdata/fuzz). See "The
+// token counter" in docs/performance.md for the figures.
 package tokens
