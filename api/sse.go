@@ -18,7 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/auth"
-	"ragtime/jsontext"
+	"ragtime/jsonappend"
 	"ragtime/pipeline"
 )
 
@@ -775,7 +775,7 @@ func (l *eventLog) sendText(name, text string, flush bool) error {
 // frameText frames event seq, {"text":…}, into l.scratch.
 func (l *eventLog) frameText(seq int, name, text string) {
 	b := append(l.appendHead(l.frameBuffer(len(text)+48), seq, name), `{"text":`...)
-	b = jsontext.AppendString(b, text)
+	b = jsonappend.AppendString(b, text)
 	l.scratch.Write(append(b, "}\n\n"...))
 }
 

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"ragtime/jsontext"
+	"ragtime/jsonappend"
 )
 
 // ChunkEncoder writes one answer's chat.completion.chunk events as
@@ -31,11 +31,11 @@ func NewChunkEncoder(id, model string, created int64, includeUsage bool) ChunkEn
 		e.end = `,"usage":null}` + "\n\n"
 	}
 	b := append([]byte(nil), `data: {"id":`...)
-	b = jsontext.AppendString(b, id)
+	b = jsonappend.AppendString(b, id)
 	b = append(b, `,"object":"`+ObjectChunk+`","created":`...)
 	b = strconv.AppendInt(b, created, 10)
 	b = append(b, `,"model":`...)
-	e.pre = jsontext.AppendString(b, model)
+	e.pre = jsonappend.AppendString(b, model)
 	return e
 }
 
@@ -58,8 +58,8 @@ func (e *ChunkEncoder) Delta(b []byte, field, prefix, text string) []byte {
 	b = append(b, `,"choices":[{"index":0,"delta":{"`...)
 	b = append(b, field...)
 	b = append(b, `":"`...)
-	b = jsontext.AppendStringBody(b, prefix)
-	b = jsontext.AppendStringBody(b, text)
+	b = jsonappend.AppendStringBody(b, prefix)
+	b = jsonappend.AppendStringBody(b, text)
 	b = append(b, `"},"finish_reason":null,"logprobs":null}]`...)
 	return append(b, e.end...)
 }
@@ -68,7 +68,7 @@ func (e *ChunkEncoder) Delta(b []byte, field, prefix, text string) []byte {
 func (e *ChunkEncoder) Finish(b []byte, reason string) []byte {
 	b = e.Head(b)
 	b = append(b, `,"choices":[{"index":0,"delta":{},"finish_reason":`...)
-	b = jsontext.AppendString(b, reason)
+	b = jsonappend.AppendString(b, reason)
 	b = append(b, `,"logprobs":null}]`...)
 	return append(b, e.end...)
 }
@@ -90,7 +90,7 @@ func (e *ChunkEncoder) Usage(b []byte, u *Usage, extras ...Extra) []byte {
 			continue
 		}
 		b = append(b, ',')
-		b = jsontext.AppendString(b, x.Key)
+		b = jsonappend.AppendString(b, x.Key)
 		b = append(b, ':')
 		b = append(b, j...)
 	}

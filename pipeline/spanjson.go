@@ -5,25 +5,25 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"ragtime/jsontext"
+	"ragtime/jsonappend"
 )
 
 // AppendJSON appends sp as encoding/json (HTML escaping off) writes it,
 // without reflection: a span is encoded nine times per ask (its stage
 // event and the done event's stages). ok is false when a figure is NaN or
-// infinite or an attribute has a type jsontext does not write; encoding/json
+// infinite or an attribute has a type jsonappend does not write; encoding/json
 // then has the last word (MarshalJSON).
 func (sp Span) AppendJSON(b []byte) (out []byte, ok bool) {
 	b = append(b, `{"name":`...)
-	b = jsontext.AppendString(b, sp.Name)
+	b = jsonappend.AppendString(b, sp.Name)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, int64(sp.Seq), 10)
 	b = append(b, `,"start_ms":`...)
-	if b, ok = jsontext.AppendFloat(b, sp.StartMs); !ok {
+	if b, ok = jsonappend.AppendFloat(b, sp.StartMs); !ok {
 		return b, false
 	}
 	b = append(b, `,"duration_ms":`...)
-	if b, ok = jsontext.AppendFloat(b, sp.DurationMs); !ok {
+	if b, ok = jsonappend.AppendFloat(b, sp.DurationMs); !ok {
 		return b, false
 	}
 	if sp.figs != nil {
@@ -37,7 +37,7 @@ func (sp Span) AppendJSON(b []byte) (out []byte, ok bool) {
 		}
 	} else if len(sp.Attrs) > 0 {
 		b = append(b, `,"attrs":`...)
-		if b, ok = jsontext.AppendObject(b, sp.Attrs); !ok {
+		if b, ok = jsonappend.AppendObject(b, sp.Attrs); !ok {
 			return b, false
 		}
 	}
@@ -73,9 +73,9 @@ type spanFields Span
 func (d DoneEvent) AppendJSON(b []byte) (out []byte, ok bool) {
 	f := &d.Figures
 	b = append(b, `{"query_id":`...)
-	b = jsontext.AppendString(b, d.QueryID)
+	b = jsonappend.AppendString(b, d.QueryID)
 	b = append(b, `,"model":`...)
-	b = jsontext.AppendString(b, d.Model)
+	b = jsonappend.AppendString(b, d.Model)
 	for _, x := range [...]struct {
 		key string
 		p   *float64
@@ -89,7 +89,7 @@ func (d DoneEvent) AppendJSON(b []byte) (out []byte, ok bool) {
 		b = append(b, x.key...)
 		if x.p == nil {
 			b = append(b, "null"...)
-		} else if b, ok = jsontext.AppendFloat(b, *x.p); !ok {
+		} else if b, ok = jsonappend.AppendFloat(b, *x.p); !ok {
 			return b, false
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strconv"
 
-	"ragtime/jsontext"
+	"ragtime/jsonappend"
 )
 
 // stageFigs are the figures of a query's retrieval and connection stages,
@@ -14,7 +14,7 @@ import (
 // for as long as the answer streamed (make bench-streams); these fields
 // take some 250 bytes. A stage's span points here (Span.figs) and its
 // attrs are framed from these fields, in the order of their keys, byte for
-// byte as the map they stand for would be (jsontext.AppendObject); the
+// byte as the map they stand for would be (jsonappend.AppendObject); the
 // record's spans get their maps when the query ends (Span.materialize).
 //
 // A field is written before its stage's span is sent and never after, so
@@ -60,7 +60,7 @@ func searchKeys(attrs map[string]any) []string {
 
 // attrOut receives a stage's attrs in the order of their keys: into m when
 // it is set, else appended to b as the span's `,"attrs":{…}` (nothing when
-// there are none). ok turns false at a value jsontext does not write.
+// there are none). ok turns false at a value jsonappend does not write.
 type attrOut struct {
 	m  map[string]any
 	b  []byte
@@ -75,7 +75,7 @@ func (o *attrOut) key(k string) {
 		o.b = append(o.b, ',')
 	}
 	o.n++
-	o.b = jsontext.AppendString(o.b, k)
+	o.b = jsonappend.AppendString(o.b, k)
 	o.b = append(o.b, ':')
 }
 
@@ -95,7 +95,7 @@ func (o *attrOut) ms(k string, v float64) {
 	}
 	o.key(k)
 	var ok bool
-	if o.b, ok = jsontext.AppendFloat(o.b, v); !ok {
+	if o.b, ok = jsonappend.AppendFloat(o.b, v); !ok {
 		o.ok = false
 	}
 }
@@ -115,7 +115,7 @@ func (o *attrOut) str(k, v string) {
 		return
 	}
 	o.key(k)
-	o.b = jsontext.AppendString(o.b, v)
+	o.b = jsonappend.AppendString(o.b, v)
 }
 
 func (o *attrOut) value(k string, v any) {
@@ -125,7 +125,7 @@ func (o *attrOut) value(k string, v any) {
 	}
 	o.key(k)
 	var ok bool
-	if o.b, ok = jsontext.AppendScalar(o.b, v); !ok {
+	if o.b, ok = jsonappend.AppendScalar(o.b, v); !ok {
 		o.ok = false
 	}
 }

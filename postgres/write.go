@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"ragtime/jsontext"
+	"ragtime/jsonappend"
 	"ragtime/pipeline"
 )
 
@@ -118,10 +118,10 @@ func appendAttrs(b []byte, attrs map[string]any) ([]byte, error) {
 }
 
 // appendJSONB appends v as JSON for a jsonb column when v is nil, a scalar
-// jsontext.AppendScalar writes, or a map[string]any or []any of such
+// jsonappend.AppendScalar writes, or a map[string]any or []any of such
 // values, nested; ok is false for any other value. Maps are written in
 // their iteration order: jsonb keeps keys in an order of its own, so the
-// sort encoding/json makes buys nothing here, and jsontext's unescaped
+// sort encoding/json makes buys nothing here, and jsonappend's unescaped
 // < > & are the same jsonb value as encoding/json's \u003c….
 func appendJSONB(b []byte, v any) (out []byte, ok bool) {
 	switch x := v.(type) {
@@ -138,7 +138,7 @@ func appendJSONB(b []byte, v any) (out []byte, ok bool) {
 				b = append(b, ',')
 			}
 			first = false
-			b = jsontext.AppendString(b, k)
+			b = jsonappend.AppendString(b, k)
 			b = append(b, ':')
 			if b, ok = appendJSONB(b, e); !ok {
 				return b, false
@@ -160,7 +160,7 @@ func appendJSONB(b []byte, v any) (out []byte, ok bool) {
 		}
 		return append(b, ']'), true
 	}
-	return jsontext.AppendScalar(b, v)
+	return jsonappend.AppendScalar(b, v)
 }
 
 // marshalAttrs encodes attrs with encoding/json, turning a panicking

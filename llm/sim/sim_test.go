@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/jsontext"
+	"ragtime/jsonappend"
 	"ragtime/llm/tokens"
 
 	"ragtime/openaiwire"
@@ -388,7 +388,7 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	cases := []string{"", "plain", `quote " and \ backslash`, "tab\tnew\nline\rcr", "\x00\x01\x1f\x7f",
 		"héllo wörld ✓ 日本", "bad \xff\xfe utf8", "line\u2028sep\u2029para", "<html>&amp;</html>", "\xe2\x82"}
 	for _, c := range cases {
-		got := jsontext.AppendString(nil, c)
+		got := jsonappend.AppendString(nil, c)
 		var back, want string
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%q: appendJSONString wrote invalid JSON %s: %v", c, got, err)

@@ -1,8 +1,8 @@
-// Package jsontext writes JSON strings without reflection, for the hot
+// Package jsonappend writes JSON strings without reflection, for the hot
 // paths that frame one small JSON object per streamed token (ragtime's SSE
 // token events, the simulator's chunks): encoding/json would allocate an
 // encoder and reflect on every token.
-package jsontext
+package jsonappend
 
 import (
 	"math"
