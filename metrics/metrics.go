@@ -51,22 +51,22 @@ func New(rec RecorderStats) *Metrics {
 		reg: prometheus.NewRegistry(),
 		stage: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "ragtime_stage_duration_seconds",
-			Help:    "Duration of each pipeline stage (queue, embed, search, rerank, assemble, llm_connect, llm_prefill, llm_decode).",
+			Help:    "Duration of each pipeline stage (accept, queue, embed, search, rerank, assemble, llm_connect, llm_prefill, llm_decode).",
 			Buckets: stageBuckets,
 		}, []string{"stage"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ragtime_ttft_seconds",
-			Help:    "Time from a valid /ask request to its first answer token flushed to the client (reasoning excluded).",
+			Help:    "Time from an /ask request's arrival (its first byte at the socket) to its first answer token flushed to the client (reasoning excluded).",
 			Buckets: ttftBuckets,
 		}),
 		firstToken: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ragtime_first_token_seconds",
-			Help:    "Time from a valid /ask request to its first token of any kind (reasoning included) flushed to the client.",
+			Help:    "Time from an /ask request's arrival to its first token of any kind (reasoning included) flushed to the client.",
 			Buckets: ttftBuckets,
 		}),
 		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "ragtime_request_duration_seconds",
-			Help:    "Time from a valid /ask request to its stream closing.",
+			Help:    "Time from an /ask request's arrival to its stream closing.",
 			Buckets: ttftBuckets,
 		}),
 		share: prometheus.NewHistogram(prometheus.HistogramOpts{

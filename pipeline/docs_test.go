@@ -71,8 +71,9 @@ func declaredStages(t *testing.T) []string {
 
 // TestDocsListTheStages fails when a stage is added to (or removed from)
 // the code but not to the lists the docs and the database give:
-// docs/design.md's stage order, docs/timings.md's stage table and the
-// comment of query_stages.name in a migrated database.
+// docs/design.md's stage order, docs/timings.md's stage table,
+// docs/metrics.md's stage histogram and the comment of query_stages.name
+// in a migrated database.
 func TestDocsListTheStages(t *testing.T) {
 	t.Parallel()
 	want := declaredStages(t)
@@ -115,6 +116,13 @@ func TestDocsListTheStages(t *testing.T) {
 	}
 	if !slices.Equal(rows, want) {
 		t.Errorf("docs/timings.md's stage table lists %q, the code declares %q", rows, want)
+	}
+
+	// metrics.md: the stage histogram's row.
+	_, row, _ := strings.Cut(read("../docs/metrics.md"), "each stage's duration: ")
+	row, _, _ = strings.Cut(row, " |")
+	if got := strings.Split(row, ", "); !slices.Equal(got, want) {
+		t.Errorf("docs/metrics.md lists the stages as %q, the code declares %q", got, want)
 	}
 
 	// The column comment, as a migrated database holds it.
