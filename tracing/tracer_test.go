@@ -475,3 +475,55 @@ func TestExtractNeedsAValidTraceparent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestSpanIDsFormATree: every span of a query's trace has its own id, every
+// parent but the caller's is a span of the trace, and there is one root. The
+// chat span's preset id once leaked into its children, so that llm_connect,
+// llm_prefill and llm_decode shared its id and named it as their parent.
+func TestSpanIDsFormATree(t *testing.T) {
+	t.Parallel()
+	base, _ := startSim(t)
+	tr, exp := memTracer(t, 0)
+	p := newPipeline(t, base, &ctxSearcher{}, tr)
+	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{8},
+		TraceFlags: trace.FlagsSampled, Remote: true})
+	for _, ctx := range []context.Context{context.Background(), trace.ContextWithRemoteSpanContext(context.Background(), caller)} {
+		if rec := p.Run(ctx, request(t), discard{}); rec.Status != pipeline.StatusOK {
+			t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+		}
+	}
+	flush(t, tr)
+	byTrace := map[trace.TraceID]tracetest.SpanStubs{}
+	for _, s := range exp.GetSpans() {
+		byTrace[s.SpanContext.TraceID()] = append(byTrace[s.SpanContext.TraceID()], s)
+	}
+	if len(byTrace) != 2 {
+		t.Fatalf("%d traces for 2 queries", len(byTrace))
+	}
+	for tid, spans := range byTrace {
+		ids := map[trace.SpanID]string{}
+		for _, s := range spans {
+			if other, dup := ids[s.SpanContext.SpanID()]; dup {
+				t.Errorf("trace %s: %s and %s share span id %s", tid, other, s.Name, s.SpanContext.SpanID())
+			}
+			ids[s.SpanContext.SpanID()] = s.Name
+		}
+		roots := 0
+		for _, s := range spans {
+			switch _, ok := ids[s.Parent.SpanID()]; {
+			case s.Name == RootSpan:
+				roots++
+				if ok || (s.Parent.IsValid() && s.Parent.SpanID() != caller.SpanID()) {
+					t.Errorf("trace %s: the root's parent %s", tid, s.Parent.SpanID())
+				}
+			case !ok:
+				t.Errorf("trace %s: %s's parent %s is no span of the trace", tid, s.Name, s.Parent.SpanID())
+			case s.Parent.SpanID() == s.SpanContext.SpanID():
+				t.Errorf("trace %s: %s is its own parent", tid, s.Name)
+			}
+		}
+		if roots != 1 {
+			t.Errorf("trace %s: %d roots in %v", tid, roots, spanNames(spans))
+		}
+	}
+}
