@@ -382,13 +382,24 @@ func TestSetupReadsTheOTELVariables(t *testing.T) {
 		cfg    Config
 		on     bool
 		errHas string
+		// where the traces go and which setting said so (when on)
+		endpoint, from string
 	}{
 		{name: "nothing configured", cfg: Config{Getenv: env()}},
-		{name: "the flag", cfg: Config{Endpoint: "http://127.0.0.1:4318", Getenv: env()}, on: true},
-		{name: "the variable", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")}, on: true},
+		{name: "the flag", cfg: Config{Endpoint: "http://127.0.0.1:4318", Getenv: env()}, on: true,
+			endpoint: "http://127.0.0.1:4318/v1/traces", from: "flag"},
+		{name: "the flag from a file", cfg: Config{Endpoint: "http://127.0.0.1:4317", EndpointFrom: "file ragtime.toml", Protocol: "grpc",
+			Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")}, on: true,
+			endpoint: "http://127.0.0.1:4317", from: "file ragtime.toml"},
+		{name: "the variable", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")}, on: true,
+			endpoint: "http://127.0.0.1:4318/v1/traces", from: "env OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{name: "the variable with a password", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "https://u:s3cret@collector:4318/")}, on: true,
+			endpoint: "https://u:xxxxx@collector:4318/v1/traces", from: "env OTEL_EXPORTER_OTLP_ENDPOINT"},
 		{name: "the traces variable, gRPC", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4317",
-			"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")}, on: true},
-		{name: "OTEL_TRACES_EXPORTER=otlp alone", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "otlp")}, on: true},
+			"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")}, on: true,
+			endpoint: "http://127.0.0.1:4317", from: "env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
+		{name: "OTEL_TRACES_EXPORTER=otlp alone", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "otlp")}, on: true,
+			endpoint: "http://localhost:4318/v1/traces", from: "default (env OTEL_TRACES_EXPORTER=otlp)"},
 		{name: "SDK disabled wins", cfg: Config{Endpoint: "http://127.0.0.1:4318", Getenv: env("OTEL_SDK_DISABLED", "true")}},
 		{name: "exporter none", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "none", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4318")}},
 		{name: "another exporter", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "zipkin")}, errHas: "OTEL_TRACES_EXPORTER=zipkin"},
@@ -411,6 +422,9 @@ func TestSetupReadsTheOTELVariables(t *testing.T) {
 			}
 			if (tr != nil) != tc.on {
 				t.Fatalf("tracer %v, want on=%v", tr, tc.on)
+			}
+			if got := tr.Target(); got.Endpoint != tc.endpoint || got.EndpointFrom != tc.from {
+				t.Errorf("traces go to %q (from %q), want %q from %q", got.Endpoint, got.EndpointFrom, tc.endpoint, tc.from)
 			}
 			if tr != nil {
 				_ = tr.Shutdown(context.Background())
