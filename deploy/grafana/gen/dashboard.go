@@ -101,7 +101,7 @@ ORDER BY 1`))))
 		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal).Group("A")).
 		WithTarget(NewSQL("time_series", sql(`SELECT $__timeGroupAlias(created_at, $__interval),
 `+ttftShareColumns()+`
-FROM ttft_breakdown
+FROM queries
 WHERE $__timeFilter(created_at) AND ttft_ms IS NOT NULL AND %F
 GROUP BY 1
 ORDER BY 1`))))
@@ -208,8 +208,8 @@ func DashboardJSON() ([]byte, error) {
 }
 
 // TTFTParts are the parts of the TTFT identity (docs/design.md), in
-// pipeline order, each with its share of one query's TTFT as a column of
-// ttft_breakdown: ttft_ms = accept_ms + queue_ms + retrieval_ms +
+// pipeline order, each with its share of one query's TTFT from the columns
+// of queries: ttft_ms = accept_ms + queue_ms + retrieval_ms +
 // llm_connect + llm_prefill_ms + overhead_ms + reasoning_ms.
 var TTFTParts = []struct{ Name, Share string }{
 	{"accept", "accept_ms / nullif(ttft_ms, 0)"},
