@@ -541,3 +541,33 @@ func TestSpanIDsFormATree(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroLengthStageIsAZeroLengthSpan: a one-token answer's llm_decode
+// lasts 0 µs as stored, and its span lasts exactly 0 ns (no 1 ns guard
+// here; Jaeger's storage adds one, see docs/tracing.md).
+func TestZeroLengthStageIsAZeroLengthSpan(t *testing.T) {
+	t.Parallel()
+	base, _ := startSim(t)
+	tr, exp := memTracer(t, 0)
+	p := newPipeline(t, base, &ctxSearcher{}, tr)
+	req := request(t)
+	req.MaxTokens = 1
+	rec := p.Run(context.Background(), req, discard{})
+	if rec.Status != pipeline.StatusOK {
+		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+	}
+	flush(t, tr)
+	var stored *pipeline.Span
+	for i := range rec.Stages {
+		if rec.Stages[i].Name == pipeline.StageLLMDecode {
+			stored = &rec.Stages[i]
+		}
+	}
+	if stored == nil || stored.DurationMs != 0 {
+		t.Fatalf("a one-token answer's llm_decode: %+v, want 0 ms", stored)
+	}
+	s, ok := byName(exp.GetSpans())[pipeline.StageLLMDecode]
+	if !ok || !s.EndTime.Equal(s.StartTime) {
+		t.Errorf("llm_decode span %v..%v, want 0 ns", s.StartTime, s.EndTime)
+	}
+}
