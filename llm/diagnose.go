@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -332,10 +333,21 @@ func listNames(models []string) string {
 // MatchModel finds model in a provider's listing and returns the listed
 // name it matched. Ollama lists "name:tag" and treats a name without a tag
 // as ":latest" ("rnd" is "rnd:latest"); Anthropic lists dated ids, of which
-// an alias is a prefix.
+// an alias is a prefix; llama.cpp's server lists the file it loaded
+// ("/models/qwen2.5-0.5b-q4_k_m.gguf"), which the file's name matches with
+// or without its .gguf extension.
 func MatchModel(provider, model string, listed []string) (string, bool) {
 	if slices.Contains(listed, model) {
 		return model, true
+	}
+	for _, l := range listed {
+		base := fileBase(l)
+		if base == l {
+			continue // not a path
+		}
+		if m := fileBase(model); m == base || m == strings.TrimSuffix(base, ggufExt(base)) {
+			return l, true
+		}
 	}
 	withTag := func(m string) string {
 		if strings.Contains(m, ":") {
@@ -356,6 +368,19 @@ func MatchModel(provider, model string, listed []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// fileBase is the last element of a slash- or backslash-separated path.
+func fileBase(p string) string {
+	return p[strings.LastIndexAny(p, `/\`)+1:]
+}
+
+// ggufExt is name's ".gguf" extension, whatever its case, or "".
+func ggufExt(name string) string {
+	if ext := path.Ext(name); strings.EqualFold(ext, ".gguf") {
+		return ext
+	}
+	return ""
 }
 
 // firstToken sends one 1-token streaming request and times it.

@@ -76,6 +76,8 @@ func TestDiagnoseModelMatching(t *testing.T) {
 	}{
 		{name: "llama.cpp answers any name", provider: ProviderOpenAI, base: llamaSrv.URL + "/v1", model: "any",
 			models: CheckWarn, modelsHas: []string{`"any" is not among the 1 models`, "/models/rnd-llama.gguf"}, first: CheckOK, firstHas: []string{"TTFT"}},
+		{name: "llama.cpp's model by its file name", provider: ProviderOpenAI, base: llamaSrv.URL + "/v1", model: "rnd-llama",
+			models: CheckOK, modelsHas: []string{`"rnd-llama" among them as "/models/rnd-llama.gguf"`}, first: CheckOK},
 		{name: "ollama rnd is rnd:latest", provider: ProviderOllama, base: ollamaSrv.URL, model: "rnd",
 			models: CheckOK, modelsHas: []string{`"rnd" among them as "rnd:latest"`}, first: CheckOK},
 		{name: "ollama rnd:latest", provider: ProviderOllama, base: ollamaSrv.URL, model: "rnd:latest",
@@ -122,6 +124,13 @@ func TestMatchModel(t *testing.T) {
 		{ProviderOpenAI, "rnd", []string{"rnd:latest"}, "rnd:latest", true}, // Ollama's /v1 lists tags too
 		{ProviderOpenAI, "gpt-4o", []string{"gpt-4o-mini"}, "", false},
 		{ProviderAnthropic, "claude-sonnet-4-5", []string{"claude-sonnet-4-5-20250929"}, "claude-sonnet-4-5-20250929", true},
+		// llama-server lists the path of the file it loaded.
+		{ProviderOpenAI, "qwen2.5-0.5b-instruct-q4_k_m", []string{"/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"}, "/models/qwen2.5-0.5b-instruct-q4_k_m.gguf", true},
+		{ProviderOpenAI, "qwen2.5-0.5b-instruct-q4_k_m.gguf", []string{"/models/qwen2.5-0.5b-instruct-q4_k_m.gguf"}, "/models/qwen2.5-0.5b-instruct-q4_k_m.gguf", true},
+		{ProviderOpenAI, "/models/qwen.GGUF", []string{"models/qwen.GGUF"}, "models/qwen.GGUF", true},
+		{ProviderOpenAI, "qwen", []string{`C:\models\qwen.gguf`}, `C:\models\qwen.gguf`, true},
+		{ProviderOpenAI, "qwen", []string{"/models/qwen-7b.gguf"}, "", false},
+		{ProviderOpenAI, "models", []string{"/models/qwen.gguf"}, "", false},
 	} {
 		got, ok := MatchModel(tt.provider, tt.model, tt.listed)
 		if got != tt.want || ok != tt.ok {

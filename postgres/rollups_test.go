@@ -339,21 +339,42 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Shares are rounded to 0.0001 on both sides: the roll-ups' mean and
+	// the raw rows' may round to neighbouring steps.
+	const shareStep = 0.0001 + 1e-12
 	within := func(what string, got, want *float64, tol float64) {
 		t.Helper()
 		if (got == nil) != (want == nil) || got != nil && math.Abs(*got-*want) > tol*math.Abs(*want)+1e-12 {
 			t.Errorf("%s: roll-ups %v, raw rows %v", what, deref(got), deref(want))
 		}
 	}
+	withinStep := func(what string, got, want *float64) {
+		t.Helper()
+		if (got == nil) != (want == nil) || got != nil && math.Abs(*got-*want) > shareStep {
+			t.Errorf("%s: roll-ups %v, raw rows %v", what, deref(got), deref(want))
+		}
+	}
+	// Every figure is rounded as the views round: ms to 0.001, shares to 0.0001.
+	rounded := func(from string, st pipeline.Totals, series []pipeline.SeriesPoint) {
+		t.Helper()
+		checkRounded(t, from+" totals", 3, st.TTFTP50Ms, st.TTFTP95Ms, st.TTFTP99Ms)
+		checkRounded(t, from+" totals", 4, st.CacheHitRate)
+		for _, p := range series {
+			checkRounded(t, from+" series", 3, p.TTFTP50Ms, p.TTFTP95Ms, p.TTFTP99Ms)
+			checkRounded(t, from+" series", 4, p.QueueShare, p.RetrievalShare, p.ConnectShare, p.PrefillShare, p.OverheadShare, p.CacheHitRate)
+		}
+	}
+	rounded("raw rows'", exact, exactSeries)
 	check := func(st pipeline.Stats) {
 		t.Helper()
+		rounded("roll-ups'", st.Totals, st.Series)
 		got := st.Totals
 		if got.Queries != 400 || got.Queries != exact.Queries || got.OK != exact.OK || got.Errors != exact.Errors || got.Cancelled != exact.Cancelled {
 			t.Errorf("totals from roll-ups %+v, raw %+v", got, exact)
 		}
 		within("ttft p50", got.TTFTP50Ms, exact.TTFTP50Ms, 0.01)
 		within("ttft p99", got.TTFTP99Ms, exact.TTFTP99Ms, 0.01)
-		within("cache hit rate", got.CacheHitRate, exact.CacheHitRate, 1e-9)
+		withinStep("cache hit rate", got.CacheHitRate, exact.CacheHitRate)
 		if len(st.Series) != len(exactSeries) || len(st.Series) < 3 {
 			t.Fatalf("%d series points from roll-ups, %d from raw rows", len(st.Series), len(exactSeries))
 		}
@@ -363,12 +384,12 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 				t.Errorf("series point %d: %v %d queries, raw %v %d", i, p.Time, p.Queries, e.Time, e.Queries)
 			}
 			within("series ttft p95", p.TTFTP95Ms, e.TTFTP95Ms, 0.01)
-			within("queue share", p.QueueShare, e.QueueShare, 1e-9)
-			within("retrieval share", p.RetrievalShare, e.RetrievalShare, 1e-9)
-			within("llm_connect share", p.ConnectShare, e.ConnectShare, 1e-9)
-			within("llm_prefill share", p.PrefillShare, e.PrefillShare, 1e-9)
-			within("overhead share", p.OverheadShare, e.OverheadShare, 1e-9)
-			within("series cache hit rate", p.CacheHitRate, e.CacheHitRate, 1e-9)
+			withinStep("queue share", p.QueueShare, e.QueueShare)
+			withinStep("retrieval share", p.RetrievalShare, e.RetrievalShare)
+			withinStep("llm_connect share", p.ConnectShare, e.ConnectShare)
+			withinStep("llm_prefill share", p.PrefillShare, e.PrefillShare)
+			withinStep("overhead share", p.OverheadShare, e.OverheadShare)
+			withinStep("series cache hit rate", p.CacheHitRate, e.CacheHitRate)
 		}
 	}
 	check(st)
@@ -447,5 +468,18 @@ func TestWideRollupHistogramsAreNotCompressed(t *testing.T) {
 	}
 	if math.Abs(p50-40)/40 > 0.0099 {
 		t.Errorf("median from the stored histogram %.3f ms, want 40 within 0.99 %%", p50)
+	}
+	checkRounded(t, "rollup_percentile", 3, &p50)
+}
+
+// checkRounded fails when a figure has more than places decimals (nil is
+// fine): what the views return, round_ms and round_share.
+func checkRounded(t *testing.T, what string, places int, vs ...*float64) {
+	t.Helper()
+	scale := math.Pow10(places)
+	for _, v := range vs {
+		if v != nil && math.Abs(*v*scale-math.Round(*v*scale)) > 1e-6 {
+			t.Errorf("%s: %v has more than %d decimals", what, *v, places)
+		}
 	}
 }

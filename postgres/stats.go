@@ -26,27 +26,29 @@ func bucketFor(window time.Duration) time.Duration {
 	return 7 * 24 * time.Hour
 }
 
+// The reads round as the views do: milliseconds with round_ms (0.001),
+// shares and rates with round_share (0.0001).
 const totalsSQL = `SELECT count(*) AS queries,
 	count(*) FILTER (WHERE status = 'ok') AS ok,
 	count(*) FILTER (WHERE status = 'error') AS errors,
 	count(*) FILTER (WHERE status = 'cancelled') AS cancelled,
-	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[1] AS ttft_p50_ms,
-	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[2] AS ttft_p95_ms,
-	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[3] AS ttft_p99_ms,
-	sum(cached_tokens)::double precision / nullif(sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), 0) AS cache_hit_rate
+	round_ms((percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[1]) AS ttft_p50_ms,
+	round_ms((percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[2]) AS ttft_p95_ms,
+	round_ms((percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[3]) AS ttft_p99_ms,
+	round_share(sum(cached_tokens)::double precision / nullif(sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), 0)) AS cache_hit_rate
 FROM queries WHERE created_at >= $1 AND created_at < $2%s`
 
 const seriesSQL = `SELECT date_bin($3::interval, created_at, '2000-01-01 00:00:00+00') AS time,
 	count(*) AS queries,
-	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[1] AS ttft_p50_ms,
-	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[2] AS ttft_p95_ms,
-	(percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[3] AS ttft_p99_ms,
-	avg(queue_ms / nullif(ttft_ms, 0)) AS queue_share,
-	avg(retrieval_share) AS retrieval_share,
-	avg((gen_ttft_ms - llm_prefill_ms) / nullif(ttft_ms, 0)) AS llm_connect_share,
-	avg(prefill_share) AS llm_prefill_share,
-	avg(overhead_ms / nullif(ttft_ms, 0)) AS overhead_share,
-	sum(cached_tokens)::double precision / nullif(sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), 0) AS cache_hit_rate
+	round_ms((percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[1]) AS ttft_p50_ms,
+	round_ms((percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[2]) AS ttft_p95_ms,
+	round_ms((percentile_cont(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY ttft_ms))[3]) AS ttft_p99_ms,
+	round_share(avg(queue_ms / nullif(ttft_ms, 0))) AS queue_share,
+	round_share(avg(retrieval_share)) AS retrieval_share,
+	round_share(avg((gen_ttft_ms - llm_prefill_ms) / nullif(ttft_ms, 0))) AS llm_connect_share,
+	round_share(avg(prefill_share)) AS llm_prefill_share,
+	round_share(avg(overhead_ms / nullif(ttft_ms, 0))) AS overhead_share,
+	round_share(sum(cached_tokens)::double precision / nullif(sum(prompt_tokens) FILTER (WHERE cached_tokens IS NOT NULL), 0)) AS cache_hit_rate
 FROM queries WHERE created_at >= $1 AND created_at < $2%s
 GROUP BY 1 ORDER BY 1`
 
@@ -58,7 +60,7 @@ const rollupAfter = 61 * time.Minute
 // rollupTotalsSQL is totalsSQL from the roll-ups of [$1, $2); %s takes
 // conditions on provider and model, as totalsSQL's.
 const rollupTotalsSQL = `SELECT queries, queries - failed AS ok, errors, cancelled,
-	p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms, cache_hit_rate
+	round_ms(p[1]) AS ttft_p50_ms, round_ms(p[2]) AS ttft_p95_ms, round_ms(p[3]) AS ttft_p99_ms, round_share(cache_hit_rate) AS cache_hit_rate
 FROM (
 	SELECT coalesce(sum(n) FILTER (WHERE stage = 'e2e'), 0)::bigint AS queries,
 		coalesce(sum(n) FILTER (WHERE stage IN ('e2e_error', 'e2e_cancelled')), 0)::bigint AS failed,
@@ -73,8 +75,10 @@ FROM (
 // rollupSeriesSQL is seriesSQL from the roll-ups of [$1, $2): a share is
 // the mean of the queries' shares (sum / n), as avg over raw rows. Buckets
 // shorter than an hour are made of minute rows only.
-const rollupSeriesSQL = `SELECT time, queries, p[1] AS ttft_p50_ms, p[2] AS ttft_p95_ms, p[3] AS ttft_p99_ms,
-	queue_share, retrieval_share, llm_connect_share, llm_prefill_share, overhead_share, cache_hit_rate
+const rollupSeriesSQL = `SELECT time, queries, round_ms(p[1]) AS ttft_p50_ms, round_ms(p[2]) AS ttft_p95_ms, round_ms(p[3]) AS ttft_p99_ms,
+	round_share(queue_share) AS queue_share, round_share(retrieval_share) AS retrieval_share,
+	round_share(llm_connect_share) AS llm_connect_share, round_share(llm_prefill_share) AS llm_prefill_share,
+	round_share(overhead_share) AS overhead_share, round_share(cache_hit_rate) AS cache_hit_rate
 FROM (
 	SELECT date_bin($3::interval, start, '2000-01-01 00:00:00+00') AS time,
 		coalesce(sum(n) FILTER (WHERE stage = 'e2e'), 0)::bigint AS queries,

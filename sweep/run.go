@@ -228,8 +228,8 @@ feed:
 		rep.Tagged = cfg.tag(finishCtx, rep, logf)
 	}
 	rep.Settings = Summarize(cfg.Settings, samples)
-	rep.Recommendation = Recommend(rep.Settings, cfg.RecallTolerance, cfg.TTFTBudgetMs)
-	rep.Warnings = cacheWarnings(rep.Settings, cfg.WarmCache)
+	rep.Recommendation = Recommend(rep.Settings, cfg.RecallTolerance, cfg.TTFTBudgetMs, cfg.Runs)
+	rep.Warnings = append(cacheWarnings(rep.Settings, cfg.WarmCache), sampleWarnings(rep.Settings, cfg.Runs)...)
 	rep.FinishedAt = time.Now().UTC()
 	if cfg.Store != nil {
 		sum := summary{Planned: rep.Planned, Measured: rep.Measured, Settings: rep.Settings, Recommendation: rep.Recommendation, Warnings: rep.Warnings}

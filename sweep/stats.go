@@ -315,6 +315,55 @@ func derefOr(p *float64, v float64) float64 {
 func round3(x float64) float64 { return math.Round(x*1e3) / 1e3 }
 func round4(x float64) float64 { return math.Round(x*1e4) / 1e4 }
 
+// MinTailSamples is how many samples must lie beyond a percentile for it
+// to be read as one: with fewer, a p95 is the slowest query or two and
+// moves with each of them. A p95 needs 40 samples, a p99 200.
+const MinTailSamples = 2
+
+// MinSamples is the fewest samples percentile p (0..1) can rest on.
+func MinSamples(p float64) int { return int(math.Ceil(MinTailSamples/(1-p) - 1e-9)) }
+
+// p95Runs is the --runs that gives every measured setting the samples a
+// p95 needs, given that runs gave the fewest ok queries of any of them
+// fewest; 0 when runs is unknown.
+func p95Runs(runs, fewest int) int {
+	if runs <= 0 || fewest <= 0 {
+		return 0
+	}
+	return (MinSamples(0.95)*runs + fewest - 1) / fewest
+}
+
+// fewestOK is the measured setting with the fewest ok queries, if its p95
+// rests on too few of them.
+func fewestOK(results []Result) (*Result, bool) {
+	var few *Result
+	for i := range results {
+		r := &results[i]
+		if r.OK > 0 && (few == nil || r.OK < few.OK) {
+			few = r
+		}
+	}
+	return few, few != nil && few.OK < MinSamples(0.95)
+}
+
+// moreRuns is the advice for p95s that rest on too few samples.
+func moreRuns(few *Result, runs int) string {
+	advice := "rerun with more --runs"
+	if n := p95Runs(runs, few.OK); n > 0 {
+		advice = fmt.Sprintf("rerun with --runs %d or more", n)
+	}
+	return fmt.Sprintf("the TTFT p95s rest on as few as %d ok queries (%s); a p95 needs %d, %d beyond it, or it is the slowest query or two: %s",
+		few.OK, few.Setting, MinSamples(0.95), MinTailSamples, advice)
+}
+
+// sampleWarnings says when the p95s rest on too few samples to be read.
+func sampleWarnings(results []Result, runs int) []string {
+	if few, ok := fewestOK(results); ok {
+		return []string{moreRuns(few, runs)}
+	}
+	return nil
+}
+
 // Recommendation is the setting the sweep recommends, and why.
 type Recommendation struct {
 	// Setting is nil when no setting meets the rule.
@@ -329,8 +378,11 @@ type Recommendation struct {
 // the smallest k whose recall is within tolerance of the best recall and,
 // when budgetMs > 0, whose TTFT p95 is under budgetMs; ties on k go to the
 // lower TTFT p95. Without relevance labels every setting passes the recall
-// test, and the sentence says so.
-func Recommend(results []Result, tolerance, budgetMs float64) Recommendation {
+// test, and the sentence says so. When no setting meets the budget and the
+// p95s rest on too few samples (MinSamples), the sentence asks for more
+// runs (runs is the sweep's --runs; 0 when unknown) rather than blaming a
+// stage.
+func Recommend(results []Result, tolerance, budgetMs float64, runs int) Recommendation {
 	var measured []Result
 	for _, r := range results {
 		if r.OK > 0 {
@@ -370,6 +422,10 @@ func Recommend(results []Result, tolerance, budgetMs float64) Recommendation {
 		}
 	}
 	if pick == nil {
+		if few, ok := fewestOK(measured); ok {
+			rec.Why = fmt.Sprintf("no setting has TTFT p95 under %.0f ms, but %s.", budgetMs, moreRuns(few, runs))
+			return rec
+		}
 		if best != nil {
 			rec.Why = fmt.Sprintf("no setting has recall within %.2f of the best (%.3f at %s) and TTFT p95 under %.0f ms; the fastest, %s, has p95 %.1f ms and recall %s, so raise --ttft-budget-ms or make prefill cheaper.",
 				tolerance, *best.Recall, best.Setting, budgetMs, fastest.Setting, fastest.TTFTP95Ms, fmtPtr(fastest.Recall))

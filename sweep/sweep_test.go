@@ -123,8 +123,9 @@ func f(x float64) *float64 { return &x }
 func TestRecommend(t *testing.T) {
 	t.Parallel()
 	res := func(k int, recall *float64, p95 float64) Result {
-		return Result{Setting: Setting{TopK: k, RerankTopN: k}, OK: 3, TTFTP95Ms: p95, Recall: recall}
+		return Result{Setting: Setting{TopK: k, RerankTopN: k}, OK: 40, TTFTP95Ms: p95, Recall: recall}
 	}
+	few := func(r Result, ok int) Result { r.OK = ok; return r }
 	cases := []struct {
 		name      string
 		results   []Result
@@ -141,10 +142,14 @@ func TestRecommend(t *testing.T) {
 		{"nothing measured", []Result{{Setting: Setting{TopK: 1}}}, 0.02, 0, 0, "no setting has a successful query"},
 		{"a smaller k no faster", []Result{res(4, f(0.89), 0.42), res(8, f(0.93), 0.41)}, 0, 0, 8, "k=4 measured no faster at p95 and loses 0.040 recall"},
 		{"a smaller k faster", []Result{res(4, f(0.89), 0.2), res(8, f(0.93), 0.41)}, 0, 0, 8, "k=4 would save 0.2 ms at p95 but lose 0.040 recall"},
+		// 18 ok queries per setting (a loaded machine, 3 runs): the p95 is
+		// the slowest query, so the advice is more runs, not a stage.
+		{"nothing under budget on too few samples", []Result{few(res(1, f(0.5), 100), 18), few(res(4, f(0.9), 200), 20)}, 0.02, 50, 0,
+			"rest on as few as 18 ok queries (k=1 rerank=1); a p95 needs 40, 2 beyond it, or it is the slowest query or two: rerun with --runs 7 or more"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Recommend(c.results, c.tol, c.budg)
+			r := Recommend(c.results, c.tol, c.budg, 3)
 			got := 0
 			if r.Setting != nil {
 				got = r.Setting.TopK
@@ -153,6 +158,24 @@ func TestRecommend(t *testing.T) {
 				t.Errorf("recommended k=%d (%s), want k=%d and %q", got, r.Why, c.want, c.why)
 			}
 		})
+	}
+}
+
+// TestFewSamplesWarn: a p95 over fewer than 40 ok queries is flagged, with
+// the --runs that would give every setting enough; 40 are enough.
+func TestFewSamplesWarn(t *testing.T) {
+	t.Parallel()
+	res := []Result{{Setting: Setting{TopK: 2}, OK: 18}, {Setting: Setting{TopK: 4}, OK: 20}, {Setting: Setting{TopK: 8}}}
+	w := sampleWarnings(res, 3)
+	if len(w) != 1 || !strings.Contains(w[0], "as few as 18 ok queries (k=2") || !strings.Contains(w[0], "--runs 7 or more") {
+		t.Errorf("warnings %q, want one naming k=2's 18 queries and --runs 7", w)
+	}
+	res[0].OK, res[1].OK = 40, 41
+	if w := sampleWarnings(res, 3); len(w) != 0 {
+		t.Errorf("warnings %q for 40 ok queries", w)
+	}
+	if MinSamples(0.95) != 40 || MinSamples(0.99) != 200 || MinSamples(0.5) != 4 {
+		t.Errorf("MinSamples: p95 %d, p99 %d, p50 %d", MinSamples(0.95), MinSamples(0.99), MinSamples(0.5))
 	}
 }
 
@@ -387,7 +410,16 @@ func TestSweepMeasuresColdPrefillsByDefault(t *testing.T) {
 		}
 		seen[n] = true
 	}
-	if len(rep.Warnings) != 0 {
+	// 6 ok queries per setting: the only warning is that a p95 needs more.
+	cacheWarned := func(ws []string) (n int) {
+		for _, w := range ws {
+			if strings.Contains(w, "prefix cache") {
+				n++
+			}
+		}
+		return n
+	}
+	if len(rep.Warnings) != 1 || cacheWarned(rep.Warnings) != 0 || !strings.Contains(rep.Warnings[0], "as few as 6 ok queries") {
 		t.Errorf("cold sweep warned: %q", rep.Warnings)
 	}
 	for _, s := range rep.Settings {
@@ -403,8 +435,8 @@ func TestSweepMeasuresColdPrefillsByDefault(t *testing.T) {
 			t.Fatalf("--warm-cache sent nonce %q", n)
 		}
 	}
-	if len(rep.Warnings) != 2 {
-		t.Fatalf("warm sweep: %d warnings, want one per setting: %q", len(rep.Warnings), rep.Warnings)
+	if cacheWarned(rep.Warnings) != 2 {
+		t.Fatalf("warm sweep: %d cache warnings, want one per setting: %q", cacheWarned(rep.Warnings), rep.Warnings)
 	}
 	for _, s := range rep.Settings {
 		// runs 2 and 3 of each question hit; run 1 of k=1 follows the warm-up

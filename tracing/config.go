@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,6 +38,10 @@ const ServiceName = "ragtime"
 // Config chooses where traces go. The zero value reads everything from the
 // standard OTEL_* variables.
 type Config struct {
+	// EndpointFrom says where Endpoint came from, for the start-up line and
+	// `ragtime config` ("flag", "env RAGTIME_OTLP_ENDPOINT", "file PATH");
+	// empty reads "flag".
+	EndpointFrom string
 	// Endpoint is serve's --otlp-endpoint: the base URL of an OTLP receiver,
 	// such as http://127.0.0.1:4318 (HTTP; /v1/traces is added when the URL
 	// has no path) or http://127.0.0.1:4317 (gRPC); https means TLS. It
@@ -79,29 +84,11 @@ func Setup(ctx context.Context, cfg Config) (*Tracer, error) {
 // setup is Setup; globals says whether to install the provider and the
 // propagator as OpenTelemetry's globals.
 func setup(ctx context.Context, cfg Config, globals bool) (*Tracer, error) {
-	getenv := cfg.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
-		return nil, nil
-	}
-	switch exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))); exp {
-	case "none":
-		return nil, nil
-	case "", "otlp":
-		if cfg.Endpoint == "" && exp == "" && getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" &&
-			getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
-			return nil, nil
-		}
-	default:
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%s: ragtime exports traces over OTLP only (otlp, or none to turn tracing off)", exp)
-	}
-	protocol, err := chooseProtocol(cfg.Protocol, getenv)
-	if err != nil {
+	target, err := Resolve(cfg)
+	if err != nil || target.Endpoint == "" {
 		return nil, err
 	}
-	exporter, err := newExporter(ctx, cfg.Endpoint, protocol)
+	exporter, err := newExporter(ctx, cfg.Endpoint, target.Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -116,11 +103,93 @@ func setup(ctx context.Context, cfg Config, globals bool) (*Tracer, error) {
 		}))
 	}
 	t := newTracer(exporter, res, cfg.QueueSize)
+	t.target = target
 	if globals {
 		otel.SetTracerProvider(t.provider)
 		otel.SetTextMapPropagator(Propagator)
 	}
 	return t, nil
+}
+
+// Target is where the traces go and which setting said so.
+type Target struct {
+	// Endpoint is the URL the exporter sends to (credentials redacted);
+	// empty when tracing is off.
+	Endpoint string
+	// EndpointFrom is the setting that chose it: Config.EndpointFrom,
+	// "env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "env
+	// OTEL_EXPORTER_OTLP_ENDPOINT" or "default (OTEL_TRACES_EXPORTER=otlp)";
+	// when tracing is off, why.
+	EndpointFrom string
+	// Protocol is grpc or http/protobuf; ProtocolFrom the setting that
+	// chose it ("default" when none did).
+	Protocol, ProtocolFrom string
+}
+
+// Resolve reads cfg and the OTEL_* variables as Setup does and says where
+// the traces will go: the flag's endpoint, else
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, else
+// OTEL_EXPORTER_OTLP_ENDPOINT (with /v1/traces added over HTTP), else, with
+// OTEL_TRACES_EXPORTER=otlp alone, the specification's default. The
+// endpoint is empty when tracing is off.
+func Resolve(cfg Config) (Target, error) {
+	getenv := cfg.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return Target{EndpointFrom: "off: env OTEL_SDK_DISABLED=true"}, nil
+	}
+	exp := strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")))
+	switch exp {
+	case "none":
+		return Target{EndpointFrom: "off: env OTEL_TRACES_EXPORTER=none"}, nil
+	case "", "otlp":
+	default:
+		return Target{}, fmt.Errorf("OTEL_TRACES_EXPORTER=%s: ragtime exports traces over OTLP only (otlp, or none to turn tracing off)", exp)
+	}
+	var t Target
+	var err error
+	if t.Protocol, t.ProtocolFrom, err = chooseProtocol(cfg.Protocol, getenv); err != nil {
+		return Target{}, err
+	}
+	traces, all := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")), strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	switch {
+	case cfg.Endpoint != "":
+		u, err := ParseEndpoint(cfg.Endpoint)
+		if err != nil {
+			return Target{}, err
+		}
+		if t.Protocol == ProtocolHTTP && (u.Path == "" || u.Path == "/") {
+			u.Path = "/v1/traces"
+		}
+		t.Endpoint, t.EndpointFrom = u.String(), cmp.Or(cfg.EndpointFrom, "flag")
+	case traces != "":
+		t.Endpoint, t.EndpointFrom = redact(traces), "env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	case all != "":
+		t.Endpoint, t.EndpointFrom = redact(all), "env OTEL_EXPORTER_OTLP_ENDPOINT"
+		if t.Protocol == ProtocolHTTP {
+			t.Endpoint = strings.TrimSuffix(t.Endpoint, "/") + "/v1/traces"
+		}
+	case exp == "otlp":
+		t.Endpoint, t.EndpointFrom = "http://localhost:4318/v1/traces", "default (env OTEL_TRACES_EXPORTER=otlp)"
+		if t.Protocol == ProtocolGRPC {
+			t.Endpoint = "http://localhost:4317"
+		}
+	default:
+		return Target{EndpointFrom: "off: no --otlp-endpoint nor OTEL_EXPORTER_OTLP_ENDPOINT"}, nil
+	}
+	return t, nil
+}
+
+// redact hides the password of a URL from the environment; what does not
+// parse is not shown at all.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(not a URL)"
+	}
+	return u.Redacted()
 }
 
 // newResource describes the service: service.name ragtime and the version,
@@ -144,8 +213,8 @@ func newResource(ctx context.Context, version string) (*resource.Resource, error
 var Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 
 // chooseProtocol is the flag's protocol, else the variables', else
-// http/protobuf.
-func chooseProtocol(flag string, getenv func(string) string) (string, error) {
+// http/protobuf, and which of them chose it.
+func chooseProtocol(flag string, getenv func(string) string) (protocol, from string, err error) {
 	source, p := "--otlp-protocol", flag
 	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
 		if p == "" {
@@ -154,11 +223,14 @@ func chooseProtocol(flag string, getenv func(string) string) (string, error) {
 	}
 	switch p = strings.TrimSpace(p); p {
 	case "":
-		return ProtocolHTTP, nil
+		return ProtocolHTTP, "default", nil
 	case ProtocolGRPC, ProtocolHTTP:
-		return p, nil
+		if source != "--otlp-protocol" {
+			source = "env " + source
+		}
+		return p, source, nil
 	default:
-		return "", fmt.Errorf("%s=%q: want grpc or http/protobuf (http/json is not supported)", source, p)
+		return "", "", fmt.Errorf("%s=%q: want grpc or http/protobuf (http/json is not supported)", source, p)
 	}
 }
 

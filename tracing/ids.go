@@ -16,9 +16,17 @@ type idGenerator struct{}
 
 type spanIDKey struct{}
 
+// presetID is a span id for the span started directly under parent.
+type presetID struct {
+	parent, id trace.SpanID
+}
+
 // withSpanID returns ctx that makes the next span started with it have id.
+// Only that span: the context Start returns for it inherits the value, but
+// the span it carries is no longer parent, so the new span's children get
+// ids of their own.
 func withSpanID(ctx context.Context, id trace.SpanID) context.Context {
-	return context.WithValue(ctx, spanIDKey{}, id)
+	return context.WithValue(ctx, spanIDKey{}, presetID{parent: trace.SpanContextFromContext(ctx).SpanID(), id: id})
 }
 
 func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
@@ -31,8 +39,9 @@ func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 }
 
 func (idGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
-	if id, ok := ctx.Value(spanIDKey{}).(trace.SpanID); ok && id.IsValid() {
-		return id
+	if p, ok := ctx.Value(spanIDKey{}).(presetID); ok && p.id.IsValid() &&
+		p.parent == trace.SpanContextFromContext(ctx).SpanID() {
+		return p.id
 	}
 	return newSpanID()
 }

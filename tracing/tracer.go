@@ -36,6 +36,8 @@ type Tracer struct {
 	// chat spans (SetLLMServer).
 	llmAddress string
 	llmPort    int
+	// target is where the spans go (Setup's Resolve).
+	target Target
 
 	queue   chan ended
 	stop    chan struct{}
@@ -100,6 +102,15 @@ func (t *Tracer) SetLLMServer(baseURL string) {
 		return
 	}
 	t.llmAddress, t.llmPort = hostPort(baseURL)
+}
+
+// Target is where the traces go and which setting chose it; the zero
+// Target when t is nil.
+func (t *Tracer) Target() Target {
+	if t == nil {
+		return Target{}
+	}
+	return t.target
 }
 
 // Extract returns ctx carrying the caller's trace context from the W3C

@@ -382,13 +382,24 @@ func TestSetupReadsTheOTELVariables(t *testing.T) {
 		cfg    Config
 		on     bool
 		errHas string
+		// where the traces go and which setting said so (when on)
+		endpoint, from string
 	}{
 		{name: "nothing configured", cfg: Config{Getenv: env()}},
-		{name: "the flag", cfg: Config{Endpoint: "http://127.0.0.1:4318", Getenv: env()}, on: true},
-		{name: "the variable", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")}, on: true},
+		{name: "the flag", cfg: Config{Endpoint: "http://127.0.0.1:4318", Getenv: env()}, on: true,
+			endpoint: "http://127.0.0.1:4318/v1/traces", from: "flag"},
+		{name: "the flag from a file", cfg: Config{Endpoint: "http://127.0.0.1:4317", EndpointFrom: "file ragtime.toml", Protocol: "grpc",
+			Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")}, on: true,
+			endpoint: "http://127.0.0.1:4317", from: "file ragtime.toml"},
+		{name: "the variable", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")}, on: true,
+			endpoint: "http://127.0.0.1:4318/v1/traces", from: "env OTEL_EXPORTER_OTLP_ENDPOINT"},
+		{name: "the variable with a password", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_ENDPOINT", "https://u:s3cret@collector:4318/")}, on: true,
+			endpoint: "https://u:xxxxx@collector:4318/v1/traces", from: "env OTEL_EXPORTER_OTLP_ENDPOINT"},
 		{name: "the traces variable, gRPC", cfg: Config{Getenv: env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://127.0.0.1:4317",
-			"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")}, on: true},
-		{name: "OTEL_TRACES_EXPORTER=otlp alone", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "otlp")}, on: true},
+			"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")}, on: true,
+			endpoint: "http://127.0.0.1:4317", from: "env OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
+		{name: "OTEL_TRACES_EXPORTER=otlp alone", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "otlp")}, on: true,
+			endpoint: "http://localhost:4318/v1/traces", from: "default (env OTEL_TRACES_EXPORTER=otlp)"},
 		{name: "SDK disabled wins", cfg: Config{Endpoint: "http://127.0.0.1:4318", Getenv: env("OTEL_SDK_DISABLED", "true")}},
 		{name: "exporter none", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "none", "OTEL_EXPORTER_OTLP_ENDPOINT", "http://x:4318")}},
 		{name: "another exporter", cfg: Config{Getenv: env("OTEL_TRACES_EXPORTER", "zipkin")}, errHas: "OTEL_TRACES_EXPORTER=zipkin"},
@@ -411,6 +422,9 @@ func TestSetupReadsTheOTELVariables(t *testing.T) {
 			}
 			if (tr != nil) != tc.on {
 				t.Fatalf("tracer %v, want on=%v", tr, tc.on)
+			}
+			if got := tr.Target(); got.Endpoint != tc.endpoint || got.EndpointFrom != tc.from {
+				t.Errorf("traces go to %q (from %q), want %q from %q", got.Endpoint, got.EndpointFrom, tc.endpoint, tc.from)
 			}
 			if tr != nil {
 				_ = tr.Shutdown(context.Background())
@@ -473,5 +487,87 @@ func TestExtractNeedsAValidTraceparent(t *testing.T) {
 	}
 	if err := off.Shutdown(context.Background()); !errors.Is(err, nil) {
 		t.Error(err)
+	}
+}
+
+// TestSpanIDsFormATree: every span of a query's trace has its own id, every
+// parent but the caller's is a span of the trace, and there is one root. The
+// chat span's preset id once leaked into its children, so that llm_connect,
+// llm_prefill and llm_decode shared its id and named it as their parent.
+func TestSpanIDsFormATree(t *testing.T) {
+	t.Parallel()
+	base, _ := startSim(t)
+	tr, exp := memTracer(t, 0)
+	p := newPipeline(t, base, &ctxSearcher{}, tr)
+	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{8},
+		TraceFlags: trace.FlagsSampled, Remote: true})
+	for _, ctx := range []context.Context{context.Background(), trace.ContextWithRemoteSpanContext(context.Background(), caller)} {
+		if rec := p.Run(ctx, request(t), discard{}); rec.Status != pipeline.StatusOK {
+			t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+		}
+	}
+	flush(t, tr)
+	byTrace := map[trace.TraceID]tracetest.SpanStubs{}
+	for _, s := range exp.GetSpans() {
+		byTrace[s.SpanContext.TraceID()] = append(byTrace[s.SpanContext.TraceID()], s)
+	}
+	if len(byTrace) != 2 {
+		t.Fatalf("%d traces for 2 queries", len(byTrace))
+	}
+	for tid, spans := range byTrace {
+		ids := map[trace.SpanID]string{}
+		for _, s := range spans {
+			if other, dup := ids[s.SpanContext.SpanID()]; dup {
+				t.Errorf("trace %s: %s and %s share span id %s", tid, other, s.Name, s.SpanContext.SpanID())
+			}
+			ids[s.SpanContext.SpanID()] = s.Name
+		}
+		roots := 0
+		for _, s := range spans {
+			switch _, ok := ids[s.Parent.SpanID()]; {
+			case s.Name == RootSpan:
+				roots++
+				if ok || (s.Parent.IsValid() && s.Parent.SpanID() != caller.SpanID()) {
+					t.Errorf("trace %s: the root's parent %s", tid, s.Parent.SpanID())
+				}
+			case !ok:
+				t.Errorf("trace %s: %s's parent %s is no span of the trace", tid, s.Name, s.Parent.SpanID())
+			case s.Parent.SpanID() == s.SpanContext.SpanID():
+				t.Errorf("trace %s: %s is its own parent", tid, s.Name)
+			}
+		}
+		if roots != 1 {
+			t.Errorf("trace %s: %d roots in %v", tid, roots, spanNames(spans))
+		}
+	}
+}
+
+// TestZeroLengthStageIsAZeroLengthSpan: a one-token answer's llm_decode
+// lasts 0 µs as stored, and its span lasts exactly 0 ns (no 1 ns guard
+// here; Jaeger's storage adds one, see docs/tracing.md).
+func TestZeroLengthStageIsAZeroLengthSpan(t *testing.T) {
+	t.Parallel()
+	base, _ := startSim(t)
+	tr, exp := memTracer(t, 0)
+	p := newPipeline(t, base, &ctxSearcher{}, tr)
+	req := request(t)
+	req.MaxTokens = 1
+	rec := p.Run(context.Background(), req, discard{})
+	if rec.Status != pipeline.StatusOK {
+		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
+	}
+	flush(t, tr)
+	var stored *pipeline.Span
+	for i := range rec.Stages {
+		if rec.Stages[i].Name == pipeline.StageLLMDecode {
+			stored = &rec.Stages[i]
+		}
+	}
+	if stored == nil || stored.DurationMs != 0 {
+		t.Fatalf("a one-token answer's llm_decode: %+v, want 0 ms", stored)
+	}
+	s, ok := byName(exp.GetSpans())[pipeline.StageLLMDecode]
+	if !ok || !s.EndTime.Equal(s.StartTime) {
+		t.Errorf("llm_decode span %v..%v, want 0 ns", s.StartTime, s.EndTime)
 	}
 }

@@ -21,6 +21,19 @@ const rt = (() => {
     return ms.toFixed(3) + " ms";
   }
   function pct(x) { return x === null || x === undefined ? "–" : (100 * x).toFixed(x < 0.1 ? 1 : 0) + "%"; }
+
+  // tailRatio is a ttft_tail row's p99/p50 cell: 5× or more is the bimodal
+  // signature of head-of-line blocking and shown red, unless the p50 or the
+  // p99 is under a millisecond, where a ratio is noise (an extractive answer
+  // of 0.02 ms with one of 4 ms reads 200×).
+  const tailFlagRatio = 5, tailRatioFloorMs = 1;
+  function tailRatio(r) {
+    if (r.p99_over_p50 === null || r.p99_over_p50 === undefined) return "–";
+    const subMs = !(r.ttft_p50_ms >= tailRatioFloorMs && r.ttft_p99_ms >= tailRatioFloorMs);
+    const flag = r.p99_over_p50 >= tailFlagRatio && !subMs;
+    const title = subMs ? ` title="under ${tailRatioFloorMs} ms: the ratio is noise"` : "";
+    return `<b${flag ? " class=status-error" : ""}${title}>${r.p99_over_p50.toFixed(1)}×</b>`;
+  }
   function esc(s) {
     return String(s ?? "").replace(/[&<>"']/g, c => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
@@ -413,5 +426,5 @@ const rt = (() => {
     legend(container, series);
   }
 
-  return { stageOrder, colors, fmtMs, pct, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars, fillModels, chosenModel, modelKey };
+  return { stageOrder, colors, fmtMs, pct, tailRatio, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars, fillModels, chosenModel, modelKey };
 })();

@@ -114,7 +114,7 @@
       { label: "hour", cls: "nowrap", fmt: hourOf }, { label: "model", fmt: modelOf },
       { label: "answered", num: true, fmt: r => r.answered }, { label: "p50", num: true, fmt: r => rt.fmtMs(r.ttft_p50_ms) },
       { label: "p99", num: true, fmt: r => rt.fmtMs(r.ttft_p99_ms) },
-      { label: "p99/p50", num: true, fmt: r => r.p99_over_p50 == null ? "–" : (r.p99_over_p50 >= 5 ? "<b class=status-error>" : "<b>") + r.p99_over_p50.toFixed(1) + "×</b>" },
+      { label: "p99/p50", num: true, fmt: rt.tailRatio },
     ], st.ttft_tail);
     table($("network-table"), [
       { label: "hour", cls: "nowrap", fmt: hourOf }, { label: "model", fmt: modelOf },

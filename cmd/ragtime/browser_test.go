@@ -262,6 +262,18 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		t.Errorf("dashboard elements %v", charts)
 	}
 	screenshot(t, ctx, "dashboard.png")
+	// p99/p50 is red at 5× or more, but not over sub-millisecond figures:
+	// an extractive p50 of 0.02 ms and p99 of 4.18 ms is 209× of noise.
+	flagged := browse(t, ctx, chromedp.Evaluate[[]bool](`[
+			{ttft_p50_ms: 0.02, ttft_p99_ms: 4.18, p99_over_p50: 209},
+			{ttft_p50_ms: 0.4, ttft_p99_ms: 0.9, p99_over_p50: 2.25},
+			{ttft_p50_ms: 0.5, ttft_p99_ms: 12, p99_over_p50: 24},
+			{ttft_p50_ms: 20, ttft_p99_ms: 150, p99_over_p50: 7.5},
+			{ttft_p50_ms: 20, ttft_p99_ms: 60, p99_over_p50: 3},
+		].map(r => { const d = document.createElement("div"); d.innerHTML = rt.tailRatio(r); return !!d.querySelector(".status-error"); })`))
+	if want := []bool{false, false, false, true, false}; !slices.Equal(flagged, want) {
+		t.Errorf("p99/p50 flagged red %v, want %v (none under 1 ms, 7.5× over 20 ms)", flagged, want)
+	}
 	// "all models, pooled" is a choice, and the tables then name each row's model.
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.url+"/dashboard?since=1h&all=1"), chromedp.WaitVisible(chromedp.CSS(`body[data-done="1"]`))); err != nil {
 		t.Fatalf("dashboard of all models: %v", err)

@@ -9,6 +9,7 @@ import (
 
 	"ragtime/llm"
 	"ragtime/postgres"
+	"ragtime/tracing"
 )
 
 // runConfig prints the effective configuration of `ragtime serve` (the
@@ -20,6 +21,13 @@ func runConfig(ctx context.Context, env *environment, args []string) error {
 	sources, err := parseFlagSources(fs, env, args)
 	if err != nil {
 		return err
+	}
+	cfg.sources = sources
+	// The endpoint and protocol traces really go to, whichever setting
+	// chose them (OTEL_* variables included).
+	target, err := tracing.Resolve(cfg.tracingConfig(env, nil))
+	if err != nil {
+		return &usageError{msg: err.Error()}
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SETTING\tVALUE\tFROM")
@@ -33,10 +41,19 @@ func runConfig(ctx context.Context, env *environment, args []string) error {
 				v = u.Redacted()
 			}
 		}
+		from := sources[f.Name]
+		switch f.Name {
+		case "otlp-endpoint":
+			v, from = target.Endpoint, target.EndpointFrom
+		case "otlp-protocol":
+			if target.Endpoint != "" {
+				v, from = target.Protocol, target.ProtocolFrom
+			}
+		}
 		if v == "" {
 			v = `""`
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, v, sources[f.Name])
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Name, v, from)
 	})
 	key, from := cfg.parts.llm.apiKey(env.getenv)
 	shown := "(not set)"

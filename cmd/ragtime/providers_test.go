@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -412,6 +413,44 @@ func TestKeyHygieneEndToEnd(t *testing.T) {
 		for _, s := range secrets {
 			if strings.Contains(where.text, s) {
 				t.Errorf("%q appears in %s", s, where.name)
+			}
+		}
+	}
+}
+
+// TestConfigShowsTheEffectiveOTLPEndpoint: with the endpoint set by the
+// OpenTelemetry variables alone, `ragtime config` shows where traces go
+// and which variable said so, not the empty flag.
+func TestConfigShowsTheEffectiveOTLPEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env      map[string]string
+		args     []string
+		want     []string // value, then the words of its source
+		protocol []string
+	}{
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+			want: []string{"http://127.0.0.1:4318/v1/traces", "env", "OTEL_EXPORTER_OTLP_ENDPOINT"}, protocol: []string{"http/protobuf", "default"}},
+		{env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			want:     []string{"http://127.0.0.1:4317", "env", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"},
+			protocol: []string{"grpc", "env", "OTEL_EXPORTER_OTLP_PROTOCOL"}},
+		{env: map[string]string{"RAGTIME_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"},
+			want: []string{"http://127.0.0.1:4318/v1/traces", "env", "RAGTIME_OTLP_ENDPOINT"}, protocol: []string{"http/protobuf", "default"}},
+		{args: []string{"--otlp-endpoint", "http://127.0.0.1:4318/"},
+			want: []string{"http://127.0.0.1:4318/v1/traces", "flag"}, protocol: []string{"http/protobuf", "default"}},
+		{env: map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"},
+			want: []string{`""`, "off:", "env", "OTEL_SDK_DISABLED=true"}},
+	} {
+		out, _, err := runOut(t, tc.env, append([]string{"config"}, tc.args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if row := configRow(t, out, "otlp-endpoint"); !slices.Equal(row[1:], tc.want) {
+			t.Errorf("env %v args %v: otlp-endpoint row %v, want %v", tc.env, tc.args, row[1:], tc.want)
+		}
+		if tc.protocol != nil {
+			if row := configRow(t, out, "otlp-protocol"); !slices.Equal(row[1:], tc.protocol) {
+				t.Errorf("env %v: otlp-protocol row %v, want %v", tc.env, row[1:], tc.protocol)
 			}
 		}
 	}

@@ -71,6 +71,8 @@ type serveConfig struct {
 	otlpEndpoint     string
 	otlpProtocol     string
 	traceURLTemplate string
+	// sources says where each flag's value came from (parseFlagSources).
+	sources map[string]string
 }
 
 // warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
@@ -227,7 +229,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "serve", "serve [flags]")
 	var cfg serveConfig
 	cfg.register(fs)
-	if err := parseFlags(fs, env, args); err != nil {
+	var err error
+	if cfg.sources, err = parseFlagSources(fs, env, args); err != nil {
 		return err
 	}
 	if problems := cfg.Valid(ctx); len(problems) > 0 {
@@ -448,8 +451,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 // tracer sets up OpenTelemetry tracing from --otlp-endpoint and the OTEL_*
 // variables; nil when neither asks for it.
 func (c *serveConfig) tracer(ctx context.Context, env *environment, parts *parts, log *slog.Logger) (*tracing.Tracer, error) {
-	t, err := tracing.Setup(ctx, tracing.Config{Endpoint: c.otlpEndpoint, Protocol: c.otlpProtocol,
-		Getenv: env.getenv, Logger: log})
+	t, err := tracing.Setup(ctx, c.tracingConfig(env, log))
 	if err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
@@ -459,8 +461,17 @@ func (c *serveConfig) tracer(ctx context.Context, env *environment, parts *parts
 	if parts.remote != nil {
 		t.SetLLMServer(parts.remote.BaseURL())
 	}
-	log.Info("tracing: one OpenTelemetry trace per query", "otlp_endpoint", c.otlpEndpoint, "trace_url_template", c.traceURLTemplate)
+	tg := t.Target()
+	log.Info("tracing: one OpenTelemetry trace per query", "otlp_endpoint", tg.Endpoint, "otlp_endpoint_from", tg.EndpointFrom,
+		"otlp_protocol", tg.Protocol, "trace_url_template", c.traceURLTemplate)
 	return t, nil
+}
+
+// tracingConfig is the tracing part of the flags, with where the endpoint
+// came from.
+func (c *serveConfig) tracingConfig(env *environment, log *slog.Logger) tracing.Config {
+	return tracing.Config{Endpoint: c.otlpEndpoint, EndpointFrom: c.sources["otlp-endpoint"], Protocol: c.otlpProtocol,
+		Getenv: env.getenv, Logger: log}
 }
 
 // traceContext is the API's reader of incoming trace context: nil without

@@ -117,9 +117,29 @@ type ttftSeries struct {
 	P95Ms        float64   `json:"p95_ms"`
 	// AnswerMedianMs is set when the model reasoned first.
 	AnswerMedianMs *float64 `json:"answer_median_ms,omitempty"`
-	// CachedRuns counts the runs the server answered partly from its
-	// prefix cache (cached_tokens > 0).
+	// CachedRuns counts the runs the server answered from its prefix cache:
+	// at least cachedRunShare of the prompt's tokens cached (any cached
+	// token when the server does not count the prompt).
 	CachedRuns int `json:"cached_runs"`
+	// CachedShare is the share of the series' prompt tokens served from the
+	// prefix cache, over the runs whose server says; nil when none does.
+	CachedShare *float64 `json:"cached_share"`
+}
+
+// cachedRunShare is the share of a run's prompt that must come from the
+// prefix cache for the run to count as cached. llama.cpp's server reuses the
+// chat template's first ~10 tokens even for a prompt whose nonce makes the
+// rest new (2-20 % of a short prompt): that run still paid the prefill. A
+// run that reused the prompt, as --same-prompt's do, gets all but the last
+// few tokens from the cache.
+const cachedRunShare = 0.5
+
+// cachedRun says whether r was answered from the prefix cache.
+func cachedRun(r ttftRun) bool {
+	if r.CachedTokens == nil || *r.CachedTokens == 0 {
+		return false
+	}
+	return r.PromptTokens <= 0 || float64(*r.CachedTokens) >= cachedRunShare*float64(r.PromptTokens)
 }
 
 // runTTFT is the seed's TTFT measurement as a tool: N streaming requests on
@@ -227,11 +247,11 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 		if s.AnswerMedianMs != nil {
 			fmt.Fprintf(env.stdout, "; first answer token median %.1f ms", *s.AnswerMedianMs)
 		}
-		fmt.Fprintf(env.stdout, "; %d of %d runs served partly from the prefix cache\n", s.CachedRuns, len(s.Runs))
+		fmt.Fprintf(env.stdout, "; %d of %d runs served from the prefix cache (%s of the prompt tokens cached)\n", s.CachedRuns, len(s.Runs), shareText(s.CachedShare))
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "prompt\tprompt_tokens\tmax_tokens\truns\tmedian_ms\tp95_ms\tmin_ms\tmax_ms\tanswer_median_ms\tcached_runs\t")
+	fmt.Fprintln(tw, "prompt\tprompt_tokens\tmax_tokens\truns\tmedian_ms\tp95_ms\tmin_ms\tmax_ms\tanswer_median_ms\tcached_runs\tcached_share\t")
 	for _, s := range all {
 		pt := "-"
 		if s.PromptTokens > 0 {
@@ -241,14 +261,23 @@ func runTTFT(ctx context.Context, env *environment, args []string) error {
 		if s.AnswerMedianMs != nil {
 			ans = fmt.Sprintf("%.1f", *s.AnswerMedianMs)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%d/%d\t\n", s.Prompt, pt, s.MaxTokens, len(s.Runs), s.MedianMs, s.P95Ms, s.MinMs, s.MaxMs, ans, s.CachedRuns, len(s.Runs))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%d/%d\t%s\t\n", s.Prompt, pt, s.MaxTokens, len(s.Runs), s.MedianMs, s.P95Ms, s.MinMs, s.MaxMs, ans, s.CachedRuns, len(s.Runs), shareText(s.CachedShare))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(env.stdout, "TTFT is measured from the request start to the first token of any kind; the first run of all paid a new connection.")
-	fmt.Fprintln(env.stdout, "unique: every run's prompt starts with a nonce, so no prefix cache serves it (the prefill); same: the identical prompt every run (the cached path); cached_runs: runs with cached_tokens > 0.")
+	fmt.Fprintln(env.stdout, "unique: every run's prompt starts with a nonce, so no prefix cache serves it (the prefill); same: the identical prompt every run (the cached path); cached_runs: runs with at least half their prompt tokens cached; cached_share: cached / prompt tokens over the series.")
 	return nil
+}
+
+// shareText shows a cached share as a percentage, "unknown" when the
+// server does not say.
+func shareText(share *float64) string {
+	if share == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.0f%%", 100**share)
 }
 
 // nonceLine is the line a unique prompt starts with: 18 decimal digits,
@@ -318,14 +347,23 @@ func printRun(env *environment, i int, r ttftRun) {
 func summarize(s *ttftSeries) {
 	v := make([]float64, len(s.Runs))
 	var answers []float64
+	var cached, prompt int
 	for i, r := range s.Runs {
 		v[i] = r.TTFTMs
-		if r.CachedTokens != nil && *r.CachedTokens > 0 {
+		if cachedRun(r) {
 			s.CachedRuns++
+		}
+		if r.CachedTokens != nil && r.PromptTokens > 0 {
+			cached += *r.CachedTokens
+			prompt += r.PromptTokens
 		}
 		if r.Reasoning && r.AnswerMs != nil {
 			answers = append(answers, *r.AnswerMs)
 		}
+	}
+	if prompt > 0 {
+		share := float64(cached) / float64(prompt)
+		s.CachedShare = &share
 	}
 	slices.Sort(v)
 	s.MinMs, s.MaxMs = v[0], v[len(v)-1]

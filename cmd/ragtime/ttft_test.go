@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -145,21 +146,55 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The last two columns: cached_runs and cached_share.
 	var unique, same bool
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) > 0 && f[0] == promptUnique {
-			unique = strings.HasSuffix(l, "0/2")
+		if len(f) > 2 && f[0] == promptUnique {
+			unique = f[len(f)-2] == "0/2" && f[len(f)-1] == "0%"
 		}
-		if len(f) > 0 && f[0] == promptSame {
-			same = strings.HasSuffix(l, "1/2")
+		if len(f) > 2 && f[0] == promptSame {
+			same = f[len(f)-2] == "1/2" && f[len(f)-1] != "0%" && strings.HasSuffix(f[len(f)-1], "%")
 		}
 	}
 	if !unique || !same {
-		t.Errorf("--compare-cache: want a unique row with 0/2 cached runs and a same row with 1/2:\n%s", out)
+		t.Errorf("--compare-cache: want a unique row with 0/2 cached runs, 0%% cached, and a same row with 1/2 and a cached share:\n%s", out)
 	}
 
 	if _, _, err := runOut(t, nil, append(args, "--same-prompt", "--compare-cache")...); err == nil || !strings.Contains(err.Error(), "--compare-cache") {
 		t.Errorf("--same-prompt with --compare-cache: %v, want a usage error naming both", err)
+	}
+}
+
+// TestCachedRunsNeedAShareOfThePrompt: llama.cpp's server reuses the chat
+// template's first tokens for every prompt; a run counts as cached only when
+// at least half its prompt came from the cache, and the series says which
+// share of its prompt tokens did.
+func TestCachedRunsNeedAShareOfThePrompt(t *testing.T) {
+	t.Parallel()
+	run := func(prompt int, cached *int) ttftRun {
+		return ttftRun{TTFTMs: 10, PromptTokens: prompt, CachedTokens: cached}
+	}
+	n := func(v int) *int { return &v }
+	for _, tc := range []struct {
+		name   string
+		runs   []ttftRun
+		cached int
+		share  *float64
+	}{
+		{"the template's first tokens (llama-server, unique prompts)", []ttftRun{run(60, n(0)), run(60, n(10)), run(60, n(10))}, 0, ptrTo(20.0 / 180)},
+		{"the same prompt", []ttftRun{run(60, n(0)), run(60, n(59)), run(60, n(59))}, 2, ptrTo(118.0 / 180)},
+		{"half the prompt", []ttftRun{run(100, n(50)), run(100, n(49))}, 1, ptrTo(0.495)},
+		{"a server that does not count the prompt", []ttftRun{run(0, n(5)), run(0, n(0))}, 1, nil},
+		{"a server that does not say (Ollama)", []ttftRun{run(60, nil), run(60, nil)}, 0, nil},
+	} {
+		s := ttftSeries{Runs: tc.runs}
+		summarize(&s)
+		if s.CachedRuns != tc.cached {
+			t.Errorf("%s: %d cached runs, want %d", tc.name, s.CachedRuns, tc.cached)
+		}
+		if (s.CachedShare == nil) != (tc.share == nil) || s.CachedShare != nil && math.Abs(*s.CachedShare-*tc.share) > 1e-9 {
+			t.Errorf("%s: cached share %v, want %v", tc.name, show(s.CachedShare), show(tc.share))
+		}
 	}
 }

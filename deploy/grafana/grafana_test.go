@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"regexp"
 	"slices"
@@ -151,6 +152,12 @@ func record(i int, now time.Time) pipeline.Record {
 		ttft *= 6 // the tail
 	}
 	reused := i%4 != 0
+	// Every part of the identity is there: ttft = accept + queue +
+	// retrieval + gen_ttft + overhead + reasoning.
+	reasoning := 0.0
+	if i%3 == 0 {
+		reasoning = 30
+	}
 	return pipeline.Record{
 		QueryID:        uuid.NewString(),
 		CreatedAt:      now.Add(-time.Duration(i) * 7 * time.Minute),
@@ -175,14 +182,17 @@ func record(i int, now time.Time) pipeline.Record {
 		},
 		Figures: pipeline.Figures{
 			TTFTMs:         &ttft,
-			FirstTokenMs:   &ttft,
+			FirstTokenMs:   ptr(ttft - reasoning),
 			E2EMs:          ttft + 500,
 			RetrievalMs:    12,
-			GenTTFTMs:      ttft - 12.5,
-			LLMPrefillMs:   ttft - 14.5,
-			OverheadMs:     ptr(0.5),
+			AcceptMs:       6,
+			QueueMs:        1.5,
+			GenTTFTMs:      ttft - 20.5 - reasoning,
+			LLMPrefillMs:   ttft - 22.5 - reasoning,
+			OverheadMs:     ptr(1.0),
+			ReasoningMs:    &reasoning,
 			RetrievalShare: ptr(12 / ttft),
-			PrefillShare:   ptr((ttft - 14.5) / ttft),
+			PrefillShare:   ptr((ttft - 22.5 - reasoning) / ttft),
 			Usage:          pipeline.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: new(200 * (i % 3))},
 		},
 	}
@@ -287,6 +297,81 @@ func TestDashboardPanelsRunAgainstTheSchema(t *testing.T) {
 				t.Errorf("panel %q for an unknown model: %v\n%s", p.Title, err, sql)
 			}
 		}
+	}
+}
+
+// TestShareOfTTFTCoversTheIdentity: the "Share of TTFT by stage" panel has a
+// column for every part of the TTFT identity, and on queries that have each
+// of them its stack adds up to 1 in every bucket.
+func TestShareOfTTFTCoversTheIdentity(t *testing.T) {
+	t.Parallel()
+	panels, _ := loadDashboardAndVariables(t)
+	var share *panel
+	for i := range panels {
+		if panels[i].Title == "Share of TTFT by stage" {
+			share = &panels[i]
+		}
+	}
+	if share == nil || len(share.Targets) != 1 {
+		t.Fatalf("no single-query panel \"Share of TTFT by stage\"")
+	}
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
+	now := time.Now()
+	for i := range 12 {
+		rec.Record(record(i, now))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	values := map[string][]string{"provider": {"llmsim"}, "model": {"sim-a"}}
+	sql := expandMacros(t, expandVariables(t, share.Targets[0].RawSQL, values), now.Add(-3*time.Hour), now.Add(time.Minute), 20*time.Minute)
+	rows, err := pool.Query(ctx, sql)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+	defer rows.Close()
+	var cols []string
+	for _, f := range rows.FieldDescriptions()[1:] { // after the time
+		cols = append(cols, f.Name)
+	}
+	// The identity's parts: the stages before the first token that are
+	// parts on their own, the groups of the others, and what is not a stage.
+	want := []string{pipeline.StageAccept, pipeline.StageQueue, "retrieval", pipeline.StageLLMConnect, pipeline.StageLLMPrefill,
+		"overhead", "reasoning"}
+	if !slices.Equal(cols, want) {
+		t.Errorf("the panel's parts %v, want the TTFT identity's %v", cols, want)
+	}
+	n := 0
+	for rows.Next() {
+		var at float64 // the bucket's epoch seconds
+		shares := make([]*float64, len(cols))
+		dest := []any{&at}
+		for i := range shares {
+			dest = append(dest, &shares[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
+			t.Fatal(err)
+		}
+		sum := 0.0
+		for i, f := range shares {
+			if f == nil {
+				t.Fatalf("bucket %v: no %s share", at, cols[i])
+			}
+			sum += *f
+		}
+		if math.Abs(sum-1) > 0.001 {
+			t.Errorf("bucket %v: the shares of %v add up to %.4f, not 1", at, cols, sum)
+		}
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatalf("no bucket\n%s", sql)
 	}
 }
 

@@ -94,17 +94,14 @@ ORDER BY 1`))))
 
 	b.WithPanel(timeseries.NewPanelBuilder().Id(2).
 		Title("Share of TTFT by stage").
-		Description("Mean share of TTFT per part, over the chosen model's answered queries: queue, retrieval (embed+search+rerank+assemble), llm_connect, llm_prefill and the service's own overhead.").
+		Description("Mean share of TTFT per part, over the chosen model's answered queries: " + ttftPartNames() +
+			" (retrieval is embed+search+rerank+assemble, overhead the service's own glue, reasoning the model's thinking before its first answer token). The parts add up to TTFT.").
 		Datasource(ds).GridPos(pos(12, 0, 12, 8)).Unit("percentunit").Min(0).Max(1).
 		DrawStyle(common.GraphDrawStyleBars).FillOpacity(70).LineWidth(0).
 		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal).Group("A")).
 		WithTarget(NewSQL("time_series", sql(`SELECT $__timeGroupAlias(created_at, $__interval),
-  avg(queue_ms / nullif(ttft_ms, 0)) AS queue,
-  avg(retrieval_share) AS retrieval,
-  avg((gen_ttft_ms - llm_prefill_ms) / nullif(ttft_ms, 0)) AS llm_connect,
-  avg(prefill_share) AS llm_prefill,
-  avg(overhead_ms / nullif(ttft_ms, 0)) AS overhead
-FROM ttft_breakdown
+`+ttftShareColumns()+`
+FROM queries
 WHERE $__timeFilter(created_at) AND ttft_ms IS NOT NULL AND %F
 GROUP BY 1
 ORDER BY 1`))))
@@ -208,4 +205,36 @@ func DashboardJSON() ([]byte, error) {
 		return nil, fmt.Errorf("encoding the dashboard: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// TTFTParts are the parts of the TTFT identity (docs/design.md), in
+// pipeline order, each with its share of one query's TTFT from the columns
+// of queries: ttft_ms = accept_ms + queue_ms + retrieval_ms +
+// llm_connect + llm_prefill_ms + overhead_ms + reasoning_ms.
+var TTFTParts = []struct{ Name, Share string }{
+	{"accept", "accept_ms / nullif(ttft_ms, 0)"},
+	{"queue", "queue_ms / nullif(ttft_ms, 0)"},
+	{"retrieval", "retrieval_share"},
+	{"llm_connect", "(gen_ttft_ms - llm_prefill_ms) / nullif(ttft_ms, 0)"},
+	{"llm_prefill", "prefill_share"},
+	{"overhead", "overhead_ms / nullif(ttft_ms, 0)"},
+	{"reasoning", "reasoning_ms / nullif(ttft_ms, 0)"},
+}
+
+// ttftShareColumns is one mean share column per TTFT part, named after it.
+func ttftShareColumns() string {
+	cols := make([]string, len(TTFTParts))
+	for i, p := range TTFTParts {
+		cols[i] = "  avg(" + p.Share + ") AS " + p.Name
+	}
+	return strings.Join(cols, ",\n")
+}
+
+// ttftPartNames lists the parts' names for a description.
+func ttftPartNames() string {
+	names := make([]string, len(TTFTParts))
+	for i, p := range TTFTParts {
+		names[i] = p.Name
+	}
+	return strings.Join(names, ", ")
 }
