@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,16 @@ func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
 		{`{` + user + `}`, "model_required", "model", 400},
 		{`{"model":"m"}`, "messages_required", "messages", 400},
 		{`{"model":"m","messages":[]}`, "messages_required", "messages", 400},
-		{`{"model":"m",` + user + `,"tools":[]}`, "unknown_field", "tools", 400},
+		{`{"model":"m",` + user + `,"tools":[]}`, "unsupported_parameter", "tools", 400},
+		{`{"model":"m",` + user + `,"tool_choice":"auto"}`, "unsupported_parameter", "tool_choice", 400},
+		{`{"model":"m",` + user + `,"logit_bias":{"1":2}}`, "unsupported_parameter", "logit_bias", 400},
+		{`{"model":"m",` + user + `,"top_logprobs":2}`, "unsupported_parameter", "top_logprobs", 400},
+		{`{"model":"m",` + user + `,"response_format":{"type":"json_object"}}`, "unsupported_parameter", "response_format", 400},
+		{`{"model":"m",` + user + `,"stopp":"x"}`, "unknown_field", "stopp", 400},
+		{`{"model":"m",` + user + `,"stop":["a","b","c","d","e"]}`, "stop_invalid", "stop", 400},
+		{`{"model":"m",` + user + `,"stop":["a",""]}`, "stop_invalid", "stop[1]", 400},
+		{`{"model":"m",` + user + `,"stop":7}`, "stop_invalid", "stop", 400},
+		{`{"model":"m",` + user + `,"seed":1.5}`, "seed_invalid", "seed", 400},
 		{`{"model":"m",` + user + `,"ragtime":{"topk":3}}`, "unknown_field", "ragtime.topk", 400},
 		{`{"model":"m",` + user + `,"ragtime":{"top_k":0}}`, "top_k_out_of_range", "ragtime.top_k", 400},
 		{`{"model":"m",` + user + `,"ragtime":{"top_k":"5"}}`, "body_invalid", "ragtime.top_k", 400},
@@ -223,6 +233,32 @@ func TestChatCompletionWithoutStream(t *testing.T) {
 		*m.ReasoningContent != "hmm" || *c.Choices[0].FinishReason != "length" || c.Usage == nil || c.Usage.PromptTokens != 10 ||
 		c.Ragtime == nil || c.Ragtime.QueryID != "q1" || len(c.Ragtime.Sources) != 1 {
 		t.Errorf("completion %s", body)
+	}
+}
+
+// TestChatStopAndSeedReachTheQuery: stop (a string or an array) and seed,
+// which SDKs send (the Vercel AI SDK's stopSequences, LangChain's
+// invoke(…, {stop})), are taken and handed to the query for the model.
+func TestChatStopAndSeedReachTheQuery(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fields string
+		stop   []string
+		seed   int64
+	}{
+		{`"stop":"\n\n","seed":7`, []string{"\n\n"}, 7},
+		{`"stop":["END","Q:"],"seed":-3`, []string{"END", "Q:"}, -3},
+		{`"stop":null`, nil, 0},
+	} {
+		asker := &chatScriptAsker{}
+		ts := newTestServer(t, Deps{Asker: asker})
+		status, _, body := postChat(t, ts.URL, `{"model":"m",`+tt.fields+`,"messages":[{"role":"user","content":"What is TTFT?"}]}`)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", tt.fields, status, body)
+		}
+		if !slices.Equal(asker.got.Stop, tt.stop) || (asker.got.Seed == nil) != (tt.seed == 0) || asker.got.Seed != nil && *asker.got.Seed != tt.seed {
+			t.Errorf("%s: stop %q seed %v", tt.fields, asker.got.Stop, asker.got.Seed)
+		}
 	}
 }
 

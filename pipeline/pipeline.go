@@ -437,7 +437,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 
 	q.greq = &GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
-		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
+		Temperature: q.req.Temperature, Stop: q.req.Stop, Seed: q.req.Seed, Question: q.req.Question, Sources: prompt.sources}
 	q.promptTokens = prompt.promptTokens
 	return nil
 }

@@ -1146,3 +1146,17 @@ func TestDeltaGapsStats(t *testing.T) {
 		}
 	}
 }
+
+// TestStopAndSeedReachTheModel: a request's stop sequences and seed are in
+// what the generator is asked.
+func TestStopAndSeedReachTheModel(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	req := request(t, "q", 5, 0)
+	seed := int64(9)
+	req.Stop, req.Seed = []string{"END"}, &seed
+	p.Run(context.Background(), req, &recStream{})
+	if !slices.Equal(gen.got.Stop, []string{"END"}) || gen.got.Seed == nil || *gen.got.Seed != 9 {
+		t.Errorf("the model was asked with stop %q seed %v", gen.got.Stop, gen.got.Seed)
+	}
+}
