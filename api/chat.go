@@ -384,6 +384,23 @@ func openAIRoute(path string) bool {
 	return path == "/v1/chat/completions" || path == "/v1/models" || strings.HasPrefix(path, "/v1/models/")
 }
 
+// unknownOpenAIRoute reports whether a path that matched no route is one an
+// OpenAI client may have tried: anything under /v1/ (POST /v1/responses
+// from the Vercel AI SDK's default openai(model), /v1/completions,
+// /v1/embeddings, ...). It is answered in OpenAI's shape, so that the SDK
+// shows its message.
+func unknownOpenAIRoute(path string) bool { return strings.HasPrefix(path, "/v1/") }
+
+// noSuchOpenAIRoute is the 404 of an unknown /v1/ route: it names the
+// chat completions route ragtime serves and the Vercel AI SDK's way to
+// it.
+func noSuchOpenAIRoute(r *http.Request) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf(
+		"ragtime has no %s %.100s: its OpenAI-compatible API is POST /v1/chat/completions (and GET /v1/models). "+
+			"With the Vercel AI SDK use the chat completions model, openai.chat(model), not openai(model), which calls /v1/responses",
+		r.Method, r.URL.Path)}
+}
+
 // asOpenAIError puts ae in OpenAI's error shape, with ragtime's stable code
 // as code and the field as param; the hint, which OpenAI's shape has no
 // field for, ends the message.

@@ -462,3 +462,37 @@ func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownV1RoutesAnswerInOpenAIsShape: a route under /v1/ that ragtime
+// does not serve (the Vercel AI SDK's default openai(model) posts to
+// /v1/responses) gets a 404 in OpenAI's error shape whose message names
+// the chat completions route and the SDK's .chat(model); other unknown
+// paths keep ragtime's shape.
+func TestUnknownV1RoutesAnswerInOpenAIsShape(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: &countingAsker{}})
+	for _, tt := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/responses"},
+		{http.MethodPost, "/v1/embeddings"},
+		{http.MethodGet, "/v1/nothing/here"},
+	} {
+		req, _ := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(`{"model":"m","input":"hi"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var e openAIErrBody
+		if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 404 || e.Error.Type != "not_found_error" ||
+			e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "POST /v1/chat/completions") ||
+			!strings.Contains(e.Error.Message, "openai.chat(model)") || !strings.Contains(e.Error.Message, tt.path) {
+			t.Errorf("%s %s: %d %s", tt.method, tt.path, resp.StatusCode, b)
+		}
+	}
+	status, _, _ := get(t, ts.URL+"/nothing")
+	if status != 404 {
+		t.Errorf("GET /nothing: %d", status)
+	}
+}
