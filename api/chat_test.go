@@ -23,7 +23,19 @@ import (
 // headers and body.
 func postChat(t *testing.T, base, body string) (int, http.Header, string) {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	return sendJSON(t, http.MethodPost, base+"/v1/chat/completions", body)
+}
+
+// sendJSON sends body as JSON with method to url and returns the status,
+// headers and body.
+func sendJSON(t *testing.T, method, url, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,19 +488,12 @@ func TestUnknownV1RoutesAnswerInOpenAIsShape(t *testing.T) {
 		{http.MethodPost, "/v1/embeddings"},
 		{http.MethodGet, "/v1/nothing/here"},
 	} {
-		req, _ := http.NewRequest(tt.method, ts.URL+tt.path, strings.NewReader(`{"model":"m","input":"hi"}`))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		status, _, b := sendJSON(t, tt.method, ts.URL+tt.path, `{"model":"m","input":"hi"}`)
 		var e openAIErrBody
-		if err := json.Unmarshal(b, &e); err != nil || resp.StatusCode != 404 || e.Error.Type != "not_found_error" ||
+		if err := json.Unmarshal([]byte(b), &e); err != nil || status != 404 || e.Error.Type != "not_found_error" ||
 			e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "POST /v1/chat/completions") ||
 			!strings.Contains(e.Error.Message, "openai.chat(model)") || !strings.Contains(e.Error.Message, tt.path) {
-			t.Errorf("%s %s: %d %s", tt.method, tt.path, resp.StatusCode, b)
+			t.Errorf("%s %s: %d %s", tt.method, tt.path, status, b)
 		}
 	}
 	status, _, _ := get(t, ts.URL+"/nothing")

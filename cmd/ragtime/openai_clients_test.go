@@ -231,9 +231,7 @@ func TestOpenAIClients(t *testing.T) {
 func TestOpenServerWithTheSDKsDefaults(t *testing.T) {
 	t.Parallel()
 	ensureNPMClients(t)
-	dbURL, _ := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
+	env, dataDir, _ := corpusDB(t)
 	srv := startServe(t, env, "--data-dir", dataDir)
 
 	t.Run("readme", func(t *testing.T) {

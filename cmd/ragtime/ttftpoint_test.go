@@ -35,9 +35,7 @@ import (
 // the largest gap.
 func TestClientNeverSeesTheFirstTokenBeforeTTFT(t *testing.T) {
 	t.Parallel()
-	dbURL, pool := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL}
-	dataDir := ingestCorpus(t, env)
+	env, dataDir, pool := corpusDB(t)
 	srv := startServe(t, env, "--data-dir", dataDir, "--rate", "0")
 	host := strings.TrimPrefix(srv.url, "http://")
 	const asks, slack, bound = 20, time.Microsecond, 250 * time.Millisecond
