@@ -44,7 +44,10 @@ type chatBody struct {
 	FrequencyPenalty    *float64                  `json:"frequency_penalty"`
 	PresencePenalty     *float64                  `json:"presence_penalty"`
 	Logprobs            *bool                     `json:"logprobs"`
-	Ragtime             json.RawMessage           `json:"ragtime"`
+	// Stop is a string or an array of strings (chatStop reads it).
+	Stop    json.RawMessage `json:"stop"`
+	Seed    *int64          `json:"seed"`
+	Ragtime json.RawMessage `json:"ragtime"`
 }
 
 // chatRagtimeKnobs is the request's ragtime extension object: the /ask
@@ -65,7 +68,35 @@ type chatMessage struct {
 }
 
 const chatKnownFields = "model, messages, stream, stream_options, max_tokens, max_completion_tokens, temperature, " +
-	"user, n, top_p, frequency_penalty, presence_penalty, logprobs, ragtime"
+	"stop, seed, user, n, top_p, frequency_penalty, presence_penalty, logprobs, ragtime"
+
+// chatUnsupported are the fields of OpenAI's chat completions request that
+// ragtime knows and does not honour, with why: a request that sends one is
+// refused with unsupported_parameter, not unknown_field, so that the
+// caller learns it is the feature, not the spelling. (n, top_p,
+// frequency_penalty, presence_penalty and logprobs are accepted at the
+// value that changes nothing: chatRequest.)
+var chatUnsupported = map[string]string{
+	"audio":               "ragtime answers in text",
+	"modalities":          "ragtime answers in text",
+	"function_call":       "ragtime answers from its documents and calls no tools",
+	"functions":           "ragtime answers from its documents and calls no tools",
+	"tools":               "ragtime answers from its documents and calls no tools",
+	"tool_choice":         "ragtime answers from its documents and calls no tools",
+	"parallel_tool_calls": "ragtime answers from its documents and calls no tools",
+	"web_search_options":  "ragtime answers from its documents and searches nothing else",
+	"logit_bias":          "ragtime does not bias the model's tokens",
+	"top_logprobs":        "ragtime does not return log probabilities",
+	"response_format":     "ragtime answers in plain text with citations",
+	"prediction":          "ragtime does not pass predicted outputs to the model",
+	"reasoning_effort":    "ragtime does not pass it to the model",
+	"verbosity":           "ragtime does not pass it to the model",
+	"service_tier":        "ragtime has no service tiers",
+	"store":               "ragtime records every query itself (GET /v1/queries/{id})",
+	"metadata":            "ragtime records every query itself (GET /v1/queries/{id})",
+	"prompt_cache_key":    "ragtime does not pass it to the model",
+	"safety_identifier":   "ragtime does not pass it to the model",
+}
 
 // handleChatCompletions serves POST /v1/chat/completions.
 func (s *server) handleChatCompletions(c echo.Context) error {
@@ -103,6 +134,9 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 func chatBodyError(err error, limit int64) error {
 	if strings.HasPrefix(err.Error(), "json: unknown field ") {
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		if why, ok := chatUnsupported[field]; ok {
+			return badRequest(field, "unsupported_parameter", fmt.Sprintf("%s is an OpenAI parameter ragtime does not support (%s); leave it out", field, why))
+		}
 		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce)", field, chatKnownFields))
 	}
 	if errors.Is(err, io.EOF) {
@@ -114,7 +148,12 @@ func chatBodyError(err error, limit int64) error {
 // chatRequest turns the body into a pipeline request: the last message
 // (from the user) is the question, the ones before it the history.
 func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
-	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature}
+	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature, Seed: b.Seed}
+	stop, err := chatStop(b.Stop)
+	if err != nil {
+		return req, err
+	}
+	req.Stop = stop
 	if b.Model == nil || *b.Model == "" {
 		return req, badRequest("model", "model_required", "model is required; GET /v1/models lists the models this key may use")
 	}
@@ -194,6 +233,27 @@ func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
 	}
 	req.Question, req.History = last.Content, msgs[:len(msgs)-1]
 	return req, nil
+}
+
+// chatStop reads the request's stop: absent or null, a string, or an array
+// of strings (OpenAI's shapes); pipeline.Request's checks bound them.
+func chatStop(raw json.RawMessage) ([]string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	var one string
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return nil, badRequest("stop", "stop_invalid", "stop is not a valid JSON string")
+		}
+		return []string{one}, nil
+	}
+	var many []string
+	if err := json.Unmarshal(raw, &many); err != nil {
+		return nil, badRequest("stop", "stop_invalid", "stop must be a string or an array of strings")
+	}
+	return many, nil
 }
 
 // decodeStrict decodes the JSON object raw into v, refusing unknown
@@ -322,6 +382,23 @@ func (s *server) modelsFor(c echo.Context) []string {
 // openAIRoute reports whether a path is answered in OpenAI's shapes.
 func openAIRoute(path string) bool {
 	return path == "/v1/chat/completions" || path == "/v1/models" || strings.HasPrefix(path, "/v1/models/")
+}
+
+// unknownOpenAIRoute reports whether a path that matched no route is one an
+// OpenAI client may have tried: anything under /v1/ (POST /v1/responses
+// from the Vercel AI SDK's default openai(model), /v1/completions,
+// /v1/embeddings, ...). It is answered in OpenAI's shape, so that the SDK
+// shows its message.
+func unknownOpenAIRoute(path string) bool { return strings.HasPrefix(path, "/v1/") }
+
+// noSuchOpenAIRoute is the 404 of an unknown /v1/ route: it names the
+// chat completions route ragtime serves and the Vercel AI SDK's way to
+// it.
+func noSuchOpenAIRoute(r *http.Request) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf(
+		"ragtime has no %s %.100s: its OpenAI-compatible API is POST /v1/chat/completions (and GET /v1/models). "+
+			"With the Vercel AI SDK use the chat completions model, openai.chat(model), not openai(model), which calls /v1/responses",
+		r.Method, r.URL.Path)}
 }
 
 // asOpenAIError puts ae in OpenAI's error shape, with ragtime's stable code

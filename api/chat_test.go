@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,7 +23,19 @@ import (
 // headers and body.
 func postChat(t *testing.T, base, body string) (int, http.Header, string) {
 	t.Helper()
-	resp, err := http.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	return sendJSON(t, http.MethodPost, base+"/v1/chat/completions", body)
+}
+
+// sendJSON sends body as JSON with method to url and returns the status,
+// headers and body.
+func sendJSON(t *testing.T, method, url, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +66,16 @@ func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
 		{`{` + user + `}`, "model_required", "model", 400},
 		{`{"model":"m"}`, "messages_required", "messages", 400},
 		{`{"model":"m","messages":[]}`, "messages_required", "messages", 400},
-		{`{"model":"m",` + user + `,"tools":[]}`, "unknown_field", "tools", 400},
+		{`{"model":"m",` + user + `,"tools":[]}`, "unsupported_parameter", "tools", 400},
+		{`{"model":"m",` + user + `,"tool_choice":"auto"}`, "unsupported_parameter", "tool_choice", 400},
+		{`{"model":"m",` + user + `,"logit_bias":{"1":2}}`, "unsupported_parameter", "logit_bias", 400},
+		{`{"model":"m",` + user + `,"top_logprobs":2}`, "unsupported_parameter", "top_logprobs", 400},
+		{`{"model":"m",` + user + `,"response_format":{"type":"json_object"}}`, "unsupported_parameter", "response_format", 400},
+		{`{"model":"m",` + user + `,"stopp":"x"}`, "unknown_field", "stopp", 400},
+		{`{"model":"m",` + user + `,"stop":["a","b","c","d","e"]}`, "stop_invalid", "stop", 400},
+		{`{"model":"m",` + user + `,"stop":["a",""]}`, "stop_invalid", "stop[1]", 400},
+		{`{"model":"m",` + user + `,"stop":7}`, "stop_invalid", "stop", 400},
+		{`{"model":"m",` + user + `,"seed":1.5}`, "seed_invalid", "seed", 400},
 		{`{"model":"m",` + user + `,"ragtime":{"topk":3}}`, "unknown_field", "ragtime.topk", 400},
 		{`{"model":"m",` + user + `,"ragtime":{"top_k":0}}`, "top_k_out_of_range", "ragtime.top_k", 400},
 		{`{"model":"m",` + user + `,"ragtime":{"top_k":"5"}}`, "body_invalid", "ragtime.top_k", 400},
@@ -223,6 +245,32 @@ func TestChatCompletionWithoutStream(t *testing.T) {
 		*m.ReasoningContent != "hmm" || *c.Choices[0].FinishReason != "length" || c.Usage == nil || c.Usage.PromptTokens != 10 ||
 		c.Ragtime == nil || c.Ragtime.QueryID != "q1" || len(c.Ragtime.Sources) != 1 {
 		t.Errorf("completion %s", body)
+	}
+}
+
+// TestChatStopAndSeedReachTheQuery: stop (a string or an array) and seed,
+// which SDKs send (the Vercel AI SDK's stopSequences, LangChain's
+// invoke(…, {stop})), are taken and handed to the query for the model.
+func TestChatStopAndSeedReachTheQuery(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		fields string
+		stop   []string
+		seed   int64
+	}{
+		{`"stop":"\n\n","seed":7`, []string{"\n\n"}, 7},
+		{`"stop":["END","Q:"],"seed":-3`, []string{"END", "Q:"}, -3},
+		{`"stop":null`, nil, 0},
+	} {
+		asker := &chatScriptAsker{}
+		ts := newTestServer(t, Deps{Asker: asker})
+		status, _, body := postChat(t, ts.URL, `{"model":"m",`+tt.fields+`,"messages":[{"role":"user","content":"What is TTFT?"}]}`)
+		if status != 200 {
+			t.Fatalf("%s: %d %s", tt.fields, status, body)
+		}
+		if !slices.Equal(asker.got.Stop, tt.stop) || (asker.got.Seed == nil) != (tt.seed == 0) || asker.got.Seed != nil && *asker.got.Seed != tt.seed {
+			t.Errorf("%s: stop %q seed %v", tt.fields, asker.got.Stop, asker.got.Seed)
+		}
 	}
 }
 
@@ -424,5 +472,32 @@ func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
 		if got := *s.finishReason(rec); got != tt.want {
 			t.Errorf("provider %q with %d of 10 tokens: %q, want %q", tt.provider, tt.completion, got, tt.want)
 		}
+	}
+}
+
+// TestUnknownV1RoutesAnswerInOpenAIsShape: a route under /v1/ that ragtime
+// does not serve (the Vercel AI SDK's default openai(model) posts to
+// /v1/responses) gets a 404 in OpenAI's error shape whose message names
+// the chat completions route and the SDK's .chat(model); other unknown
+// paths keep ragtime's shape.
+func TestUnknownV1RoutesAnswerInOpenAIsShape(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, Deps{Asker: &countingAsker{}})
+	for _, tt := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/responses"},
+		{http.MethodPost, "/v1/embeddings"},
+		{http.MethodGet, "/v1/nothing/here"},
+	} {
+		status, _, b := sendJSON(t, tt.method, ts.URL+tt.path, `{"model":"m","input":"hi"}`)
+		var e openAIErrBody
+		if err := json.Unmarshal([]byte(b), &e); err != nil || status != 404 || e.Error.Type != "not_found_error" ||
+			e.Error.Code != "not_found" || !strings.Contains(e.Error.Message, "POST /v1/chat/completions") ||
+			!strings.Contains(e.Error.Message, "openai.chat(model)") || !strings.Contains(e.Error.Message, tt.path) {
+			t.Errorf("%s %s: %d %s", tt.method, tt.path, status, b)
+		}
+	}
+	status, _, _ := get(t, ts.URL+"/nothing")
+	if status != 404 {
+		t.Errorf("GET /nothing: %d", status)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // chatStream is a pipeline.Stream that answers in OpenAI's chat completion
 // shapes: with stream set, chat.completion.chunk objects as Server-Sent
 // Events, each written and flushed before the method returns (so TTFT is
-// still the first answer token flushed to the client); without it, one
+// still the first answer token handed to the client's socket); without it, one
 // chat.completion object written once the query has finished.
 //
 // The stream, in order: a chunk with the assistant role, a chunk per

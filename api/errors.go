@@ -77,6 +77,9 @@ func (s *server) handleError(err error, c echo.Context) {
 	case errors.As(err, &ae):
 	case errors.As(err, &ve):
 		ae = badRequest(ve.Field, ve.Code, ve.Message)
+	case errors.As(err, &he) && he.Code == http.StatusNotFound && unknownOpenAIRoute(c.Request().URL.Path):
+		_ = c.JSON(http.StatusNotFound, openaiwire.ErrorResponse{Error: asOpenAIError(noSuchOpenAIRoute(c.Request()))})
+		return
 	case errors.As(err, &he):
 		msg := http.StatusText(he.Code)
 		if m, ok := he.Message.(string); ok {

@@ -51,16 +51,18 @@ type anthropicRequest struct {
 	Model     string `json:"model"`
 	MaxTokens int    `json:"max_tokens"`
 	// Temperature is Anthropic's 0–1; a higher value is refused upstream.
-	Temperature *float64           `json:"temperature,omitempty"`
-	System      string             `json:"system,omitempty"`
-	Messages    []pipeline.Message `json:"messages"`
-	Stream      bool               `json:"stream"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	// StopSequences is the request's stop; the Messages API takes no seed.
+	StopSequences []string           `json:"stop_sequences,omitempty"`
+	System        string             `json:"system,omitempty"`
+	Messages      []pipeline.Message `json:"messages"`
+	Stream        bool               `json:"stream"`
 }
 
 // body moves system messages into the top-level system field, as the
 // Messages API wants them.
 func (anthropicDialect) body(model string, req *pipeline.GenerateRequest) any {
-	body := anthropicRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: true}
+	body := anthropicRequest{Model: model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, StopSequences: req.Stop, Stream: true}
 	if body.MaxTokens <= 0 {
 		body.MaxTokens = anthropicMaxTokens
 	}

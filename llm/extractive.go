@@ -99,7 +99,7 @@ func (x *Extractive) Generate(ctx context.Context, req *pipeline.GenerateRequest
 		return cancelledError(gen, err)
 	}
 
-	pieces := answerPieces(x.pick(req.Question, req.Sources), req.MaxTokens)
+	pieces := cutAtStop(answerPieces(x.pick(req.Question, req.Sources), req.MaxTokens), req.Stop)
 	for i, p := range pieces {
 		if err := ctx.Err(); err != nil {
 			return cancelledError(gen, err)
@@ -324,6 +324,46 @@ func answerPieces(picked []candidate, maxWords int) []answerPiece {
 			}
 			pieces = append(pieces, answerPiece{text: "[" + strconv.Itoa(c.cite) + "]", sep: " "})
 		}
+	}
+	return pieces
+}
+
+// cutAtStop ends the answer pieces lay out (each piece's text, then its
+// separator but for the last) before the first of the stop sequences the
+// answer holds: as with OpenAI's stop, the sequence is not sent.
+func cutAtStop(pieces []answerPiece, stop []string) []answerPiece {
+	if len(stop) == 0 {
+		return pieces
+	}
+	var b strings.Builder
+	for i, p := range pieces {
+		b.WriteString(p.text)
+		if i < len(pieces)-1 {
+			b.WriteString(p.sep)
+		}
+	}
+	text := b.String()
+	cut := len(text)
+	for _, s := range stop {
+		if i := strings.Index(text, s); i >= 0 && i < cut {
+			cut = i
+		}
+	}
+	at := 0
+	for i, p := range pieces {
+		if cut <= at+len(p.text) {
+			if cut == at {
+				return pieces[:i]
+			}
+			pieces[i].text = p.text[:cut-at]
+			return pieces[:i+1]
+		}
+		at += len(p.text)
+		if cut <= at+len(p.sep) { // in or right after the separator: what of it precedes the cut ends the answer
+			pieces[i].text, pieces[i].sep = p.text+p.sep[:cut-at], ""
+			return pieces[:i+1]
+		}
+		at += len(p.sep)
 	}
 	return pieces
 }

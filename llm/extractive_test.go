@@ -269,3 +269,32 @@ func TestSplitSentences(t *testing.T) {
 		})
 	}
 }
+
+// TestExtractiveStopsBeforeAStopSequence: the extractive answer ends before
+// the first stop sequence it would hold (mid-word, at a citation), as
+// OpenAI's stop does; a sequence it does not hold changes nothing.
+func TestExtractiveStopsBeforeAStopSequence(t *testing.T) {
+	t.Parallel()
+	q := "How does the prefill cost grow with the prompt?"
+	full, _, _, err := runExtractive(t, context.Background(), pipeline.GenerateRequest{Question: q, Sources: testSources})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stop []string
+		want string
+	}{
+		{[]string{"quadrat", "whole"}, "Prefill reads the "},
+		{[]string{"[2]"}, "Prefill reads the whole prompt in one parallel pass, and its cost grows about quadratically with prompt tokens. "},
+		{[]string{"Prefill"}, ""},
+		{[]string{"penguin"}, full},
+	} {
+		got, _, _, err := runExtractive(t, context.Background(), pipeline.GenerateRequest{Question: q, Sources: testSources, Stop: tc.stop})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != tc.want {
+			t.Errorf("stop %q: answer %q, want %q", tc.stop, got, tc.want)
+		}
+	}
+}

@@ -60,12 +60,14 @@ type ollamaRequest struct {
 type ollamaOptions struct {
 	NumPredict  int      `json:"num_predict,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
 }
 
 func (ollamaDialect) body(model string, req *pipeline.GenerateRequest) any {
 	body := ollamaRequest{Model: model, Messages: messagesOf(req), Stream: true}
-	if req.MaxTokens > 0 || req.Temperature != nil {
-		body.Options = &ollamaOptions{NumPredict: max(req.MaxTokens, 0), Temperature: req.Temperature}
+	if req.MaxTokens > 0 || req.Temperature != nil || len(req.Stop) > 0 || req.Seed != nil {
+		body.Options = &ollamaOptions{NumPredict: max(req.MaxTokens, 0), Temperature: req.Temperature, Stop: req.Stop, Seed: req.Seed}
 	}
 	return body
 }

@@ -50,6 +50,8 @@ func (openaiDialect) body(model string, req *pipeline.GenerateRequest) any {
 		Model:         model,
 		Messages:      make([]openaiwire.Message, len(msgs)),
 		Temperature:   req.Temperature,
+		Stop:          req.Stop,
+		Seed:          req.Seed,
 		Stream:        true,
 		StreamOptions: &openaiwire.StreamOptions{IncludeUsage: true},
 	}

@@ -437,7 +437,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 
 	q.greq = &GenerateRequest{Model: q.req.Model, Messages: prompt.messages, MaxTokens: q.req.MaxTokens,
-		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
+		Temperature: q.req.Temperature, Stop: q.req.Stop, Seed: q.req.Seed, Question: q.req.Question, Sources: prompt.sources}
 	q.promptTokens = prompt.promptTokens
 	return nil
 }
@@ -494,7 +494,7 @@ func (q *query) stage(ctx context.Context, out Stream, name string, fn func(cont
 }
 
 // emit forwards one delta to the client and stamps the first-token times
-// after it has been written and flushed.
+// as the delta is handed to the stream that writes and flushes it.
 func (q *query) emit(out Stream, d Delta) error {
 	if d.At.IsZero() {
 		d.At = q.now()
@@ -517,11 +517,18 @@ func (q *query) emit(out Stream, d Delta) error {
 	}
 	first := q.firstAt.IsZero() || (!d.Reasoning && q.answerAt.IsZero())
 	spans := q.bringsEarlySpans(d)
+	var handed time.Time
 	if first {
 		// The first (answer) delta is sent at once: TTFT is its time. When
 		// it brings llm_connect and llm_prefill, they go in the same write,
 		// after it, rather than in a write of their own.
 		d.More = spans
+		// Its time is taken as it is handed to the stream, whose write and
+		// flush put it on the client's socket: no byte of it can reach the
+		// client before, and a stamp after the flush returned counted the
+		// wait to be scheduled again (up to 179 ms under load) that the
+		// client did not wait.
+		handed = q.now()
 	}
 	if err := out.Delta(d); err != nil {
 		return clientGone(err)
@@ -536,12 +543,11 @@ func (q *query) emit(out Stream, d Delta) error {
 		}
 	}
 	if first {
-		now := q.now()
 		if q.firstAt.IsZero() {
-			q.firstAt = now
+			q.firstAt = handed
 		}
 		if !d.Reasoning && q.answerAt.IsZero() {
-			q.answerAt = now
+			q.answerAt = handed
 		}
 	}
 	return nil

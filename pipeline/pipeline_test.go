@@ -1146,3 +1146,56 @@ func TestDeltaGapsStats(t *testing.T) {
 		}
 	}
 }
+
+// TestStopAndSeedReachTheModel: a request's stop sequences and seed are in
+// what the generator is asked.
+func TestStopAndSeedReachTheModel(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	req := request(t, "q", 5, 0)
+	seed := int64(9)
+	req.Stop, req.Seed = []string{"END"}, &seed
+	p.Run(context.Background(), req, &recStream{})
+	if !slices.Equal(gen.got.Stop, []string{"END"}) || gen.got.Seed == nil || *gen.got.Seed != 9 {
+		t.Errorf("the model was asked with stop %q seed %v", gen.got.Stop, gen.got.Seed)
+	}
+}
+
+// slowWriteStream is a recStream whose first delta's write takes wait (a
+// write the kernel is slow to take, or a goroutine descheduled after it),
+// noting when the delta was handed to it.
+type slowWriteStream struct {
+	recStream
+	wait   time.Duration
+	handed time.Time
+}
+
+func (s *slowWriteStream) Delta(d Delta) error {
+	if s.handed.IsZero() {
+		s.handed = time.Now()
+		time.Sleep(s.wait)
+	}
+	return s.recStream.Delta(d)
+}
+
+// TestTTFTIsWhenTheTokenIsHandedToTheStream: ttft_ms ends when the first
+// token is handed to the stream that writes it to the client, not when
+// that write returned: a client has the token as soon as the write puts it
+// on the socket, and whatever the writer waits after that (here 50 ms) it
+// did not wait.
+func TestTTFTIsWhenTheTokenIsHandedToTheStream(t *testing.T) {
+	gen := &scriptGenerator{deltas: []Delta{{Text: "Hello "}, {Text: "world"}}}
+	p, _ := newTestPipeline(t, gen, nil)
+	out := &slowWriteStream{wait: 50 * time.Millisecond}
+	t0 := time.Now()
+	rec := p.Run(WithArrival(context.Background(), t0), request(t, "What is TTFT?", 5, 0), out)
+	if rec.TTFTMs == nil || rec.FirstTokenMs == nil {
+		t.Fatalf("no TTFT: %+v", rec.Figures)
+	}
+	handed := float64(out.handed.Sub(t0).Microseconds()) / 1e3
+	// ttft_ms is rounded to the microsecond, handed truncated to it.
+	if *rec.TTFTMs > handed+0.001 || *rec.FirstTokenMs != *rec.TTFTMs {
+		t.Errorf("ttft_ms %v, first_token_ms %v; the token was handed to the stream at %v ms (its write took 50 ms more)",
+			*rec.TTFTMs, *rec.FirstTokenMs, handed)
+	}
+}

@@ -165,6 +165,10 @@ type GenerateRequest struct {
 	MaxTokens int
 	// Temperature, when set, is the sampling temperature to send.
 	Temperature *float64
+	// Stop are the sequences at which the model is to stop, none of them
+	// part of the answer; Seed, when set, asks for repeatable sampling.
+	Stop []string
+	Seed *int64
 	// Question is the user's question, verbatim.
 	Question string
 	// Sources are the chunks in the context, in rank order; source n (1-based)

@@ -21,6 +21,10 @@ const (
 	// MaxHistory and MaxHistoryChars bound Request.History.
 	MaxHistory      = 100
 	MaxHistoryChars = 32000
+	// MaxStop and MaxStopChars bound Request.Stop: OpenAI's own limit of
+	// four sequences, each at most MaxStopChars characters.
+	MaxStop      = 4
+	MaxStopChars = 200
 	// DefaultRerankTopN is the most reranked chunks a request gets into its
 	// context when it names no rerank_top_n and serve sets no default.
 	DefaultRerankTopN = 3
@@ -100,6 +104,12 @@ type Request struct {
 	History []Message `json:"-"`
 	// Temperature, when set, is passed to the model (0–2).
 	Temperature *float64 `json:"-"`
+	// Stop holds up to MaxStop sequences at which the model stops
+	// generating, none of them part of the answer (OpenAI's stop).
+	Stop []string `json:"-"`
+	// Seed, when set, is passed to the model for repeatable sampling
+	// (OpenAI's seed; best effort, as it is upstream).
+	Seed *int64 `json:"-"`
 
 	// Scope is the caller's tenant filter (an API key's --filter): every
 	// search is restricted to it, whatever Filter asks (see Filter.Within).
@@ -186,6 +196,9 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 	if err := checkHistory(r.History); err != nil {
 		return err
 	}
+	if err := checkStop(r.Stop); err != nil {
+		return err
+	}
 	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
 		return &ValidationError{Field: "temperature", Code: "temperature_out_of_range",
 			Message: fmt.Sprintf("temperature must be between 0 and 2, got %g", *t)}
@@ -228,6 +241,22 @@ func checkHistory(h []Message) error {
 	if total > MaxHistoryChars {
 		return &ValidationError{Field: "history", Code: "history_too_long",
 			Message: fmt.Sprintf("the earlier messages hold %d characters; at most %d are allowed", total, MaxHistoryChars)}
+	}
+	return nil
+}
+
+// checkStop checks Request.Stop: at most MaxStop sequences, none empty or
+// longer than MaxStopChars characters.
+func checkStop(stop []string) error {
+	if len(stop) > MaxStop {
+		return &ValidationError{Field: "stop", Code: "stop_invalid",
+			Message: fmt.Sprintf("stop holds at most %d sequences, got %d", MaxStop, len(stop))}
+	}
+	for i, s := range stop {
+		if n := utf8.RuneCountInString(s); n == 0 || n > MaxStopChars {
+			return &ValidationError{Field: fmt.Sprintf("stop[%d]", i), Code: "stop_invalid",
+				Message: fmt.Sprintf("a stop sequence is 1 to %d characters, stop[%d] has %d", MaxStopChars, i, n)}
+		}
 	}
 	return nil
 }

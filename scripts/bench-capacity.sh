@@ -8,7 +8,7 @@
 # per query: rows and heap+index bytes (not WAL: the server's WAL counters are
 # cluster-wide, and the PostgreSQL here is shared). Loopback only; the load is
 # bounded by ASKS. Knobs: ASKS=2000 PARALLEL=20 REPLICAS=2 ITL_MS=5
-# MAX_TOKENS=64 EMBED_MS=2.
+# MAX_TOKENS=64 EMBED_MS=2 BENCH_DATABASE=ragtime_bench_capacity (give two runs at once different names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=/usr/local/go/bin:$PATH
@@ -19,7 +19,7 @@ ITL_MS=${ITL_MS:-5}
 MAX_TOKENS=${MAX_TOKENS:-64}
 EMBED_MS=${EMBED_MS:-2}
 BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
-DB=ragtime_bench_capacity
+DB=${BENCH_DATABASE:-ragtime_bench_capacity}
 DB_URL="$BASE/$DB?sslmode=disable"
 [ "$ASKS" -ge 1 ] && [ "$ASKS" -le 100000 ] || { echo "ASKS must be 1 to 100000" >&2; exit 2; }
 [ "$REPLICAS" -ge 1 ] && [ "$REPLICAS" -le 8 ] || { echo "REPLICAS must be 1 to 8" >&2; exit 2; }

@@ -23,6 +23,8 @@
 #   HOLD_TARGET=ragtime (-hold: or relay, to hold the streams against the floor instead: HOLD_TARGET=relay make bench-streams)
 #   MAX_CONCURRENT=0 (ragtime's --max-concurrent; the load comes from one
 #   client address, so the per-caller limits are off: --max-concurrent-per-caller 0 --rate 0)
+#   BENCH_DATABASE=ragtime_bench_peer (the database ragtime records into, created when missing; a BASELINE's is
+#   BENCH_DATABASE_baseline_<rev>: give two runs at once different names)  BENCH_DATABASE_BASE=postgres://postgres@127.0.0.1:5432
 # Needs Go, Node ≥ 20 with npm (the peer's packages are installed from npm into
 # bench/peer/node_modules) and PostgreSQL (ragtime records every ask).
 set -euo pipefail
@@ -65,7 +67,8 @@ if [ -n "$PPROF_ADDR" ]; then
   if [ "$HOLD_TARGET" = relay ]; then relay_pprof=(--pprof-addr "$PPROF_ADDR"); else pprof=(--pprof-addr "$PPROF_ADDR"); fi
 fi
 BASE=${BENCH_DATABASE_BASE:-postgres://postgres@127.0.0.1:5432}
-DB_URL="$BASE/ragtime_bench_peer?sslmode=disable"
+DB=${BENCH_DATABASE:-ragtime_bench_peer}
+DB_URL="$BASE/$DB?sslmode=disable"
 
 work=$(mktemp -d)
 pids=()
@@ -131,7 +134,7 @@ serve_ragtime
 peer= peer_pid=0
 if [ -n "$BASELINE" ]; then
   # One database per baseline revision: one migrated by a newer build is refused by an older one.
-  base_db="$BASE/ragtime_bench_baseline_$(git rev-parse --short=12 "$BASELINE")?sslmode=disable"
+  base_db="$BASE/${DB}_baseline_$(git rev-parse --short=12 "$BASELINE")?sslmode=disable"
   scripts/ensure-postgres.sh "$base_db"
   "$work/ragtime-baseline" migrate --database-url "$base_db" >/dev/null
   cp -r "$work/data" "$work/data-baseline"

@@ -5,9 +5,9 @@
 //
 // It holds, once:
 //   - a Pool of tuned keep-alive transports shared per upstream host (idle
-//     pool sized to the caller's concurrency, HTTP/2 when the server offers
-//     it), so concurrent asks reuse connections instead of leaving sockets in
-//     TIME_WAIT;
+//     pool sized to the caller's concurrency, unbounded without one, HTTP/2
+//     when the server offers it), so concurrent asks reuse connections
+//     instead of leaving sockets in TIME_WAIT;
 //   - Trace, the httptrace timings of a call (reused, DNS, connect, TLS,
 //     request written, first response byte), the answer's bytes timed when
 //     they reached the socket where the kernel stamps them (package

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -22,17 +23,16 @@ import (
 	"ragtime/rxstamp"
 )
 
-// DefaultIdlePerHost is the idle pool per host when Options leaves it 0: a
-// server without a concurrency limit may hold this many upstream calls at
-// once without opening a connection per call.
-const DefaultIdlePerHost = 1024
-
 // Options tunes a Pool.
 type Options struct {
 	// IdlePerHost is how many idle keep-alive connections are kept per
-	// upstream host: the concurrency limit of the caller (serve's
-	// --max-concurrent), so that every concurrent call finds one. 0 means
-	// DefaultIdlePerHost.
+	// upstream host: at least the calls that may be in flight to it at
+	// once (serve's --max-concurrent streams and its ingests' embedding
+	// batches), so that every call that ends leaves its connection for the
+	// next instead of closing it (a socket in TIME_WAIT per call beyond
+	// the limit). 0 means no limit: the idle pool then holds at most as
+	// many connections as were ever in flight at once, each closed after
+	// 90 s unused.
 	IdlePerHost int
 }
 
@@ -48,7 +48,8 @@ type Pool struct {
 // NewPool returns an empty Pool.
 func NewPool(o Options) *Pool {
 	if o.IdlePerHost <= 0 {
-		o.IdlePerHost = DefaultIdlePerHost
+		// net/http reads 0 as 2 per host; no limit is the largest one.
+		o.IdlePerHost = math.MaxInt
 	}
 	return &Pool{idle: o.IdlePerHost, hosts: map[string]*Client{}}
 }
@@ -93,7 +94,7 @@ func (p *Pool) transport(single bool) *http.Transport {
 		},
 		ForceAttemptHTTP2:     true,
 		DisableKeepAlives:     single,
-		MaxIdleConns:          p.idle,
+		MaxIdleConns:          0, // no limit over hosts: a transport serves one host
 		MaxIdleConnsPerHost:   p.idle,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,

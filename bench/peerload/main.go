@@ -179,7 +179,7 @@ type trial struct {
 	rssKB          int64   // peak RSS sampled during the trial
 	idleKB         int64   // RSS just before the trial
 	timeWait       int     // new TIME_WAIT sockets towards the simulator
-	reads, writes  int64   // the process's read and write system calls over the trial
+	writes         int64   // the process's write system calls over the trial
 }
 
 var questions = []string{
@@ -256,7 +256,7 @@ func runTrial(cfg *config, hc *http.Client, t target, c, asks int, simPort int) 
 	defer cancel()
 	before := timeWaitTo(simPort)
 	cpu0 := cpuMs(t.pid)
-	reads0, writes0 := syscalls(t.pid)
+	writes0 := writeCalls(t.pid)
 	idle := rssKB(t.pid)
 	var peak int64
 	stopRSS := make(chan struct{})
@@ -320,8 +320,7 @@ func runTrial(cfg *config, hc *http.Client, t target, c, asks int, simPort int) 
 	wg.Wait()
 	res.wall = time.Since(start)
 	res.cpuMs = cpuMs(t.pid) - cpu0
-	reads, writes := syscalls(t.pid)
-	res.reads, res.writes = reads-reads0, writes-writes0
+	res.writes = writeCalls(t.pid) - writes0
 	close(stopRSS)
 	<-rssDone
 	res.rssKB = peak

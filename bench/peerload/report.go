@@ -114,17 +114,14 @@ func report(w io.Writer, cfg *config, results map[string]map[int][]trial) {
 				spread(perRound(rt, func(t trial) float64 { return float64(t.rssKB-t.idleKB) / float64(c) }), "%.1f"))
 		}
 		// What each process asked of the kernel per answer: a token costs
-		// a read of the model's stream and a write to the client.
+		// a write to the client (reads are not comparable: writeCalls).
 		var calls []string
 		for _, name := range cfg.targets {
 			ts := results[name][c]
-			perAsk := func(n func(t trial) int64) string {
-				return spread(perRound(ts, func(t trial) float64 { return float64(n(t)) / float64(t.answered()) }), "%.1f")
-			}
-			calls = append(calls, fmt.Sprintf("%s %s / %s", name,
-				perAsk(func(t trial) int64 { return t.reads }), perAsk(func(t trial) int64 { return t.writes })))
+			calls = append(calls, fmt.Sprintf("%s %s", name,
+				spread(perRound(ts, func(t trial) float64 { return float64(t.writes) / float64(t.answered()) }), "%.1f")))
 		}
-		fmt.Fprintf(w, "read / write system calls per ask: %s\n", strings.Join(calls, "; "))
+		fmt.Fprintf(w, "write system calls per ask: %s\n", strings.Join(calls, "; "))
 		for _, name := range cfg.targets {
 			kinds := map[string]int{}
 			for _, t := range results[name][c] {

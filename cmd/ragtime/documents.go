@@ -12,6 +12,10 @@ import (
 var errReadOnly = fmt.Errorf("%w: serve runs with --read-only, or another process (an ingest, another serve) held the index's writer lock when it started", api.ErrReadOnly)
 
 // documentStore serves /v1/documents from the configured vector store: the
+// documentBatches is how many embedding batches one POST /v1/documents
+// has in flight at once.
+const documentBatches = 2
+
 // Ingester chunks and embeds, the store keeps, lists and deletes.
 type documentStore struct {
 	in       *retrieval.Ingester
@@ -22,7 +26,7 @@ type documentStore struct {
 func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *documentStore {
 	d := &documentStore{
 		in: &retrieval.Ingester{Embedder: p.embedder, Store: p.store, ChunkSize: chunkSize, ChunkOverlap: chunkOverlap,
-			BatchSize: retrieval.DefaultBatchSize, Concurrency: 2},
+			BatchSize: retrieval.DefaultBatchSize, Concurrency: documentBatches},
 		store:    p.store,
 		readOnly: readOnly,
 	}

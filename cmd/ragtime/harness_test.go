@@ -232,3 +232,12 @@ func ingestCorpus(t testing.TB, env map[string]string) string {
 	}
 	return dir
 }
+
+// corpusDB is a fresh database, the environment that names it and the test
+// corpus ingested into a fresh data dir: what most serve tests start from.
+func corpusDB(t testing.TB) (env map[string]string, dataDir string, pool *pgxpool.Pool) {
+	t.Helper()
+	dbURL, pool := testDB(t)
+	env = map[string]string{"DATABASE_URL": dbURL}
+	return env, ingestCorpus(t, env), pool
+}

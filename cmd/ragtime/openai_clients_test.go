@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -195,7 +199,7 @@ func TestOpenAIClients(t *testing.T) {
 		runClient(t, "openai-errors", srv.url, key.token, "sim-7b", question, &got)
 		want := map[string]seen{
 			"top_k":     {Class: "BadRequestError", Status: 400, Code: "top_k_out_of_range", Param: "ragtime.top_k", Type: "invalid_request_error"},
-			"unknown":   {Class: "BadRequestError", Status: 400, Code: "unknown_field", Param: "tools", Type: "invalid_request_error"},
+			"unknown":   {Class: "BadRequestError", Status: 400, Code: "unsupported_parameter", Param: "tools", Type: "invalid_request_error"},
 			"model":     {Class: "PermissionDeniedError", Status: 403, Code: "model_denied", Param: "model", Type: "permission_error"},
 			"last_role": {Class: "BadRequestError", Status: 400, Code: "messages_invalid", Param: "messages[1].role", Type: "invalid_request_error"},
 			"auth":      {Class: "AuthenticationError", Status: 401, Code: "auth_invalid", Type: "authentication_error"},
@@ -214,6 +218,71 @@ func TestOpenAIClients(t *testing.T) {
 		})
 		if failed != "llm_model_not_found" {
 			t.Errorf("the failed query is stored with %q", failed)
+		}
+	})
+}
+
+// TestOpenServerWithTheSDKsDefaults: against a server without keys (the
+// first steps), the README's openai snippet runs as written, with
+// RAGTIME_KEY unset, and prints the answer and then the TTFT on a line of
+// its own; and the Vercel AI SDK's default model, openai(model), which
+// posts to /v1/responses, raises an error carrying ragtime's message that
+// names the chat completions route and openai.chat(model).
+func TestOpenServerWithTheSDKsDefaults(t *testing.T) {
+	t.Parallel()
+	ensureNPMClients(t)
+	env, dataDir, _ := corpusDB(t)
+	srv := startServe(t, env, "--data-dir", dataDir)
+
+	t.Run("readme", func(t *testing.T) {
+		readme, err := os.ReadFile("../../README.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := strings.Cut(string(readme), "```js\n")
+		snippet, _, _ := strings.Cut(after, "```")
+		if !strings.Contains(snippet, "new OpenAI(") {
+			t.Fatalf("the README's first js block is not the openai snippet:\n%s", snippet)
+		}
+		snippet = strings.ReplaceAll(snippet, "http://localhost:8080", srv.url)
+		file := filepath.Join(openAIClientsDir, fmt.Sprintf("readme-%d.mjs", os.Getpid()))
+		if err := os.WriteFile(file, []byte(`import OpenAI from "openai";`+"\n"+snippet), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(file) })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "node", filepath.Base(file))
+		cmd.Dir = openAIClientsDir
+		for _, kv := range cmd.Environ() {
+			if !strings.HasPrefix(kv, "RAGTIME_KEY=") && !strings.HasPrefix(kv, "OPENAI_API_KEY=") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("the README snippet: %v\nstderr:\n%s", err, stderr.String())
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		if len(lines) < 2 || !regexp.MustCompile(`^ttft_ms: [0-9.]+$`).MatchString(lines[len(lines)-1]) ||
+			strings.TrimSpace(strings.Join(lines[:len(lines)-1], "\n")) == "" {
+			t.Errorf("the README snippet printed %q; want the answer, then ttft_ms on a line of its own", stdout.String())
+		}
+	})
+
+	t.Run("vercel-default", func(t *testing.T) {
+		var got struct {
+			OK      bool   `json:"ok"`
+			Status  int    `json:"status"`
+			URL     string `json:"url"`
+			Message string `json:"message"`
+		}
+		runClient(t, "vercel-default", srv.url, "any-value", "extractive", "What is TTFT?", &got)
+		t.Logf("the Vercel AI SDK's openai(model) raised: %d %s: %s", got.Status, got.URL, got.Message)
+		if got.OK || got.Status != 404 || !strings.HasSuffix(got.URL, "/v1/responses") ||
+			!strings.Contains(got.Message, "POST /v1/chat/completions") || !strings.Contains(got.Message, "openai.chat(model)") {
+			t.Errorf("the SDK raised %+v; want a 404 whose message names /v1/chat/completions and openai.chat(model)", got)
 		}
 	})
 }

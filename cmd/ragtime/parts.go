@@ -50,6 +50,7 @@ type partsConfig struct {
 	embedKey   string
 	embedBatch int
 	embedTime  time.Duration
+	embedWait  time.Duration
 
 	store       string
 	storeExact  bool
@@ -170,6 +171,7 @@ func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 	fs.StringVar(&c.embedKey, "embed-api-key-env", EmbedKeyEnvDefault, "NAME of the environment variable holding the embedding API key")
 	fs.IntVar(&c.embedBatch, "embed-batch-size", 64, "texts per embedding request (openai, ollama)")
 	fs.DurationVar(&c.embedTime, "embed-timeout", time.Minute, "longest one embedding request may take")
+	fs.DurationVar(&c.embedWait, "embed-wait", time.Minute, "how long to wait at start for an unreachable or unavailable embedding server (openai, ollama) to answer the request that learns the embedding dimension, as when compose starts it with ragtime; 0: fail at once")
 
 	fs.StringVar(&c.store, "store", "embedded", "vector store: embedded (in-process HNSW index persisted under --data-dir) or qdrant (gRPC, see --qdrant-url)")
 	fs.BoolVar(&c.storeExact, "store-exact", false, "embedded store: scan every vector (exact) instead of searching the HNSW graph")
@@ -284,13 +286,54 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 	}
 	dim := c.embedDim
 	if dim == 0 {
-		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
+		vecs, err := c.probeEmbedder(ctx, emb)
 		if err != nil {
 			return nil, fmt.Errorf("learning the embedding dimension (set --embed-dimensions to skip this): %w", err)
 		}
 		dim = len(vecs[0])
 	}
 	return &embedderInfo{Embedder: emb, name: name, dim: dim}, nil
+}
+
+// Backoff of probeEmbedder's retries.
+const (
+	embedWaitFirst = 250 * time.Millisecond
+	embedWaitMax   = 2 * time.Second
+)
+
+// probeEmbedder embeds one text to learn the dimension, trying again for
+// up to --embed-wait while the embedding server is unreachable or says it
+// is unavailable (it may be starting next to ragtime), and saying so in
+// the log once. Other failures (a wrong key or model) are returned at once.
+func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) ([][]float32, error) {
+	deadline := time.Now().Add(c.embedWait)
+	wait := embedWaitFirst
+	for said := false; ; said = true {
+		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
+		var pe *pipeline.Error
+		if err == nil || !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedUnavailable || time.Now().Add(wait).After(deadline) {
+			if err != nil && said {
+				err = fmt.Errorf("waited %s (--embed-wait): %w", c.embedWait, err)
+			}
+			return vecs, err
+		}
+		if !said {
+			log := c.logger
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Warn("waiting for the embedding server to answer, to learn the embedding dimension (--embed-dimensions skips this)",
+				"embed_base_url", upstream.RedactURL(c.embedURL), "up_to", c.embedWait.String(), "err", pe.Message)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, embedWaitMax)
+	}
 }
 
 func cmpOr(v, def int) int {

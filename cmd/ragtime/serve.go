@@ -272,8 +272,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
 	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
 	cfg.parts.lockedReadOnly = true
-	// Every concurrent ask may hold one connection per upstream host.
-	cfg.parts.pool = upstream.NewPool(upstream.Options{IdlePerHost: cfg.maxConcurrent})
+	cfg.parts.pool = upstream.NewPool(upstream.Options{IdlePerHost: cfg.idlePerHost()})
 	cfg.parts.logger = log
 	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
 	if err != nil {
@@ -569,6 +568,20 @@ func shellQuote(s string) string {
 // is there so that a flood of asks queues (and is refused) instead of
 // sharing the CPU until every answer is late.
 func defaultMaxConcurrent() int { return 16 * runtime.GOMAXPROCS(0) }
+
+// idlePerHost sizes the upstream idle pool per host to the calls serve lets
+// be in flight to one host at once: one per admitted stream (an ask embeds,
+// reranks, then generates, one call at a time) and the embedding batches of
+// the ingests it runs at once. Below that, every call past the pool's size
+// closes its connection when it ends and the next opens one (sockets pile up
+// in TIME_WAIT towards the model). Without --max-concurrent, 0: no limit
+// (upstream.Options), the pool keeping what was in flight.
+func (c *serveConfig) idlePerHost() int {
+	if c.maxConcurrent == 0 {
+		return 0
+	}
+	return c.maxConcurrent + c.maxIngests*documentBatches
+}
 
 // admission builds admission control from the flags (checked by Valid).
 func (c *serveConfig) admission() (*admission.Controller, error) {

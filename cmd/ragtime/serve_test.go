@@ -581,3 +581,21 @@ func connectToFirstTokenMs(stages []pipeline.Span) float64 {
 	}
 	return prefill.StartMs + prefill.DurationMs - connect.StartMs
 }
+
+// TestIdlePoolCoversTheCallsInFlight: the upstream idle pool is sized to
+// what serve lets be in flight to one host — every admitted stream and the
+// ingests' batches — and is unbounded when the streams are.
+func TestIdlePoolCoversTheCallsInFlight(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ streams, ingests, want int }{
+		{0, 2, 0}, // no limit on streams: none on the pool
+		{2000, 2, 2000 + 2*documentBatches},
+		{16, 0, 16},
+	} {
+		c := serveConfig{maxConcurrent: tc.streams, maxIngests: tc.ingests}
+		if got := c.idlePerHost(); got != tc.want {
+			t.Errorf("--max-concurrent %d --max-concurrent-ingests %d: idle pool %d per host, want %d",
+				tc.streams, tc.ingests, got, tc.want)
+		}
+	}
+}

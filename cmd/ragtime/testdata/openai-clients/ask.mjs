@@ -6,7 +6,9 @@
 //
 // mode: openai-stream, openai-complete, openai-errors (the official openai
 // SDK), vercel (the Vercel AI SDK's streamText over @ai-sdk/openai's chat
-// completions model), langchain (LangChain.js ChatOpenAI).
+// completions model), vercel-default (its default model, which calls
+// /v1/responses: the error the SDK shows), langchain (LangChain.js
+// ChatOpenAI).
 // Environment: RAGTIME_URL (http://127.0.0.1:port), RAGTIME_KEY,
 // RAGTIME_MODEL, QUESTION.
 //
@@ -14,7 +16,7 @@
 // the final chunk or of the completion), ...}.
 import OpenAI from "openai";
 import { createOpenAI } from "@ai-sdk/openai";
-import { streamText } from "ai";
+import { generateText, streamText } from "ai";
 import { ChatOpenAI } from "@langchain/openai";
 import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages";
 
@@ -133,6 +135,8 @@ async function vercel() {
     system: history[0].content,
     messages: [...history.slice(1), { role: "user", content: question }],
     maxOutputTokens: 24,
+    stopSequences: ["\n\nQuestion:"], // sent as stop, with seed
+    seed: 7,
     maxRetries: 0,
     includeRawChunks: true,
   });
@@ -151,13 +155,26 @@ async function vercel() {
     header_query_id: response.headers?.["x-ragtime-query-id"] ?? null };
 }
 
+// vercelDefault asks through the provider's default model, openai(model),
+// which speaks OpenAI's Responses API (POST /v1/responses), and reports the
+// error the SDK raises.
+async function vercelDefault() {
+  const provider = createOpenAI({ baseURL, apiKey });
+  try {
+    await generateText({ model: provider(model), prompt: question, maxRetries: 0 });
+    return { ok: true };
+  } catch (err) {
+    return { status: err.statusCode ?? null, url: err.url ?? null, message: err.message };
+  }
+}
+
 async function langchain() {
   const t = tap();
   const llm = new ChatOpenAI({ model, apiKey, maxTokens: 24, maxRetries: 0, configuration: { baseURL, fetch: t.fetch } });
   const stream = await llm.stream([
     new SystemMessage(history[0].content), new HumanMessage(history[1].content), new AIMessage(history[2].content),
     new HumanMessage(question),
-  ]);
+  ], { stop: ["\n\nQuestion:"] });
   let answer = "", usage = null;
   for await (const chunk of stream) {
     answer += chunk.content;
@@ -168,7 +185,8 @@ async function langchain() {
   return { answer, usage, ragtime: last?.ragtime ?? null, header_query_id: t.seen.queryId };
 }
 
-const modes = { "openai-stream": openaiStream, "openai-complete": openaiComplete, "openai-errors": openaiErrors, vercel, langchain };
+const modes = { "openai-stream": openaiStream, "openai-complete": openaiComplete, "openai-errors": openaiErrors, vercel,
+  "vercel-default": vercelDefault, langchain };
 const mode = process.argv[2];
 if (!modes[mode]) {
   console.error(`unknown mode ${mode}; one of ${Object.keys(modes).join(", ")}`);
