@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,6 +116,15 @@ var connectHints = []struct {
 			if !dialledLocal(err) {
 				return "nothing listens at that host and port: check the port in DATABASE_URL (or --database-url) and that the server runs there"
 			}
+			want := dialledPort(err)
+			if ports := LocalPorts(want); len(ports) > 0 {
+				says := "names another"
+				if want > 0 {
+					says = fmt.Sprintf("says %d", want)
+				}
+				return fmt.Sprintf("a PostgreSQL answers on port %s of this machine, DATABASE_URL (or --database-url) %s: put port %d in it, or start the server meant for the port it names",
+					joinPorts(ports), says, ports[0])
+			}
 			if versions, rerr := os.ReadDir("/etc/postgresql"); rerr == nil && len(versions) > 0 {
 				return fmt.Sprintf("nothing listens there: start the local cluster with `pg_ctlcluster --skip-systemctl-redirect %s main start`, or if PostgreSQL runs on another port or host, set DATABASE_URL",
 					versions[len(versions)-1].Name())
@@ -158,6 +170,91 @@ func dialledLocal(err error) bool {
 	}
 	ip := net.ParseIP(host)
 	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// dialledPort is the port err's dial went to (a TCP port, or the number
+// in a Unix socket's .s.PGSQL.N name), 0 when err does not say.
+func dialledPort(err error) int {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Addr == nil {
+		return 0
+	}
+	if a, ok := op.Addr.(*net.TCPAddr); ok {
+		return a.Port
+	}
+	_, n, ok := strings.Cut(filepath.Base(op.Addr.String()), ".s.PGSQL.")
+	if !ok {
+		return 0
+	}
+	p, _ := strconv.Atoi(n)
+	return p
+}
+
+// Where PostgreSQL listens on a machine by default: Debian's and the
+// upstream socket directories, and the ports clusters are given one
+// after another (pg_createcluster starts at 5432).
+var (
+	socketDirs = []string{"/var/run/postgresql", "/tmp"}
+	tcpPorts   = []int{5432, 5433, 5434, 5435, 5436, 5437, 5438, 5439}
+)
+
+// LocalPorts lists, in ascending order, the ports other than skip on which
+// a PostgreSQL answers on this machine: the .s.PGSQL.N sockets of its
+// socket directories and the ports 5432–5439 of 127.0.0.1, each counted
+// only when a server there answers PostgreSQL's SSL request (so neither a
+// stale socket file nor another service passes). It is for hints: a
+// database URL naming the wrong port of a running server.
+func LocalPorts(skip int) []int {
+	found := map[int]bool{}
+	for _, dir := range socketDirs {
+		names, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*"))
+		for _, name := range names {
+			p, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), ".s.PGSQL."))
+			if err == nil && p != skip && !found[p] && answersPostgres("unix", name) {
+				found[p] = true
+			}
+		}
+	}
+	for _, p := range tcpPorts {
+		if p != skip && !found[p] && answersPostgres("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))) {
+			found[p] = true
+		}
+	}
+	ports := slices.Sorted(maps.Keys(found))
+	return ports
+}
+
+// answersPostgres reports whether a PostgreSQL server answers at addr: it
+// sends the SSLRequest message, to which a server replies with one byte,
+// 'S' or 'N', and hangs up.
+func answersPostgres(network, addr string) bool {
+	conn, err := net.DialTimeout(network, addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	// Length 8, then the SSLRequest code 80877103 (1234 << 16 | 5679).
+	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+		return false
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return false
+	}
+	return b[0] == 'S' || b[0] == 'N'
+}
+
+// joinPorts is "5433" or "5433 and 5434" or "5433, 5434 and 5435".
+func joinPorts(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // RedactURL returns databaseURL with its password replaced by "xxxxx", for
