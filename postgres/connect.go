@@ -257,6 +257,14 @@ func joinPorts(ports []int) string {
 	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
+// Address says which database pool reads, as host:port/dbname (the host
+// may be a socket directory), with neither user nor password: for a
+// command to name what it read.
+func Address(pool *pgxpool.Pool) string {
+	c := pool.Config().ConnConfig
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
+}
+
 // RedactURL returns databaseURL with its password replaced by "xxxxx", for
 // logs and error messages. Strings that are not URLs (key=value connection
 // strings) have their password=... value replaced.
