@@ -32,10 +32,12 @@ run: build
 # OpenAI clients the front door is tested with (npm ci, once per lock file)
 # and a Jaeger v2 for the traces (built once from tools/jaeger into ~/.cache).
 test:
+	@echo "make: checking what the tests need (PostgreSQL, Chromium, the npm clients, Jaeger); a fresh machine sets them up once, saying each step"
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-npm-clients.sh
 	@scripts/ensure-jaeger.sh >/dev/null
+	@echo "make: compiling and running every test (the first compile of the packages takes minutes on 2 cores)"
 	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	cd deploy/grafana/gen && $(GO) test -count=1 ./... && $(GO) vet ./...
 	$(GO) vet ./...
