@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -203,25 +204,65 @@ var (
 // socket directories and the ports 5432–5439 of 127.0.0.1, each counted
 // only when a server there answers PostgreSQL's SSL request (so neither a
 // stale socket file nor another service passes). It is for hints: a
-// database URL naming the wrong port of a running server.
+// database URL naming the wrong port of a running server. The probes run
+// at once and take at most about 0.6 s; their answer is kept for a few
+// seconds, since an error's message (and so its hint) may be asked for
+// again and again while PostgreSQL stays away.
 func LocalPorts(skip int) []int {
-	found := map[int]bool{}
+	localPortsMu.Lock()
+	defer localPortsMu.Unlock()
+	if time.Since(localPortsAt) > localPortsTTL {
+		localPortsFound, localPortsAt = probeLocalPorts(), time.Now()
+	}
+	var out []int
+	for _, p := range localPortsFound {
+		if p != skip {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+const localPortsTTL = 5 * time.Second
+
+var (
+	localPortsMu    sync.Mutex
+	localPortsAt    time.Time
+	localPortsFound []int
+)
+
+// probeLocalPorts is LocalPorts without the cache and the skip.
+func probeLocalPorts() []int {
+	type probe struct {
+		port          int
+		network, addr string
+	}
+	var probes []probe
 	for _, dir := range socketDirs {
 		names, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*"))
 		for _, name := range names {
-			p, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), ".s.PGSQL."))
-			if err == nil && p != skip && !found[p] && answersPostgres("unix", name) {
-				found[p] = true
+			if p, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), ".s.PGSQL.")); err == nil {
+				probes = append(probes, probe{p, "unix", name})
 			}
 		}
 	}
 	for _, p := range tcpPorts {
-		if p != skip && !found[p] && answersPostgres("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))) {
-			found[p] = true
-		}
+		probes = append(probes, probe{p, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))})
 	}
-	ports := slices.Sorted(maps.Keys(found))
-	return ports
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	found := map[int]bool{}
+	for _, pr := range probes {
+		wg.Go(func() {
+			if answersPostgres(pr.network, pr.addr) {
+				mu.Lock()
+				found[pr.port] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Sorted(maps.Keys(found))
 }
 
 // answersPostgres reports whether a PostgreSQL server answers at addr: it
@@ -233,7 +274,7 @@ func answersPostgres(network, addr string) bool {
 		return false
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(time.Second))
+	_ = conn.SetDeadline(time.Now().Add(300 * time.Millisecond))
 	// Length 8, then the SSLRequest code 80877103 (1234 << 16 | 5679).
 	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
 		return false
