@@ -84,14 +84,15 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 }
 
 // reportFailed lists the files an ingest left out, one a line with its
-// reason, after the run (so they are not lost among progress lines).
+// reason (each error names its file), after the run, so they are not lost
+// among progress lines.
 func reportFailed(w io.Writer, failed []retrieval.FileError) {
 	if len(failed) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "%d files were left out:\n", len(failed))
 	for _, f := range failed {
-		fmt.Fprintf(w, "  %s: %v\n", f.Path, f.Err)
+		fmt.Fprintf(w, "  %v\n", f.Err)
 	}
 }
 
