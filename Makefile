@@ -46,11 +46,14 @@ test:
 	cd deploy/helm/chart_test && $(GO) test -count=1 -timeout 5m ./... && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-# Every native fuzz target for FUZZTIME each (e.g. FUZZTIME=2m make fuzz);
-# `make test` replays their seeds and the inputs they found (testdata/fuzz).
-FUZZTIME ?= 30s
+# Every native fuzz target, FUZZ_TOTAL (9m) shared among them after the
+# instrumented builds, or FUZZTIME each (e.g. FUZZTIME=2m make fuzz); it ends
+# with each target's executions. `make test` replays their seeds and the
+# inputs they found (testdata/fuzz).
+FUZZ_TOTAL ?= 9m
+FUZZTIME ?=
 fuzz:
-	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+	FUZZ_TOTAL=$(FUZZ_TOTAL) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 # Benchmarks; figures go in issue notes, never into assertions.
 bench:
