@@ -32,10 +32,12 @@ run: build
 # OpenAI clients the front door is tested with (npm ci, once per lock file)
 # and a Jaeger v2 for the traces (built once from tools/jaeger into ~/.cache).
 test:
+	@echo "make: checking what the tests need (PostgreSQL, Chromium, the npm clients, Jaeger); a fresh machine sets them up once, saying each step"
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-npm-clients.sh
 	@scripts/ensure-jaeger.sh >/dev/null
+	@echo "make: compiling and running every test (the first compile of the packages takes minutes on 2 cores)"
 	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
 	cd deploy/grafana/gen && $(GO) test -count=1 ./... && $(GO) vet ./...
 	$(GO) vet ./...
@@ -44,11 +46,14 @@ test:
 	cd deploy/helm/chart_test && $(GO) test -count=1 -timeout 5m ./... && $(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt would change:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 
-# Every native fuzz target for FUZZTIME each (e.g. FUZZTIME=2m make fuzz);
-# `make test` replays their seeds and the inputs they found (testdata/fuzz).
-FUZZTIME ?= 30s
+# Every native fuzz target, FUZZ_TOTAL (9m) shared among them after the
+# instrumented builds, or FUZZTIME each (e.g. FUZZTIME=2m make fuzz); it ends
+# with each target's executions. `make test` replays their seeds and the
+# inputs they found (testdata/fuzz).
+FUZZ_TOTAL ?= 9m
+FUZZTIME ?=
 fuzz:
-	FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
+	FUZZ_TOTAL=$(FUZZ_TOTAL) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh
 
 # Benchmarks; figures go in issue notes, never into assertions.
 bench:

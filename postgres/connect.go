@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -113,6 +117,15 @@ var connectHints = []struct {
 			if !dialledLocal(err) {
 				return "nothing listens at that host and port: check the port in DATABASE_URL (or --database-url) and that the server runs there"
 			}
+			want := dialledPort(err)
+			if ports := LocalPorts(want); len(ports) > 0 {
+				says := "names another"
+				if want > 0 {
+					says = fmt.Sprintf("says %d", want)
+				}
+				return fmt.Sprintf("a PostgreSQL answers on port %s of this machine, DATABASE_URL (or --database-url) %s: put port %d in it, or start the server meant for the port it names",
+					joinPorts(ports), says, ports[0])
+			}
 			if versions, rerr := os.ReadDir("/etc/postgresql"); rerr == nil && len(versions) > 0 {
 				return fmt.Sprintf("nothing listens there: start the local cluster with `pg_ctlcluster --skip-systemctl-redirect %s main start`, or if PostgreSQL runs on another port or host, set DATABASE_URL",
 					versions[len(versions)-1].Name())
@@ -158,6 +171,139 @@ func dialledLocal(err error) bool {
 	}
 	ip := net.ParseIP(host)
 	return host == "localhost" || ip != nil && ip.IsLoopback()
+}
+
+// dialledPort is the port err's dial went to (a TCP port, or the number
+// in a Unix socket's .s.PGSQL.N name), 0 when err does not say.
+func dialledPort(err error) int {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Addr == nil {
+		return 0
+	}
+	if a, ok := op.Addr.(*net.TCPAddr); ok {
+		return a.Port
+	}
+	_, n, ok := strings.Cut(filepath.Base(op.Addr.String()), ".s.PGSQL.")
+	if !ok {
+		return 0
+	}
+	p, _ := strconv.Atoi(n)
+	return p
+}
+
+// Where PostgreSQL listens on a machine by default: Debian's and the
+// upstream socket directories, and the ports clusters are given one
+// after another (pg_createcluster starts at 5432).
+var (
+	socketDirs = []string{"/var/run/postgresql", "/tmp"}
+	tcpPorts   = []int{5432, 5433, 5434, 5435, 5436, 5437, 5438, 5439}
+)
+
+// LocalPorts lists, in ascending order, the ports other than skip on which
+// a PostgreSQL answers on this machine: the .s.PGSQL.N sockets of its
+// socket directories and the ports 5432–5439 of 127.0.0.1, each counted
+// only when a server there answers PostgreSQL's SSL request (so neither a
+// stale socket file nor another service passes). It is for hints: a
+// database URL naming the wrong port of a running server. The probes run
+// at once and take at most about 0.6 s; their answer is kept for a few
+// seconds, since an error's message (and so its hint) may be asked for
+// again and again while PostgreSQL stays away.
+func LocalPorts(skip int) []int {
+	localPortsMu.Lock()
+	defer localPortsMu.Unlock()
+	if time.Since(localPortsAt) > localPortsTTL {
+		localPortsFound, localPortsAt = probeLocalPorts(), time.Now()
+	}
+	var out []int
+	for _, p := range localPortsFound {
+		if p != skip {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+const localPortsTTL = 5 * time.Second
+
+var (
+	localPortsMu    sync.Mutex
+	localPortsAt    time.Time
+	localPortsFound []int
+)
+
+// probeLocalPorts is LocalPorts without the cache and the skip.
+func probeLocalPorts() []int {
+	type probe struct {
+		port          int
+		network, addr string
+	}
+	var probes []probe
+	for _, dir := range socketDirs {
+		names, _ := filepath.Glob(filepath.Join(dir, ".s.PGSQL.*"))
+		for _, name := range names {
+			if p, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(name), ".s.PGSQL.")); err == nil {
+				probes = append(probes, probe{p, "unix", name})
+			}
+		}
+	}
+	for _, p := range tcpPorts {
+		probes = append(probes, probe{p, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))})
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	found := map[int]bool{}
+	for _, pr := range probes {
+		wg.Go(func() {
+			if answersPostgres(pr.network, pr.addr) {
+				mu.Lock()
+				found[pr.port] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Sorted(maps.Keys(found))
+}
+
+// answersPostgres reports whether a PostgreSQL server answers at addr: it
+// sends the SSLRequest message, to which a server replies with one byte,
+// 'S' or 'N', and hangs up.
+func answersPostgres(network, addr string) bool {
+	conn, err := net.DialTimeout(network, addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	// Length 8, then the SSLRequest code 80877103 (1234 << 16 | 5679).
+	if _, err := conn.Write([]byte{0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f}); err != nil {
+		return false
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		return false
+	}
+	return b[0] == 'S' || b[0] == 'N'
+}
+
+// joinPorts is "5433" or "5433 and 5434" or "5433, 5434 and 5435".
+func joinPorts(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = strconv.Itoa(p)
+	}
+	if len(s) == 1 {
+		return s[0]
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// Address says which database pool reads, as host:port/dbname (the host
+// may be a socket directory), with neither user nor password: for a
+// command to name what it read.
+func Address(pool *pgxpool.Pool) string {
+	c := pool.Config().ConnConfig
+	return net.JoinHostPort(c.Host, strconv.Itoa(int(c.Port))) + "/" + c.Database
 }
 
 // RedactURL returns databaseURL with its password replaced by "xxxxx", for

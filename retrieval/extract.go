@@ -1,6 +1,7 @@
 package retrieval
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -40,10 +41,15 @@ type extracted struct {
 	text  string
 }
 
-// extract returns the title and the text of a file's content. Invalid UTF-8
-// is replaced by U+FFFD rather than refused; a leading byte-order mark is
-// dropped.
+// extract returns the title and the text of a file's content. Content that
+// is not text (see notText) is refused with a *pipeline.ValidationError
+// naming the document; otherwise a few invalid UTF-8 bytes (a Latin-1
+// accent) are replaced by U+FFFD and a leading byte-order mark is dropped.
 func extract(kind, name string, content []byte) (extracted, error) {
+	if why := notText(content); why != "" {
+		return extracted{}, &pipeline.ValidationError{Field: name, Code: "document_unreadable",
+			Message: fmt.Sprintf("%s is not text: %s", name, why)}
+	}
 	src := string(content)
 	if !utf8.ValidString(src) {
 		src = strings.ToValidUTF8(src, "\uFFFD")
@@ -70,6 +76,47 @@ func extract(kind, name string, content []byte) (extracted, error) {
 	default:
 		return extracted{title: base, text: strings.TrimSpace(src)}, nil
 	}
+}
+
+// Limits of what extract takes for text: beyond MaxInvalidUTF8Share of
+// invalid UTF-8 bytes the text would be mostly U+FFFD, beyond
+// MaxControlShare of control characters it is a binary file.
+const (
+	MaxInvalidUTF8Share = 0.25
+	MaxControlShare     = 0.01
+)
+
+// notText says why content is not text, or "" when it is: a NUL byte (a
+// binary file, or UTF-16 text), more than MaxInvalidUTF8Share of its bytes
+// invalid UTF-8 (another encoding, or binary), or more than MaxControlShare
+// of its characters controls other than tab, line feed, vertical tab, form
+// feed, carriage return and escape (the ANSI colours of a log). Every
+// path that ingests content goes through extract, hence this check.
+func notText(content []byte) string {
+	if i := bytes.IndexByte(content, 0); i >= 0 {
+		return fmt.Sprintf("it holds a NUL byte (at offset %d): a binary file, or UTF-16 text (convert it to UTF-8)", i)
+	}
+	var runes, invalid, control int
+	for b := content; len(b) > 0; runes++ {
+		r, n := utf8.DecodeRune(b)
+		b = b[n:]
+		switch {
+		case r == utf8.RuneError && n == 1:
+			invalid++
+		case r < 0x20 && r != '\t' && r != '\n' && r != '\v' && r != '\f' && r != '\r' && r != 0x1b,
+			r >= 0x7f && r <= 0x9f:
+			control++
+		}
+	}
+	if float64(invalid) > MaxInvalidUTF8Share*float64(len(content)) {
+		return fmt.Sprintf("%d of its %d bytes are not valid UTF-8 (more than %.0f%%): a binary file, or text in another encoding (convert it to UTF-8)",
+			invalid, len(content), 100*MaxInvalidUTF8Share)
+	}
+	if float64(control) > MaxControlShare*float64(runes) {
+		return fmt.Sprintf("%d of its %d characters are control characters (more than %.0f%%): a binary file",
+			control, runes, 100*MaxControlShare)
+	}
+	return ""
 }
 
 // MaxHTMLDepth is how deeply the HTML parser (golang.org/x/net/html) lets

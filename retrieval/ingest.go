@@ -96,7 +96,22 @@ type Stats struct {
 	// Chunks counts the chunks stored.
 	Chunks  int
 	Elapsed time.Duration
+	// Failed lists the files left out because they could not be read,
+	// parsed or chunked, or are not text, in the order they were met.
+	Failed []FileError
 }
+
+// FileError is a file an ingest left out, and why.
+type FileError struct {
+	Path string
+	Err  error
+}
+
+// Error names the file and the reason.
+func (e FileError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the reason.
+func (e FileError) Unwrap() error { return e.Err }
 
 // source is one file to ingest.
 type source struct {
@@ -112,9 +127,12 @@ type source struct {
 // given directly is known by its base name).
 //
 // A file whose SHA-256 matches the stored one is skipped; a changed file's
-// chunks replace the old ones. The index is saved every SaveEvery documents
-// and at the end, also when a file cannot be read or parsed, which stops
-// the run with an error naming the file. progress may be nil.
+// chunks replace the old ones. A file that cannot be read, parsed or
+// chunked, or is not text, is left out and listed in Stats.Failed (the
+// error names the file) while the run goes on with the next; only a
+// failure of the embedder or the store, or the end of ctx, stops the run,
+// and then the error says so. The index is saved every SaveEvery documents
+// and at the end, also when the run stops. progress may be nil.
 func (in *Ingester) Ingest(ctx context.Context, paths []string, progress func(Progress)) (Stats, error) {
 	start := time.Now()
 	if err := in.validate(); err != nil {
@@ -138,7 +156,7 @@ func (in *Ingester) Ingest(ctx context.Context, paths []string, progress func(Pr
 	run.progress.Path, run.progress.Done = "", true
 	run.emit()
 	p := run.progress
-	return Stats{Documents: p.Documents, Skipped: p.Skipped, Chunks: p.Chunks, Elapsed: time.Since(start)}, err
+	return Stats{Documents: p.Documents, Skipped: p.Skipped, Chunks: p.Chunks, Elapsed: time.Since(start), Failed: run.failed}, err
 }
 
 func (in *Ingester) validate() error {
@@ -268,6 +286,8 @@ type ingestRun struct {
 	// hold keeps embedded documents out of the store: the caller stores
 	// them itself (IngestContents, all or nothing).
 	hold bool
+	// failed lists the files left out (Ingest goes on past them).
+	failed []FileError
 }
 
 type pendingDoc struct {
@@ -295,7 +315,11 @@ func (r *ingestRun) all(sources []source) error {
 			return fmt.Errorf("ingesting: %w", err)
 		}
 		if err := r.file(s); err != nil {
-			return err
+			var se storeError
+			if errors.As(err, &se) {
+				return err
+			}
+			r.failed = append(r.failed, FileError{Path: s.path, Err: err})
 		}
 		for len(r.queue) >= wave {
 			if err := r.embed(batch, wave); err != nil {
@@ -314,7 +338,10 @@ func (r *ingestRun) all(sources []source) error {
 	return r.embed(batch, 0) // stores documents without chunks still pending
 }
 
-// file reads, extracts and chunks one file and queues its chunks.
+// file reads, extracts and chunks one file and queues its chunks. Its
+// errors are the file's own (unreadable, not text, refused by the parser),
+// after which nothing is queued and the run can go on, except a
+// storeError, which stops the run.
 func (r *ingestRun) file(s source) error {
 	content, err := os.ReadFile(s.path)
 	if err != nil {
@@ -339,7 +366,7 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 	}
 	old, ok, err := r.in.Store.StoredHash(r.ctx, s.docID)
 	if err != nil {
-		return nil, fmt.Errorf("checking %s: %w", s.docID, err)
+		return nil, storeError{fmt.Errorf("checking %s: %w", s.docID, err)}
 	}
 	if ok && old == hash {
 		r.progress.Skipped++
@@ -386,6 +413,12 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 	r.pending = append(r.pending, p)
 	return p, nil
 }
+
+// storeError is a failure of the store rather than of a document: it stops
+// an Ingest instead of leaving the document out.
+type storeError struct{ error }
+
+func (e storeError) Unwrap() error { return e.error }
 
 // Content is one document given by its content rather than a path, as the
 // API receives it.

@@ -298,7 +298,73 @@ func TestIngestValidation(t *testing.T) {
 	}
 }
 
-func TestUnreadableFileStopsAndKeepsWork(t *testing.T) {
+// badFolder writes a folder holding one good Markdown file, an HTML file
+// nested 300,000 elements deep (beyond the parser's limit) and a binary
+// file named .md (every byte value, repeated), and returns it.
+func badFolder(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "src")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := make([]byte, 0, 256*600)
+	for range 600 {
+		for b := range 256 {
+			bin = append(bin, byte(b))
+		}
+	}
+	for name, content := range map[string][]byte{
+		"good.md":   []byte("# Good\n\nPrefill and decode are the two phases of generation."),
+		"deep.html": []byte(strings.Repeat("<div>", 300_000) + "deep" + strings.Repeat("</div>", 300_000)),
+		"blob.md":   bin,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// TestBadFilesAreSkippedAndListed: one file the parser refuses and one that
+// is not text leave the rest of the folder to be ingested; both are listed
+// with their reasons, and neither is stored.
+func TestBadFilesAreSkippedAndListed(t *testing.T) {
+	t.Parallel()
+	src := badFolder(t)
+	in, _ := newIngester(t, filepath.Join(t.TempDir(), "data"))
+	stats, err := in.Ingest(context.Background(), []string{src}, nil)
+	if err != nil {
+		t.Fatalf("ingest stopped: %v", err)
+	}
+	if stats.Documents != 1 {
+		t.Errorf("stats %+v, want the good file stored", stats)
+	}
+	ix := in.Store.(*Index)
+	if _, ok := ix.DocumentHash("good.md"); !ok {
+		t.Error("good.md was not stored")
+	}
+	for _, id := range []string{"deep.html", "blob.md"} {
+		if _, ok := ix.DocumentHash(id); ok {
+			t.Errorf("%s was stored", id)
+		}
+	}
+	if len(stats.Failed) != 2 {
+		t.Fatalf("failed %v, want deep.html and blob.md", stats.Failed)
+	}
+	want := map[string]string{"blob.md": "is not text: it holds a NUL byte", "deep.html": "deeper than 512 levels"}
+	for _, f := range stats.Failed {
+		reason, ok := want[filepath.Base(f.Path)]
+		if !ok || !strings.Contains(f.Error(), reason) || !strings.Contains(f.Error(), filepath.Base(f.Path)) {
+			t.Errorf("failure %s: %v, want one naming it and saying %q", f.Path, f, reason)
+		}
+		var ve *pipeline.ValidationError
+		if !errors.As(f, &ve) {
+			t.Errorf("failure %s: %T, want a *pipeline.ValidationError inside", f.Path, f.Err)
+		}
+	}
+}
+
+func TestUnreadableFileIsSkippedAndWorkKept(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
@@ -313,22 +379,58 @@ func TestUnreadableFileStopsAndKeepsWork(t *testing.T) {
 	if err := os.Symlink("/proc/self/mem", filepath.Join(src, "b.txt")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(src, "c.md"), []byte("# C\n\nthird document"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	dataDir := filepath.Join(dir, "data")
 	in, _ := newIngester(t, dataDir)
 	in.BatchSize = 1
 	stats, err := in.Ingest(context.Background(), []string{src}, nil)
-	if err == nil || !strings.Contains(err.Error(), "b.txt") {
-		t.Fatalf("err = %v, want one naming b.txt", err)
+	if err != nil {
+		t.Fatalf("ingest stopped: %v", err)
 	}
-	if stats.Documents != 1 {
-		t.Errorf("stats %+v, want the first document stored", stats)
+	if len(stats.Failed) != 1 || !strings.Contains(stats.Failed[0].Error(), "b.txt") {
+		t.Fatalf("failed %v, want b.txt listed", stats.Failed)
+	}
+	if stats.Documents != 2 {
+		t.Errorf("stats %+v, want the files around it stored", stats)
 	}
 	rd, err := OpenIndex(dataDir, IndexOptions{Dimension: 256, Embedder: HashEmbedderName})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := rd.DocumentHash("a.md"); !ok {
-		t.Error("work done before the failure was not saved")
+	for _, id := range []string{"a.md", "c.md"} {
+		if _, ok := rd.DocumentHash(id); !ok {
+			t.Errorf("%s was not saved", id)
+		}
+	}
+}
+
+// TestNotText: what extract refuses as not text, and what it keeps.
+func TestNotText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		content string
+		refused string
+	}{
+		{"plain", "Prefill, then decode.\n\tindented\r\n\f", ""},
+		{"Latin-1 accents", "caf\xe9 au lait, cr\xe8me br\xfbl\xe9e, na\xefve fa\xe7ade\n", ""},
+		{"ANSI colours", "\x1b[31merror\x1b[0m: nothing listens\n", ""},
+		{"empty", "", ""},
+		{"NUL", "text\x00more", "NUL byte (at offset 4)"},
+		{"UTF-16", "\xff\xfeh\x00i\x00", "NUL byte"},
+		{"mostly invalid UTF-8", "\xc1\xd0\xe3\xf2\xfa ab", "not valid UTF-8"},
+		{"control characters", strings.Repeat("word ", 20) + "\x01\x02", "control characters"},
+		{"C1 controls", strings.Repeat("word ", 20) + "\u0085\u0090", "control characters"},
+	} {
+		_, err := extract(KindMarkdown, "doc.md", []byte(tc.content))
+		switch {
+		case tc.refused == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.name, err)
+		case tc.refused != "" && (err == nil || !strings.Contains(err.Error(), tc.refused) || !strings.Contains(err.Error(), "doc.md is not text")):
+			t.Errorf("%s: err %v, want one saying doc.md is not text: %s", tc.name, err, tc.refused)
+		}
 	}
 }
 

@@ -8,8 +8,18 @@
 # prints the steady asks' TTFT p50/p99, /healthz p99 and serve's peak RSS.
 # Bars: TTFT within 2x of idle, /healthz p99 <= 50 ms, peak RSS <= 300 MB.
 #
-#   scripts/abuse-load.sh                  30 s per run
+# A third run, stall (60 s), checks --stream-write-timeout end to end:
+# STALLERS clients (8: 4 per loopback address, within
+# --max-concurrent-per-caller) ask for a 4,096-token answer of about 7 MB
+# (scripts/abuseload's stallBody) from a model that streams it in about 4 s,
+# more than loopback's socket buffers hold, and read nothing for 45 s; serve must
+# cut each within 1-1.5 x the timeout (10 s) of its write blocking. It prints
+# how many the clients saw cut and, from the queries serve recorded
+# (cancelled, client_stalled), how many and after how long (e2e_ms).
+#
+#   scripts/abuse-load.sh                  30 s per run (the stall run 60 s)
 #   DURATION=60s scripts/abuse-load.sh
+#   RUNS=stall scripts/abuse-load.sh       only the stall run (RUNS="idle abuse stall" by default)
 #   SERVE_FLAGS="--max-concurrent 0" scripts/abuse-load.sh     compare without a process bound
 #
 # The steady client asks 5 times a second from 127.0.0.1, above the default
@@ -26,6 +36,8 @@ URL="$BASE/$DB?sslmode=disable"
 NONREADERS=${NONREADERS:-1000}
 SLOWBODIES=${SLOWBODIES:-200}
 SLOWLORIS=${SLOWLORIS:-1000}
+STALLERS=${STALLERS:-8}
+RUNS=${RUNS:-idle abuse stall}
 
 # Each abusive connection is a descriptor in the load generator and one in
 # serve: raise the soft limit when it is below what the mix needs.
@@ -62,14 +74,23 @@ sim_port=$(free_port)
 ./bin/ragtime llmsim --addr "127.0.0.1:$sim_port" --prefill-ms 30 --itl-ms 10 --output-tokens 32 >"$work/llmsim.log" 2>&1 &
 pids+=($!)
 wait_up "http://127.0.0.1:$sim_port/v1/models"
+# The stall run's model answers at length and fast: 4,096 tokens 1 ms apart.
+long_port=$(free_port)
+./bin/ragtime llmsim --addr "127.0.0.1:$long_port" --prefill-ms 30 --itl-ms 1 --output-tokens 4096 >"$work/llmsim-long.log" 2>&1 &
+pids+=($!)
+wait_up "http://127.0.0.1:$long_port/v1/models"
 
 # one_run LABEL ABUSE-FLAGS...: a fresh serve, the load, then serve's peak RSS.
+# The model is llmsim at $model_port (sim_port unless a run says otherwise),
+# the run lasts $run_for (DURATION unless a run says otherwise), and the
+# steady client takes $steady_flags.
 one_run() {
   local label=$1; shift
   local port; port=$(free_port)
+  local run_for=${run_for:-$DURATION}
   # shellcheck disable=SC2086
   ./bin/ragtime serve --addr "127.0.0.1:$port" --database-url "$URL" --data-dir "$work/data" \
-    --llm-provider openai --llm-base-url "http://127.0.0.1:$sim_port/v1" --llm-model sim \
+    --llm-provider openai --llm-base-url "http://127.0.0.1:${model_port:-$sim_port}/v1" --llm-model sim \
     --rate 1000/min --log-format json ${SERVE_FLAGS:-} >"$work/serve-$label.out" 2>"$work/serve-$label.log" &
   local spid=$!
   pids+=($spid)
@@ -78,11 +99,12 @@ one_run() {
   # client, which waits no longer for them.
   local apid=
   if [ $# -gt 0 ]; then
-    timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$(( ${DURATION%s} + 2 ))s" --label "$label" --steady=false "$@" &
+    timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$(( ${run_for%s} + 2 ))s" --label "$label" --steady=false "$@" &
     apid=$!
     sleep 2
   fi
-  timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$DURATION" --label "$label"
+  # shellcheck disable=SC2086
+  timeout 400 ./bin/abuseload --url "http://127.0.0.1:$port" --duration "$run_for" --label "$label" ${steady_flags:-}
   [ -z "$apid" ] || wait "$apid"
   echo "$label: serve peak RSS $(awk '/VmHWM/ {printf "%.1f MB", $2/1024}' "/proc/$spid/status"), threads $(awk '/Threads/ {print $2}' "/proc/$spid/status")"
   kill -INT "$spid"; wait "$spid" 2>/dev/null || true
@@ -90,5 +112,21 @@ one_run() {
 }
 
 echo "== $(date -u +%FT%TZ), $(nproc) cores, DURATION=$DURATION, SERVE_FLAGS=${SERVE_FLAGS:-}"
-one_run idle
-one_run abuse --nonreaders "$NONREADERS" --slowbodies "$SLOWBODIES" --slowloris "$SLOWLORIS"
+for r in $RUNS; do
+  case $r in
+  idle) one_run idle ;;
+  abuse) one_run abuse --nonreaders "$NONREADERS" --slowbodies "$SLOWBODIES" --slowloris "$SLOWLORIS" ;;
+  stall)
+    since=$(date -u '+%F %T.%6N+00')
+    # The steady client keeps to short answers (max_tokens 32, as in the other runs).
+    model_port=$long_port run_for=60s steady_flags="--steady-max-tokens 32" one_run stall --stallers "$STALLERS" --abuse-hosts $(( (STALLERS + 3) / 4 )) --stall-hold 45s
+    # serve flushed its records when it stopped: the cuts as it recorded them.
+    psql "$URL" -Atc "SELECT 'stall: serve recorded ' || count(*) || ' streams cut as client_stalled, after e2e p50 '
+        || coalesce(round(percentile_cont(0.5) WITHIN GROUP (ORDER BY e2e_ms)::numeric / 1000, 1), 0) || ' s, min '
+        || coalesce(round(min(e2e_ms)::numeric / 1000, 1), 0) || ' s, max ' || coalesce(round(max(e2e_ms)::numeric / 1000, 1), 0)
+        || ' s; ' || coalesce(round(avg(completion_tokens)), 0) || ' of 4096 tokens generated per cut stream'
+      FROM queries WHERE error_code = 'client_stalled' AND created_at >= '$since'"
+    ;;
+  *) echo "RUNS: unknown run $r (want idle, abuse or stall)" >&2; exit 2 ;;
+  esac
+done

@@ -6,9 +6,7 @@
 set -euo pipefail
 docs=/usr/share/doc/postgresql-doc-15/html
 if [ ! -d "$docs" ]; then
-	echo "installing postgresql-doc-15 (apt-get)..." >&2
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql-doc-15 >/dev/null
+	"$(dirname "$0")/apt-install.sh" "the corpus of this benchmark" postgresql-doc-15
 fi
 cd "$(dirname "$0")/.."
 go build -o bin/ragtime ./cmd/ragtime

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -78,16 +79,23 @@ func TestKeysCLIRoundTrip(t *testing.T) {
 	dbURL, pool := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 
-	out := runCmd(t, env, "keys", "list")
-	if !strings.Contains(out, "no API keys") {
-		t.Errorf("keys list on an empty table: %s", out)
+	// keys list names the database it read, never the password (the test
+	// server trusts local connections, so any password connects).
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(u.User.Username(), "hunter2-keys-list")
+	out := runCmd(t, map[string]string{"DATABASE_URL": u.String()}, "keys", "list")
+	if want := "no API keys in " + u.Host + u.Path + ":"; !strings.Contains(out, want) || strings.Contains(out, "hunter2") {
+		t.Errorf("keys list on an empty table: %s, want %q and no password", out, want)
 	}
 	k := createKey(t, env, "--name", "ci", "--scopes", "ask,read", "--rate", "30/min", "--concurrency", "2",
 		"--models", "m1,m2", "--filter", "metadata.tenant=a", "--filter", "doc_id=a.md", "--expires", "90d")
 	pub := createKey(t, env, "--name", "web", "--kind", "publishable", "--origins", "https://App.example.com")
 
 	out = runCmd(t, env, "keys", "list")
-	for _, want := range []string{k.id, k.prefix, "ci", "ask,read", "30/min, 2 at once", "m1,m2", "doc_id=a.md metadata.tenant=a",
+	for _, want := range []string{"2 API keys in " + u.Host + u.Path + ":", k.id, k.prefix, "ci", "ask,read", "30/min, 2 at once", "m1,m2", "doc_id=a.md metadata.tenant=a",
 		"expires ", pub.prefix, "publishable", "https://app.example.com", "60/min"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("keys list lacks %q:\n%s", want, out)

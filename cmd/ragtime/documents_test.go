@@ -10,6 +10,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -235,6 +236,52 @@ func TestServeReadOnlyLetsIngestWrite(t *testing.T) {
 	out2 := runCmd(t, env, "ingest", "--data-dir", dataDir, "--concurrency", "3", "testdata/corpus")
 	if !strings.Contains(out2, "documents/s") || !strings.Contains(out2, "chunks/s") {
 		t.Errorf("ingest output %q lacks the rates", out2)
+	}
+}
+
+// TestIngestSkipsBadFiles: `ragtime ingest DIR` over a good file, an HTML
+// nested 300,000 deep and a binary file named .md stores the good one, lists
+// the other two with their reasons after the summary, and exits 1.
+func TestIngestSkipsBadFiles(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	blob := bytes.Repeat([]byte{0, 1, 2, 'a', 0xfe, 0xff, '\n'}, 10_000)
+	for name, content := range map[string][]byte{
+		"good.md":   []byte("# Good\n\nPrefill and decode are the two phases."),
+		"deep.html": []byte(strings.Repeat("<div>", 300_000) + strings.Repeat("</div>", 300_000)),
+		"blob.md":   blob,
+	} {
+		if err := os.WriteFile(filepath.Join(src, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(t.TempDir(), "index")
+	cmd := exec.Command(ragtimeBinary(t), "ingest", "--data-dir", dataDir, src)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("ingest: %v, want exit status 1\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "ingested 1 documents") {
+		t.Errorf("stdout %q, want the good file ingested", stdout.String())
+	}
+	errOut := stderr.String()
+	for _, want := range []string{
+		"2 files were left out:",
+		"deep.html: the HTML nests elements deeper than 512 levels",
+		"blob.md is not text: it holds a NUL byte",
+		"ragtime: ingest: 2 of 3 files were left out",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	// What was stored is searchable by the next command.
+	listed := runCmd(t, nil, "ingest", "--data-dir", dataDir, filepath.Join(src, "good.md"))
+	if !strings.Contains(listed, "1 unchanged") {
+		t.Errorf("re-ingesting good.md: %q, want it unchanged (stored by the first run)", listed)
 	}
 }
 

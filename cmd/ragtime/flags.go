@@ -165,20 +165,28 @@ func parseErrorMessage(fs *flag.FlagSet, err error) string {
 	return fmt.Sprintf("%s; `%s -h` lists the flags", msg, fs.Name())
 }
 
-// closestFlag is the defined flag nearest to name by edit distance (at most
-// 2, or a prefix match), or "". Hand-written: a dozen lines do not justify a
-// dependency.
+// closestFlag is the defined flag nearest to name (closestName), or "".
 func closestFlag(fs *flag.FlagSet, name string) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+	return closestName(name, names)
+}
+
+// closestName is the one of names nearest to name by edit distance (at
+// most 2, or a prefix match of at least 3 characters), or "": the "did you
+// mean" of a mistyped flag or command. Hand-written: a dozen lines do not
+// justify a dependency.
+func closestName(name string, names []string) string {
 	best, bestD := "", 3
-	fs.VisitAll(func(f *flag.Flag) {
-		d := editDistance(name, f.Name)
-		if strings.HasPrefix(f.Name, name) && len(name) >= 3 {
+	for _, n := range names {
+		d := editDistance(name, n)
+		if strings.HasPrefix(n, name) && len(name) >= 3 {
 			d = min(d, 1)
 		}
 		if d < bestD {
-			best, bestD = f.Name, d
+			best, bestD = n, d
 		}
-	})
+	}
 	return best
 }
 

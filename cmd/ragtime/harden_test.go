@@ -17,8 +17,8 @@ func errField(m map[string]any) string {
 // TestInputThatUsedToBe500IsA400 sends, to a running serve with a real
 // Postgres, the inputs that were answered with 500 (a NUL or invalid UTF-8
 // reaching Postgres, an HTML document nested past the parser's limit) and
-// their neighbours: each is a 400 naming the parameter, and the server logs
-// no failed request.
+// their neighbours, and a binary file that was stored as text: each is a 400
+// naming the parameter, and the server logs no failed request.
 func TestInputThatUsedToBe500IsA400(t *testing.T) {
 	t.Parallel()
 	dbURL, _ := testDB(t)
@@ -27,6 +27,12 @@ func TestInputThatUsedToBe500IsA400(t *testing.T) {
 	deep := strings.Repeat("<div>", 600) + "deep" + strings.Repeat("</div>", 600)
 	deepJSON := fmt.Sprintf(`{"id":"deep.html","text":%q}`, deep)
 	mp, mpType := multipartBody(t, map[string]string{"deep.html": deep})
+	// A binary file named .md (every byte value) was stored as 591 chunks.
+	var blob strings.Builder
+	for b := range 256 {
+		blob.WriteByte(byte(b))
+	}
+	bin, binType := multipartBody(t, map[string]string{"blob.md": strings.Repeat(blob.String(), 50)})
 	for _, c := range []struct {
 		name, method, path, ct, body string
 		code, field                  string
@@ -39,13 +45,17 @@ func TestInputThatUsedToBe500IsA400(t *testing.T) {
 		{"ask metadata NUL", "POST", "/ask", "application/json", `{"question":"hi","filters":{"metadata":{"k":"\u0000"}}}`, "filters_invalid", "filters.metadata"},
 		{"deep HTML as JSON", "POST", "/v1/documents", "application/json", deepJSON, "document_unreadable", "deep.html"},
 		{"deep HTML as a file", "POST", "/v1/documents", mpType, string(mp), "document_unreadable", "deep.html"},
+		{"binary file named .md", "POST", "/v1/documents", binType, string(bin), "document_unreadable", "blob.md"},
 	} {
 		status, out := doJSON(t, c.method, srv.url+c.path, c.ct, []byte(c.body))
 		if status != http.StatusBadRequest || errCode(out) != c.code || errField(out) != c.field {
 			t.Errorf("%s: %d %v, want 400 %s naming %s", c.name, status, out, c.code, c.field)
 		}
-		if c.code == "document_unreadable" && !strings.Contains(fmt.Sprint(out), "512") {
+		if c.field == "deep.html" && !strings.Contains(fmt.Sprint(out), "512") {
 			t.Errorf("%s: %v does not name the parser's limit (512)", c.name, out)
+		}
+		if c.field == "blob.md" && !strings.Contains(fmt.Sprint(out), "blob.md is not text: it holds a NUL byte") {
+			t.Errorf("%s: %v does not say the file is not text", c.name, out)
 		}
 	}
 	// The neighbours still work: a model that exists as a filter, a document

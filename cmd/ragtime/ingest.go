@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -56,6 +57,7 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	progress := retrieval.ProgressAfter(retrieval.ProgressBar(env.stderr, isTerminal(env.stderr)), progressDelay, time.Now)
 	st, err := in.Ingest(ctx, fs.Args(), progress)
 	if err != nil {
+		reportFailed(env.stderr, st.Failed)
 		return err
 	}
 	if c, ok := p.store.(compactor); ok {
@@ -73,7 +75,25 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	where := p.store.Describe()
 	fmt.Fprintf(env.stdout, "ingested %d documents (%d unchanged, skipped), %d chunks, in %.2fs: %.1f documents/s, %.1f chunks/s; %s\n",
 		st.Documents, st.Skipped, st.Chunks, st.Elapsed.Seconds(), float64(st.Documents)/secs, float64(st.Chunks)/secs, where)
+	if len(st.Failed) > 0 {
+		reportFailed(env.stderr, st.Failed)
+		return fmt.Errorf("ingest: %d of %d files were left out (listed above); the others are stored",
+			len(st.Failed), len(st.Failed)+st.Documents+st.Skipped)
+	}
 	return nil
+}
+
+// reportFailed lists the files an ingest left out, one a line with its
+// reason (each error names its file), after the run, so they are not lost
+// among progress lines.
+func reportFailed(w io.Writer, failed []retrieval.FileError) {
+	if len(failed) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d files were left out:\n", len(failed))
+	for _, f := range failed {
+		fmt.Fprintf(w, "  %v\n", f.Err)
+	}
 }
 
 // progressDelay is how long an ingest runs before it shows progress: a

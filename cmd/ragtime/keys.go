@@ -36,7 +36,7 @@ func runKeys(ctx context.Context, env *environment, args []string) error {
 	case "revoke":
 		return runKeysRevoke(ctx, env, args[1:])
 	}
-	return &usageError{msg: fmt.Sprintf("unknown keys subcommand %q; want create, list or revoke", args[0])}
+	return &usageError{msg: unknownName("keys subcommand", args[0], []string{"create", "list", "revoke"}) + "; want create, list or revoke"}
 }
 
 // filterFlag is the repeatable --filter: doc_id=ID[,ID...] or
@@ -208,10 +208,12 @@ func runKeysList(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
+	where := postgres.Address(pool)
 	if len(keys) == 0 {
-		fmt.Fprintln(env.stdout, "no API keys: serve runs open on a loopback address and refuses other addresses without --insecure-no-auth; create one with `ragtime keys create`")
+		fmt.Fprintln(env.stdout, "no API keys in "+where+": serve runs open on a loopback address and refuses other addresses without --insecure-no-auth; create one with `ragtime keys create`")
 		return nil
 	}
+	fmt.Fprintf(env.stdout, "%d API keys in %s:\n", len(keys), where)
 	now := time.Now()
 	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPREFIX\tNAME\tKIND\tSCOPES\tSTATE\tLAST USED\tLIMITS\tORIGINS\tMODELS\tFILTER")

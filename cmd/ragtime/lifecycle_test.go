@@ -106,6 +106,9 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"frobnicate"}, nil, `unknown command "frobnicate"`},
+		{[]string{"serv"}, nil, `unknown command "serv" (did you mean serve?)`},
+		{[]string{"injest", "docs"}, nil, `unknown command "injest" (did you mean ingest?)`},
+		{[]string{"keys", "lst"}, nil, `unknown keys subcommand "lst" (did you mean list?); want create, list or revoke`},
 		// An unreachable database does not stop serve (it spools); the
 		// next mistake does.
 		{[]string{"serve", "--reranker", "magic", "--data-dir", t.TempDir()}, map[string]string{"DATABASE_URL": "postgres://postgres@127.0.0.1:1/x?sslmode=disable&connect_timeout=1"}, "--reranker must be"},

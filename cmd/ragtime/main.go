@@ -82,13 +82,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return nil
 	}
+	var names []string
 	for _, c := range commands() {
 		if c.name == args[0] {
 			return c.run(ctx, env, args[1:])
 		}
+		names = append(names, c.name)
 	}
 	printUsage(stderr)
-	return &usageError{msg: fmt.Sprintf("unknown command %q", args[0])}
+	return &usageError{msg: unknownName("command", args[0], names)}
+}
+
+// unknownName is the message for a mistyped command or subcommand: what
+// was given, and the nearest of names if one is near.
+func unknownName(what, got string, names []string) string {
+	msg := fmt.Sprintf("unknown %s %q", what, got)
+	if near := closestName(got, names); near != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", near)
+	}
+	return msg
 }
 
 func printUsage(w io.Writer) {

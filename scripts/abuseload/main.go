@@ -15,7 +15,14 @@
 //     opening a new one every -reopen;
 //   - -slowbodies clients that POST /ask a 1,000-byte body one byte every 5 s;
 //   - -slowloris clients that send request headers one line every 5 s and
-//     never finish them.
+//     never finish them;
+//   - -stallers clients that ask for a long answer (about 7 MB, more than
+//     the socket buffers hold: see stallBody) and stop reading: serve's
+//     --stream-write-timeout must cut them. Each reads nothing for
+//     -stall-hold, then drains what was sent and counts the stream as cut
+//     when it ends without its done event. When the cut came a client that
+//     reads nothing cannot see; the script reads it from the queries serve
+//     recorded (status cancelled, code client_stalled, e2e_ms).
 //
 // Every abusive connection is re-opened when the server cuts it, so the
 // pressure stays constant for the whole run.
@@ -23,9 +30,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +43,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,9 +55,12 @@ type config struct {
 	base        string
 	duration    time.Duration
 	steadyEvery time.Duration
+	steadyMax   int
 	nonreaders  int
 	slowbodies  int
 	slowloris   int
+	stallers    int
+	stallHold   time.Duration
 	reopen      time.Duration
 	abuseFrom   string
 	abuseHosts  int
@@ -60,9 +73,12 @@ func main() {
 	flag.StringVar(&c.base, "url", "http://127.0.0.1:8080", "the serve to load (loopback only)")
 	flag.DurationVar(&c.duration, "duration", 30*time.Second, "how long to run (at most 5m)")
 	flag.DurationVar(&c.steadyEvery, "steady-every", 200*time.Millisecond, "interval of the steady client's asks")
+	flag.IntVar(&c.steadyMax, "steady-max-tokens", 0, "max_tokens of the steady client's asks (0: serve's default)")
 	flag.IntVar(&c.nonreaders, "nonreaders", 0, "clients that open /ask and never read (at most 5000)")
 	flag.IntVar(&c.slowbodies, "slowbodies", 0, "clients that send a body one byte every 5 s (at most 5000)")
 	flag.IntVar(&c.slowloris, "slowloris", 0, "clients that send headers one line every 5 s (at most 5000)")
+	flag.IntVar(&c.stallers, "stallers", 0, "clients that ask for a long answer and stop reading (at most 5000)")
+	flag.DurationVar(&c.stallHold, "stall-hold", 25*time.Second, "how long a staller reads nothing before it drains the stream (above 1.5 × serve's --stream-write-timeout)")
 	flag.DurationVar(&c.reopen, "reopen", 5*time.Second, "a non-reader abandons its ask and opens a new one this often")
 	flag.StringVar(&c.abuseFrom, "abuse-from", "127.0.0.2", "first loopback address the abusers connect from")
 	flag.IntVar(&c.abuseHosts, "abuse-hosts", 1, "how many consecutive loopback addresses the abusers spread over")
@@ -94,10 +110,15 @@ func (c *config) check() error {
 	switch {
 	case c.duration <= 0 || c.duration > 5*time.Minute:
 		return fmt.Errorf("-duration must be within (0, 5m], got %s", c.duration)
-	case c.nonreaders < 0 || c.nonreaders > 5000, c.slowbodies < 0 || c.slowbodies > 5000, c.slowloris < 0 || c.slowloris > 5000:
+	case c.nonreaders < 0 || c.nonreaders > 5000, c.slowbodies < 0 || c.slowbodies > 5000, c.slowloris < 0 || c.slowloris > 5000,
+		c.stallers < 0 || c.stallers > 5000:
 		return fmt.Errorf("each client count must be within [0, 5000]")
+	case c.stallers > 0 && (c.stallHold <= 0 || c.stallHold >= c.duration):
+		return fmt.Errorf("-stall-hold must be positive and below -duration (%s), got %s", c.duration, c.stallHold)
 	case c.abuseHosts < 1 || c.abuseHosts > 250:
 		return fmt.Errorf("-abuse-hosts must be within [1, 250]")
+	case c.steadyMax < 0:
+		return fmt.Errorf("-steady-max-tokens must be 0 or more, got %d", c.steadyMax)
 	case c.steadyEvery < 10*time.Millisecond:
 		return fmt.Errorf("-steady-every must be at least 10ms")
 	}
@@ -137,16 +158,21 @@ func run(c config) error {
 	for i := range c.slowloris {
 		wg.Go(func() { c.slowLoris(ctx, host, c.nonreaders+c.slowbodies+i, &abuse) })
 	}
+	var stalls stallCounts
+	for i := range c.stallers {
+		wg.Go(func() { c.staller(ctx, host, c.nonreaders+c.slowbodies+c.slowloris+i, &abuse, &stalls) })
+	}
 
 	if !c.steady {
 		<-ctx.Done()
 		wg.Wait()
 		fmt.Printf("%s: abuse connections opened %d, dial errors %d, answers seen by status %s\n", c.label,
 			abuse.opened.Load(), abuse.dialErr.Load(), abuse.statuses())
+		stalls.print(c)
 		return nil
 	}
 	// Let the abusers open their connections before measuring.
-	if c.nonreaders+c.slowbodies+c.slowloris > 0 {
+	if c.nonreaders+c.slowbodies+c.slowloris+c.stallers > 0 {
 		select {
 		case <-time.After(2 * time.Second):
 		case <-ctx.Done():
@@ -163,7 +189,7 @@ func run(c config) error {
 	steadyWG.Go(func() {
 		every(ctx, c.steadyEvery, func() {
 			steadyWG.Go(func() {
-				s := askOnce(c.base, steady)
+				s := askOnce(c.base, steady, c.steadyMax)
 				mu.Lock()
 				samples = append(samples, s)
 				mu.Unlock()
@@ -210,17 +236,23 @@ func run(c config) error {
 	fmt.Printf("%s: steady TTFT (server ttft_ms) p50 %.1f ms p99 %.1f ms\n", c.label, pct(server, 0.50), pct(server, 0.99))
 	fmt.Printf("%s: /healthz n %d p50 %.1f ms p99 %.1f ms max %.1f ms failed %d\n", c.label, len(health),
 		ms(pct(health, 0.50)), ms(pct(health, 0.99)), ms(pct(health, 1)), healthFail.Load())
-	if c.nonreaders+c.slowbodies+c.slowloris > 0 {
+	if c.nonreaders+c.slowbodies+c.slowloris+c.stallers > 0 {
 		fmt.Printf("%s: abuse connections opened %d, dial errors %d, answers seen by status %s\n", c.label,
 			abuse.opened.Load(), abuse.dialErr.Load(), abuse.statuses())
 	}
+	stalls.print(c)
 	return nil
 }
 
-// askOnce sends one GET /ask and times its first token.
-func askOnce(base string, c *http.Client) sample {
+// askOnce sends one GET /ask (with max_tokens when maxTokens > 0) and
+// times its first token.
+func askOnce(base string, c *http.Client, maxTokens int) sample {
 	start := time.Now()
-	resp, err := c.Get(base + "/ask?q=" + url.QueryEscape("what does a reused keep-alive connection skip?") + "&top_k=4")
+	u := base + "/ask?q=" + url.QueryEscape("what does a reused keep-alive connection skip?") + "&top_k=4"
+	if maxTokens > 0 {
+		u += "&max_tokens=" + strconv.Itoa(maxTokens)
+	}
+	resp, err := c.Get(u)
 	if err != nil {
 		return sample{}
 	}
@@ -337,6 +369,86 @@ func (c *config) nonreader(ctx context.Context, host string, i int, a *counters)
 		}
 		fmt.Fprintf(conn, "GET /ask?q=%s HTTP/1.1\r\nHost: %s\r\n\r\n", url.QueryEscape("what is prefill?"), host)
 		sleep(ctx, c.reopen)
+		conn.Close()
+	}
+}
+
+// stallCounts sums up what the stallers saw when they drained their
+// streams: cut (the stream ended without its done event), finished (the
+// done event came: serve never had to wait on the client), refused (an
+// answer other than 200) or still open when the run ended.
+type stallCounts struct {
+	asked, cut, finished, refused, open atomic.Int64
+	bytes                               atomic.Int64 // read from cut streams
+}
+
+func (s *stallCounts) print(c config) {
+	if c.stallers == 0 {
+		return
+	}
+	cut := s.cut.Load()
+	fmt.Printf("%s: stalled clients %d asked (reading nothing for %s): %d cut by serve, %d finished uncut, %d refused, %d still open; %.0f KB received per cut stream\n",
+		c.label, s.asked.Load(), c.stallHold, cut, s.finished.Load(), s.refused.Load(), s.open.Load(),
+		float64(s.bytes.Load())/1024/float64(max(cut, 1)))
+}
+
+// stallBody asks for an answer of many megabytes, more than loopback's
+// socket buffers hold (Linux lets a loopback sender's buffer grow to
+// tcp_wmem's 4 MiB): 4,096 tokens (the most /ask allows), most of them one
+// 12 KB word. llmsim streams the words of the prompt's user message; a
+// filter that matches no document leaves it "Sources: (no sources were
+// found) Question: " and the question, so one token in seven is the
+// question's one word of 3,990 three-byte characters (under the question's
+// 4,000-character limit): about 7 MB in all.
+var stallBody = fmt.Sprintf(`{"question":%q,"max_tokens":4096,"filters":{"doc_id":["no-such-document"]}}`,
+	strings.Repeat("\u7684", 3990))
+
+// staller asks for a long answer, reads nothing for stallHold, then drains
+// the stream and counts how it ended; it asks again until ctx ends, never
+// starting an ask it cannot hold for stallHold.
+func (c *config) staller(ctx context.Context, host string, i int, a *counters, s *stallCounts) {
+	sleep(ctx, time.Duration(i)*10*time.Millisecond)
+	for ctx.Err() == nil {
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < c.stallHold {
+			return
+		}
+		conn, err := c.dial(ctx, host, i, a)
+		if err != nil {
+			sleep(ctx, 100*time.Millisecond)
+			continue
+		}
+		s.asked.Add(1)
+		fmt.Fprintf(conn, "POST /ask HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
+			host, len(stallBody), stallBody)
+		if !sleep(ctx, c.stallHold) {
+			s.open.Add(1)
+			conn.Close()
+			return
+		}
+		// A stream serve has not cut runs on once read, and ends (or not)
+		// within this.
+		_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(conn)
+		status, _ := br.ReadString('\n')
+		if len(status) < 12 || status[9:12] != "200" {
+			s.refused.Add(1)
+			if len(status) >= 12 {
+				a.saw(status[9:12])
+			}
+			conn.Close()
+			continue
+		}
+		a.saw("200")
+		body, err := io.ReadAll(br)
+		switch {
+		case bytes.Contains(body, []byte("event: done")):
+			s.finished.Add(1)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			s.open.Add(1)
+		default: // EOF or reset before the done event
+			s.cut.Add(1)
+			s.bytes.Add(int64(len(body)))
+		}
 		conn.Close()
 	}
 }
