@@ -337,6 +337,11 @@ type Meta struct {
 	Embedder         string `json:"embedder"`
 	Store            string `json:"store"`
 	Reranker         string `json:"reranker"`
+	// Retrieval is the legs the search ran: hybrid, vector or lexical.
+	Retrieval string `json:"retrieval,omitempty"`
+	// RerankNote says why the context keeps fewer chunks than top_k when
+	// the request left rerank_top_n to its default.
+	RerankNote string `json:"rerank_note,omitempty"`
 }
 
 // Tracer follows each query in a distributed trace (tracing.Tracer does it
