@@ -953,7 +953,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 		parts.contextTokens += n
 		parts.sources = append(parts.sources, Source{
 			Rank: len(texts), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
-			Score: h.Score, RerankScore: h.RerankScore, Text: h.Text,
+			Score: h.Score, RerankScore: h.RerankScore, Legs: h.Legs, Text: h.Text,
 		})
 	}
 	var user strings.Builder
