@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -73,19 +72,13 @@ func TestHybridRetrievalEndToEnd(t *testing.T) {
 	reader := createKey(t, env, "--name", "reader", "--scopes", "read")
 	srv := startServe(t, env, "--data-dir", t.TempDir())
 
-	docs := []struct{ id, tenant, text string }{
+	addTenantDocs(t, srv.url, admin.token, []tenantDoc{
 		{"a-pool.md", "a", "# Connection pool\n\nWhen the upstream drops a link, the pool reconnected after a backoff."},
 		{"a-prefill.md", "a", "# Prefill\n\nPrefill reads the whole prompt before the first token."},
 		{"a-decode.md", "a", "# Decode\n\nDecode writes one token at a time after prefill."},
 		{"b-pool.md", "b", "# Pool at B\n\nTenant B's pool reconnected twice; the secret backoff table."},
 		{"b-cache.md", "b", "# Cache\n\nThe prompt cache keeps the system prompt warm."},
-	}
-	for _, d := range docs {
-		body, _ := json.Marshal(map[string]any{"id": d.id, "title": d.id, "text": d.text, "metadata": map[string]string{"tenant": d.tenant}})
-		if status, _, b := call(t, "POST", srv.url+"/v1/documents", admin.token, bytes.NewReader(body), map[string]string{"Content-Type": "application/json"}); status != 200 {
-			t.Fatalf("adding %s: %d %s", d.id, status, b)
-		}
-	}
+	})
 
 	// "reconnecting" is not a word of any document: the hash embedder
 	// shares no feature with "reconnected", the stemmer does.
