@@ -134,10 +134,7 @@ type SearchResult struct {
 // with cfg.SearchRecorder. req has been normalised; a failure is a
 // *Error naming its stage.
 func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, error) {
-	q := p.start(ctx, req)
-	if p.cfg.Tracer != nil {
-		ctx, q.trace = p.cfg.Tracer.Start(ctx, q.t0)
-	}
+	q := p.start(ctx, req) // not traced: a trace ends with an ask's record
 	err := q.searchStages(ctx)
 	res := &SearchResult{QueryID: q.id, Retrieval: cmp.Or(q.req.Retrieval, RetrievalVector), Hits: q.hits}
 	for i := range q.spans {
