@@ -20,12 +20,18 @@ import (
 // required; a nil Reranker means reranking is off; a nil Recorder stores
 // nothing.
 type Config struct {
-	Embedder  Embedder
-	Searcher  Searcher
+	Embedder Embedder
+	Searcher Searcher
+	// Lexical is the store's lexical leg; nil when it has none (only
+	// vector retrieval is then possible).
+	Lexical   LexicalSearcher
 	Reranker  Reranker
 	Generator Generator
 	Counter   TokenCounter
 	Recorder  Recorder
+	// SearchRecorder stores retrieval-only queries (Search); nil stores
+	// nothing.
+	SearchRecorder SearchRecorder
 	// Tracer, when set, follows each query in a distributed trace.
 	Tracer Tracer
 
@@ -38,6 +44,8 @@ type Config struct {
 	// SearchAttrs are added to every search stage's attrs (the store's
 	// settings, such as its ef or whether it searches exactly).
 	SearchAttrs map[string]any
+	// Fusion merges the legs of a hybrid retrieval.
+	Fusion Fusion
 
 	// MaxContextTokens is the budget for retrieved context in the prompt;
 	// lower-ranked chunks are dropped (and a lone chunk trimmed) to fit.
@@ -96,6 +104,9 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no generator configured")
 	case cfg.Counter == nil:
 		return nil, errors.New("pipeline: no token counter configured")
+	}
+	if err := cfg.Fusion.Check(); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	if cfg.SystemPrompt == "" {
 		cfg.SystemPrompt = DefaultSystemPrompt
@@ -177,7 +188,8 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 	}
 	meta := Meta{QueryID: q.id, Model: q.model, Provider: cfg.Provider, TopK: q.req.TopK,
 		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
-		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
+		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName,
+		Retrieval: q.req.Retrieval, RerankNote: rerankNote(&q.req)}
 	if err := out.Meta(meta); err != nil {
 		q.err = clientGone(err)
 		return q
@@ -265,6 +277,8 @@ type query struct {
 	greq         *GenerateRequest
 	promptTokens int
 	rec          *Record
+	// hits are a retrieval-only query's results (Search).
+	hits []Hit
 }
 
 func (p *Pipeline) start(ctx context.Context, req *Request) *query {
@@ -351,20 +365,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	if err := flush(out); err != nil { // meta, accept and queue, before the embedder's wait
 		return clientGone(err)
 	}
-	var vecs [][]float32
-	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
-		var call Call
-		var err error
-		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
-		q.figs.embed = call
-		if err == nil && len(vecs) != 1 {
-			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
-		}
-		if err == nil {
-			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
-		}
-		return nil, err
-	})
+	vecs, err := q.embed(ctx, out)
 	if err != nil {
 		return err
 	}
@@ -376,14 +377,10 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 	var hits []Hit
 	err = q.stage(ctx, out, StageSearch, func(ctx context.Context) (map[string]any, error) {
+		var attrs map[string]any
 		var err error
-		// The caller's tenant scope narrows the request's filter; when the
-		// two exclude each other nothing can match and no search is made.
-		if filter, ok := q.req.Filter.Within(q.req.Scope); ok {
-			hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, filter)
-		}
-		q.figs.k, q.figs.hits = q.req.TopK, len(hits)
-		return nil, err
+		hits, attrs, err = q.search(ctx, vecs)
+		return attrs, err
 	})
 	if err != nil {
 		return err
@@ -440,6 +437,30 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		Temperature: q.req.Temperature, Stop: q.req.Stop, Seed: q.req.Seed, Question: q.req.Question, Sources: prompt.sources}
 	q.promptTokens = prompt.promptTokens
 	return nil
+}
+
+// embed runs the embed stage: the question's vector, or nothing in a
+// lexical retrieval, which needs none.
+func (q *query) embed(ctx context.Context, out Stream) ([][]float32, error) {
+	cfg := q.p.cfg
+	var vecs [][]float32
+	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
+		if q.req.Retrieval == RetrievalLexical {
+			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
+		}
+		var call Call
+		var err error
+		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
+		q.figs.embed = call
+		if err == nil && len(vecs) != 1 {
+			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
+		}
+		if err == nil {
+			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
+		}
+		return nil, err
+	})
+	return vecs, err
 }
 
 // generate streams the answer from the model (the request retrieval left
@@ -946,7 +967,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 		parts.contextTokens += n
 		parts.sources = append(parts.sources, Source{
 			Rank: len(texts), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
-			Score: h.Score, RerankScore: h.RerankScore, Text: h.Text,
+			Score: h.Score, RerankScore: h.RerankScore, Legs: h.Legs, Text: h.Text,
 		})
 	}
 	var user strings.Builder

@@ -92,6 +92,9 @@ type PruneResult struct {
 	// Deleted counts the queries deleted row by row: those before the
 	// cutoff in the day the cutoff falls in, and in the default partition.
 	Deleted int64
+	// Searches counts the retrieval-only queries (the searches table)
+	// deleted.
+	Searches int64
 }
 
 // dropLockTimeout bounds the wait for the lock a partition drop takes on
@@ -139,6 +142,18 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time, batch int) (PruneRe
 			return res, fmt.Errorf("delete queries older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
 		}
 		res.Deleted += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			break
+		}
+	}
+	// Retrieval-only queries, in batches.
+	for {
+		tag, err := s.pool.Exec(ctx, `DELETE FROM searches WHERE id IN (
+			SELECT id FROM searches WHERE created_at < $1 LIMIT $2)`, cutoff, batch)
+		if err != nil {
+			return res, fmt.Errorf("delete searches older than %s: %w", cutoff.UTC().Format(time.RFC3339), err)
+		}
+		res.Searches += tag.RowsAffected()
 		if tag.RowsAffected() < int64(batch) {
 			break
 		}

@@ -219,8 +219,17 @@ func TestPruneDropsWholeDays(t *testing.T) {
 	early, late := at(2, 6), at(2, 18)
 	stray := at(-5, 0) // no partition: in the default one
 	recordAll(t, pool, old1, old2, early, late, stray)
-
 	cutoff := d0.AddDate(0, 0, 2).Add(12 * time.Hour)
+	searches := postgres.NewSearchRecorder(pool, nil)
+	for i, at := range []time.Time{cutoff.Add(-time.Hour), cutoff.Add(-48 * time.Hour), cutoff.Add(time.Hour)} {
+		searches.RecordSearch(pipeline.SearchRecord{QueryID: v7At(t, at), CreatedAt: at, QuestionSHA256: fmt.Sprint(i),
+			Retrieval: pipeline.RetrievalHybrid, Status: pipeline.StatusOK, Stages: early.Stages})
+	}
+	searches.Close()
+	if n := countRows(t, pool, "searches"); n != 3 {
+		t.Fatalf("%d searches stored, want 3", n)
+	}
+
 	store := postgres.NewStore(pool)
 	q, s, err := store.CountOlder(ctx, cutoff)
 	if err != nil || q != 4 || s != int64(4*len(early.Stages)) {
@@ -235,6 +244,9 @@ func TestPruneDropsWholeDays(t *testing.T) {
 	}
 	if res.Deleted != 2 {
 		t.Errorf("deleted %d queries row by row, want 2 (the boundary day's early one and the stray)", res.Deleted)
+	}
+	if res.Searches != 2 || countRows(t, pool, "searches") != 1 {
+		t.Errorf("deleted %d searches, %d left; want 2 and 1", res.Searches, countRows(t, pool, "searches"))
 	}
 	for _, day := range []time.Time{d0, d0.AddDate(0, 0, 1)} {
 		for _, table := range []string{"queries", "query_stages"} {

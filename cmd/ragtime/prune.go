@@ -57,8 +57,8 @@ func runPrune(ctx context.Context, env *environment, args []string) error {
 	}
 	// Every query counted above is gone (a day partition is dropped without
 	// counting its rows again).
-	fmt.Fprintf(env.stdout, "pruned %d queries created before %s in %s: %d whole days dropped%s, %d queries deleted from the day the cutoff falls in\n",
-		queries, when, time.Since(start).Round(time.Millisecond), len(res.DroppedDays), daysList(res.DroppedDays), res.Deleted)
+	fmt.Fprintf(env.stdout, "pruned %d queries created before %s in %s: %d whole days dropped%s, %d queries deleted from the day the cutoff falls in; %d retrieval-only searches deleted\n",
+		queries, when, time.Since(start).Round(time.Millisecond), len(res.DroppedDays), daysList(res.DroppedDays), res.Deleted, res.Searches)
 	return nil
 }
 

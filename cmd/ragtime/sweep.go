@@ -229,8 +229,9 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
 		}
 		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
+		lexLeg, _ := parts.store.(pipeline.LexicalSearcher) // for settings that name a retrieval
 		pl, err := pipeline.New(pipeline.Config{
-			Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
+			Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Reranker: parts.reranker,
 			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 			SearchAttrs: parts.store.SearchAttrs(),
