@@ -1,4 +1,4 @@
-package sweep
+package eval
 
 import (
 	"bufio"
@@ -12,23 +12,32 @@ import (
 	"unicode/utf8"
 )
 
-// Question is one question of a sweep, with the ids of the documents that
-// answer it (empty when no relevance is known).
+// Question is one labelled question (a line of a qrels file), with the ids
+// of the documents that answer it (empty when no relevance is known) and,
+// optionally, of the chunks that do.
 type Question struct {
 	Text     string   `json:"question"`
 	Relevant []string `json:"relevant,omitempty"`
+	// RelevantChunks, when set, are the chunk ids ("<doc_id>#<index>", as
+	// search results name them) that answer the question; the question is
+	// then judged on chunks instead of documents.
+	RelevantChunks []string `json:"relevant_chunks,omitempty"`
 	// Line is the question's line in its file (1-based).
 	Line int `json:"line"`
 }
 
-// LoadQuestions reads questions from a JSONL file (one
-// {"question": "...", "relevant": ["doc_id", ...]} object per line) or a TSV
-// file (question, a tab, then comma-separated doc ids; the ids are
-// optional). The format follows the extension (.jsonl, .json, .ndjson or
-// .tsv); another extension is sniffed from the first line that is not blank
-// or a # comment. Blank lines and lines starting with # are skipped. A bad
-// line is an error naming the file and the line.
-func LoadQuestions(path string) ([]Question, error) {
+// Labelled says whether q carries relevance labels (doc or chunk ids).
+func (q Question) Labelled() bool { return len(q.Relevant) > 0 || len(q.RelevantChunks) > 0 }
+
+// Load reads questions from a JSONL file (one
+// {"question": "...", "relevant": ["doc_id", ...], "relevant_chunks": ["doc_id#0", ...]}
+// object per line; both lists optional) or a TSV file (question, a tab,
+// comma-separated doc ids, optionally a tab and comma-separated chunk ids).
+// The format follows the extension (.jsonl, .json, .ndjson or .tsv);
+// another extension is sniffed from the first line that is not blank or a
+// # comment. Blank lines and lines starting with # are skipped. A bad line
+// is an error naming the file, the line and the field.
+func Load(path string) ([]Question, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading questions: %w", err)
@@ -87,6 +96,7 @@ func parseJSONLine(line string) (Question, error) {
 	var v struct {
 		Question *string  `json:"question"`
 		Relevant []string `json:"relevant"`
+		Chunks   []string `json:"relevant_chunks"`
 	}
 	dec := json.NewDecoder(strings.NewReader(line))
 	dec.DisallowUnknownFields()
@@ -95,7 +105,7 @@ func parseJSONLine(line string) (Question, error) {
 		if errors.As(err, &te) {
 			return Question{}, fmt.Errorf("field %q must be a JSON %s", te.Field, te.Type.Kind())
 		}
-		return Question{}, fmt.Errorf("not a JSON object with \"question\" and \"relevant\": %w", err)
+		return Question{}, fmt.Errorf("not a JSON object with \"question\", \"relevant\" and \"relevant_chunks\": %w", err)
 	}
 	if dec.More() {
 		return Question{}, errors.New("more than one JSON value on the line")
@@ -103,35 +113,44 @@ func parseJSONLine(line string) (Question, error) {
 	if v.Question == nil || strings.TrimSpace(*v.Question) == "" {
 		return Question{}, errors.New("\"question\" is missing or empty")
 	}
-	rel, err := cleanIDs(v.Relevant)
+	rel, err := cleanIDs("relevant", "doc", v.Relevant)
 	if err != nil {
 		return Question{}, err
 	}
-	return Question{Text: strings.TrimSpace(*v.Question), Relevant: rel}, nil
+	chunks, err := cleanIDs("relevant_chunks", "chunk", v.Chunks)
+	if err != nil {
+		return Question{}, err
+	}
+	return Question{Text: strings.TrimSpace(*v.Question), Relevant: rel, RelevantChunks: chunks}, nil
 }
 
 func parseTSVLine(line string) (Question, error) {
 	fields := strings.Split(line, "\t")
-	if len(fields) > 2 {
-		return Question{}, fmt.Errorf("%d tab-separated fields; want 2 (question, then comma-separated doc ids)", len(fields))
+	if len(fields) > 3 {
+		return Question{}, fmt.Errorf("%d tab-separated fields; want at most 3 (question, comma-separated doc ids, comma-separated chunk ids)", len(fields))
 	}
 	text := strings.TrimSpace(fields[0])
 	if text == "" {
 		return Question{}, errors.New("the question (first field) is empty")
 	}
-	var rel []string
-	if len(fields) == 2 {
-		var err error
-		if rel, err = cleanIDs(strings.Split(fields[1], ",")); err != nil {
+	q := Question{Text: text}
+	var err error
+	if len(fields) >= 2 {
+		if q.Relevant, err = cleanIDs("field 2 (doc ids)", "doc", strings.Split(fields[1], ",")); err != nil {
 			return Question{}, err
 		}
 	}
-	return Question{Text: text, Relevant: rel}, nil
+	if len(fields) == 3 {
+		if q.RelevantChunks, err = cleanIDs("field 3 (chunk ids)", "chunk", strings.Split(fields[2], ",")); err != nil {
+			return Question{}, err
+		}
+	}
+	return q, nil
 }
 
-// cleanIDs trims the ids, drops empty ones from a trailing comma and
-// rejects duplicates.
-func cleanIDs(ids []string) ([]string, error) {
+// cleanIDs trims the ids of field, drops empty ones from a trailing comma
+// and rejects duplicates and, for chunk ids, ids without "#<index>".
+func cleanIDs(field, kind string, ids []string) ([]string, error) {
 	var out []string
 	seen := map[string]bool{}
 	for _, id := range ids {
@@ -140,10 +159,56 @@ func cleanIDs(ids []string) ([]string, error) {
 			continue
 		}
 		if seen[id] {
-			return nil, fmt.Errorf("relevant doc id %q is listed twice", id)
+			return nil, fmt.Errorf("%s: relevant %s id %q is listed twice", field, kind, id)
+		}
+		if kind == "chunk" && !isChunkID(id) {
+			return nil, fmt.Errorf("%s: %q is not a chunk id (want <doc_id>#<index>, as search results name chunks)", field, id)
 		}
 		seen[id] = true
 		out = append(out, id)
 	}
 	return out, nil
+}
+
+// isChunkID says whether id has the shape of a chunk id: a doc id, "#" and
+// a whole number (retrieval.ChunkID).
+func isChunkID(id string) bool {
+	i := strings.LastIndexByte(id, '#')
+	if i <= 0 || i == len(id)-1 {
+		return false
+	}
+	for _, r := range id[i+1:] {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckIDs returns an error naming the line and the id of every relevant doc
+// id (or the document of a relevant chunk id) that is not in known, the ids
+// of the indexed documents: a label that names no indexed page would count
+// as a miss for every configuration and silently lower every figure.
+func CheckIDs(qs []Question, known map[string]bool) error {
+	var bad []string
+	for _, q := range qs {
+		for _, id := range q.Relevant {
+			if !known[id] {
+				bad = append(bad, fmt.Sprintf("line %d: relevant doc id %q", q.Line, id))
+			}
+		}
+		for _, id := range q.RelevantChunks {
+			if doc := id[:strings.LastIndexByte(id, '#')]; !known[doc] {
+				bad = append(bad, fmt.Sprintf("line %d: relevant chunk id %q (document %q)", q.Line, id, doc))
+			}
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	n := len(bad)
+	if n > 10 {
+		bad = append(bad[:10], fmt.Sprintf("and %d more", n-10))
+	}
+	return fmt.Errorf("%d relevant ids are not in the index: %s", n, strings.Join(bad, "; "))
 }

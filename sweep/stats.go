@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"ragtime/eval"
 )
 
 // Setting is one point of the sweep.
@@ -147,19 +149,10 @@ type Result struct {
 	Labelled int `json:"labelled"`
 }
 
-// Percentile is the p-quantile (0..1) of sorted xs by linear interpolation
-// between closest ranks, the definition of PostgreSQL's percentile_cont, so
-// the sweep's figures equal the sweep_results view's. It is four lines, and
-// gonum's stat.Quantile offers only other definitions. NaN when xs is empty.
-func Percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	pos := p * float64(len(sorted)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(sorted)-1)
-	return sorted[lo] + (pos-float64(lo))*(sorted[hi]-sorted[lo])
-}
+// Percentile is the p-quantile (0..1) of sorted xs, as eval.Percentile
+// defines it (PostgreSQL's percentile_cont), so the sweep's figures equal
+// the sweep_results view's. NaN when xs is empty.
+func Percentile(sorted []float64, p float64) float64 { return eval.Percentile(sorted, p) }
 
 // Summarize computes one Result per setting, in the settings' order, from
 // the samples measured so far. Only queries with status ok count towards

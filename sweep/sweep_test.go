@@ -46,8 +46,8 @@ func TestLoadQuestions(t *testing.T) {
 		{name: "wrong type", file: "q.jsonl", content: "{\"question\": \"a\", \"relevant\": \"x\"}\n", err: "q.jsonl:1: field \"relevant\" must be a JSON slice"},
 		{name: "no question", file: "q.jsonl", content: "{\"relevant\": [\"x\"]}\n", err: "q.jsonl:1: \"question\" is missing"},
 		{name: "two values", file: "q.jsonl", content: "{\"question\": \"a\"} {}\n", err: "q.jsonl:1: more than one JSON value"},
-		{name: "duplicate id", file: "q.tsv", content: "a\tx,x\n", err: "q.tsv:1: relevant doc id \"x\" is listed twice"},
-		{name: "three fields", file: "q.tsv", content: "ok\na\tb\tc\n", err: "q.tsv:2: 3 tab-separated fields"},
+		{name: "duplicate id", file: "q.tsv", content: "a\tx,x\n", err: "q.tsv:1: field 2 (doc ids): relevant doc id \"x\" is listed twice"},
+		{name: "four fields", file: "q.tsv", content: "ok\na\tb\tc#1\td\n", err: "q.tsv:2: 4 tab-separated fields"},
 		{name: "empty question", file: "q.tsv", content: "\tx\n", err: "q.tsv:1: the question (first field) is empty"},
 		{name: "bad utf8", file: "q.tsv", content: "a\xff\n", err: "q.tsv:1: the line is not valid UTF-8"},
 	}
