@@ -8,13 +8,29 @@ import (
 	"testing"
 )
 
-func TestLoadChunksAndErrors(t *testing.T) {
+func TestLoad(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, file, content string
 		want                []Question
 		err                 string
 	}{
+		{name: "jsonl", file: "q.jsonl", content: "{\"question\": \" a \", \"relevant\": [\"x.md\", \" y.md\"]}\n\n# note\n{\"question\": \"b\"}\n",
+			want: []Question{{Text: "a", Relevant: []string{"x.md", "y.md"}, Line: 1}, {Text: "b", Line: 4}}},
+		{name: "tsv", file: "q.tsv", content: "a\tx.md, y.md,\r\nb\n",
+			want: []Question{{Text: "a", Relevant: []string{"x.md", "y.md"}, Line: 1}, {Text: "b", Line: 2}}},
+		{name: "sniffed jsonl", file: "q.txt", content: "# c\n{\"question\": \"a\"}\n", want: []Question{{Text: "a", Line: 2}}},
+		{name: "sniffed tsv", file: "q.txt", content: "a\tx\n", want: []Question{{Text: "a", Relevant: []string{"x"}, Line: 1}}},
+		{name: "empty", file: "q.jsonl", content: "\n# only\n", err: "no questions"},
+		{name: "bad json", file: "q.jsonl", content: "{\"question\": \"a\"}\n{\"question\": \n", err: "q.jsonl:2: not a JSON object"},
+		{name: "unknown field", file: "q.jsonl", content: "{\"q\": \"a\"}\n", err: "q.jsonl:1: not a JSON object"},
+		{name: "wrong type", file: "q.jsonl", content: "{\"question\": \"a\", \"relevant\": \"x\"}\n", err: "q.jsonl:1: field \"relevant\" must be a JSON slice"},
+		{name: "no question", file: "q.jsonl", content: "{\"relevant\": [\"x\"]}\n", err: "q.jsonl:1: \"question\" is missing"},
+		{name: "two values", file: "q.jsonl", content: "{\"question\": \"a\"} {}\n", err: "q.jsonl:1: more than one JSON value"},
+		{name: "duplicate id", file: "q.tsv", content: "a\tx,x\n", err: "q.tsv:1: field 2 (doc ids): relevant doc id \"x\" is listed twice"},
+		{name: "four fields", file: "q.tsv", content: "ok\na\tb\tc#1\td\n", err: "q.tsv:2: 4 tab-separated fields"},
+		{name: "empty question", file: "q.tsv", content: "\tx\n", err: "q.tsv:1: the question (first field) is empty"},
+		{name: "bad utf8", file: "q.tsv", content: "a\xff\n", err: "q.tsv:1: the line is not valid UTF-8"},
 		{name: "jsonl chunks", file: "q.jsonl", content: "{\"question\": \"a\", \"relevant\": [\"x.md\"], \"relevant_chunks\": [\"x.md#2\", \"y#1\"]}\n",
 			want: []Question{{Text: "a", Relevant: []string{"x.md"}, RelevantChunks: []string{"x.md#2", "y#1"}, Line: 1}}},
 		{name: "tsv chunks", file: "q.tsv", content: "# c\na\t\tx.md#0,x.md#12\n",
@@ -54,5 +70,8 @@ func TestLoadChunksAndErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
+		t.Error("a missing file loaded")
 	}
 }
