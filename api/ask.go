@@ -25,6 +25,7 @@ type askBody struct {
 	Filters    *pipeline.Filter `json:"filters"`
 	// PromptNonce goes first after the system prompt (pipeline.Request).
 	PromptNonce string `json:"prompt_nonce"`
+	retrievalKnobs
 }
 
 // handleAskGet serves GET /ask?q=…&top_k=…&rerank_top_n=…&max_tokens=…&model=…&doc_id=…
@@ -42,23 +43,29 @@ func (s *server) handleAskGet(c echo.Context) error {
 	// the query run with the default, as POST /ask refuses unknown fields.
 	for name := range qs {
 		switch name {
-		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", keyParam:
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", "retrieval", "vector_k", "lexical_k", keyParam:
 		default:
 			return badRequest(nameOf(name), "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce", name))
+				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce, retrieval, vector_k, lexical_k", name))
 		}
 	}
-	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}, PromptNonce: qs.Get("prompt_nonce")}
+	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}, PromptNonce: qs.Get("prompt_nonce"),
+		Retrieval: qs.Get("retrieval")}
 	if req.Question == "" {
 		req.Question = qs.Get("question")
 	}
 	for _, f := range []struct {
 		name string
 		dst  *int
-	}{{"top_k", &req.TopK}, {"rerank_top_n", &req.RerankTopN}, {"max_tokens", &req.MaxTokens}} {
+	}{{"top_k", &req.TopK}, {"rerank_top_n", &req.RerankTopN}, {"max_tokens", &req.MaxTokens}, {"vector_k", &req.VectorK}, {"lexical_k", &req.LexicalK}} {
 		v, err := intParam(qs.Get(f.name), f.name)
 		if err != nil {
 			return err
+		}
+		if v != pipeline.Unset && (f.name == "vector_k" || f.name == "lexical_k") {
+			if err := pipeline.CheckLegK(f.name, v); err != nil {
+				return err
+			}
 		}
 		*f.dst = v
 	}
@@ -120,6 +127,9 @@ func (s *server) handleAskPost(c echo.Context) error {
 	if body.Filters != nil {
 		req.Filter = *body.Filters
 	}
+	if err := body.apply(&req); err != nil {
+		return err
+	}
 	return s.ask(c, req)
 }
 
@@ -146,7 +156,7 @@ func bodyError(err error, limit int64) error {
 		return badRequest("question", "question_required", "the body is empty; send {\"question\": \"...\"}")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce", field))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce, retrieval, vector_k, lexical_k", field))
 	default:
 		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
 	}

@@ -54,6 +54,7 @@ type chatRagtimeKnobs struct {
 	RerankTopN  *int             `json:"rerank_top_n"`
 	Filters     *pipeline.Filter `json:"filters"`
 	PromptNonce string           `json:"prompt_nonce"`
+	retrievalKnobs
 }
 
 // chatMessage is one message; content is a string or an array of text
@@ -103,7 +104,7 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 func chatBodyError(err error, limit int64) error {
 	if strings.HasPrefix(err.Error(), "json: unknown field ") {
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce)", field, chatKnownFields))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k)", field, chatKnownFields))
 	}
 	if errors.Is(err, io.EOF) {
 		return badRequest("messages", "messages_required", `the body is empty; send {"model": "...", "messages": [{"role": "user", "content": "..."}]}`)
@@ -159,6 +160,9 @@ func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
 			req.Filter = *k.Filters
 		}
 		req.PromptNonce = k.PromptNonce
+		if err := k.apply(&req); err != nil {
+			return req, renameChatField(err, 0)
+		}
 	}
 	if len(b.Messages) == 0 {
 		return req, badRequest("messages", "messages_required", "messages must hold at least one message, the last from the user")
@@ -269,7 +273,8 @@ func renameChatField(err error, last int) error {
 		field = "messages"
 	case strings.HasPrefix(field, "history["):
 		field = "messages[" + strings.TrimPrefix(field, "history[")
-	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", strings.HasPrefix(field, "filters"):
+	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", strings.HasPrefix(field, "filters"),
+		field == "retrieval", field == "vector_k", field == "lexical_k":
 		field = "ragtime." + field
 	}
 	return badRequest(field, ve.Code, ve.Message)

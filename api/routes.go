@@ -22,6 +22,7 @@ func (s *server) routes(e *echo.Echo) {
 	e.GET("/ask", s.handleAskGet, ask)
 	e.POST("/ask", s.handleAskPost, ask)
 	e.POST("/v1/chat/completions", s.handleChatCompletions, ask)
+	e.POST("/v1/search", s.handleSearch, ask)
 	e.GET("/v1/models", s.handleModels, ask)
 	e.GET("/v1/models/*", s.handleModel, ask)
 	e.GET("/v1/queries", s.handleListQueries, read)

@@ -44,8 +44,10 @@ var ErrDegraded = errors.New("degraded")
 
 // Deps is everything the server needs.
 type Deps struct {
-	Asker   Asker
-	Queries QueryReader
+	Asker Asker
+	// Retriever serves POST /v1/search; nil answers 501.
+	Retriever Retriever
+	Queries   QueryReader
 	// List serves GET /v1/queries and Stats GET /v1/stats; *postgres.Store
 	// implements both.
 	List  QueryLister

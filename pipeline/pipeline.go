@@ -20,12 +20,18 @@ import (
 // required; a nil Reranker means reranking is off; a nil Recorder stores
 // nothing.
 type Config struct {
-	Embedder  Embedder
-	Searcher  Searcher
+	Embedder Embedder
+	Searcher Searcher
+	// Lexical is the store's lexical leg; nil when it has none (only
+	// vector retrieval is then possible).
+	Lexical   LexicalSearcher
 	Reranker  Reranker
 	Generator Generator
 	Counter   TokenCounter
 	Recorder  Recorder
+	// SearchRecorder stores retrieval-only queries (Search); nil stores
+	// nothing.
+	SearchRecorder SearchRecorder
 	// Tracer, when set, follows each query in a distributed trace.
 	Tracer Tracer
 
@@ -38,6 +44,8 @@ type Config struct {
 	// SearchAttrs are added to every search stage's attrs (the store's
 	// settings, such as its ef or whether it searches exactly).
 	SearchAttrs map[string]any
+	// Fusion merges the legs of a hybrid retrieval.
+	Fusion Fusion
 
 	// MaxContextTokens is the budget for retrieved context in the prompt;
 	// lower-ranked chunks are dropped (and a lone chunk trimmed) to fit.
@@ -96,6 +104,9 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, errors.New("pipeline: no generator configured")
 	case cfg.Counter == nil:
 		return nil, errors.New("pipeline: no token counter configured")
+	}
+	if err := cfg.Fusion.Check(); err != nil {
+		return nil, fmt.Errorf("pipeline: %w", err)
 	}
 	if cfg.SystemPrompt == "" {
 		cfg.SystemPrompt = DefaultSystemPrompt
@@ -177,7 +188,8 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 	}
 	meta := Meta{QueryID: q.id, Model: q.model, Provider: cfg.Provider, TopK: q.req.TopK,
 		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
-		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
+		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName,
+		Retrieval: q.req.Retrieval, RerankNote: rerankNote(&q.req)}
 	if err := out.Meta(meta); err != nil {
 		q.err = clientGone(err)
 		return q
@@ -265,6 +277,8 @@ type query struct {
 	greq         *GenerateRequest
 	promptTokens int
 	rec          *Record
+	// hits are a retrieval-only query's results (Search).
+	hits []Hit
 }
 
 func (p *Pipeline) start(ctx context.Context, req *Request) *query {
@@ -353,6 +367,9 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 	var vecs [][]float32
 	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
+		if q.req.Retrieval == RetrievalLexical { // no vector leg: nothing to embed
+			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
+		}
 		var call Call
 		var err error
 		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
@@ -376,14 +393,10 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 	var hits []Hit
 	err = q.stage(ctx, out, StageSearch, func(ctx context.Context) (map[string]any, error) {
+		var attrs map[string]any
 		var err error
-		// The caller's tenant scope narrows the request's filter; when the
-		// two exclude each other nothing can match and no search is made.
-		if filter, ok := q.req.Filter.Within(q.req.Scope); ok {
-			hits, err = cfg.Searcher.Search(ctx, vecs[0], q.req.TopK, filter)
-		}
-		q.figs.k, q.figs.hits = q.req.TopK, len(hits)
-		return nil, err
+		hits, attrs, err = q.search(ctx, vecs)
+		return attrs, err
 	})
 	if err != nil {
 		return err

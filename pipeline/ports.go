@@ -27,6 +27,19 @@ type Searcher interface {
 	Search(ctx context.Context, query []float32, k int, filter Filter) ([]Hit, error)
 }
 
+// LexicalSearcher finds the chunks whose words best match a question: the
+// lexical leg of a hybrid retrieval (BM25 over the whole corpus, in the
+// embedded store).
+//
+// Contract: as Searcher's, with the question's text in place of its
+// vector and Score the leg's own score (BM25: higher is better, not
+// bounded); a question without a searchable word yields no hits and no
+// error. LexicalName names the leg in stage attrs.
+type LexicalSearcher interface {
+	SearchText(ctx context.Context, question string, k int, filter Filter) ([]Hit, error)
+	LexicalName() string
+}
+
 // InProcessSearcher is a Searcher whose search waits on nothing outside the
 // process (the embedded index): the pipeline sends the events held before
 // it with the next flush instead of flushing them before it, as it does
@@ -137,6 +150,18 @@ type Hit struct {
 	Score float64
 	// RerankScore is set by a Reranker; nil when no reranking happened.
 	RerankScore *float64
+	// Legs are the hit's ranks and scores in each leg of the retrieval
+	// that found it.
+	Legs
+}
+
+// Legs are a hit's 1-based ranks and scores in the vector and lexical
+// legs; nil for a leg that did not find it (or did not run).
+type Legs struct {
+	VectorRank   *int     `json:"vector_rank"`
+	VectorScore  *float64 `json:"vector_score"`
+	LexicalRank  *int     `json:"lexical_rank"`
+	LexicalScore *float64 `json:"lexical_score"`
 }
 
 // Filter narrows a search. The zero value matches everything.
@@ -295,7 +320,8 @@ type Source struct {
 	Title       string   `json:"title"`
 	Score       float64  `json:"score"`
 	RerankScore *float64 `json:"rerank_score"`
-	Text        string   `json:"text"`
+	Legs
+	Text string `json:"text"`
 }
 
 // Meta is the first event of a stream.
@@ -311,6 +337,11 @@ type Meta struct {
 	Embedder         string `json:"embedder"`
 	Store            string `json:"store"`
 	Reranker         string `json:"reranker"`
+	// Retrieval is the legs the search ran: hybrid, vector or lexical.
+	Retrieval string `json:"retrieval,omitempty"`
+	// RerankNote says why the context keeps fewer chunks than top_k when
+	// the request left rerank_top_n to its default.
+	RerankNote string `json:"rerank_note,omitempty"`
 }
 
 // Tracer follows each query in a distributed trace (tracing.Tracer does it

@@ -36,6 +36,62 @@ type Defaults struct {
 	// RerankOff, when set, makes the default rerank_top_n 0 (no reranking),
 	// which a zero RerankTopN cannot say.
 	RerankOff bool
+	// Retrieval is the default retrieval mode (serve's --retrieval); empty
+	// means RetrievalVector.
+	Retrieval string
+	// VectorK and LexicalK are the default leg depths (serve's --vector-k,
+	// --lexical-k); 0 means LegKFor's rule.
+	VectorK, LexicalK int
+	// Lexical says the store has a lexical leg; without it a request for
+	// hybrid or lexical retrieval is refused.
+	Lexical bool
+}
+
+// Retrieval modes: the legs a search runs.
+const (
+	RetrievalHybrid  = "hybrid"
+	RetrievalVector  = "vector"
+	RetrievalLexical = "lexical"
+)
+
+// DefaultLegK is the depth of each leg of a hybrid retrieval when neither
+// the request nor serve sets one (and top_k is smaller): fusion needs
+// candidates below each leg's top_k to promote those both legs rank well.
+const DefaultLegK = 50
+
+// MaxLegK bounds vector_k and lexical_k.
+const MaxLegK = 1000
+
+// CheckRetrieval checks a retrieval mode ("" is the default) against
+// whether the store has a lexical leg; the error names field.
+func CheckRetrieval(field, mode string, lexical bool) error {
+	switch mode {
+	case "", RetrievalVector:
+		return nil
+	case RetrievalHybrid, RetrievalLexical:
+		if !lexical {
+			return &ValidationError{Field: field, Code: "retrieval_unsupported",
+				Message: fmt.Sprintf("%s %q needs a store with a lexical leg (the embedded store); this store has only vectors", field, mode)}
+		}
+		return nil
+	}
+	return &ValidationError{Field: field, Code: "retrieval_invalid",
+		Message: fmt.Sprintf("%s must be hybrid, vector or lexical, got %.40q", field, mode)}
+}
+
+// legK resolves one leg's depth: the request's (0 or Unset: none), else
+// serve's, else top_k when the leg runs alone and max(top_k, DefaultLegK)
+// in a hybrid.
+func legK(k, def, topK int, mode string) int {
+	switch {
+	case k != Unset && k != 0:
+		return k
+	case def > 0:
+		return def
+	case mode == RetrievalHybrid:
+		return max(topK, DefaultLegK)
+	}
+	return topK
 }
 
 // TopKOr returns topK, or the default top_k when it is Unset.
@@ -75,6 +131,16 @@ type Request struct {
 	// Model overrides the configured model when not empty.
 	Model  string `json:"model"`
 	Filter Filter `json:"filters"`
+	// Retrieval is the legs the search runs: hybrid (vector and lexical,
+	// fused), vector or lexical; empty takes the default.
+	Retrieval string `json:"retrieval"`
+	// VectorK and LexicalK are how many candidates each leg returns to
+	// the fusion (1–MaxLegK); 0 or Unset takes the default (legK).
+	VectorK  int `json:"vector_k"`
+	LexicalK int `json:"lexical_k"`
+	// RerankDefaulted is set by NormalizeWith when RerankTopN came from
+	// the defaults (Meta.RerankNote).
+	RerankDefaulted bool `json:"-"`
 
 	// PromptNonce, when not empty, is written first in the user message,
 	// right after the system prompt, so the prompt shares no prefix beyond
@@ -164,10 +230,14 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 	}
 	if r.RerankTopN == Unset {
 		r.RerankTopN = d.RerankTopNFor(r.TopK)
+		r.RerankDefaulted = true
 	}
 	if r.RerankTopN < 0 || r.RerankTopN > r.TopK {
 		return &ValidationError{Field: "rerank_top_n", Code: "rerank_top_n_out_of_range",
 			Message: fmt.Sprintf("rerank_top_n must be between 0 and top_k (%d), got %d", r.TopK, r.RerankTopN)}
+	}
+	if err := r.normalizeRetrieval(d); err != nil {
+		return err
 	}
 	if r.MaxTokens == Unset {
 		r.MaxTokens = DefaultMaxTokens
@@ -200,6 +270,36 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 		}
 	}
 	return r.Filter.Check()
+}
+
+// normalizeRetrieval resolves and checks the retrieval mode and the leg
+// depths (after top_k).
+func (r *Request) normalizeRetrieval(d Defaults) error {
+	if r.Retrieval == "" {
+		r.Retrieval = d.Retrieval
+	}
+	if r.Retrieval == "" {
+		r.Retrieval = RetrievalVector
+	}
+	if err := CheckRetrieval("retrieval", r.Retrieval, d.Lexical); err != nil {
+		return err
+	}
+	r.VectorK = legK(r.VectorK, d.VectorK, r.TopK, r.Retrieval)
+	r.LexicalK = legK(r.LexicalK, d.LexicalK, r.TopK, r.Retrieval)
+	if err := CheckLegK("vector_k", r.VectorK); err != nil {
+		return err
+	}
+	return CheckLegK("lexical_k", r.LexicalK)
+}
+
+// CheckLegK checks a leg depth the caller gave (1–MaxLegK); the error
+// names field.
+func CheckLegK(field string, k int) error {
+	if k < 1 || k > MaxLegK {
+		return &ValidationError{Field: field, Code: field + "_out_of_range",
+			Message: fmt.Sprintf("%s must be between 1 and %d, got %d", field, MaxLegK, k)}
+	}
+	return nil
 }
 
 // checkHistory reports the first thing wrong with a conversation history:

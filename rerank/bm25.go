@@ -8,15 +8,33 @@ import (
 	"ragtime/pipeline"
 )
 
-// BM25 reranks candidates by Okapi BM25 of their text (title included)
-// against the question, with document frequencies taken over the candidate
-// list itself. Ties keep the search order.
+// BM25 reranks candidates by Okapi BM25 of their text against the
+// question, under the lexical index's analyzer and title boost
+// (lexical.Analyse), with document frequencies and the mean length taken
+// from the corpus: a candidate's score is its own, however many others
+// are scored beside it, so a deeper candidate pool cannot demote it. Ties
+// keep the search order.
 type BM25 struct {
 	scorer lexical.BM25
+	corpus lexical.Stats
 }
 
-// NewBM25 returns a BM25 reranker with k1 = 1.2, b = 0.75.
-func NewBM25() *BM25 { return &BM25{scorer: lexical.NewBM25()} }
+// NewBM25 returns a BM25 reranker with k1 = 1.2, b = 0.75 scoring with
+// corpus's statistics (the embedded store's lexical index). A nil corpus
+// (a store without one, such as Qdrant) takes them from the candidates.
+func NewBM25(corpus lexical.Stats) *BM25 {
+	if corpus == nil {
+		corpus = noCorpus{}
+	}
+	return &BM25{scorer: lexical.NewBM25(), corpus: corpus}
+}
+
+// noCorpus has no statistics: ScoreCorpus then counts over the candidates.
+type noCorpus struct{}
+
+func (noCorpus) Docs() int          { return 0 }
+func (noCorpus) DocFreq(string) int { return 0 }
+func (noCorpus) AvgLen() float64    { return 0 }
 
 // Name is the reranker's name in stage attrs.
 func (*BM25) Name() string { return "bm25" }
@@ -26,11 +44,11 @@ func (r *BM25) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	docs := make([][]string, len(hits))
+	docs := make([]lexical.Doc, len(hits))
 	for i, h := range hits {
-		docs[i] = lexical.Words(h.Title + "\n" + h.Text)
+		docs[i] = lexical.Analyse(h.Title, h.Text)
 	}
-	scores := r.scorer.Score(lexical.ContentWords(question), docs)
+	scores := r.scorer.ScoreCorpus(lexical.Terms(question), docs, r.corpus)
 	return rankByScores(hits, scores, topN), nil
 }
 

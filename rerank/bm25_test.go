@@ -2,8 +2,11 @@ package rerank
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
+	"ragtime/lexical"
 	"ragtime/pipeline"
 )
 
@@ -49,7 +52,7 @@ func TestBM25Rerank(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := NewBM25().Rerank(context.Background(), tt.question, tt.hits, tt.topN)
+			got, err := NewBM25(nil).Rerank(context.Background(), tt.question, tt.hits, tt.topN)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -79,7 +82,46 @@ func TestBM25RerankCancelled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := NewBM25().Rerank(ctx, "q", []pipeline.Hit{hit("a", "q", 1)}, 1); err == nil {
+	if _, err := NewBM25(nil).Rerank(ctx, "q", []pipeline.Hit{hit("a", "q", 1)}, 1); err == nil {
 		t.Fatal("want an error for a cancelled context")
+	}
+}
+
+// With the corpus's statistics a candidate's score does not depend on the
+// pool: the candidates of a shallow pool keep their scores and order in a
+// deeper one. (With document frequencies over the candidates, a term the
+// deep pool's extra candidates share lost its weight and the order moved.)
+func TestBM25DeeperPoolKeepsScores(t *testing.T) {
+	t.Parallel()
+	x := lexical.NewIndex()
+	var pool []pipeline.Hit
+	texts := []string{"eviction of cache entries", "the cache warms at start", "entries expire after eviction"}
+	for i := range 60 {
+		texts = append(texts, fmt.Sprintf("cache layer %d keeps cache entries for cache readers", i))
+	}
+	for i, s := range texts {
+		x.Add(lexical.Analyse("", s), int32(i))
+		pool = append(pool, hit(fmt.Sprint(i), s, 1))
+	}
+	r := NewBM25(x)
+	scores := func(n int) map[string]float64 {
+		got, err := r.Rerank(context.Background(), "cache eviction", slices.Clone(pool[:n]), n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := make(map[string]float64, n)
+		for _, h := range got {
+			m[h.ID] = *h.RerankScore
+		}
+		if got[0].ID != "0" {
+			t.Errorf("pool of %d: first is %s (%q), want 0", n, got[0].ID, got[0].Text)
+		}
+		return m
+	}
+	shallow, deep := scores(3), scores(len(pool))
+	for id, s := range shallow {
+		if deep[id] != s {
+			t.Errorf("candidate %s scored %v among 3, %v among %d", id, s, deep[id], len(pool))
+		}
 	}
 }

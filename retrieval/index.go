@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"ragtime/lexical"
 	"ragtime/pipeline"
 )
 
@@ -171,6 +172,10 @@ type state struct {
 	// unlinked lists, in slot order, loaded chunks not yet in the graph
 	// (see linkSome): searches scan them exactly.
 	unlinked []int32
+	// lex is the lexical leg's inverted index over the live slots, and
+	// lexID each live slot's id in it (lexical.go).
+	lex   *lexical.Index
+	lexID []uint32
 }
 
 type docEntry struct {
@@ -179,7 +184,9 @@ type docEntry struct {
 	slots []int32 // in chunk order
 }
 
-func newState() *state { return &state{docs: make(map[string]*docEntry)} }
+func newState() *state {
+	return &state{docs: make(map[string]*docEntry), lex: lexical.NewIndex()}
+}
 
 func (ix *Index) newState() *state {
 	st := newState()
@@ -381,7 +388,8 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 		chunks[i] = c
 	}
 
-	rec := &logRecord{op: opUpsert, docID: doc.DocID, title: doc.Title, hash: doc.ContentHash, chunks: chunks, vecs: vecs}
+	rec := &logRecord{op: opUpsert, docID: doc.DocID, title: doc.Title, hash: doc.ContentHash, chunks: chunks, vecs: vecs,
+		lex: analyseAll(chunks)}
 	frame := encodeRecord(ix.dim, rec)
 
 	// With a graph, the expensive part of inserting (finding each vector's
@@ -468,6 +476,7 @@ func (st *state) remove(docID string) bool {
 	}
 	for _, s := range e.slots {
 		st.alive[s] = false
+		st.lex.Delete(st.lexID[s])
 		st.chunks[s] = pipeline.Chunk{} // release the text
 		if st.graph == nil {
 			st.free = append(st.free, s)
@@ -489,6 +498,13 @@ func (st *state) put(dim int, rec *logRecord) []int32 {
 		copy(st.vecs[int(slot)*dim:(int(slot)+1)*dim], rec.vecs[i*dim:(i+1)*dim])
 		st.chunks[slot] = rec.chunks[i]
 		st.alive[slot] = true
+		var d lexical.Doc
+		if rec.lex != nil {
+			d = rec.lex[i]
+		} else {
+			d = analyseChunk(&rec.chunks[i])
+		}
+		st.lexID[slot] = st.lex.Add(d, slot)
 		e.slots[i] = slot
 	}
 	st.live += len(rec.chunks)
@@ -516,6 +532,7 @@ func (st *state) alloc(dim int) int32 {
 	st.vecs = append(st.vecs, make([]float32, dim)...)
 	st.chunks = append(st.chunks, pipeline.Chunk{})
 	st.alive = append(st.alive, false)
+	st.lexID = append(st.lexID, 0)
 	return s
 }
 

@@ -224,6 +224,7 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 		st.alive[i] = true
 	}
 	st.live = n
+	st.indexAll()
 	return st, gen, fileIDOf(fi), nil
 }
 

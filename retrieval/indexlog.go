@@ -32,6 +32,7 @@ import (
 	"os"
 	"slices"
 
+	"ragtime/lexical"
 	"ragtime/pipeline"
 )
 
@@ -52,6 +53,9 @@ type logRecord struct {
 	hash   string
 	chunks []pipeline.Chunk
 	vecs   []float32 // normalised, chunk i at vecs[i*dim:(i+1)*dim]
+	// lex, when set, is each chunk's lexical analysis, made before the
+	// writer's lock (not encoded: a replayed record is analysed as applied).
+	lex []lexical.Doc
 }
 
 // logHeader encodes the header of a log that follows snapshot gen.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/lexical"
 	"ragtime/llm"
 	"ragtime/llm/tokens"
 	"ragtime/pipeline"
@@ -354,7 +355,7 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	var rrName string
 	switch c.reranker {
 	case "bm25":
-		rr, rrName = rerank.NewBM25(), "bm25"
+		rrName = "bm25" // made with the store's corpus statistics, below
 	case "none":
 		rrName = "none"
 	case "http":
@@ -385,6 +386,10 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 	p, err := c.openStore(ctx, env, emb, writable)
 	if err != nil {
 		return nil, err
+	}
+	if c.reranker == "bm25" {
+		corpus, _ := p.store.(lexical.Stats) // the embedded store's; nil for Qdrant
+		rr = rerank.NewBM25(corpus)
 	}
 	p.reranker, p.rerankerName = rr, rrName
 	p.counter = counter

@@ -50,27 +50,34 @@ type serveConfig struct {
 	maxContextTokens int
 	topK             int
 	rerankTopN       int
-	shutdownTimeout  time.Duration
-	reloadInterval   time.Duration
-	readOnly         bool
-	maxDocBytes      int64
-	maxIngests       int
-	ingestWait       time.Duration
-	chunkSize        int
-	chunkOverlap     int
-	recorderQueue    int
-	spoolDir         string
-	spoolMaxBytes    int64
-	logFormat        string
-	hideReasoning    bool
-	warmup           warmupFlag
-	pprofAddr        string
-	insecureNoAuth   bool
-	allowedModels    listFlag
-	keysReload       time.Duration
-	otlpEndpoint     string
-	otlpProtocol     string
-	traceURLTemplate string
+	// retrieval, vectorK and lexicalK are the default retrieval mode and
+	// leg depths; fusion, rrfK and fusionWeight merge a hybrid's legs.
+	retrieval         string
+	vectorK, lexicalK int
+	fusion            string
+	rrfK              float64
+	fusionWeight      float64
+	shutdownTimeout   time.Duration
+	reloadInterval    time.Duration
+	readOnly          bool
+	maxDocBytes       int64
+	maxIngests        int
+	ingestWait        time.Duration
+	chunkSize         int
+	chunkOverlap      int
+	recorderQueue     int
+	spoolDir          string
+	spoolMaxBytes     int64
+	logFormat         string
+	hideReasoning     bool
+	warmup            warmupFlag
+	pprofAddr         string
+	insecureNoAuth    bool
+	allowedModels     listFlag
+	keysReload        time.Duration
+	otlpEndpoint      string
+	otlpProtocol      string
+	traceURLTemplate  string
 }
 
 // warmupFlag is --llm-warmup: off, connect (given bare: open the pool) or
@@ -119,6 +126,12 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")
 	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
+	fs.StringVar(&c.retrieval, "retrieval", "", "retrieval of an ask that names none: hybrid (vector and BM25 legs, fused), vector or lexical (default: hybrid when the store has a lexical leg, as the embedded store does; vector for Qdrant)")
+	fs.IntVar(&c.vectorK, "vector-k", 0, fmt.Sprintf("vector leg's depth for an ask that gives no vector_k (1-%d; 0: top_k alone, max(top_k, %d) in a hybrid)", pipeline.MaxLegK, pipeline.DefaultLegK))
+	fs.IntVar(&c.lexicalK, "lexical-k", 0, fmt.Sprintf("lexical leg's depth for an ask that gives no lexical_k (1-%d; 0: top_k alone, max(top_k, %d) in a hybrid)", pipeline.MaxLegK, pipeline.DefaultLegK))
+	fs.StringVar(&c.fusion, "fusion", pipeline.FusionRRF, "how a hybrid retrieval merges its legs: rrf (reciprocal rank fusion) or weighted (min-max normalised scores, weighted)")
+	fs.Float64Var(&c.rrfK, "rrf-k", pipeline.DefaultRRFK, "reciprocal rank fusion's k: a chunk scores the sum of 1/(k + rank) over the legs that found it")
+	fs.Float64Var(&c.fusionWeight, "fusion-vector-weight", 0.5, "with --fusion weighted, the vector leg's weight (0-1); the lexical leg's is 1 minus it")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
 	fs.BoolVar(&c.readOnly, "read-only", false, "open the embedded index read-only: POST/DELETE /v1/documents answer 503 and a concurrent ragtime ingest may write (picked up every --reload-interval); by default serve holds the writer lock, and serves read-only only when another process holds it")
 	fs.DurationVar(&c.reloadInterval, "reload-interval", 2*time.Second, "with --read-only, how often to pick up what a concurrent ragtime ingest saved (0: never)")
@@ -156,6 +169,17 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if c.rerankTopN < 0 || c.rerankTopN > pipeline.MaxTopK {
 		problems["rerank-top-n"] = fmt.Sprintf("--rerank-top-n must be between 0 and %d, got %d", pipeline.MaxTopK, c.rerankTopN)
+	}
+	if err := pipeline.CheckRetrieval("--retrieval", c.retrieval, true); err != nil {
+		problems["retrieval"] = err.Error()
+	}
+	for name, k := range map[string]int{"vector-k": c.vectorK, "lexical-k": c.lexicalK} {
+		if k < 0 || k > pipeline.MaxLegK {
+			problems[name] = fmt.Sprintf("--%s must be between 0 (the default rule) and %d, got %d", name, pipeline.MaxLegK, k)
+		}
+	}
+	if err := c.fusionConfig().Check(); err != nil {
+		problems["fusion"] = err.Error()
 	}
 	if c.maxContextTokens < 1 {
 		problems["max-context-tokens"] = fmt.Sprintf("--max-context-tokens must be at least 1, got %d", c.maxContextTokens)
@@ -209,9 +233,21 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	return problems
 }
 
-// defaults are the top_k and rerank_top_n an ask without them gets.
-func (c *serveConfig) defaults() pipeline.Defaults {
-	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0}
+// defaults are the knobs an ask without them gets; lexical says whether
+// the store has a lexical leg.
+func (c *serveConfig) defaults(lexical bool) pipeline.Defaults {
+	mode := c.retrieval
+	if mode == "" && lexical {
+		mode = pipeline.RetrievalHybrid
+	}
+	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0,
+		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK, Lexical: lexical}
+}
+
+// fusionConfig is how a hybrid retrieval merges its legs.
+func (c *serveConfig) fusionConfig() pipeline.Fusion {
+	w := c.fusionWeight
+	return pipeline.Fusion{Method: c.fusion, K: c.rrfK, VectorWeight: &w}
 }
 
 // problemsError is a usage error listing every problem, ordered by flag.
@@ -331,6 +367,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	// Deferred after db.Close, so it runs first: the recorder flushes while
 	// the pool is still open.
 	defer closeRecorder(rec, log)
+	searches := postgres.NewSearchRecorder(db, log)
+	defer searches.Close() // before db.Close, as the recorder's
 	// Metrics observe each finished query on its way to the recorder,
 	// after its timings are taken, so they never touch them.
 	mx := metrics.New(rec)
@@ -342,8 +380,13 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		mx.Tracing(tracer)
 		defer shutdownTracer(tracer, log)
 	}
+	lexLeg, _ := parts.store.(pipeline.LexicalSearcher) // the embedded store's BM25; Qdrant has none
+	if lexLeg == nil && cfg.retrieval != "" && cfg.retrieval != pipeline.RetrievalVector {
+		return &usageError{msg: fmt.Sprintf("--retrieval %s needs a store with a lexical leg; --store %s has only vectors", cfg.retrieval, parts.storeName)}
+	}
 	pl, err := pipeline.New(pipeline.Config{
-		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
+		Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: cfg.fusionConfig(),
+		Reranker: parts.reranker, SearchRecorder: searches,
 		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.store.SearchAttrs(),
@@ -363,11 +406,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	asks := api.Track(pl)
 	store := postgres.NewStore(db)
 	handler := api.NewServer(api.Deps{
-		Asker:   asks,
-		Queries: store,
-		List:    store,
-		Stats:   store,
-		Metrics: mx.Handler(),
+		Asker:     asks,
+		Retriever: pl,
+		Queries:   store,
+		List:      store,
+		Stats:     store,
+		Metrics:   mx.Handler(),
 		Ready: map[string]api.ReadyCheck{
 			"postgres": databaseReady(boot, store, rec, sp != nil, cfg.spoolMaxBytes),
 			"index":    storeReady(parts.store),
@@ -383,7 +427,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
-		Defaults:             cfg.defaults(),
+		Defaults:             cfg.defaults(lexLeg != nil),
 		Admission:            admit,
 		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
 		BodyTimeout:          cfg.bodyTimeout,

@@ -1,0 +1,136 @@
+package lexical
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestTermsStemsAndDropsStopwords(t *testing.T) {
+	t.Parallel()
+	got := Terms("Configuring the caches of the Servers, 42x 首")
+	want := []string{"configur", "cach", "server", "42x", "首"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Terms = %q, want %q", got, want)
+	}
+	if a, b := Terms("connection"), Terms("connecting"); !reflect.DeepEqual(a, b) {
+		t.Errorf("connection → %q, connecting → %q: one stem wanted", a, b)
+	}
+}
+
+func TestIndexSearchRanksByCorpusBM25(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	x.Add(Analyse("Cats", "the cat sat on the mat"), 10)
+	x.Add(Analyse("Prefill", "prefill time grows with prompt tokens"), 11)
+	x.Add(Analyse("Decoding", "decode emits one token after another; prefill came first"), 12)
+	x.Add(Analyse("Other", "nothing relevant here at all"), 13)
+
+	got := x.Search(Terms("how does prefilling scale?"), 10, nil)
+	if len(got) != 2 || got[0].Ext != 11 || got[1].Ext != 12 {
+		t.Fatalf("Search = %+v, want 11 (title and body) then 12 (body only)", got)
+	}
+	if got[0].Score <= got[1].Score {
+		t.Errorf("scores not descending: %+v", got)
+	}
+	if got := x.Search(Terms("prefill"), 1, nil); len(got) != 1 || got[0].Ext != 11 {
+		t.Errorf("k=1: %+v", got)
+	}
+	if got := x.Search(Terms("prefill"), 10, func(ext int32) bool { return ext != 11 }); len(got) != 1 || got[0].Ext != 12 {
+		t.Errorf("filtered: %+v", got)
+	}
+	if got := x.Search(Terms("zebra"), 10, nil); len(got) != 0 {
+		t.Errorf("unknown term found %+v", got)
+	}
+	if got := x.Search(nil, 10, nil); got != nil {
+		t.Errorf("empty query found %+v", got)
+	}
+}
+
+func TestIndexDeleteHidesChunk(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	a := x.Add(Analyse("", "alpha beta"), 1)
+	x.Add(Analyse("", "alpha gamma"), 2)
+	x.Delete(a)
+	x.Delete(a) // twice is once
+	if x.Len() != 1 || x.Dead() != 1 || x.Docs() != 2 {
+		t.Fatalf("Len %d Dead %d Docs %d", x.Len(), x.Dead(), x.Docs())
+	}
+	if got := x.Search(Terms("alpha beta"), 10, nil); len(got) != 1 || got[0].Ext != 2 {
+		t.Fatalf("after delete: %+v", got)
+	}
+	x.Add(Analyse("", "beta delta"), 1) // the caller's number reused, a new id
+	if got := x.Search(Terms("beta"), 10, nil); len(got) != 1 || got[0].Ext != 1 {
+		t.Fatalf("re-added: %+v", got)
+	}
+	if got := x.Search(Terms("alpha"), 10, nil); len(got) != 1 || got[0].Ext != 2 {
+		t.Fatalf("old text of the re-added number found: %+v", got)
+	}
+}
+
+// The reranker's failure mode this replaces: with document frequencies
+// taken over the candidates, a term that all candidates share scores
+// nothing, so deeper pools change the order. With the corpus's, a
+// document's score is its own.
+func TestScoreCorpusDoesNotDependOnTheOtherDocs(t *testing.T) {
+	t.Parallel()
+	x := NewIndex()
+	texts := []string{"tune the cache size", "cache eviction policy", "the log rotates daily", "disk cache and page cache"}
+	for i, s := range texts {
+		x.Add(Analyse("", s), int32(i))
+	}
+	q := Terms("cache size")
+	one := NewBM25().ScoreCorpus(q, []Doc{Analyse("", texts[0])}, x)
+	all := NewBM25().ScoreCorpus(q, []Doc{Analyse("", texts[0]), Analyse("", texts[1]), Analyse("", texts[3])}, x)
+	if one[0] <= 0 || one[0] != all[0] {
+		t.Fatalf("score of the same doc: alone %v, among others %v", one[0], all[0])
+	}
+	if all[0] <= all[1] {
+		t.Errorf("the doc with both terms should win: %v", all)
+	}
+}
+
+func BenchmarkIndexSearch(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			x, queries := syntheticIndex(n)
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				x.Search(queries[i%len(queries)], 10, nil)
+				i++
+			}
+		})
+	}
+}
+
+// syntheticIndex fills an index with n chunks of 120 words drawn from a
+// Zipf vocabulary of 50,000, and returns 4-term queries drawn the same way.
+func syntheticIndex(n int) (*Index, [][]string) {
+	r := rand.New(rand.NewPCG(1, 2))
+	vocab := make([]string, 50_000)
+	for i := range vocab {
+		vocab[i] = fmt.Sprintf("w%dx", i)
+	}
+	z := rand.NewZipf(r, 1.1, 2, uint64(len(vocab)-1))
+	x := NewIndex()
+	var sb strings.Builder
+	for i := range n {
+		sb.Reset()
+		for range 120 {
+			sb.WriteString(vocab[z.Uint64()])
+			sb.WriteByte(' ')
+		}
+		x.Add(Analyse("", sb.String()), int32(i))
+	}
+	queries := make([][]string, 64)
+	for i := range queries {
+		for range 4 {
+			queries[i] = append(queries[i], vocab[z.Uint64()])
+		}
+	}
+	return x, queries
+}

@@ -1,0 +1,229 @@
+package pipeline
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// search runs the search stage: the legs the request's retrieval names
+// (both at once in a hybrid, each on its own goroutine), their fusion, and
+// the cut to top_k. It returns the stage's attrs, or nil when its figures
+// say it all (vector retrieval, as before hybrid retrieval was added).
+func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string]any, error) {
+	cfg := q.p.cfg
+	mode := cmp.Or(q.req.Retrieval, RetrievalVector)
+	vk, lk := cmp.Or(q.req.VectorK, q.req.TopK), cmp.Or(q.req.LexicalK, q.req.TopK)
+	// The caller's tenant scope narrows the request's filter; when the two
+	// exclude each other nothing can match and no search is made.
+	filter, ok := q.req.Filter.Within(q.req.Scope)
+	if mode == RetrievalVector {
+		var hits []Hit
+		var err error
+		if ok {
+			hits, err = cfg.Searcher.Search(ctx, vecs[0], vk, filter)
+		}
+		hits = hits[:min(len(hits), q.req.TopK)]
+		markLeg(hits, true)
+		q.figs.k, q.figs.hits = q.req.TopK, len(hits)
+		return hits, nil, err
+	}
+	if cfg.Lexical == nil {
+		return nil, nil, fmt.Errorf("retrieval %q needs a lexical leg, and the store has none", mode)
+	}
+	var vhits, lhits []Hit
+	var verr, lerr error
+	var vdur, ldur time.Duration
+	if ok {
+		var wg sync.WaitGroup
+		if mode == RetrievalHybrid {
+			wg.Go(func() {
+				start := q.now()
+				vhits, verr = cfg.Searcher.Search(ctx, vecs[0], vk, filter)
+				vdur = q.now().Sub(start)
+			})
+		}
+		start := q.now()
+		lhits, lerr = cfg.Lexical.SearchText(ctx, q.req.Question, lk, filter)
+		ldur = q.now().Sub(start)
+		wg.Wait()
+	}
+	if err := errors.Join(verr, lerr); err != nil {
+		return nil, nil, err
+	}
+	markLeg(vhits, true)
+	markLeg(lhits, false)
+	fuseStart := q.now()
+	var hits []Hit
+	if mode == RetrievalLexical {
+		hits = lhits[:min(len(lhits), q.req.TopK)]
+	} else {
+		hits = cfg.Fusion.Fuse(vhits, lhits, q.req.TopK)
+	}
+	fuseDur := q.now().Sub(fuseStart)
+	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
+	attrs := q.figs.attrsMap(StageSearch)
+	attrs["retrieval"] = mode
+	attrs["lexical"] = cfg.Lexical.LexicalName()
+	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(lhits), roundMs(ldur)
+	if mode == RetrievalHybrid {
+		attrs["vector_k"], attrs["vector_hits"], attrs["vector_ms"] = vk, len(vhits), roundMs(vdur)
+		attrs["fusion"], attrs["fusion_ms"] = cfg.Fusion.Name(), roundMs(fuseDur)
+	}
+	return hits, attrs, nil
+}
+
+// rerankNote says why a request that named no rerank_top_n gets fewer
+// reranked chunks in its context than top_k retrieved; empty otherwise.
+func rerankNote(r *Request) string {
+	if !r.RerankDefaulted || r.RerankTopN == 0 || r.RerankTopN >= r.TopK {
+		return ""
+	}
+	return fmt.Sprintf("rerank_top_n defaults to %d (serve's --rerank-top-n): the prompt keeps the %d best reranked of the %d retrieved chunks, "+
+		"so prefill stays short; send rerank_top_n=%d to keep them all", r.RerankTopN, r.RerankTopN, r.TopK, r.TopK)
+}
+
+// SearchRecorder stores finished retrieval-only queries (POST /v1/search).
+//
+// Contract: as Recorder's: RecordSearch must not block on storage, and is
+// safe for concurrent use.
+type SearchRecorder interface {
+	RecordSearch(rec SearchRecord)
+}
+
+// SearchRecord is one finished retrieval-only query as it is stored (the
+// searches table).
+type SearchRecord struct {
+	QueryID   string
+	CreatedAt time.Time
+	KeyID     string
+	// Question is empty when questions are stored as hashes only.
+	Question       string
+	QuestionSHA256 string
+	Retrieval      string
+	TopK           int
+	VectorK        int
+	LexicalK       int
+	RerankTopN     int
+	Hits           int
+	Status         string
+	ErrorCode      string
+	// RetrievalMs is embed + search + rerank; E2EMs is t0 → the result.
+	RetrievalMs float64
+	E2EMs       float64
+	Stages      []Span
+}
+
+// SearchResult is what Search found, and how long each stage took.
+type SearchResult struct {
+	QueryID   string
+	Retrieval string
+	// Hits are best first, with their legs' ranks and scores, and
+	// RerankScore when they were reranked.
+	Hits        []Hit
+	Stages      []Span
+	RetrievalMs float64
+}
+
+// Search runs req's retrieval alone — the embed, search and (when
+// req.RerankTopN > 0) rerank stages, timed as an ask's — and records it
+// with cfg.SearchRecorder. req has been normalised; a failure is a
+// *Error naming its stage.
+func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, error) {
+	q := p.start(ctx, req)
+	if p.cfg.Tracer != nil {
+		ctx, q.trace = p.cfg.Tracer.Start(ctx, q.t0)
+	}
+	err := q.searchStages(ctx)
+	res := &SearchResult{QueryID: q.id, Retrieval: cmp.Or(q.req.Retrieval, RetrievalVector), Hits: q.hits}
+	for i := range q.spans {
+		q.spans[i].materialize()
+		switch q.spans[i].Name {
+		case StageEmbed, StageSearch, StageRerank:
+			res.RetrievalMs += q.spans[i].DurationMs
+		}
+	}
+	res.RetrievalMs = round3(res.RetrievalMs)
+	res.Stages = q.spans
+	rec := SearchRecord{QueryID: q.id, CreatedAt: q.t0.UTC(), KeyID: q.req.KeyID, Retrieval: res.Retrieval,
+		TopK: q.req.TopK, VectorK: q.req.VectorK, LexicalK: q.req.LexicalK, RerankTopN: q.req.RerankTopN,
+		Hits: len(q.hits), Status: StatusOK, RetrievalMs: res.RetrievalMs, Stages: q.spans}
+	sum := sha256.Sum256([]byte(q.req.Question))
+	rec.QuestionSHA256 = hex.EncodeToString(sum[:])
+	if p.cfg.StoreQuestion {
+		rec.Question = q.req.Question
+	}
+	var perr *Error
+	if err != nil {
+		perr = AsError("", err)
+		rec.Status, rec.ErrorCode = StatusError, perr.Code
+		if IsCancelled(err) {
+			rec.Status = StatusCancelled
+		}
+	}
+	rec.E2EMs = q.ms(q.now())
+	if p.cfg.SearchRecorder != nil {
+		p.cfg.SearchRecorder.RecordSearch(rec)
+	}
+	if perr != nil {
+		return res, perr
+	}
+	return res, nil
+}
+
+// searchStages runs a retrieval-only query's stages, leaving the hits in
+// q.hits.
+func (q *query) searchStages(ctx context.Context) error {
+	cfg := q.p.cfg
+	if q.arrived {
+		q.span(nil, StageAccept, q.t0, q.started, nil, nil)
+	}
+	admitted, queueAttrs := q.started, map[string]any(nil)
+	if qw := q.req.Queue; qw != nil {
+		admitted, queueAttrs = qw.End, qw.Attrs
+	}
+	q.span(nil, StageQueue, q.started, admitted, queueAttrs, nil)
+	var vecs [][]float32
+	err := q.stage(ctx, nil, StageEmbed, func(ctx context.Context) (map[string]any, error) {
+		if q.req.Retrieval == RetrievalLexical {
+			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
+		}
+		var err error
+		vecs, err = cfg.Embedder.Embed(ctx, []string{q.req.Question})
+		if err == nil && len(vecs) != 1 {
+			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
+		}
+		if err == nil {
+			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
+		}
+		return nil, err
+	})
+	if err != nil {
+		return err
+	}
+	err = q.stage(ctx, nil, StageSearch, func(ctx context.Context) (map[string]any, error) {
+		var attrs map[string]any
+		var err error
+		q.hits, attrs, err = q.search(ctx, vecs)
+		return attrs, err
+	})
+	if err != nil || q.req.RerankTopN == 0 {
+		return err
+	}
+	return q.stage(ctx, nil, StageRerank, func(ctx context.Context) (map[string]any, error) {
+		f := &q.figs
+		f.candidates, f.topN, f.reranker = len(q.hits), q.req.RerankTopN, cfg.RerankerName
+		if cfg.Reranker == nil || len(q.hits) == 0 {
+			q.hits = q.hits[:min(q.req.RerankTopN, len(q.hits))]
+			return nil, nil
+		}
+		var err error
+		q.hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, q.hits, q.req.RerankTopN)
+		return nil, err
+	})
+}

@@ -1,0 +1,139 @@
+package retrieval
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"ragtime/lexical"
+	"ragtime/pipeline"
+)
+
+var (
+	_ pipeline.LexicalSearcher = (*Index)(nil)
+	_ lexical.Stats            = (*Index)(nil)
+)
+
+// The embedded store's lexical leg: an inverted index (lexical.Index) over
+// every live chunk, derived from the same records as the vectors. It is
+// built when the snapshot is read and the log replayed, changed in the same
+// critical section as the vectors by every upsert and delete, and rebuilt
+// from the new snapshot at each compaction, so an acknowledged write is in
+// both legs or in neither by construction (docs/index.md).
+
+// analyseChunk is the lexical view of a chunk: its title field is its
+// document's title and its own heading (a Markdown chunk's first line,
+// when that is a heading), its body the text.
+func analyseChunk(c *pipeline.Chunk) lexical.Doc {
+	return lexical.Analyse(c.Title+"\n"+heading(c.Text), c.Text)
+}
+
+// heading returns text's first line when it is a Markdown ATX heading.
+func heading(text string) string {
+	line, _, _ := strings.Cut(text, "\n")
+	if !strings.HasPrefix(line, "#") {
+		return ""
+	}
+	return strings.TrimLeft(line, "# ")
+}
+
+// analyseAll analyses chunks in parallel across the cores.
+func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
+	docs := make([]lexical.Doc, len(chunks))
+	workers := min(runtime.GOMAXPROCS(0), len(chunks)/64+1)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(chunks); i = int(next.Add(1) - 1) {
+				docs[i] = analyseChunk(&chunks[i])
+			}
+		})
+	}
+	wg.Wait()
+	return docs
+}
+
+// indexAll files every live slot of a freshly read state in its lexical
+// index.
+func (st *state) indexAll() {
+	docs := analyseAll(st.chunks)
+	st.lexID = make([]uint32, len(st.chunks))
+	for s, d := range docs {
+		if st.alive[s] {
+			st.lexID[s] = st.lex.Add(d, int32(s))
+		}
+	}
+}
+
+// LexicalLeg names the embedded store's lexical leg in stage attrs.
+const LexicalLeg = "bm25:" + lexical.Analyzer
+
+// SearchText returns the k chunks with the highest BM25 score for the
+// question's terms (lexical.Terms) over the whole corpus, best first, with
+// Score the BM25 score. A question without a term matches nothing.
+func (ix *Index) SearchText(ctx context.Context, question string, k int, filter pipeline.Filter) ([]pipeline.Hit, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("searching the embedded index's words: %w", err)
+	}
+	terms := lexical.Terms(question)
+	if k <= 0 || len(terms) == 0 {
+		return nil, nil
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	st := ix.st
+	var accept func(int32) bool
+	if len(filter.DocIDs) > 0 || len(filter.Metadata) > 0 {
+		docs := make(map[string]bool, len(filter.DocIDs))
+		for _, id := range filter.DocIDs {
+			docs[id] = true
+		}
+		accept = func(s int32) bool {
+			c := &st.chunks[s]
+			if len(docs) > 0 && !docs[c.DocID] {
+				return false
+			}
+			for key, want := range filter.Metadata {
+				if got, ok := c.Metadata[key]; !ok || got != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	found := st.lex.Search(terms, min(k, st.live), accept)
+	hits := make([]pipeline.Hit, len(found))
+	for i, f := range found {
+		hits[i] = pipeline.Hit{Chunk: st.chunks[f.Ext], Score: f.Score} // Metadata shared (Searcher's contract)
+	}
+	return hits, nil
+}
+
+// LexicalName implements pipeline.LexicalSearcher.
+func (ix *Index) LexicalName() string { return LexicalLeg }
+
+// Docs implements lexical.Stats over the lexical index: the reranker
+// scores with the corpus's statistics.
+func (ix *Index) Docs() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.st.lex.Docs()
+}
+
+// DocFreq implements lexical.Stats.
+func (ix *Index) DocFreq(term string) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.st.lex.DocFreq(term)
+}
+
+// AvgLen implements lexical.Stats.
+func (ix *Index) AvgLen() float64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.st.lex.AvgLen()
+}
