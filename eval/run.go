@@ -10,18 +10,12 @@ import (
 	"time"
 )
 
-// Retrieval modes a configuration may ask for (POST /v1/search's
-// "retrieval"); the empty mode is the server's default.
-const (
-	ModeHybrid  = "hybrid"
-	ModeVector  = "vector"
-	ModeLexical = "lexical"
-)
-
 // Config is one configuration to measure: what each question's search
 // request carries besides the question. Zero fields are left to the
 // server's defaults.
 type Config struct {
+	// Retrieval is pipeline.RetrievalHybrid, RetrievalVector or
+	// RetrievalLexical; empty is the server's default.
 	Retrieval  string `json:"retrieval,omitempty"`
 	TopK       int    `json:"top_k"`
 	VectorK    int    `json:"vector_k,omitempty"`

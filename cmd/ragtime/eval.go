@@ -31,7 +31,7 @@ type evalConfig struct {
 }
 
 func (c *evalConfig) register(fs *flag.FlagSet) {
-	c.retrieval = listFlag{eval.ModeVector, eval.ModeLexical, eval.ModeHybrid}
+	c.retrieval = listFlag{pipeline.RetrievalVector, pipeline.RetrievalLexical, pipeline.RetrievalHybrid}
 	c.rerank = listFlag{"off"}
 	fs.StringVar(&c.qrels, "qrels", "", "labelled questions: JSONL {\"question\", \"relevant\": [doc_id, ...], \"relevant_chunks\": [chunk_id, ...]} or TSV question<TAB>doc_ids[<TAB>chunk_ids] (required)")
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "URL of the running ragtime serve whose POST /v1/search is measured")
@@ -71,7 +71,7 @@ func (c *evalConfig) configs() ([]eval.Config, error) {
 	seen := map[eval.Config]bool{}
 	for _, mode := range c.retrieval {
 		switch mode {
-		case eval.ModeVector, eval.ModeLexical, eval.ModeHybrid:
+		case pipeline.RetrievalVector, pipeline.RetrievalLexical, pipeline.RetrievalHybrid:
 		case "default":
 			mode = ""
 		default:
@@ -92,10 +92,10 @@ func (c *evalConfig) configs() ([]eval.Config, error) {
 					if rerank {
 						cfg.RerankTopN = c.rerankTopN
 					}
-					if mode == eval.ModeVector {
+					if mode == pipeline.RetrievalVector {
 						cfg.LexicalK = 0
 					}
-					if mode == eval.ModeLexical {
+					if mode == pipeline.RetrievalLexical {
 						cfg.VectorK = 0
 					}
 					if !seen[cfg] {
