@@ -69,6 +69,15 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 	if req.PromptNonce != "" {
 		body["prompt_nonce"] = req.PromptNonce
 	}
+	if req.Retrieval != "" {
+		body["retrieval"] = req.Retrieval
+	}
+	if req.VectorK > 0 {
+		body["vector_k"] = req.VectorK
+	}
+	if req.LexicalK > 0 {
+		body["lexical_k"] = req.LexicalK
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})

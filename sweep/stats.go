@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"ragtime/eval"
 )
@@ -16,6 +17,12 @@ type Setting struct {
 	RerankTopN int `json:"rerank_top_n"`
 	// MaxContextTokens is the context budget; 0 means the server's own.
 	MaxContextTokens int `json:"max_context_tokens,omitempty"`
+	// Retrieval is the retrieval mode (hybrid, vector or lexical; empty:
+	// the server's default), VectorK and LexicalK the leg depths (0: the
+	// default).
+	Retrieval string `json:"retrieval,omitempty"`
+	VectorK   int    `json:"vector_k,omitempty"`
+	LexicalK  int    `json:"lexical_k,omitempty"`
 }
 
 func (s Setting) String() string {
@@ -23,7 +30,26 @@ func (s Setting) String() string {
 	if s.MaxContextTokens > 0 {
 		out += fmt.Sprintf(" budget=%d", s.MaxContextTokens)
 	}
+	if r := s.RetrievalString(); r != "" {
+		out = r + " " + out
+	}
 	return out
+}
+
+// RetrievalString names the retrieval dimensions that are set: the mode and
+// the leg depths ("hybrid vk=50 lk=20"); empty when none is.
+func (s Setting) RetrievalString() string {
+	var parts []string
+	if s.Retrieval != "" {
+		parts = append(parts, s.Retrieval)
+	}
+	if s.VectorK > 0 {
+		parts = append(parts, fmt.Sprintf("vk=%d", s.VectorK))
+	}
+	if s.LexicalK > 0 {
+		parts = append(parts, fmt.Sprintf("lk=%d", s.LexicalK))
+	}
+	return strings.Join(parts, " ")
 }
 
 // Breakdown splits a TTFT into its stages, in milliseconds; the parts add
