@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ragtime/api"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
@@ -469,13 +471,8 @@ func TestSweepRetrievalSettings(t *testing.T) {
 // carry the retrieval.
 func TestSweepAcrossRetrievalModes(t *testing.T) {
 	t.Parallel()
-	dbURL, pool := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
-	dataDir := ingestSweepCorpus(t, env)
-	out := t.TempDir()
-	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
-		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "4", "--rerank-top-n", "0",
-		"--retrieval", "vector,lexical,hybrid", "--lexical-k", "7", "--runs", "1", "--max-tokens", "3", "--seed", "7", "--out", out)
+	pool, stdout, out := sweepInProcess(t, "--top-k", "4", "--rerank-top-n", "0",
+		"--retrieval", "vector,lexical,hybrid", "--lexical-k", "7", "--runs", "1")
 	for _, want := range []string{"retrieval  top_k", "lexical lk=7", "hybrid lk=7", "recommended: top_k=4 rerank_top_n=0 max_context_tokens=6000 retrieval="} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout)
@@ -512,6 +509,20 @@ func TestSweepAcrossRetrievalModes(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), ",retrieval,vector_k,lexical_k\n") || !strings.Contains(string(b), ",hybrid,0,7\n") {
 		t.Errorf("results.csv: %v\n%s", err, b)
 	}
+}
+
+// sweepInProcess runs an in-process sweep of the labelled sweep corpus
+// against llmsim with args added (3 answer tokens, seed 7), returning the
+// database, stdout and the --out directory.
+func sweepInProcess(t *testing.T, args ...string) (*pgxpool.Pool, string, string) {
+	t.Helper()
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	out := t.TempDir()
+	base := []string{"sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
+		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--max-tokens", "3", "--seed", "7", "--out", out}
+	return pool, runCmd(t, env, append(base, args...)...), out
 }
 
 func ptrValue[T any](p *T) T {
@@ -562,13 +573,7 @@ func TestWriteApplyHidesThePassword(t *testing.T) {
 // serves the repeated runs, and the sweep says the setting's figures rest
 // on cache hits, in its table and its files.
 func TestSweepWarmCacheWarns(t *testing.T) {
-	dbURL, _ := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
-	dataDir := ingestSweepCorpus(t, env)
-	out := t.TempDir()
-	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
-		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "4", "--runs", "3",
-		"--max-tokens", "3", "--seed", "7", "--warm-cache", "--out", out)
+	_, stdout, out := sweepInProcess(t, "--top-k", "4", "--runs", "3", "--warm-cache")
 	if !strings.Contains(stdout, "warning: k=4 rerank=3 budget=6000:") || !strings.Contains(stdout, "prefix cache") || !strings.Contains(stdout, "--warm-cache") {
 		t.Errorf("stdout lacks the cache warning:\n%s", stdout)
 	}
