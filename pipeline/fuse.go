@@ -63,13 +63,16 @@ func markLeg(hits []Hit, vector bool) {
 	}
 }
 
-// Fuse merges the vector and lexical legs' hits (each best first, marked
-// by markLeg) into one list of at most k, best first, by f. A chunk both
+// Fuse merges the vector and lexical legs' hits (each best first, their
+// Score the leg's own) into one list of at most k, best first, by f; it
+// sets each hit's Legs from its positions and scores. A chunk both
 // legs found appears once, carrying both legs' ranks and scores; its Score
 // is the fused one. Equal fused scores keep the better vector rank first,
 // then the better lexical rank, then the chunk id's order, so the result
 // is deterministic.
 func (f Fusion) Fuse(vector, lexical []Hit, k int) []Hit {
+	markLeg(vector, true)
+	markLeg(lexical, false)
 	byID := make(map[string]int, len(vector)+len(lexical))
 	out := make([]Hit, 0, len(vector)+len(lexical))
 	for _, h := range vector {

@@ -365,23 +365,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	if err := flush(out); err != nil { // meta, accept and queue, before the embedder's wait
 		return clientGone(err)
 	}
-	var vecs [][]float32
-	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
-		if q.req.Retrieval == RetrievalLexical { // no vector leg: nothing to embed
-			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
-		}
-		var call Call
-		var err error
-		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
-		q.figs.embed = call
-		if err == nil && len(vecs) != 1 {
-			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
-		}
-		if err == nil {
-			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
-		}
-		return nil, err
-	})
+	vecs, err := q.embed(ctx, out)
 	if err != nil {
 		return err
 	}
@@ -453,6 +437,30 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		Temperature: q.req.Temperature, Question: q.req.Question, Sources: prompt.sources}
 	q.promptTokens = prompt.promptTokens
 	return nil
+}
+
+// embed runs the embed stage: the question's vector, or nothing in a
+// lexical retrieval, which needs none.
+func (q *query) embed(ctx context.Context, out Stream) ([][]float32, error) {
+	cfg := q.p.cfg
+	var vecs [][]float32
+	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
+		if q.req.Retrieval == RetrievalLexical {
+			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
+		}
+		var call Call
+		var err error
+		vecs, err = cfg.Embedder.Embed(WithCall(ctx, &call), []string{q.req.Question})
+		q.figs.embed = call
+		if err == nil && len(vecs) != 1 {
+			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
+		}
+		if err == nil {
+			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
+		}
+		return nil, err
+	})
+	return vecs, err
 }
 
 // generate streams the answer from the model (the request retrieval left
@@ -953,7 +961,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 		parts.contextTokens += n
 		parts.sources = append(parts.sources, Source{
 			Rank: len(texts), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
-			Score: h.Score, RerankScore: h.RerankScore, Text: h.Text,
+			Score: h.Score, RerankScore: h.RerankScore, Legs: h.Legs, Text: h.Text,
 		})
 	}
 	var user strings.Builder

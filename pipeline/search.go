@@ -56,11 +56,10 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	if err := errors.Join(verr, lerr); err != nil {
 		return nil, nil, err
 	}
-	markLeg(vhits, true)
-	markLeg(lhits, false)
 	fuseStart := q.now()
 	var hits []Hit
 	if mode == RetrievalLexical {
+		markLeg(lhits, false)
 		hits = lhits[:min(len(lhits), q.req.TopK)]
 	} else {
 		hits = cfg.Fusion.Fuse(vhits, lhits, q.req.TopK)
@@ -188,21 +187,7 @@ func (q *query) searchStages(ctx context.Context) error {
 		admitted, queueAttrs = qw.End, qw.Attrs
 	}
 	q.span(nil, StageQueue, q.started, admitted, queueAttrs, nil)
-	var vecs [][]float32
-	err := q.stage(ctx, nil, StageEmbed, func(ctx context.Context) (map[string]any, error) {
-		if q.req.Retrieval == RetrievalLexical {
-			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
-		}
-		var err error
-		vecs, err = cfg.Embedder.Embed(ctx, []string{q.req.Question})
-		if err == nil && len(vecs) != 1 {
-			err = fmt.Errorf("embedder returned %d vectors for 1 text", len(vecs))
-		}
-		if err == nil {
-			q.figs.dim, q.figs.dimKnown = len(vecs[0]), true
-		}
-		return nil, err
-	})
+	vecs, err := q.embed(ctx, nil)
 	if err != nil {
 		return err
 	}

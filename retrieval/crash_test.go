@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,9 +40,12 @@ func crashDoc(id string, ver int) Document {
 	r := rand.New(rand.NewPCG(h.Sum64(), 7))
 	n := 1 + r.IntN(6)
 	doc := Document{DocID: id, Title: "T " + id, ContentHash: "v" + strconv.Itoa(ver)}
+	key := strings.ReplaceAll(id, "-", "")
 	for i := range n {
 		doc.Chunks = append(doc.Chunks, pipeline.Chunk{
-			Text:     fmt.Sprintf("%s version %d chunk %d of %d", id, ver, i, n),
+			// The words id<doc> and part<doc>v<ver>c<i> let the lexical
+			// leg be checked as exactly as the vectors.
+			Text:     fmt.Sprintf("%s version %d chunk %d of %d id%s part%sv%dc%d", id, ver, i, n, key, key, ver, i),
 			Metadata: map[string]string{"ver": strconv.Itoa(ver)},
 		})
 		doc.Vectors = append(doc.Vectors, randomVector(r, crashDim))
@@ -94,7 +98,9 @@ func TestCrashWriterChild(t *testing.T) {
 // and checks: it opens without a manual step, no temporary file is left
 // once it is open, every acknowledged write is there (the one in flight
 // may or may not be), every stored document is whole (its chunks those of
-// one version, none twice) and findable through the HNSW graph and Search.
+// one version, none twice) and findable through the HNSW graph and Search,
+// and through the lexical leg (SearchText) at its version, which finds
+// nothing else: no chunk of another version, of a deleted document, twice.
 func TestCrashSafety(t *testing.T) {
 	if os.Getenv(crashEnvDir) != "" {
 		t.Skip("in the child")
@@ -272,10 +278,24 @@ func checkCrashIndex(t *testing.T, round int, ix *Index, want, alt map[string]in
 		if got != want[id] && got != alt[id] {
 			t.Fatalf("round %d: %s is at version %d, want %d (acknowledged) or %d (in flight)", round, id, got, want[id], alt[id])
 		}
+		key := strings.ReplaceAll(id, "-", "")
+		lex := lexicalHits(t, round, ix, "id"+key)
 		if got == 0 {
+			if len(lex) != 0 {
+				t.Fatalf("round %d: %s is gone, the lexical leg still finds %v", round, id, lex)
+			}
 			continue
 		}
 		doc := crashDoc(id, got)
+		if len(lex) != len(doc.Chunks) {
+			t.Fatalf("round %d: the lexical leg finds %v for %s v%d of %d chunks", round, lex, id, got, len(doc.Chunks))
+		}
+		for i := range doc.Chunks {
+			part := lexicalHits(t, round, ix, fmt.Sprintf("part%sv%dc%d", key, got, i))
+			if len(part) != 1 || part[0] != ChunkID(id, i) || !slices.Contains(lex, part[0]) {
+				t.Fatalf("round %d: the lexical leg finds %v for %s v%d chunk %d", round, part, id, got, i)
+			}
+		}
 		stored := docText(t, ix, id)
 		if len(stored) != len(doc.Chunks) {
 			t.Fatalf("round %d: %s v%d has %d chunks stored, want %d", round, id, got, len(stored), len(doc.Chunks))
@@ -305,4 +325,21 @@ func checkCrashIndex(t *testing.T, round int, ix *Index, want, alt map[string]in
 	if ix.Len() != total || len(ix.Documents()) > crashDocs {
 		t.Fatalf("round %d: %d chunks stored, the documents have %d: a duplicated or stray chunk", round, ix.Len(), total)
 	}
+	if all := lexicalHits(t, round, ix, "version"); len(all) != total {
+		t.Fatalf("round %d: the lexical leg finds %d chunks, the documents have %d", round, len(all), total)
+	}
+}
+
+// lexicalHits returns the chunk ids the lexical leg finds for q.
+func lexicalHits(t *testing.T, round int, ix *Index, q string) []string {
+	t.Helper()
+	hits, err := ix.SearchText(context.Background(), q, 1000, pipeline.Filter{})
+	if err != nil {
+		t.Fatalf("round %d: lexical search %q: %v", round, q, err)
+	}
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	return ids
 }

@@ -380,18 +380,12 @@ func TestTenantKeyNeverSeesAnotherTenantsChunks(t *testing.T) {
 			byDoc := createKey(t, env, "--name", "a's docs", "--scopes", "ask", "--filter", "doc_id=a-prefill.md,a-decode.md")
 			srv := startServe(t, env, args...)
 
-			docs := []struct{ id, tenant, text string }{
+			addTenantDocs(t, srv.url, admin.token, []tenantDoc{
 				{"a-prefill.md", "a", "# Prefill at A\n\nPrefill reads the whole prompt before the first token; tenant A measures prefill time."},
 				{"a-decode.md", "a", "# Decode at A\n\nDecode writes one token at a time after prefill."},
 				{"b-prefill.md", "b", "# Prefill at B\n\nPrefill prefill prefill: tenant B's secret notes on prefill time and prompt tokens."},
 				{"b-budget.md", "b", "# Budget at B\n\nTenant B's confidential budget for prefill hardware."},
-			}
-			for _, d := range docs {
-				body, _ := json.Marshal(map[string]any{"id": d.id, "title": d.id, "text": d.text, "metadata": map[string]string{"tenant": d.tenant}})
-				if status, _, b := call(t, "POST", srv.url+"/v1/documents", admin.token, bytes.NewReader(body), map[string]string{"Content-Type": "application/json"}); status != 200 {
-					t.Fatalf("adding %s: %d %s", d.id, status, b)
-				}
-			}
+			})
 			// The admin key sees both tenants: the question does match B.
 			if got := sourcesOf(t, postAskWith(t, srv.url, admin.token, `{"question": "tenant B prefill secret notes", "top_k": 4, "rerank_top_n": 0}`)); !containsPrefix(got, "b-") {
 				t.Fatalf("the admin key's sources %v hold no tenant B document: the test would prove nothing", got)
@@ -424,6 +418,21 @@ func TestTenantKeyNeverSeesAnotherTenantsChunks(t *testing.T) {
 				t.Error("the tenant key finds nothing of its own")
 			}
 		})
+	}
+}
+
+// tenantDoc is a document of one tenant (its metadata's tenant).
+type tenantDoc struct{ id, tenant, text string }
+
+// addTenantDocs adds docs through POST /v1/documents; a failure stops the
+// test.
+func addTenantDocs(t *testing.T, base, token string, docs []tenantDoc) {
+	t.Helper()
+	for _, d := range docs {
+		body, _ := json.Marshal(map[string]any{"id": d.id, "title": d.id, "text": d.text, "metadata": map[string]string{"tenant": d.tenant}})
+		if status, _, b := call(t, "POST", base+"/v1/documents", token, bytes.NewReader(body), map[string]string{"Content-Type": "application/json"}); status != 200 {
+			t.Fatalf("adding %s: %d %s", d.id, status, b)
+		}
 	}
 }
 
