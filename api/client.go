@@ -123,7 +123,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		resp, err := hc.Do(hreq)
 		if err != nil {
 			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("%s %s: %v", method, url, err),
-				Hint: "is `ragtime serve` running at --server?", Err: err}
+				Hint: "is `ragtime serve` running at that address?", Err: err}
 		}
 		wait, ok := retryAfter(resp)
 		if !ok || attempt == maxAdmissionRetries {
@@ -167,7 +167,8 @@ func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
 func (c *Client) callJSON(ctx context.Context, method, path string, body []byte, out any) error {
 	resp, perr := c.send(ctx, method, path, "application/json", body)
 	if perr != nil {
-		return perr
+		// The message already quotes the cause; say what to check instead.
+		return fmt.Errorf("%s: %s (%s)", perr.Code, perr.Message, perr.Hint)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
