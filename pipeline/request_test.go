@@ -25,3 +25,36 @@ func TestDefaultsRule(t *testing.T) {
 		t.Errorf("an ask's own top_k caps the default rerank: top_k %d rerank %d (%v)", r.TopK, r.RerankTopN, err)
 	}
 }
+
+func TestRetrievalDefaultsAndNote(t *testing.T) {
+	t.Parallel()
+	lex := Defaults{Retrieval: RetrievalHybrid, Lexical: true}
+	r := Request{Question: "q", TopK: 10, RerankTopN: Unset, MaxTokens: Unset}
+	if err := r.NormalizeWith(0, lex); err != nil || r.Retrieval != RetrievalHybrid || r.VectorK != DefaultLegK || r.LexicalK != DefaultLegK {
+		t.Fatalf("hybrid defaults: %+v (%v)", r, err)
+	}
+	if note := rerankNote(&r); note == "" {
+		t.Error("a default rerank_top_n of 3 under top_k 10 says nothing in meta")
+	}
+	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: RetrievalVector, LexicalK: 7}
+	if err := r.NormalizeWith(0, lex); err != nil || r.VectorK != 10 || r.LexicalK != 7 || rerankNote(&r) != "" {
+		t.Fatalf("vector with the caller's rerank_top_n: %+v (%v), note %q", r, err, rerankNote(&r))
+	}
+	for _, tc := range []struct {
+		r     Request
+		d     Defaults
+		field string
+	}{
+		{Request{Retrieval: "dense"}, lex, "retrieval"},
+		{Request{Retrieval: RetrievalHybrid}, Defaults{}, "retrieval"},
+		{Request{VectorK: MaxLegK + 1}, lex, "vector_k"},
+		{Request{LexicalK: -3}, lex, "lexical_k"},
+	} {
+		tc.r.Question, tc.r.TopK, tc.r.RerankTopN, tc.r.MaxTokens = "q", Unset, Unset, Unset
+		err := tc.r.NormalizeWith(0, tc.d)
+		ve, ok := err.(*ValidationError)
+		if !ok || ve.Field != tc.field {
+			t.Errorf("%+v: %v, want an error naming %s", tc.r, err, tc.field)
+		}
+	}
+}
