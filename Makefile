@@ -6,7 +6,7 @@ DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
 ADDR          ?= 127.0.0.1:8080
 
-.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-peer bench-streams bench-capacity vet fmt clean llmsim bench-outage grafana
+.PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-retrieval bench-peer bench-streams bench-capacity vet fmt clean llmsim bench-outage grafana
 
 build:
 	@echo "make: building $(BIN) (the first build downloads modules and compiles everything: a few minutes on 2 cores)"
@@ -81,6 +81,12 @@ bench-ann:
 # Ingests PostgreSQL's HTML documentation (installs postgresql-doc-15 when missing).
 bench-pgdocs:
 	scripts/bench-ingest-pgdocs.sh
+
+# Retrieval quality (hit@k, MRR@10, nDCG@10) and latency of vector, lexical
+# and hybrid retrieval, without and with the reranker, on 149 labelled
+# questions over PostgreSQL's manual (bench/retrieval/README.md).
+bench-retrieval:
+	DATABASE_URL='$(DATABASE_URL)' scripts/bench-retrieval.sh
 
 # ragtime against a LangChain.js peer and against bench/relay (the floor: the
 # same two upstream calls, one read and one write per token, nothing else)

@@ -69,37 +69,65 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 	if req.PromptNonce != "" {
 		body["prompt_nonce"] = req.PromptNonce
 	}
+	if req.Retrieval != "" {
+		body["retrieval"] = req.Retrieval
+	}
+	if req.VectorK > 0 {
+		body["vector_k"] = req.VectorK
+	}
+	if req.LexicalK > 0 {
+		body["lexical_k"] = req.LexicalK
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
 	}
-	url := strings.TrimRight(c.BaseURL, "/") + "/ask"
+	resp, perr := c.send(ctx, http.MethodPost, "/ask", "text/event-stream", b)
+	if perr != nil {
+		return fail(perr)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fail(rejection(resp))
+	}
+	return c.replay(ctx, resp.Body, out, rec, fail)
+}
+
+// send sends a request with body (nil for none) to path with the key,
+// waiting and asking again as told while the server's admission control
+// refuses with Retry-After (it refuses before any work is done, so a retry
+// costs nothing and a measurement must not be lost to it). The caller
+// closes the response.
+func (c *Client) send(ctx context.Context, method, path, accept string, body []byte) (*http.Response, *pipeline.Error) {
+	url := strings.TrimRight(c.BaseURL, "/") + path
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	var resp *http.Response
-	// A server's admission control refuses before any work is done (429,
-	// 503 with Retry-After): waiting as told and asking again costs no
-	// model call, and a sweep must not lose its measurements to it.
 	for attempt := 0; ; attempt++ {
-		hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-		if err != nil {
-			return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building POST %s: %v", url, err), Err: err})
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
 		}
-		hreq.Header.Set("Content-Type", "application/json")
-		hreq.Header.Set("Accept", "text/event-stream")
+		hreq, err := http.NewRequestWithContext(ctx, method, url, rd)
+		if err != nil {
+			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building %s %s: %v", method, url, err), Err: err}
+		}
+		if body != nil {
+			hreq.Header.Set("Content-Type", "application/json")
+		}
+		hreq.Header.Set("Accept", accept)
 		if c.APIKey != "" {
 			hreq.Header.Set("Authorization", "Bearer "+c.APIKey)
 		}
-		resp, err = hc.Do(hreq)
+		resp, err := hc.Do(hreq)
 		if err != nil {
-			return fail(&pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("POST %s: %v", url, err),
-				Hint: "is `ragtime serve` running at --server?", Err: err})
+			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("%s %s: %v", method, url, err),
+				Hint: "is `ragtime serve` running at that address?", Err: err}
 		}
 		wait, ok := retryAfter(resp)
 		if !ok || attempt == maxAdmissionRetries {
-			break
+			return resp, nil
 		}
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
@@ -112,24 +140,59 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 		}
 		select {
 		case <-ctx.Done():
-			return fail(&pipeline.Error{Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"})
+			return nil, &pipeline.Error{Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"}
 		case <-time.After(wait):
 		}
 	}
+}
+
+// PostJSON sends in as JSON to path (such as "/v1/search") and decodes a
+// 200 answer into out, retrying refusals with Retry-After as Run does. An
+// other status is a *pipeline.Error carrying the status and the server's
+// error code and message.
+func (c *Client) PostJSON(ctx context.Context, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("encoding the request to %s: %w", path, err)
+	}
+	return c.callJSON(ctx, http.MethodPost, path, b, out)
+}
+
+// GetJSON gets path (such as "/v1/documents") and decodes a 200 answer
+// into out, as PostJSON does.
+func (c *Client) GetJSON(ctx context.Context, path string, out any) error {
+	return c.callJSON(ctx, http.MethodGet, path, nil, out)
+}
+
+func (c *Client) callJSON(ctx context.Context, method, path string, body []byte, out any) error {
+	resp, perr := c.send(ctx, method, path, "application/json", body)
+	if perr != nil {
+		// The message already quotes the cause; say what to check instead.
+		return fmt.Errorf("%s: %s (%s)", perr.Code, perr.Message, perr.Hint)
+	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		var eb struct {
-			Error apiError `json:"error"`
-		}
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		msg := strings.TrimSpace(string(raw))
-		if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
-			msg = eb.Error.Code + ": " + eb.Error.Message
-		}
-		return fail(&pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
-			Message: fmt.Sprintf("POST %s answered %d: %s", url, resp.StatusCode, msg)})
+		return rejection(resp)
 	}
-	return c.replay(ctx, resp.Body, out, rec, fail)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("decoding the answer of %s %s: %w", method, resp.Request.URL, err)
+	}
+	return nil
+}
+
+// rejection is the error of a non-200 answer: its status and the server's
+// error code, message and hint.
+func rejection(resp *http.Response) *pipeline.Error {
+	var eb struct {
+		Error apiError `json:"error"`
+	}
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	msg := strings.TrimSpace(string(raw))
+	if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
+		msg = eb.Error.Code + ": " + eb.Error.Message
+	}
+	return &pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
+		Message: fmt.Sprintf("%s %s answered %d: %s", resp.Request.Method, resp.Request.URL, resp.StatusCode, msg)}
 }
 
 // maxAdmissionRetries bounds how often Run asks again after a 429 or 503

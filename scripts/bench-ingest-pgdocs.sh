@@ -4,11 +4,8 @@
 # chunk count and the index size. The package is installed when missing and
 # never enters the repository. Usage: scripts/bench-ingest-pgdocs.sh [ingest flags...]
 set -euo pipefail
-docs=/usr/share/doc/postgresql-doc-15/html
-if [ ! -d "$docs" ]; then
-	"$(dirname "$0")/apt-install.sh" "the corpus of this benchmark" postgresql-doc-15
-fi
 cd "$(dirname "$0")/.."
+docs=$(scripts/ensure-pgdocs.sh)
 go build -o bin/ragtime ./cmd/ragtime
 data=$(mktemp -d)
 trap 'rm -rf "$data"' EXIT

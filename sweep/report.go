@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -23,8 +24,18 @@ const (
 // WriteTable prints the per-setting figures and the recommendation.
 func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// The retrieval column appears when the sweep varies retrieval.
+	retr := func(Setting) string { return "" }
+	for _, s := range r.Params.Settings {
+		if s.RetrievalString() != "" {
+			retr = func(s Setting) string { return cmp.Or(s.RetrievalString(), "default") + "\t" }
+			fmt.Fprint(tw, "retrieval\t")
+			break
+		}
+	}
 	fmt.Fprintln(tw, "top_k\trerank\tbudget\tok\tfailed\tttft p50\tttft p95\tretrieval p50\tprefill p50\tprompt tok\tcached\tretr share\thit@k\trecall@k\tMRR\t")
 	for _, s := range r.Settings {
+		fmt.Fprint(tw, retr(s.Setting))
 		budget := "server"
 		if s.MaxContextTokens > 0 {
 			budget = strconv.Itoa(s.MaxContextTokens)
@@ -51,6 +62,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		budget := ""
 		if rs.MaxContextTokens > 0 {
 			budget = fmt.Sprintf(" max_context_tokens=%d", rs.MaxContextTokens)
+		}
+		if rs.Retrieval != "" {
+			budget += " retrieval=" + rs.Retrieval
+		}
+		if rs.VectorK > 0 {
+			budget += fmt.Sprintf(" vector_k=%d", rs.VectorK)
+		}
+		if rs.LexicalK > 0 {
+			budget += fmt.Sprintf(" lexical_k=%d", rs.LexicalK)
 		}
 		_, err := fmt.Fprintf(w, "\nrecommended: top_k=%d rerank_top_n=%d%s: %s\n", rs.TopK, rs.RerankTopN, budget, r.Recommendation.Why)
 		return err
@@ -140,7 +160,8 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 		"ttft_p50_ms", "ttft_p95_ms", "retrieval_p50_ms", "llm_prefill_p50_ms", "prompt_tokens_mean",
 		"retrieval_share_p50", "cached_share", "cache_hits", "hit_rate", "recall", "mrr",
 		"p50_retrieval_ms", "p50_llm_connect_ms", "p50_llm_prefill_ms", "p50_other_ms",
-		"p95_retrieval_ms", "p95_llm_connect_ms", "p95_llm_prefill_ms", "p95_other_ms", "recommended"})
+		"p95_retrieval_ms", "p95_llm_connect_ms", "p95_llm_prefill_ms", "p95_other_ms", "recommended",
+		"retrieval", "vector_k", "lexical_k"})
 	for _, s := range r.Settings {
 		rec := r.Recommendation.Setting != nil && *r.Recommendation.Setting == s.Setting
 		_ = cw.Write([]string{r.SweepID, strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens),
@@ -149,7 +170,7 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 			ftoa(s.RetrievalShareP50), ptoa(s.CachedShare), strconv.Itoa(s.CacheHits), ptoa(s.HitRate), ptoa(s.Recall), ptoa(s.MRR),
 			ftoa(s.Stack50.Retrieval), ftoa(s.Stack50.LLMConnect), ftoa(s.Stack50.LLMPrefill), ftoa(s.Stack50.Other),
 			ftoa(s.Stack95.Retrieval), ftoa(s.Stack95.LLMConnect), ftoa(s.Stack95.LLMPrefill), ftoa(s.Stack95.Other),
-			strconv.FormatBool(rec)})
+			strconv.FormatBool(rec), s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -159,12 +180,13 @@ func (r *Report) writeSamplesCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"order", "query_id", "question", "run", "top_k", "rerank_top_n", "max_context_tokens", "status", "error",
 		"ttft_ms", "retrieval_ms", "llm_connect_ms", "llm_prefill_ms", "other_ms", "prompt_tokens", "cached_tokens", "retrieval_share",
-		"hit", "recall", "rr"})
+		"hit", "recall", "rr", "retrieval", "vector_k", "lexical_k"})
 	for _, s := range r.Samples {
 		_ = cw.Write([]string{strconv.Itoa(s.Order), s.QueryID, strconv.Itoa(s.Question + 1), strconv.Itoa(s.Run),
 			strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens), s.Status, s.Error,
 			ftoa(s.TTFTMs), ftoa(s.RetrievalMs), ftoa(s.Stages.LLMConnect), ftoa(s.LLMPrefillMs), ftoa(s.Stages.Other),
-			strconv.Itoa(s.PromptTokens), itoaPtr(s.CachedTokens), ftoa(s.RetrievalShare), ptoa(s.Hit), ptoa(s.Recall), ptoa(s.RR)})
+			strconv.Itoa(s.PromptTokens), itoaPtr(s.CachedTokens), ftoa(s.RetrievalShare), ptoa(s.Hit), ptoa(s.Recall), ptoa(s.RR),
+			s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -84,6 +84,10 @@ type Config struct {
 	// TagWait bounds how long a server-mode sweep waits for the server's
 	// recorder to store the queries it tags (default 15s).
 	TagWait time.Duration
+	// Defaults, when set, resolve each in-process request's unset
+	// retrieval knobs (mode, leg depths) as serve would, so the pipeline
+	// runs what an ask to serve would run; a server resolves its own.
+	Defaults *pipeline.Defaults
 }
 
 // Report is what a sweep measured.
@@ -301,6 +305,13 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 		Question: q.Text, TopK: j.setting.TopK, RerankTopN: j.setting.RerankTopN,
 		MaxTokens: cfg.MaxTokens, Model: cfg.Model,
 		MaxContextTokens: j.setting.MaxContextTokens, SweepID: sweepID, PromptNonce: j.nonce,
+		Retrieval: j.setting.Retrieval, VectorK: j.setting.VectorK, LexicalK: j.setting.LexicalK,
+	}
+	if cfg.Defaults != nil {
+		if err := req.NormalizeWith(pipeline.DefaultMaxQuestion, *cfg.Defaults); err != nil {
+			return Sample{Setting: j.setting, Question: j.question, Run: j.run, Order: j.order,
+				Status: pipeline.StatusError, Error: "invalid_request: " + err.Error()}
+		}
 	}
 	var out collector
 	rec := cfg.Asker.Run(ctx, &req, &out)

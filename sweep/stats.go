@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
+
+	"ragtime/eval"
 )
 
 // Setting is one point of the sweep.
@@ -14,6 +17,12 @@ type Setting struct {
 	RerankTopN int `json:"rerank_top_n"`
 	// MaxContextTokens is the context budget; 0 means the server's own.
 	MaxContextTokens int `json:"max_context_tokens,omitempty"`
+	// Retrieval is the retrieval mode (hybrid, vector or lexical; empty:
+	// the server's default), VectorK and LexicalK the leg depths (0: the
+	// default).
+	Retrieval string `json:"retrieval,omitempty"`
+	VectorK   int    `json:"vector_k,omitempty"`
+	LexicalK  int    `json:"lexical_k,omitempty"`
 }
 
 func (s Setting) String() string {
@@ -21,7 +30,26 @@ func (s Setting) String() string {
 	if s.MaxContextTokens > 0 {
 		out += fmt.Sprintf(" budget=%d", s.MaxContextTokens)
 	}
+	if r := s.RetrievalString(); r != "" {
+		out = r + " " + out
+	}
 	return out
+}
+
+// RetrievalString names the retrieval dimensions that are set: the mode and
+// the leg depths ("hybrid vk=50 lk=20"); empty when none is.
+func (s Setting) RetrievalString() string {
+	var parts []string
+	if s.Retrieval != "" {
+		parts = append(parts, s.Retrieval)
+	}
+	if s.VectorK > 0 {
+		parts = append(parts, fmt.Sprintf("vk=%d", s.VectorK))
+	}
+	if s.LexicalK > 0 {
+		parts = append(parts, fmt.Sprintf("lk=%d", s.LexicalK))
+	}
+	return strings.Join(parts, " ")
 }
 
 // Breakdown splits a TTFT into its stages, in milliseconds; the parts add
@@ -147,19 +175,10 @@ type Result struct {
 	Labelled int `json:"labelled"`
 }
 
-// Percentile is the p-quantile (0..1) of sorted xs by linear interpolation
-// between closest ranks, the definition of PostgreSQL's percentile_cont, so
-// the sweep's figures equal the sweep_results view's. It is four lines, and
-// gonum's stat.Quantile offers only other definitions. NaN when xs is empty.
-func Percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	pos := p * float64(len(sorted)-1)
-	lo := int(math.Floor(pos))
-	hi := min(lo+1, len(sorted)-1)
-	return sorted[lo] + (pos-float64(lo))*(sorted[hi]-sorted[lo])
-}
+// Percentile is the p-quantile (0..1) of sorted xs, as eval.Percentile
+// defines it (PostgreSQL's percentile_cont), so the sweep's figures equal
+// the sweep_results view's. NaN when xs is empty.
+func Percentile(sorted []float64, p float64) float64 { return eval.Percentile(sorted, p) }
 
 // Summarize computes one Result per setting, in the settings' order, from
 // the samples measured so far. Only queries with status ok count towards

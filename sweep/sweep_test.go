@@ -28,58 +28,6 @@ func writeTemp(t *testing.T, name, content string) string {
 	return p
 }
 
-func TestLoadQuestions(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name, file, content string
-		want                []Question
-		err                 string
-	}{
-		{name: "jsonl", file: "q.jsonl", content: "{\"question\": \" a \", \"relevant\": [\"x.md\", \" y.md\"]}\n\n# note\n{\"question\": \"b\"}\n",
-			want: []Question{{Text: "a", Relevant: []string{"x.md", "y.md"}, Line: 1}, {Text: "b", Line: 4}}},
-		{name: "tsv", file: "q.tsv", content: "a\tx.md, y.md,\r\nb\n",
-			want: []Question{{Text: "a", Relevant: []string{"x.md", "y.md"}, Line: 1}, {Text: "b", Line: 2}}},
-		{name: "sniffed jsonl", file: "q.txt", content: "# c\n{\"question\": \"a\"}\n", want: []Question{{Text: "a", Line: 2}}},
-		{name: "sniffed tsv", file: "q.txt", content: "a\tx\n", want: []Question{{Text: "a", Relevant: []string{"x"}, Line: 1}}},
-		{name: "empty", file: "q.jsonl", content: "\n# only\n", err: "no questions"},
-		{name: "bad json", file: "q.jsonl", content: "{\"question\": \"a\"}\n{\"question\": \n", err: "q.jsonl:2: not a JSON object"},
-		{name: "unknown field", file: "q.jsonl", content: "{\"q\": \"a\"}\n", err: "q.jsonl:1: not a JSON object"},
-		{name: "wrong type", file: "q.jsonl", content: "{\"question\": \"a\", \"relevant\": \"x\"}\n", err: "q.jsonl:1: field \"relevant\" must be a JSON slice"},
-		{name: "no question", file: "q.jsonl", content: "{\"relevant\": [\"x\"]}\n", err: "q.jsonl:1: \"question\" is missing"},
-		{name: "two values", file: "q.jsonl", content: "{\"question\": \"a\"} {}\n", err: "q.jsonl:1: more than one JSON value"},
-		{name: "duplicate id", file: "q.tsv", content: "a\tx,x\n", err: "q.tsv:1: relevant doc id \"x\" is listed twice"},
-		{name: "three fields", file: "q.tsv", content: "ok\na\tb\tc\n", err: "q.tsv:2: 3 tab-separated fields"},
-		{name: "empty question", file: "q.tsv", content: "\tx\n", err: "q.tsv:1: the question (first field) is empty"},
-		{name: "bad utf8", file: "q.tsv", content: "a\xff\n", err: "q.tsv:1: the line is not valid UTF-8"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			p := writeTemp(t, c.file, c.content)
-			got, err := LoadQuestions(p)
-			if c.err != "" {
-				if err == nil || !strings.Contains(err.Error(), c.err) {
-					t.Fatalf("err = %v, want %q", err, c.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(got) != len(c.want) {
-				t.Fatalf("got %+v", got)
-			}
-			for i := range got {
-				if got[i].Text != c.want[i].Text || got[i].Line != c.want[i].Line || strings.Join(got[i].Relevant, "|") != strings.Join(c.want[i].Relevant, "|") {
-					t.Errorf("question %d = %+v, want %+v", i, got[i], c.want[i])
-				}
-			}
-		})
-	}
-	if _, err := LoadQuestions(filepath.Join(t.TempDir(), "missing.jsonl")); err == nil {
-		t.Error("a missing file loaded")
-	}
-}
-
 func TestPercentileMatchesPercentileCont(t *testing.T) {
 	t.Parallel()
 	// Values PostgreSQL's percentile_cont gives for these inputs.

@@ -37,6 +37,9 @@ var serveConfigKeys = map[string]string{
 	"top_k":              "top-k",
 	"rerank_top_n":       "rerank-top-n",
 	"max_context_tokens": "max-context-tokens",
+	"retrieval":          "retrieval",
+	"vector_k":           "vector-k",
+	"lexical_k":          "lexical-k",
 	"otlp_endpoint":      "otlp-endpoint",
 	"otlp_protocol":      "otlp-protocol",
 	"trace_url_template": "trace-url-template",
@@ -212,7 +215,7 @@ func configValue(key string, v any) (string, error) {
 			}
 			return strconv.Itoa(int(f)), nil
 		}
-	case "max_retries", "top_k", "rerank_top_n", "max_context_tokens", "shard_number", "replication_factor", "write_consistency_factor":
+	case "max_retries", "top_k", "rerank_top_n", "max_context_tokens", "vector_k", "lexical_k", "shard_number", "replication_factor", "write_consistency_factor":
 		f, err := num()
 		if err != nil {
 			return "", err

@@ -63,6 +63,7 @@ func commands() []command {
 		{"migrate", "apply the SQL migrations to the database", runMigrate},
 		{"keys", "create, list and revoke API keys (the secret is printed once)", runKeys},
 		{"prune", "delete stored queries older than --older-than (e.g. 30d)", runPrune},
+		{"eval", "measure retrieval quality (hit@k, MRR, nDCG) and latency of a running serve on labelled questions", runEval},
 		{"sweep", "measure top-k (and context budget) against TTFT and recall; chart it, recommend a setting", runSweep},
 		{"config", "print the effective configuration and where each value came from", runConfig},
 		{"doctor", "check the LLM provider step by step (key, URL, proxy, DNS, connect, models, first token)", runDoctor},

@@ -31,6 +31,9 @@ type sweepConfig struct {
 	topK            listFlag
 	rerankTopN      listFlag
 	maxContext      listFlag
+	retrieval       listFlag
+	vectorK         listFlag
+	lexicalK        listFlag
 	runs            int
 	concurrency     int
 	server          string
@@ -54,6 +57,9 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.topK, "top-k", "comma-separated top_k values to sweep (1-100)")
 	fs.Var(&c.rerankTopN, "rerank-top-n", "comma-separated rerank_top_n values: default (what an ask without rerank_top_n gets from serve's default rule: min(k, 3)), k (rerank and keep all k), 0 (reranking off) or N (keep the best N, at most k)")
 	fs.Var(&c.maxContext, "max-context-tokens", "comma-separated context budgets in tokens to sweep (in-process only; default: 6000)")
+	fs.Var(&c.retrieval, "retrieval", "comma-separated retrieval modes to sweep: hybrid, vector, lexical (default: the server's or serve's --retrieval)")
+	fs.Var(&c.vectorK, "vector-k", "comma-separated candidate depths of the vector leg to sweep (default: the server's)")
+	fs.Var(&c.lexicalK, "lexical-k", "comma-separated candidate depths of the lexical leg to sweep (default: the server's)")
 	fs.IntVar(&c.runs, "runs", 3, "times each (question, setting) is asked")
 	fs.IntVar(&c.concurrency, "concurrency", 1, "queries in flight at once")
 	fs.StringVar(&c.server, "server", "", "URL of a running ragtime serve to ask over HTTP (POST /ask); empty runs the pipeline in-process with the part flags")
@@ -91,6 +97,10 @@ func (c *sweepConfig) settings() ([]sweep.Setting, error) {
 	if len(c.rerankTopN) == 0 {
 		return nil, &usageError{msg: "--rerank-top-n needs at least one value (default, k, 0 or a number)"}
 	}
+	retr, err := c.retrievalSettings()
+	if err != nil {
+		return nil, err
+	}
 	seen := map[sweep.Setting]bool{}
 	var out []sweep.Setting
 	for _, k := range ks {
@@ -106,10 +116,13 @@ func (c *sweepConfig) settings() ([]sweep.Setting, error) {
 				n = min(v, k)
 			}
 			for _, b := range budgets {
-				s := sweep.Setting{TopK: k, RerankTopN: n, MaxContextTokens: b}
-				if !seen[s] {
-					seen[s] = true
-					out = append(out, s)
+				for _, r := range retr {
+					s := r
+					s.TopK, s.RerankTopN, s.MaxContextTokens = k, n, b
+					if !seen[s] {
+						seen[s] = true
+						out = append(out, s)
+					}
 				}
 			}
 		}
@@ -123,6 +136,56 @@ func (c *sweepConfig) settings() ([]sweep.Setting, error) {
 		}
 		return a.MaxContextTokens - b.MaxContextTokens
 	})
+	return out, nil
+}
+
+// retrievalSettings expands --retrieval, --vector-k and --lexical-k into
+// the retrieval part of the settings, in the order given: a vector setting
+// has no lexical depth and a lexical one no vector depth. Without any of
+// them it is one setting with the server's defaults.
+func (c *sweepConfig) retrievalSettings() ([]sweep.Setting, error) {
+	vks, err := intList("--vector-k", c.vectorK, 1, pipeline.MaxLegK)
+	if err != nil {
+		return nil, err
+	}
+	lks, err := intList("--lexical-k", c.lexicalK, 1, pipeline.MaxLegK)
+	if err != nil {
+		return nil, err
+	}
+	modes := []string(c.retrieval)
+	if len(modes) == 0 {
+		modes = []string{""}
+	}
+	if len(vks) == 0 {
+		vks = []int{0}
+	}
+	if len(lks) == 0 {
+		lks = []int{0}
+	}
+	var out []sweep.Setting
+	seen := map[sweep.Setting]bool{}
+	for _, m := range modes {
+		if m != "" {
+			if err := pipeline.CheckRetrieval("--retrieval", m, true); err != nil {
+				return nil, &usageError{msg: err.Error()}
+			}
+		}
+		for _, vk := range vks {
+			for _, lk := range lks {
+				s := sweep.Setting{Retrieval: m, VectorK: vk, LexicalK: lk}
+				if m == pipeline.RetrievalVector {
+					s.LexicalK = 0
+				}
+				if m == pipeline.RetrievalLexical {
+					s.VectorK = 0
+				}
+				if !seen[s] {
+					seen[s] = true
+					out = append(out, s)
+				}
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -229,7 +292,14 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
 		}
 		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
-		lexLeg, _ := parts.store.(pipeline.LexicalSearcher) // for settings that name a retrieval
+		// The lexical leg and the default retrieval are serve's: hybrid
+		// when the store has a lexical leg (the embedded store).
+		lexLeg, _ := parts.store.(pipeline.LexicalSearcher)
+		defaults := pipeline.Defaults{Lexical: lexLeg != nil, Retrieval: pipeline.RetrievalVector}
+		if lexLeg != nil {
+			defaults.Retrieval = pipeline.RetrievalHybrid
+		}
+		run.Defaults = &defaults
 		pl, err := pipeline.New(pipeline.Config{
 			Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Reranker: parts.reranker,
 			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
@@ -344,9 +414,22 @@ func writeApply(w io.Writer, rs sweep.Setting, args []string) {
 		flags += fmt.Sprintf(" --max-context-tokens %d", rs.MaxContextTokens)
 		snippet += fmt.Sprintf("  max_context_tokens = %d\n", rs.MaxContextTokens)
 	}
+	if rs.Retrieval != "" {
+		flags += " --retrieval " + rs.Retrieval
+		snippet += fmt.Sprintf("  retrieval = %q\n", rs.Retrieval)
+	}
+	if rs.VectorK > 0 {
+		flags += fmt.Sprintf(" --vector-k %d", rs.VectorK)
+		snippet += fmt.Sprintf("  vector_k = %d\n", rs.VectorK)
+	}
+	if rs.LexicalK > 0 {
+		flags += fmt.Sprintf(" --lexical-k %d", rs.LexicalK)
+		snippet += fmt.Sprintf("  lexical_k = %d\n", rs.LexicalK)
+	}
 	fmt.Fprintf(w, "\napply the recommendation: ragtime serve %s\nor in serve's --config file (TOML):\n%s", flags, snippet)
 	rerun := []string{"ragtime", "sweep"}
-	skip := map[string]bool{"top-k": true, "rerank-top-n": true, "max-context-tokens": true, "out": true}
+	skip := map[string]bool{"top-k": true, "rerank-top-n": true, "max-context-tokens": true, "out": true,
+		"retrieval": true, "vector-k": true, "lexical-k": true}
 	for i := 0; i < len(args); i++ {
 		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
 		if strings.HasPrefix(args[i], "-") && skip[name] {

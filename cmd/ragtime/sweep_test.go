@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +11,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/api"
 	"ragtime/llm/sim"
@@ -386,6 +390,9 @@ func TestSweepRejectsBadInput(t *testing.T) {
 		{"runs", []string{"--questions", bad, "--runs", "0"}, "--runs must be 1 or more"},
 		{"tolerance", []string{"--questions", bad, "--recall-tolerance", "2"}, "--recall-tolerance"},
 		{"bad line", []string{"--questions", bad}, bad + ":2: \"question\" is missing or empty"},
+		{"bad retrieval", []string{"--questions", bad, "--retrieval", "vector,bm25"}, `--retrieval must be hybrid, vector or lexical, got "bm25"`},
+		{"bad vector-k", []string{"--questions", bad, "--vector-k", "0"}, `--vector-k: "0" is not a whole number between 1 and 1000`},
+		{"bad lexical-k", []string{"--questions", bad, "--lexical-k", "5,x"}, `--lexical-k: "x"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -429,6 +436,103 @@ func TestSweepRerankDefaultIsServes(t *testing.T) {
 	}
 }
 
+// TestSweepRetrievalSettings: --retrieval, --vector-k and --lexical-k
+// multiply the settings, without the depth a mode has no leg for.
+func TestSweepRetrievalSettings(t *testing.T) {
+	t.Parallel()
+	fs := newFlagSet(&environment{getenv: envMap(nil), stderr: io.Discard}, "sweep", "")
+	var cfg sweepConfig
+	cfg.register(fs)
+	if err := fs.Parse([]string{"--top-k", "8,4", "--rerank-top-n", "0", "--retrieval", "vector,lexical,hybrid", "--vector-k", "20,50", "--lexical-k", "30"}); err != nil {
+		t.Fatal(err)
+	}
+	settings, err := cfg.settings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range settings {
+		got = append(got, s.String())
+	}
+	want := []string{
+		"vector vk=20 k=4 rerank=0 budget=6000", "vector vk=50 k=4 rerank=0 budget=6000", "lexical lk=30 k=4 rerank=0 budget=6000",
+		"hybrid vk=20 lk=30 k=4 rerank=0 budget=6000", "hybrid vk=50 lk=30 k=4 rerank=0 budget=6000",
+		"vector vk=20 k=8 rerank=0 budget=6000", "vector vk=50 k=8 rerank=0 budget=6000", "lexical lk=30 k=8 rerank=0 budget=6000",
+		"hybrid vk=20 lk=30 k=8 rerank=0 budget=6000", "hybrid vk=50 lk=30 k=8 rerank=0 budget=6000",
+	}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("settings\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestSweepAcrossRetrievalModes runs an in-process sweep over the three
+// modes: each setting's queries ran the legs it names (the search stage's
+// recorded attrs say so), and the table, the CSV and the recommendation
+// carry the retrieval.
+func TestSweepAcrossRetrievalModes(t *testing.T) {
+	t.Parallel()
+	pool, stdout, out := sweepInProcess(t, "--top-k", "4", "--rerank-top-n", "0",
+		"--retrieval", "vector,lexical,hybrid", "--lexical-k", "7", "--runs", "1")
+	for _, want := range []string{"retrieval  top_k", "lexical lk=7", "hybrid lk=7", "recommended: top_k=4 rerank_top_n=0 max_context_tokens=6000 retrieval="} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	rep := readReport(t, out)
+	if len(rep.Settings) != 3 || rep.Measured != 18 {
+		t.Fatalf("settings %+v, measured %d", rep.Settings, rep.Measured)
+	}
+	modes := map[string]int{}
+	for _, s := range rep.Samples {
+		if s.Status != "ok" {
+			t.Fatalf("sample %+v", s)
+		}
+		var mode *string
+		var lk *float64
+		if err := pool.QueryRow(context.Background(),
+			`SELECT attrs->>'retrieval', (attrs->>'lexical_k')::float8 FROM query_stages WHERE query_id = $1 AND name = 'search'`, s.QueryID).Scan(&mode, &lk); err != nil {
+			t.Fatal(err)
+		}
+		// A vector search's attrs are its figures alone (k, hits).
+		if got := cmp.Or(ptrValue(mode), "vector"); got != s.Retrieval {
+			t.Errorf("a %s setting's query searched %q", s.Retrieval, got)
+		}
+		if s.Retrieval != "vector" && (lk == nil || *lk != 7) {
+			t.Errorf("a %s setting's query had lexical_k %v, want 7", s.Retrieval, lk)
+		}
+		modes[s.Retrieval]++
+	}
+	if modes["vector"] != 6 || modes["lexical"] != 6 || modes["hybrid"] != 6 {
+		t.Errorf("samples per mode %v", modes)
+	}
+	b, err := os.ReadFile(filepath.Join(out, sweep.ResultsCSV))
+	if err != nil || !strings.Contains(string(b), ",retrieval,vector_k,lexical_k\n") || !strings.Contains(string(b), ",hybrid,0,7\n") {
+		t.Errorf("results.csv: %v\n%s", err, b)
+	}
+}
+
+// sweepInProcess runs an in-process sweep of the labelled sweep corpus
+// against llmsim with args added (3 answer tokens, seed 7), returning the
+// database, stdout and the --out directory.
+func sweepInProcess(t *testing.T, args ...string) (*pgxpool.Pool, string, string) {
+	t.Helper()
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	out := t.TempDir()
+	base := []string{"sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
+		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--max-tokens", "3", "--seed", "7", "--out", out}
+	return pool, runCmd(t, env, append(base, args...)...), out
+}
+
+func ptrValue[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
+}
+
 // TestDocsQuestionsFile: the README's sweep example uses docs/questions.jsonl;
 // every question loads and every label names a document `make run` ingests.
 func TestDocsQuestionsFile(t *testing.T) {
@@ -469,13 +573,7 @@ func TestWriteApplyHidesThePassword(t *testing.T) {
 // serves the repeated runs, and the sweep says the setting's figures rest
 // on cache hits, in its table and its files.
 func TestSweepWarmCacheWarns(t *testing.T) {
-	dbURL, _ := testDB(t)
-	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
-	dataDir := ingestSweepCorpus(t, env)
-	out := t.TempDir()
-	stdout := runCmd(t, env, "sweep", "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t),
-		"--llm-model", "sim", "--questions", "testdata/sweep/questions.jsonl", "--top-k", "4", "--runs", "3",
-		"--max-tokens", "3", "--seed", "7", "--warm-cache", "--out", out)
+	_, stdout, out := sweepInProcess(t, "--top-k", "4", "--runs", "3", "--warm-cache")
 	if !strings.Contains(stdout, "warning: k=4 rerank=3 budget=6000:") || !strings.Contains(stdout, "prefix cache") || !strings.Contains(stdout, "--warm-cache") {
 		t.Errorf("stdout lacks the cache warning:\n%s", stdout)
 	}
@@ -511,4 +609,36 @@ func cacheWarnings(warnings []string) int {
 		}
 	}
 	return n
+}
+
+// TestSweepSnippetRetrievalKeys: the [serve] keys the sweep prints for a
+// recommended retrieval are keys serve's --config reads.
+func TestSweepSnippetRetrievalKeys(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	writeApply(&b, sweep.Setting{TopK: 8, RerankTopN: 0, Retrieval: pipeline.RetrievalHybrid, VectorK: 20, LexicalK: 40}, nil)
+	_, snippet, ok := strings.Cut(b.String(), "(TOML):\n")
+	snippet, _, _ = strings.Cut(snippet, "confirm it")
+	if !ok || !strings.Contains(snippet, `retrieval = "hybrid"`) {
+		t.Fatalf("apply text:\n%s", b.String())
+	}
+	cfgFile := filepath.Join(t.TempDir(), "ragtime.toml")
+	if err := os.WriteFile(cfgFile, []byte(strings.ReplaceAll(snippet, "  ", "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runCmd(t, nil, "config", "--config", cfgFile)
+	for _, want := range []string{"retrieval", "vector-k", "lexical-k"} {
+		re := regexp.MustCompile(`(?m)^` + want + `\s+(\S+)\s+file `)
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("config does not take %s from the snippet:\n%s", want, out)
+			continue
+		}
+		if wantV := map[string]string{"retrieval": "hybrid", "vector-k": "20", "lexical-k": "40"}[want]; m[1] != wantV {
+			t.Errorf("%s = %s, want %s", want, m[1], wantV)
+		}
+	}
+	if !strings.Contains(b.String(), "ragtime serve --top-k 8 --rerank-top-n 0 --retrieval hybrid --vector-k 20 --lexical-k 40") {
+		t.Errorf("apply text:\n%s", b.String())
+	}
 }
