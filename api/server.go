@@ -64,6 +64,11 @@ type Deps struct {
 	// are also the only foreign origins whose state-changing requests are
 	// let through. Origins of live publishable keys get CORS headers too.
 	CORSOrigins []string
+	// AllowedHosts are the names, besides loopback names and IP addresses,
+	// a request's Host may carry while the server runs without keys
+	// (serve's --addr host and --allowed-hosts): any other is refused, as a
+	// page's name rebound to this machine (openGuard).
+	AllowedHosts []string
 	// Keys checks API keys; nil runs the server open (every caller may do
 	// everything), as does a keyring without keys.
 	Keys Authenticator
@@ -239,7 +244,7 @@ func NewServer(deps Deps) *Server {
 	e.Use(s.bodyDeadline)
 	e.Use(securityHeaders)
 	e.Use(s.cors())
-	e.Use(s.crossSiteGuard())
+	e.Use(s.openGuard())
 	s.routes(e)
 	return &Server{Handler: e, s: s}
 }

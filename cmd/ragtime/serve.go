@@ -36,6 +36,7 @@ type serveConfig struct {
 	parts            partsConfig
 	db               dbConfig
 	corsOrigins      listFlag
+	allowedHosts     listFlag
 	storeQuestion    bool
 	maxQuestionChars int
 	maxConcurrent    int
@@ -101,6 +102,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.parts.register(fs)
 	c.db.register(fs)
 	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins (scheme://host[:port]) allowed to call the API from a browser, e.g. https://app.example.com; without API keys, the only other sites whose pages may write (POST/DELETE) here (default: none)")
+	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names, besides localhost, IP addresses and the --addr host, that requests may name in their Host header while serve runs without API keys, e.g. rag.internal; any other gets 403 host_denied, so a page whose name is pointed at this machine (DNS rebinding) cannot use it (default: none)")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve without API keys on a non-loopback --addr: anyone who reaches the port may ask on your bill, read every question and change documents (without keys serve otherwise refuses any address but loopback)")
 	fs.Var(&c.allowedModels, "allowed-models", "comma-separated models a request may ask for with \"model\" (default: any; a key's --models narrow it further); the configured --llm-model is always allowed")
 	fs.DurationVar(&c.keysReload, "keys-reload", 2*time.Second, "how often serve rereads the API keys (so keys created or revoked take effect) and writes their last use")
@@ -150,6 +152,9 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if err := api.ValidateOrigins(c.corsOrigins); err != nil {
 		problems["cors-origins"] = "--cors-origins: " + err.Error()
+	}
+	if err := api.ValidateHosts(c.allowedHosts); err != nil {
+		problems["allowed-hosts"] = "--allowed-hosts: " + err.Error()
 	}
 	if c.topK < 1 || c.topK > pipeline.MaxTopK {
 		problems["top-k"] = fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, c.topK)
@@ -379,6 +384,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		IngestWait:           cfg.ingestWait,
 		Logger:               log,
 		CORSOrigins:          cfg.corsOrigins,
+		AllowedHosts:         append(slices.Clone(cfg.allowedHosts), addrHost(cfg.addr)),
 		Keys:                 keys,
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
@@ -747,6 +753,12 @@ func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string,
 	return "", &usageError{msg: fmt.Sprintf("refusing to serve on %s without API keys: anyone who reaches it could ask on your bill, read every question and change documents. "+
 		"Create a key (ragtime keys create --name admin --scopes admin), listen on a loopback address (--addr 127.0.0.1:8080), "+
 		"or pass --insecure-no-auth to run open anyway", addr)}
+}
+
+// addrHost is the host of --addr ("" when it has none).
+func addrHost(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	return host
 }
 
 // allowedModels is --allowed-models with the configured model added, so the
