@@ -26,6 +26,9 @@ type Authenticator interface {
 	Authenticate(token string, now time.Time) (*auth.Key, error)
 	// AllowsOrigin reports whether a live publishable key lists origin.
 	AllowsOrigin(origin string, now time.Time) bool
+	// Loaded reports whether the keys were read: until then nothing says
+	// whether keys exist, and every request gets auth.ErrUnavailable.
+	Loaded() bool
 }
 
 // errCrossSite refuses a state-changing browser request from another site
@@ -68,6 +71,9 @@ func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	if s.deps.Keys == nil || !s.deps.Keys.Enabled() {
 		caller.Open = true
 		return caller, nil
+	}
+	if !s.deps.Keys.Loaded() {
+		return caller, auth.ErrUnavailable
 	}
 	token, err := bearer(r)
 	if err != nil {

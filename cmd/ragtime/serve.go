@@ -304,11 +304,6 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	defer ln.Close()
 	tcp, _ := ln.Addr().(*net.TCPAddr)
 	loopback := tcp != nil && tcp.IP.IsLoopback()
-	if !keys.Loaded() && loopback {
-		// Neither Postgres nor a snapshot says whether keys exist: on
-		// loopback run open, as without keys, until the keys load.
-		keys.Set(nil)
-	}
 	authLine, err := authMode(keys, ln.Addr().String(), loopback, cfg.insecureNoAuth)
 	if err != nil {
 		return err
@@ -714,22 +709,23 @@ func checkPprofAddr(addr string) error {
 const keysSnapshotFile = "api-keys.snapshot.json"
 
 // loadKeys fills the keyring from Postgres and keeps a snapshot of what it
-// read; when Postgres cannot be read, from the snapshot. With neither the
-// keyring stays unloaded: requests needing a key fail closed (503
-// auth_unavailable) until Keyring.Sync loads them.
+// read (no keys included); when Postgres cannot be read, from the snapshot.
+// With neither, nothing says whether keys exist, so the keyring stays
+// unloaded: every API request fails closed (503 auth_unavailable), on
+// loopback too, until Keyring.Sync loads them.
 func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot string, log *slog.Logger) {
 	err := keys.Load(ctx, st)
 	if err == nil {
-		if keys.Enabled() {
-			if serr := keys.SaveSnapshot(snapshot); serr != nil {
-				log.Warn("cannot save the API keys' snapshot", "err", serr)
-			}
+		// Even none: that there were no keys is what lets a later serve
+		// started while Postgres is away run open on loopback.
+		if serr := keys.SaveSnapshot(snapshot); serr != nil {
+			log.Warn("cannot save the API keys' snapshot", "err", serr)
 		}
 		return
 	}
 	saved, serr := keys.LoadSnapshot(snapshot)
 	if serr != nil {
-		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, requests that need a key get 503 auth_unavailable (on a loopback address serve runs open)",
+		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, every API request gets 503 auth_unavailable (keys may exist, so serve does not run open, on loopback either)",
 			"err", err)
 		return
 	}
@@ -743,6 +739,8 @@ func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot s
 // protected mode does). Keys created later turn auth on while serve runs.
 func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string, error) {
 	switch {
+	case !keys.Loaded():
+		return "API keys unknown: neither Postgres nor a snapshot could be read, so every API request gets 503 auth_unavailable until Postgres answers", nil
 	case keys.Enabled():
 		return "API keys required: requests without a valid key get 401 (ragtime keys list shows them)", nil
 	case loopback:
