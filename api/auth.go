@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
@@ -75,8 +76,16 @@ func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	if !s.deps.Keys.Loaded() {
 		return caller, auth.ErrUnavailable
 	}
+	now := timeNow()
+	if wait := s.failures.Wait(caller.IP, now); wait > 0 && carriesKey(r) {
+		return caller, &apiError{Status: http.StatusTooManyRequests, Code: "auth_throttled",
+			Message:    "too many requests with a wrong API key came from this address",
+			Hint:       "wait for Retry-After, then send a valid key; `ragtime keys list` shows the prefixes of the keys that exist",
+			retryAfter: max(1, int(math.Ceil(wait.Seconds())))}
+	}
 	token, err := bearer(r)
 	if err != nil {
+		s.failures.Fail(caller.IP, now)
 		return caller, err
 	}
 	if token == "" {
@@ -87,12 +96,22 @@ func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	if token == "" {
 		return caller, nil
 	}
-	key, err := s.deps.Keys.Authenticate(token, timeNow())
+	key, err := s.deps.Keys.Authenticate(token, now)
 	if err != nil {
+		if !errors.Is(err, auth.ErrUnavailable) {
+			s.failures.Fail(caller.IP, now)
+		}
 		return caller, err
 	}
 	caller.Key = key
 	return caller, nil
+}
+
+// carriesKey reports whether a request comes with a key (or something
+// meant as one): only those are throttled after failures, so a browser
+// without a key still gets its 401 saying a key is needed.
+func carriesKey(r *http.Request) bool {
+	return r.Header.Get(echo.HeaderAuthorization) != "" || r.URL.Query().Has(keyParam)
 }
 
 // bearer returns the token of an "Authorization: Bearer" header, "" when

@@ -2,8 +2,11 @@ package api
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"ragtime/auth"
 	"ragtime/pipeline"
@@ -35,5 +38,51 @@ func TestClientSendsItsKey(t *testing.T) {
 	}
 	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), &req, nopStream{}); got.Status != pipeline.StatusOK || gotKey != "k1" {
 		t.Errorf("with the key: %s %s %s, key id %q", got.Status, got.ErrorCode, got.ErrorMessage, gotKey)
+	}
+}
+
+// TestFailedKeysAreThrottledPerAddress: wrong secrets for a real prefix are
+// 401 up to the bound, then 429 auth_throttled with Retry-After, a valid key
+// from that address included (else the 429 would tell which guess was
+// right); a request without a key still hears that it needs one.
+func TestFailedKeysAreThrottledPerAddress(t *testing.T) {
+	t.Parallel()
+	token, prefix, hash, err := auth.NewToken(auth.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := auth.NewKeyring()
+	keys.Set([]auth.Key{{ID: "k1", Name: "docs", Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: []auth.Scope{auth.ScopeRead}}})
+	ts := newTestServer(t, Deps{Keys: keys, AuthFailures: auth.Rate{N: 5, Per: time.Minute}})
+	wrong := token[:len(token)-1] + "A"
+	if wrong == token {
+		wrong = token[:len(token)-1] + "B"
+	}
+	do := func(tok string) (int, string, http.Header) {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/queries", nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	for i := range 5 {
+		if status, body, _ := do(wrong); status != 401 {
+			t.Fatalf("wrong secret %d: %d %s, want 401", i, status, body)
+		}
+	}
+	for _, tok := range []string{wrong, token} {
+		status, body, h := do(tok)
+		if status != 429 || !strings.Contains(body, "auth_throttled") || h.Get("Retry-After") == "" {
+			t.Errorf("after 5 failures (valid key %v): %d %s Retry-After %q, want 429 auth_throttled with Retry-After", tok == token, status, body, h.Get("Retry-After"))
+		}
+	}
+	if status, body, _ := do(""); status != 401 || !strings.Contains(body, "auth_missing") {
+		t.Errorf("without a key: %d %s, want 401 auth_missing", status, body)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"ragtime/admission"
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -72,6 +73,11 @@ type Deps struct {
 	// Keys checks API keys; nil runs the server open (every caller may do
 	// everything), as does a keyring without keys.
 	Keys Authenticator
+	// AuthFailures bounds the failed key checks of one client address
+	// (serve's --auth-failure-rate): past Rate.N within Rate.Per, its
+	// requests with a key get 429 auth_throttled until the bucket refills.
+	// Zero: no bound.
+	AuthFailures auth.Rate
 	// DefaultModel is the configured model (--llm-model): always allowed,
 	// listed first by /v1/models, and what a chat completion naming it
 	// asks for (as an empty model in /ask).
@@ -199,10 +205,12 @@ func (s *Server) EndStreams(ctx context.Context) int {
 
 // server holds the dependencies the handlers use.
 type server struct {
-	deps    Deps
-	log     *slog.Logger
-	ingest  ingestSlots
-	streams *streamHub
+	deps   Deps
+	log    *slog.Logger
+	ingest ingestSlots
+	// failures counts failed key checks per client address (nil: off).
+	failures *admission.Failures
+	streams  *streamHub
 	// queueAttrs are the queue stage's attrs, shared (admit).
 	queueAttrs queueAttrs
 	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
@@ -231,7 +239,7 @@ func NewServer(deps Deps) *Server {
 		deps.IngestWait = DefaultIngestWait
 	}
 	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
-		streams: newStreamHub(deps.Stream)}
+		streams: newStreamHub(deps.Stream), failures: admission.NewFailures(deps.AuthFailures, 0)}
 	s.lastReady.Store("")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -54,3 +54,33 @@ func TestAuthFailsClosedWhenKeysCannotBeRead(t *testing.T) {
 		t.Errorf("without a key once the keys loaded: %d %s, want 401", status, raw)
 	}
 }
+
+// TestServeThrottlesFailedKeys: with serve's default --auth-failure-rate,
+// wrong secrets for a real prefix stop getting 401 after 20 and get 429
+// auth_throttled with Retry-After; --auth-failure-rate 0 turns it off.
+func TestServeThrottlesFailedKeys(t *testing.T) {
+	t.Parallel()
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	k := createKey(t, env, "--name", "reader", "--scopes", "read")
+	wrong := k.prefix + "_" + strings.Repeat("A", 43)
+	for _, tc := range []struct {
+		flags        []string
+		want401, n   int
+		wantThrottle bool
+	}{{nil, 20, 25, true}, {[]string{"--auth-failure-rate", "0"}, 25, 25, false}} {
+		srv := startServe(t, env, append([]string{"--data-dir", t.TempDir()}, tc.flags...)...)
+		got := map[int]int{}
+		var retry string
+		for range tc.n {
+			status, h, _ := call(t, "GET", srv.url+"/v1/queries", wrong, nil, nil)
+			got[status]++
+			if status == 429 {
+				retry = h.Get("Retry-After")
+			}
+		}
+		if got[401] != tc.want401 || (got[429] > 0) != tc.wantThrottle || (tc.wantThrottle && retry == "") {
+			t.Errorf("%v: %d wrong secrets gave %v (Retry-After %q), want %d × 401 then 429s: %v", tc.flags, tc.n, got, retry, tc.want401, tc.wantThrottle)
+		}
+	}
+}

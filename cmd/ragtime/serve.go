@@ -69,6 +69,7 @@ type serveConfig struct {
 	insecureNoAuth   bool
 	allowedModels    listFlag
 	keysReload       time.Duration
+	authFailures     auth.Rate
 	otlpEndpoint     string
 	otlpProtocol     string
 	traceURLTemplate string
@@ -106,6 +107,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve without API keys on a non-loopback --addr: anyone who reaches the port may ask on your bill, read every question and change documents (without keys serve otherwise refuses any address but loopback)")
 	fs.Var(&c.allowedModels, "allowed-models", "comma-separated models a request may ask for with \"model\" (default: any; a key's --models narrow it further); the configured --llm-model is always allowed")
 	fs.DurationVar(&c.keysReload, "keys-reload", 2*time.Second, "how often serve rereads the API keys (so keys created or revoked take effect) and writes their last use")
+	c.authFailures = auth.Rate{N: 20, Per: time.Minute}
+	fs.Var(&c.authFailures, "auth-failure-rate", "failed API key checks one client address (an IPv6 client per /64) may make, as 20/min, 100/hour or 0 (off): past them its requests with a key get 429 auth_throttled with Retry-After until the bucket refills; at most 10,000 addresses are remembered")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
 	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", defaultMaxConcurrent(), "streams answered at once by this process (default: 16 per core); more wait up to --queue-timeout in the queue stage, then get 503 server_busy (0: no limit)")
@@ -381,6 +384,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		CORSOrigins:          cfg.corsOrigins,
 		AllowedHosts:         append(slices.Clone(cfg.allowedHosts), addrHost(cfg.addr)),
 		Keys:                 keys,
+		AuthFailures:         cfg.authFailures,
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
