@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -84,5 +85,44 @@ func TestFailedKeysAreThrottledPerAddress(t *testing.T) {
 	}
 	if status, body, _ := do(""); status != 401 || !strings.Contains(body, "auth_missing") {
 		t.Errorf("without a key: %d %s, want 401 auth_missing", status, body)
+	}
+}
+
+// TestStoredFailureReadsByScope: a key reading its own failed query gets
+// the caller's text of the failure; an admin key reads the operator's,
+// with the model server's address.
+func TestStoredFailureReadsByScope(t *testing.T) {
+	t.Parallel()
+	keys := auth.NewKeyring()
+	var tokens []string
+	var list []auth.Key
+	for i, scope := range []auth.Scope{auth.ScopeRead, auth.ScopeAdmin} {
+		token, prefix, hash, err := auth.NewToken(auth.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, token)
+		list = append(list, auth.Key{ID: fmt.Sprintf("k%d", i), Name: string(scope), Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: []auth.Scope{scope}})
+	}
+	keys.Set(list)
+	operator := "could not connect to the model provider at http://10.0.0.7:8000/v1"
+	ts := newTestServer(t, Deps{Keys: keys, Queries: mapReader{"q1": {QueryID: "q1", KeyID: "k0", Status: pipeline.StatusError,
+		ErrorCode: "llm_connect", ErrorMessage: operator}}})
+	read := func(token string) string {
+		req, _ := http.NewRequest("GET", ts.URL+"/v1/queries/q1", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if body := read(tokens[0]); strings.Contains(body, "10.0.0.7") || !strings.Contains(body, "could not reach its model provider") {
+		t.Errorf("the read key's own failed query: %s", body)
+	}
+	if body := read(tokens[1]); !strings.Contains(body, operator) {
+		t.Errorf("the admin key's read: %s", body)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -228,20 +229,29 @@ func TestChatCompletionWithoutStream(t *testing.T) {
 
 func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	t.Parallel()
-	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the provider refused the API key", Hint: "check RAGTIME_LLM_API_KEY"}
-	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}})
-	// Not streamed: the status says it, with the error object.
+	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
+	var logged syncBuf
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	// Not streamed: the status says it, with the error object: the caller's
+	// side of it; the model server's address and the serve-side hint go to
+	// the log.
 	status, h, body := postChat(t, ts.URL, `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
 	var e openAIErrBody
 	if status != http.StatusBadGateway || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "llm_auth" ||
-		e.Error.Type != "server_error" || !strings.Contains(e.Error.Message, "check RAGTIME_LLM_API_KEY") || h.Get(HeaderQueryID) != "q1" {
+		e.Error.Type != "server_error" || !strings.Contains(e.Error.Message, "refused its credentials") || h.Get(HeaderQueryID) != "q1" {
 		t.Errorf("%d %s", status, body)
+	}
+	if strings.Contains(body, "10.0.0.7") || strings.Contains(body, "RAGTIME_LLM_API_KEY") {
+		t.Errorf("the caller sees the operator's detail: %s", body)
+	}
+	if l := logged.String(); !strings.Contains(l, "http://10.0.0.7:8000/v1") || !strings.Contains(l, "check RAGTIME_LLM_API_KEY") || !strings.Contains(l, "query_id=q1") {
+		t.Errorf("the log lacks the operator's detail:\n%s", l)
 	}
 	// Streamed: the stream ends with the error object, without [DONE].
 	status, _, body = postChat(t, ts.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`)
 	lines := dataLines(body)
 	last := lines[len(lines)-1]
-	if status != 200 || !strings.HasPrefix(last, `{"error":{"message":"the provider refused the API key`) ||
+	if status != 200 || !strings.HasPrefix(last, `{"error":{"message":"the server's model provider refused its credentials`) || strings.Contains(last, "10.0.0.7") ||
 		!strings.Contains(last, `"code":"llm_auth"`) || !strings.Contains(last, `"ragtime":{"query_id":"q1","stage":"llm_prefill"`) ||
 		strings.Contains(body, "[DONE]") {
 		t.Errorf("stream:\n%s", body)
@@ -425,4 +435,22 @@ func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
 			t.Errorf("provider %q with %d of 10 tokens: %q, want %q", tt.provider, tt.completion, got, tt.want)
 		}
 	}
+}
+
+// syncBuf is a bytes.Buffer safe for a logger and a test to share.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

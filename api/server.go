@@ -238,6 +238,7 @@ func NewServer(deps Deps) *Server {
 	if deps.IngestWait <= 0 {
 		deps.IngestWait = DefaultIngestWait
 	}
+	deps.Stream.log = deps.Logger
 	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
 		streams: newStreamHub(deps.Stream), failures: admission.NewFailures(deps.AuthFailures, 0)}
 	s.lastReady.Store("")
