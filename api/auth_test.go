@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,16 +12,43 @@ import (
 	"ragtime/pipeline"
 )
 
-// TestClientSendsItsKey: the sweep's client reaches a server that requires
-// keys with its APIKey, and is refused (auth_missing) without one.
-func TestClientSendsItsKey(t *testing.T) {
-	t.Parallel()
+// newKey makes a secret key with id and scopes; it returns its token and
+// the key a keyring holds.
+func newKey(t *testing.T, id string, scopes ...auth.Scope) (string, auth.Key) {
+	t.Helper()
 	token, prefix, hash, err := auth.NewToken(auth.Secret)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return token, auth.Key{ID: id, Name: id, Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: scopes}
+}
+
+// getWith is get with the key token ("": none) as Authorization: Bearer.
+func getWith(t *testing.T, url, token string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// TestClientSendsItsKey: the sweep's client reaches a server that requires
+// keys with its APIKey, and is refused (auth_missing) without one.
+func TestClientSendsItsKey(t *testing.T) {
+	t.Parallel()
+	token, key := newKey(t, "k1", auth.ScopeAsk)
 	keys := auth.NewKeyring()
-	keys.Set([]auth.Key{{ID: "k1", Name: "sweep", Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: []auth.Scope{auth.ScopeAsk}}})
+	keys.Set([]auth.Key{key})
 	var gotKey string
 	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		gotKey = req.KeyID
@@ -48,30 +74,15 @@ func TestClientSendsItsKey(t *testing.T) {
 // right); a request without a key still hears that it needs one.
 func TestFailedKeysAreThrottledPerAddress(t *testing.T) {
 	t.Parallel()
-	token, prefix, hash, err := auth.NewToken(auth.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	token, key := newKey(t, "k1", auth.ScopeRead)
 	keys := auth.NewKeyring()
-	keys.Set([]auth.Key{{ID: "k1", Name: "docs", Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: []auth.Scope{auth.ScopeRead}}})
+	keys.Set([]auth.Key{key})
 	ts := newTestServer(t, Deps{Keys: keys, AuthFailures: auth.Rate{N: 5, Per: time.Minute}})
 	wrong := token[:len(token)-1] + "A"
 	if wrong == token {
 		wrong = token[:len(token)-1] + "B"
 	}
-	do := func(tok string) (int, string, http.Header) {
-		req, _ := http.NewRequest("GET", ts.URL+"/v1/queries", nil)
-		if tok != "" {
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b), resp.Header
-	}
+	do := func(tok string) (int, string, http.Header) { return getWith(t, ts.URL+"/v1/queries", tok) }
 	for i := range 5 {
 		if status, body, _ := do(wrong); status != 401 {
 			t.Fatalf("wrong secret %d: %d %s, want 401", i, status, body)
@@ -93,36 +104,21 @@ func TestFailedKeysAreThrottledPerAddress(t *testing.T) {
 // with the model server's address.
 func TestStoredFailureReadsByScope(t *testing.T) {
 	t.Parallel()
+	reader, readKey := newKey(t, "k0", auth.ScopeRead)
+	admin, adminKey := newKey(t, "k1", auth.ScopeAdmin)
 	keys := auth.NewKeyring()
-	var tokens []string
-	var list []auth.Key
-	for i, scope := range []auth.Scope{auth.ScopeRead, auth.ScopeAdmin} {
-		token, prefix, hash, err := auth.NewToken(auth.Secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tokens = append(tokens, token)
-		list = append(list, auth.Key{ID: fmt.Sprintf("k%d", i), Name: string(scope), Kind: auth.Secret, Prefix: prefix, Hash: hash, Scopes: []auth.Scope{scope}})
-	}
-	keys.Set(list)
+	keys.Set([]auth.Key{readKey, adminKey})
 	operator := "could not connect to the model provider at http://10.0.0.7:8000/v1"
 	ts := newTestServer(t, Deps{Keys: keys, Queries: mapReader{"q1": {QueryID: "q1", KeyID: "k0", Status: pipeline.StatusError,
 		ErrorCode: "llm_connect", ErrorMessage: operator}}})
 	read := func(token string) string {
-		req, _ := http.NewRequest("GET", ts.URL+"/v1/queries/q1", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
+		_, body, _ := getWith(t, ts.URL+"/v1/queries/q1", token)
+		return body
 	}
-	if body := read(tokens[0]); strings.Contains(body, "10.0.0.7") || !strings.Contains(body, "could not reach its model provider") {
+	if body := read(reader); strings.Contains(body, "10.0.0.7") || !strings.Contains(body, "could not reach its model provider") {
 		t.Errorf("the read key's own failed query: %s", body)
 	}
-	if body := read(tokens[1]); !strings.Contains(body, operator) {
+	if body := read(admin); !strings.Contains(body, operator) {
 		t.Errorf("the admin key's read: %s", body)
 	}
 }

@@ -230,8 +230,9 @@ func TestChatCompletionWithoutStream(t *testing.T) {
 func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	t.Parallel()
 	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
-	var logged syncBuf
-	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	var logMu sync.Mutex
+	var logged bytes.Buffer
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
 	// Not streamed: the status says it, with the error object: the caller's
 	// side of it; the model server's address and the serve-side hint go to
 	// the log.
@@ -244,7 +245,10 @@ func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	if strings.Contains(body, "10.0.0.7") || strings.Contains(body, "RAGTIME_LLM_API_KEY") {
 		t.Errorf("the caller sees the operator's detail: %s", body)
 	}
-	if l := logged.String(); !strings.Contains(l, "http://10.0.0.7:8000/v1") || !strings.Contains(l, "check RAGTIME_LLM_API_KEY") || !strings.Contains(l, "query_id=q1") {
+	logMu.Lock()
+	l := logged.String()
+	logMu.Unlock()
+	if !strings.Contains(l, "http://10.0.0.7:8000/v1") || !strings.Contains(l, "check RAGTIME_LLM_API_KEY") || !strings.Contains(l, "query_id=q1") {
 		t.Errorf("the log lacks the operator's detail:\n%s", l)
 	}
 	// Streamed: the stream ends with the error object, without [DONE].
@@ -435,22 +439,4 @@ func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
 			t.Errorf("provider %q with %d of 10 tokens: %q, want %q", tt.provider, tt.completion, got, tt.want)
 		}
 	}
-}
-
-// syncBuf is a bytes.Buffer safe for a logger and a test to share.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -45,8 +45,9 @@ func createKey(t *testing.T, env map[string]string, args ...string) createdKey {
 	return createdKey{token: tok[1], id: ids[1], prefix: ids[2]}
 }
 
-// call sends one request with an optional bearer token and headers and
-// returns the status, the headers and the body.
+// call sends one request with an optional bearer token and headers (a
+// "Host" one sets the request's Host) and returns the status, the headers
+// and the body.
 func call(t *testing.T, method, url, token string, body io.Reader, headers map[string]string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, url, body)
@@ -57,6 +58,10 @@ func call(t *testing.T, method, url, token string, body io.Reader, headers map[s
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
