@@ -54,7 +54,7 @@ var statusTable = []struct {
 	{auth.ErrRevoked, http.StatusUnauthorized, "auth_revoked", "this key was revoked (`ragtime keys revoke`); use another key"},
 	{auth.ErrExpired, http.StatusUnauthorized, "auth_expired", "this key passed its --expires; create a new one with `ragtime keys create`"},
 	{auth.ErrUnavailable, http.StatusServiceUnavailable, "auth_unavailable",
-		"retry in a few seconds: the server cannot read its API keys while its database is away, and refuses every request until it can; if it lasts, its operator should check that serve reaches PostgreSQL (--database-url)"},
+		"retry in a few seconds: the server cannot read its API keys while its database is away, and refuses every request until it can (its log says why)"},
 	{auth.ErrScope, http.StatusForbidden, "scope_denied", "use a key created with the scope this endpoint needs (ragtime keys create --scopes ...)"},
 	{auth.ErrOrigin, http.StatusForbidden, "origin_denied",
 		"call from one of the key's --origins, or create a key that lists this page's origin (scheme://host[:port])"},
