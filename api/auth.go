@@ -36,6 +36,10 @@ type Authenticator interface {
 // while the server runs without keys.
 var errCrossSite = errors.New("cross-site requests may not change anything on this server")
 
+// errNoKeys refuses every request of a server that has no keys and may
+// not run open (Deps.RefuseOpen).
+var errNoKeys = errors.New("this server has no API keys and may not run open on its address")
+
 // errKeyInURL refuses a secret key sent as ?key=.
 var errKeyInURL = errors.New("a secret key may not be sent in the URL")
 
@@ -70,6 +74,9 @@ func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	r := c.Request()
 	caller := auth.Caller{IP: clientIP(r)}
 	if s.deps.Keys == nil || !s.deps.Keys.Enabled() {
+		if s.deps.RefuseOpen {
+			return caller, errNoKeys
+		}
 		caller.Open = true
 		return caller, nil
 	}

@@ -122,3 +122,20 @@ func TestStoredFailureReadsByScope(t *testing.T) {
 		t.Errorf("the admin key's read: %s", body)
 	}
 }
+
+// TestNoKeysNeverOpenWhereOpenIsRefused: a server that may not run open
+// (serve beyond loopback without --insecure-no-auth) whose keys turn out to
+// be none answers 503 auth_no_keys instead of running open.
+func TestNoKeysNeverOpenWhereOpenIsRefused(t *testing.T) {
+	t.Parallel()
+	keys := auth.NewKeyring()
+	keys.Set(nil) // loaded: no keys
+	ts := newTestServer(t, Deps{Keys: keys, Queries: mapReader{}, RefuseOpen: true})
+	if status, body, _ := getWith(t, ts.URL+"/v1/queries/q1", ""); status != 503 || !strings.Contains(body, "auth_no_keys") {
+		t.Errorf("no keys, open refused: %d %s, want 503 auth_no_keys", status, body)
+	}
+	open := newTestServer(t, Deps{Keys: keys, Queries: mapReader{}})
+	if status, body, _ := getWith(t, open.URL+"/v1/queries/q1", ""); status != 404 {
+		t.Errorf("no keys on loopback: %d %s, want the open server's 404", status, body)
+	}
+}

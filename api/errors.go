@@ -55,6 +55,8 @@ var statusTable = []struct {
 	{auth.ErrExpired, http.StatusUnauthorized, "auth_expired", "this key passed its --expires; create a new one with `ragtime keys create`"},
 	{auth.ErrUnavailable, http.StatusServiceUnavailable, "auth_unavailable",
 		"retry in a few seconds: the server cannot read its API keys while its database is away, and refuses every request until it can (its log says why)"},
+	{errNoKeys, http.StatusServiceUnavailable, "auth_no_keys",
+		"nothing to change in the request: the server answers once its operator creates an API key (its log says why)"},
 	{auth.ErrScope, http.StatusForbidden, "scope_denied", "use a key created with the scope this endpoint needs (ragtime keys create --scopes ...)"},
 	{auth.ErrOrigin, http.StatusForbidden, "origin_denied",
 		"call from one of the key's --origins, or create a key that lists this page's origin (scheme://host[:port])"},

@@ -73,6 +73,12 @@ type Deps struct {
 	// Keys checks API keys; nil runs the server open (every caller may do
 	// everything), as does a keyring without keys.
 	Keys Authenticator
+	// RefuseOpen is set when the server may not run without keys (serve on
+	// a non-loopback address without --insecure-no-auth): while it has no
+	// keys, every request needing one gets 503 auth_no_keys instead of
+	// running open. Serve refuses to start so; this covers keys that could
+	// not be read at start and turned out to be none.
+	RefuseOpen bool
 	// AuthFailures bounds the failed key checks of one client address
 	// (serve's --auth-failure-rate): past Rate.N within Rate.Per, its
 	// requests with a key get 429 auth_throttled until the bucket refills.

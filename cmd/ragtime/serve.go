@@ -385,6 +385,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		AllowedHosts:         append(slices.Clone(cfg.allowedHosts), addrHost(cfg.addr)),
 		Keys:                 keys,
 		AuthFailures:         cfg.authFailures,
+		RefuseOpen:           !loopback && !cfg.insecureNoAuth,
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
@@ -743,8 +744,11 @@ func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot s
 // protected mode does). Keys created later turn auth on while serve runs.
 func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string, error) {
 	switch {
-	case !keys.Loaded():
+	case !keys.Loaded() && (loopback || insecure):
 		return "API keys unknown: neither Postgres nor a snapshot could be read, so every API request gets 503 auth_unavailable until Postgres answers", nil
+	case !keys.Loaded():
+		return fmt.Sprintf("API keys unknown: neither Postgres nor a snapshot could be read, so every API request gets 503 auth_unavailable until Postgres answers; "+
+			"should it hold no keys, %s is not loopback and --insecure-no-auth is not set, so requests then get 503 auth_no_keys until `ragtime keys create` makes one", addr), nil
 	case keys.Enabled():
 		return "API keys required: requests without a valid key get 401 (ragtime keys list shows them)", nil
 	case loopback:
