@@ -190,8 +190,9 @@ func (s *server) openGuard() echo.MiddlewareFunc {
 					Hint: "open it as http://localhost:PORT or http://127.0.0.1:PORT, or start serve with --allowed-hosts NAME " +
 						"for a name that reaches it (a page whose name was pointed at this machine, DNS rebinding, may not use an open server)"}
 			}
-			if r.Method == http.MethodGet && c.Path() == "/ask" {
-				// Judged as the state-changing request it is.
+			if r.Method == http.MethodGet && c.Path() == "/ask" && (r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "") {
+				// Judged as the state-changing request it is (without
+				// either header the check passes anyway: no copy).
 				asPost := *r
 				asPost.Method = http.MethodPost
 				r = &asPost

@@ -44,6 +44,8 @@ var callerTexts = map[string]struct{ message, hint string }{
 	"llm_bad_request": {"the model provider refused the request",
 		"if the prompt is too long for the model, lower top_k or max_tokens"},
 	"llm_cancelled": {"the request was cancelled before the model finished", ""},
+	"store_collection_missing": {"the server's index holds no documents yet",
+		"add documents with POST /v1/documents (a key with scope documents), or tell the server's operator"},
 }
 
 // callerText is the message and hint a caller is shown for a failure with
