@@ -203,9 +203,15 @@ func (r *Keyring) Sync(ctx context.Context, st Store, every time.Duration, snaps
 			}
 		}
 		switch {
+		case err != nil && !failing && ctx.Err() == nil && !wasLoaded:
+			log.Warn("cannot read the API keys yet; every request gets 503 auth_unavailable until they load", "err", err)
+			failing = true
 		case err != nil && !failing && ctx.Err() == nil:
 			log.Warn("cannot reload the API keys; using the ones loaded before", "err", err)
 			failing = true
+		case err == nil && !wasLoaded:
+			log.Info("API keys loaded", "keys_on", r.Enabled())
+			failing = false
 		case err == nil && failing:
 			log.Info("API keys reloaded again")
 			failing = false

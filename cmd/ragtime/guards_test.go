@@ -169,6 +169,9 @@ func TestAuthFailsClosedWhenKeysCannotBeRead(t *testing.T) {
 	if status, _, raw := call(t, "GET", srv.url+"/v1/documents", "", nil, nil); status != 401 {
 		t.Errorf("without a key once the keys loaded: %d %s, want 401", status, raw)
 	}
+	if l := srv.stderr.String(); !strings.Contains(l, "API keys loaded") {
+		t.Errorf("the log does not say the keys were unreadable, then loaded:\n%s", l)
+	}
 }
 
 // TestServeThrottlesFailedKeys: with serve's default --auth-failure-rate,
