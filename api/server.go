@@ -211,17 +211,17 @@ func (s *Server) EndStreams(ctx context.Context) int {
 
 // server holds the dependencies the handlers use.
 type server struct {
-	deps   Deps
-	log    *slog.Logger
-	ingest ingestSlots
-	// failures counts failed key checks per client address (nil: off).
-	failures *admission.Failures
-	streams  *streamHub
+	deps    Deps
+	log     *slog.Logger
+	ingest  ingestSlots
+	streams *streamHub
 	// queueAttrs are the queue stage's attrs, shared (admit).
 	queueAttrs queueAttrs
 	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
 	// change is logged once.
 	lastReady atomic.Value
+	// failures counts failed key checks per client address (nil: off).
+	failures *admission.Failures
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
