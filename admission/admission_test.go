@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -226,5 +227,44 @@ func TestTwoAsksForOneSlotBothAdmitted(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFailuresSlowAnAddressAndStayBounded: an address that failed N times
+// in the window waits until the bucket refills; another address is not
+// slowed; many addresses never hold more than the bound.
+func TestFailuresSlowAnAddressAndStayBounded(t *testing.T) {
+	t.Parallel()
+	f := NewFailures(auth.Rate{N: 5, Per: time.Minute}, 100)
+	now := time.Unix(1_700_000_000, 0)
+	for i := range 5 {
+		if w := f.Wait("203.0.113.7", now); w != 0 {
+			t.Fatalf("failure %d: wait %s before the burst is used", i, w)
+		}
+		f.Fail("203.0.113.7", now)
+	}
+	if w := f.Wait("203.0.113.7", now); w < 11*time.Second || w > 12*time.Second {
+		t.Errorf("after 5 failures of 5/min: wait %s, want the 12 s one failure takes to refill", w)
+	}
+	if w := f.Wait("203.0.113.8", now); w != 0 {
+		t.Errorf("another address waits %s", w)
+	}
+	if w := f.Wait("203.0.113.7", now.Add(12*time.Second)); w != 0 {
+		t.Errorf("12 s later: wait %s", w)
+	}
+	for i := range 1000 {
+		f.Fail(fmt.Sprintf("198.51.%d.%d", i/256, i%256), now)
+	}
+	if n := f.Addresses(); n > 100 {
+		t.Errorf("%d addresses remembered, bound 100", n)
+	}
+	f.Fail("203.0.113.9", now.Add(2*time.Minute)) // sweeps the idle ones
+	if n := f.Addresses(); n != 1 {
+		t.Errorf("%d addresses remembered after two idle minutes, want 1", n)
+	}
+	var off *Failures = NewFailures(auth.Rate{}, 0)
+	off.Fail("203.0.113.7", now)
+	if off != nil || off.Wait("203.0.113.7", now) != 0 {
+		t.Error("a zero rate limits")
 	}
 }

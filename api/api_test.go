@@ -59,13 +59,7 @@ func newTestServer(t *testing.T, deps Deps) *httptest.Server {
 
 func get(t *testing.T, url string) (int, string, http.Header) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
+	return getWith(t, url, "")
 }
 
 func TestSSEFraming(t *testing.T) {

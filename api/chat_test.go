@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -276,20 +277,33 @@ func TestChatStopAndSeedReachTheQuery(t *testing.T) {
 
 func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	t.Parallel()
-	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the provider refused the API key", Hint: "check RAGTIME_LLM_API_KEY"}
-	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}})
-	// Not streamed: the status says it, with the error object.
+	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
+	var logMu sync.Mutex
+	var logged bytes.Buffer
+	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
+	// Not streamed: the status says it, with the error object: the caller's
+	// side of it; the model server's address and the serve-side hint go to
+	// the log.
 	status, h, body := postChat(t, ts.URL, `{"model":"m","messages":[{"role":"user","content":"q"}]}`)
 	var e openAIErrBody
 	if status != http.StatusBadGateway || json.Unmarshal([]byte(body), &e) != nil || e.Error.Code != "llm_auth" ||
-		e.Error.Type != "server_error" || !strings.Contains(e.Error.Message, "check RAGTIME_LLM_API_KEY") || h.Get(HeaderQueryID) != "q1" {
+		e.Error.Type != "server_error" || !strings.Contains(e.Error.Message, "refused its credentials") || h.Get(HeaderQueryID) != "q1" {
 		t.Errorf("%d %s", status, body)
+	}
+	if strings.Contains(body, "10.0.0.7") || strings.Contains(body, "RAGTIME_LLM_API_KEY") {
+		t.Errorf("the caller sees the operator's detail: %s", body)
+	}
+	logMu.Lock()
+	l := logged.String()
+	logMu.Unlock()
+	if !strings.Contains(l, "http://10.0.0.7:8000/v1") || !strings.Contains(l, "check RAGTIME_LLM_API_KEY") || !strings.Contains(l, "query_id=q1") {
+		t.Errorf("the log lacks the operator's detail:\n%s", l)
 	}
 	// Streamed: the stream ends with the error object, without [DONE].
 	status, _, body = postChat(t, ts.URL, `{"model":"m","stream":true,"messages":[{"role":"user","content":"q"}]}`)
 	lines := dataLines(body)
 	last := lines[len(lines)-1]
-	if status != 200 || !strings.HasPrefix(last, `{"error":{"message":"the provider refused the API key`) ||
+	if status != 200 || !strings.HasPrefix(last, `{"error":{"message":"the server's model provider refused its credentials`) || strings.Contains(last, "10.0.0.7") ||
 		!strings.Contains(last, `"code":"llm_auth"`) || !strings.Contains(last, `"ragtime":{"query_id":"q1","stage":"llm_prefill"`) ||
 		strings.Contains(body, "[DONE]") {
 		t.Errorf("stream:\n%s", body)
@@ -369,7 +383,7 @@ func FuzzChatCompletions(f *testing.F) {
 	}
 	asker := &chatScriptAsker{}
 	var mu sync.Mutex
-	h := NewServer(Deps{Asker: asker, MaxBodyBytes: 64 << 10})
+	h := NewServer(Deps{Asker: asker, MaxBodyBytes: 64 << 10, AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
 	f.Fuzz(func(t *testing.T, body []byte) {
 		mu.Lock()
 		defer mu.Unlock()

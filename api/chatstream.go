@@ -273,6 +273,7 @@ func (s *chatStream) failure(e *pipeline.Error) chatFailure {
 }
 
 func (s *chatStream) Fail(e *pipeline.Error) error {
+	e = callerFailure(s.opts.log, strings.TrimPrefix(s.id, "chatcmpl-"), e)
 	s.failed = e
 	if !s.stream {
 		return nil

@@ -142,7 +142,7 @@ func FuzzAskPost(f *testing.F) {
 	}
 	asker := &scriptedAsker{}
 	var mu sync.Mutex
-	h := NewServer(Deps{Asker: asker, MaxBodyBytes: 64 << 10})
+	h := NewServer(Deps{Asker: asker, MaxBodyBytes: 64 << 10, AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
 	post := func(body []byte) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/ask", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -255,7 +255,7 @@ func FuzzDocumentsJSON(f *testing.F) {
 	}
 	docs := &memDocuments{}
 	var mu sync.Mutex
-	h := NewServer(Deps{Documents: docs, MaxDocumentBytes: fuzzDocLimit})
+	h := NewServer(Deps{Documents: docs, MaxDocumentBytes: fuzzDocLimit, AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
 	post := func(body []byte) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/documents", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -299,7 +299,7 @@ func FuzzDocumentsMultipart(f *testing.F) {
 	f.Add([]byte("--B\r\n"), "", "d\x00.md", []byte("\xff"), uint8(3))
 	docs := &memDocuments{}
 	var mu sync.Mutex
-	h := NewServer(Deps{Documents: docs, MaxDocumentBytes: fuzzDocLimit})
+	h := NewServer(Deps{Documents: docs, MaxDocumentBytes: fuzzDocLimit, AllowedHosts: []string{"example.com"}}) // httptest.NewRequest's Host
 	post := func(body []byte, contentType string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodPost, "/v1/documents", bytes.NewReader(body))
 		req.Header.Set("Content-Type", contentType)

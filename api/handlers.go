@@ -74,8 +74,13 @@ func (s *server) handleGetQuery(c echo.Context) error {
 		return err
 	}
 	// Another key's query is answered as if it did not exist.
-	if own := ownQueries(c); own != "" && rec.KeyID != own {
-		return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
+	if own := ownQueries(c); own != "" {
+		if rec.KeyID != own {
+			return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
+		}
+		// The operator's text (the model server's address) is for admin
+		// reads.
+		rec.ErrorMessage, _ = callerText(rec.ErrorCode, "", rec.ErrorMessage, "")
 	}
 	if rec.TraceID == "" || s.deps.TraceURLTemplate == "" {
 		return c.JSON(http.StatusOK, rec)

@@ -10,7 +10,7 @@ import (
 // needs for it. The pages, their files and the health checks are public
 // (the pages read everything through the API).
 func (s *server) routes(e *echo.Echo) {
-	ask, read, docs, admin := s.need(auth.ScopeAsk), s.need(auth.ScopeRead), s.need(auth.ScopeDocuments), s.need(auth.ScopeAdmin)
+	ask, read, docs, metrics := s.need(auth.ScopeAsk), s.need(auth.ScopeRead), s.need(auth.ScopeDocuments), s.need(auth.ScopeMetrics)
 	e.GET("/", s.page("ask.html"))
 	e.GET("/queries", s.page("queries.html"))
 	e.GET("/queries/:id", s.queryPage)
@@ -32,5 +32,5 @@ func (s *server) routes(e *echo.Echo) {
 	e.DELETE("/v1/documents/:id", s.handleDeleteDocument, docs)
 	e.GET("/v1/stats", s.handleStats, read)
 	e.GET("/v1/stats/models", s.handleStatsModels, read)
-	e.GET("/metrics", s.handleMetrics, admin)
+	e.GET("/metrics", s.handleMetrics, metrics)
 }

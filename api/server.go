@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"ragtime/admission"
+	"ragtime/auth"
 	"ragtime/pipeline"
 )
 
@@ -66,9 +67,25 @@ type Deps struct {
 	// are also the only foreign origins whose state-changing requests are
 	// let through. Origins of live publishable keys get CORS headers too.
 	CORSOrigins []string
+	// AllowedHosts are the names, besides loopback names and IP addresses,
+	// a request's Host may carry while the server runs without keys
+	// (serve's --addr host and --allowed-hosts): any other is refused, as a
+	// page's name rebound to this machine (openGuard).
+	AllowedHosts []string
 	// Keys checks API keys; nil runs the server open (every caller may do
 	// everything), as does a keyring without keys.
 	Keys Authenticator
+	// RefuseOpen is set when the server may not run without keys (serve on
+	// a non-loopback address without --insecure-no-auth): while it has no
+	// keys, every request needing one gets 503 auth_no_keys instead of
+	// running open. Serve refuses to start so; this covers keys that could
+	// not be read at start and turned out to be none.
+	RefuseOpen bool
+	// AuthFailures bounds the failed key checks of one client address
+	// (serve's --auth-failure-rate): past Rate.N within Rate.Per, its
+	// requests with a key get 429 auth_throttled until the bucket refills.
+	// Zero: no bound.
+	AuthFailures auth.Rate
 	// DefaultModel is the configured model (--llm-model): always allowed,
 	// listed first by /v1/models, and what a chat completion naming it
 	// asks for (as an empty model in /ask).
@@ -205,6 +222,8 @@ type server struct {
 	// lastReady is the last /readyz answer ("ok" or "unavailable"), so a
 	// change is logged once.
 	lastReady atomic.Value
+	// failures counts failed key checks per client address (nil: off).
+	failures *admission.Failures
 }
 
 // NewServer builds the HTTP handler with every route and middleware.
@@ -227,8 +246,9 @@ func NewServer(deps Deps) *Server {
 	if deps.IngestWait <= 0 {
 		deps.IngestWait = DefaultIngestWait
 	}
+	deps.Stream.log = deps.Logger
 	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
-		streams: newStreamHub(deps.Stream)}
+		streams: newStreamHub(deps.Stream), failures: admission.NewFailures(deps.AuthFailures, 0)}
 	s.lastReady.Store("")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
@@ -241,7 +261,7 @@ func NewServer(deps Deps) *Server {
 	e.Use(s.bodyDeadline)
 	e.Use(securityHeaders)
 	e.Use(s.cors())
-	e.Use(s.crossSiteGuard())
+	e.Use(s.openGuard())
 	s.routes(e)
 	return &Server{Handler: e, s: s}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"os"
@@ -40,6 +41,9 @@ type StreamOptions struct {
 	// waiting for it to resume with Last-Event-ID, before it is cancelled.
 	// 0 means 2 s.
 	Retry time.Duration
+	// log receives the operator's side of a failed ask (callerFailure);
+	// NewServer sets it.
+	log *slog.Logger
 	// BufferBytes bounds the events kept per running query for resumes;
 	// the oldest are dropped beyond it. 0 means 1 MiB.
 	BufferBytes int
@@ -971,4 +975,8 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 	return l.keepAndWriteLocked(EventDone, keptEvent{kind: keptDone}, true)
 }
 
-func (l *eventLog) Fail(e *pipeline.Error) error { return l.send(EventError, e) }
+// Fail sends the error event: the failure as the caller is told it
+// (callerFailure).
+func (l *eventLog) Fail(e *pipeline.Error) error {
+	return l.send(EventError, callerFailure(l.hub.opts.log, l.id, e))
+}

@@ -27,13 +27,16 @@ const (
 	ScopeRead Scope = "read"
 	// ScopeDocuments: list, add and delete documents.
 	ScopeDocuments Scope = "documents"
+	// ScopeMetrics: GET /metrics and nothing else, for a Prometheus
+	// scraper (the figures of every caller, never their questions).
+	ScopeMetrics Scope = "metrics"
 	// ScopeAdmin: everything, every caller's queries, /metrics and the
 	// details of /readyz.
 	ScopeAdmin Scope = "admin"
 )
 
 // Scopes lists every scope in the order they are shown.
-var Scopes = []Scope{ScopeAsk, ScopeRead, ScopeDocuments, ScopeAdmin}
+var Scopes = []Scope{ScopeAsk, ScopeRead, ScopeDocuments, ScopeMetrics, ScopeAdmin}
 
 // ParseScopes reads a comma-separated list such as "ask,read".
 func ParseScopes(s string) ([]Scope, error) {
@@ -45,14 +48,14 @@ func ParseScopes(s string) ([]Scope, error) {
 		}
 		sc := Scope(part)
 		if !slices.Contains(Scopes, sc) {
-			return nil, fmt.Errorf("unknown scope %q; known: ask, read, documents, admin", part)
+			return nil, fmt.Errorf("unknown scope %q; known: ask, read, documents, metrics, admin", part)
 		}
 		if !slices.Contains(out, sc) {
 			out = append(out, sc)
 		}
 	}
 	if len(out) == 0 {
-		return nil, errors.New("at least one scope is needed: ask, read, documents or admin")
+		return nil, errors.New("at least one scope is needed: ask, read, documents, metrics or admin")
 	}
 	return out, nil
 }
@@ -194,7 +197,7 @@ func (k *Key) Validate() error {
 		return errors.New("--name is required")
 	}
 	if len(k.Scopes) == 0 {
-		return errors.New("--scopes is required: ask, read, documents, admin (comma-separated)")
+		return errors.New("--scopes is required: ask, read, documents, metrics, admin (comma-separated)")
 	}
 	for _, o := range k.Origins {
 		if err := ValidateOrigin(o); err != nil {
@@ -209,8 +212,8 @@ func (k *Key) Validate() error {
 			return errors.New("a publishable key needs --origins (the web origins allowed to use it, e.g. https://app.example.com)")
 		}
 	}
-	if k.Tenant() && (k.Has(ScopeDocuments) || k.Has(ScopeAdmin)) {
-		return errors.New("a key with --filter is a tenant's key: it may have scopes ask and read, not documents or admin")
+	if k.Tenant() && (k.Has(ScopeDocuments) || k.Has(ScopeMetrics) || k.Has(ScopeAdmin)) {
+		return errors.New("a key with --filter is a tenant's key: it may have scopes ask and read, not documents, metrics or admin")
 	}
 	if k.Concurrency < 0 {
 		return fmt.Errorf("--concurrency must be 0 (no per-key limit) or more, got %d", k.Concurrency)

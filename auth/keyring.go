@@ -180,7 +180,7 @@ func (r *Keyring) Load(ctx context.Context, st Store) error {
 // interval). While the store is away it keeps the keys it has and logs once.
 //
 // With a snapshot path it also keeps the keys in that file (SaveSnapshot)
-// after each load that changed them.
+// after the first load and each one that changed them.
 func (r *Keyring) Sync(ctx context.Context, st Store, every time.Duration, snapshotPath string, log *slog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -195,17 +195,23 @@ func (r *Keyring) Sync(ctx context.Context, st Store, every time.Duration, snaps
 		case <-t.C:
 		}
 		r.flushUsed(ctx, st)
-		before := r.version()
+		before, wasLoaded := r.version(), r.Loaded()
 		err := r.Load(ctx, st)
-		if err == nil && snapshotPath != "" && r.version() != before {
+		if err == nil && snapshotPath != "" && (r.version() != before || !wasLoaded) {
 			if serr := r.SaveSnapshot(snapshotPath); serr != nil {
 				log.Warn("cannot save the API keys' snapshot", "err", serr)
 			}
 		}
 		switch {
+		case err != nil && !failing && ctx.Err() == nil && !wasLoaded:
+			log.Warn("cannot read the API keys yet; every request gets 503 auth_unavailable until they load", "err", err)
+			failing = true
 		case err != nil && !failing && ctx.Err() == nil:
 			log.Warn("cannot reload the API keys; using the ones loaded before", "err", err)
 			failing = true
+		case err == nil && !wasLoaded:
+			log.Info("API keys loaded", "keys_on", r.Enabled())
+			failing = false
 		case err == nil && failing:
 			log.Info("API keys reloaded again")
 			failing = false

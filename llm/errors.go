@@ -69,6 +69,9 @@ func (c *client) statusError(gen *pipeline.Generation, status int, header map[st
 		e.Code = CodeModelNotFound
 		e.Message = fmt.Sprintf("the model provider at %s does not serve model %q (HTTP %d): %s", host, model, status, detail)
 		e.Hint = fmt.Sprintf("check --llm-model (now %q) against the provider's model list: `ragtime doctor` lists it", model)
+		if model != c.model {
+			e.Hint = fmt.Sprintf("the request asked for model %q (--llm-model is %q): `ragtime doctor --llm-model %s` checks it; --allowed-models limits the models requests may name", model, c.model, model)
+		}
 		if status == 404 && !ue.MentionsMissingModel() {
 			e.Message = fmt.Sprintf("%s%s or model %q was not found (HTTP 404): %s", host, c.d.chatPath(), model, detail)
 			e.Hint += "; if the path is wrong, check --llm-base-url (OpenAI-compatible servers usually need the /v1 suffix)"

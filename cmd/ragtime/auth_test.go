@@ -46,8 +46,9 @@ func createKey(t *testing.T, env map[string]string, args ...string) createdKey {
 	return createdKey{token: tok[1], id: ids[1], prefix: ids[2]}
 }
 
-// call sends one request with an optional bearer token and headers and
-// returns the status, the headers and the body.
+// call sends one request with an optional bearer token and headers (a
+// "Host" one sets the request's Host) and returns the status, the headers
+// and the body.
 func call(t *testing.T, method, url, token string, body io.Reader, headers map[string]string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(context.Background(), method, url, body)
@@ -58,6 +59,10 @@ func call(t *testing.T, method, url, token string, body io.Reader, headers map[s
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -148,6 +153,7 @@ func TestAuthErrorsOverHTTP(t *testing.T) {
 
 	admin := createKey(t, env, "--name", "admin", "--scopes", "admin")
 	asker := createKey(t, env, "--name", "asker", "--scopes", "ask", "--models", "small")
+	scraper := createKey(t, env, "--name", "prometheus", "--scopes", "metrics")
 	pub := createKey(t, env, "--name", "web", "--kind", "publishable", "--origins", "https://app.example.com")
 	revoked := createKey(t, env, "--name", "gone", "--scopes", "ask")
 	runCmd(t, env, "keys", "revoke", revoked.id)
@@ -174,7 +180,7 @@ func TestAuthErrorsOverHTTP(t *testing.T) {
 		{"revoked", "GET", "/ask?q=prefill", revoked.token, nil, 401, "auth_revoked", revoked.prefix},
 		{"expired", "GET", "/ask?q=prefill", expired.token, nil, 401, "auth_expired", expired.prefix},
 		{"scope", "GET", "/v1/documents", asker.token, nil, 403, "scope_denied", "documents"},
-		{"scope metrics", "GET", "/metrics", asker.token, nil, 403, "scope_denied", "admin"},
+		{"scope metrics", "GET", "/metrics", asker.token, nil, 403, "scope_denied", "metrics"},
 		{"publishable reading", "GET", "/v1/queries?key=" + pub.token, "", map[string]string{"Origin": "https://app.example.com"}, 403, "scope_denied", ""},
 		{"publishable, wrong origin", "GET", "/ask?q=prefill&key=" + pub.token, "", map[string]string{"Origin": "https://evil.example"}, 403, "origin_denied", "https://app.example.com"},
 		{"publishable, no origin", "GET", "/ask?q=prefill&key=" + pub.token, "", nil, 403, "origin_denied", ""},
@@ -215,6 +221,18 @@ func TestAuthErrorsOverHTTP(t *testing.T) {
 	}
 	if status, _, body := call(t, "GET", srv.url+"/metrics", admin.token, nil, nil); status != 200 {
 		t.Errorf("admin /metrics: %d %s", status, body)
+	}
+	// A metrics key scrapes /metrics and reads nothing else.
+	if status, _, body := call(t, "GET", srv.url+"/metrics", scraper.token, nil, nil); status != 200 || !bytes.Contains(body, []byte("ragtime_")) {
+		t.Errorf("metrics key /metrics: %d %.200s", status, body)
+	}
+	for _, path := range []string{"/v1/queries", "/v1/stats", "/v1/documents", "/ask?q=prefill"} {
+		if status, _, body := call(t, "GET", srv.url+path, scraper.token, nil, nil); status != 403 || !bytes.Contains(body, []byte("scope_denied")) {
+			t.Errorf("metrics key %s: %d %s, want 403 scope_denied", path, status, body)
+		}
+	}
+	if _, _, body := call(t, "GET", srv.url+"/readyz", scraper.token, nil, nil); string(bytes.TrimSpace(body)) != `{"status":"ok"}` {
+		t.Errorf("/readyz with a metrics key shows the checks: %s", body)
 	}
 
 	// /readyz: ready or not for everyone, the checks only for admin.

@@ -15,7 +15,7 @@ import (
 	"ragtime/postgres"
 )
 
-const keysUsage = `keys create --name NAME --scopes ask,read,documents,admin [flags]
+const keysUsage = `keys create --name NAME --scopes ask,read,documents,metrics,admin [flags]
        ragtime keys list
        ragtime keys revoke ID|PREFIX`
 
@@ -108,12 +108,12 @@ func (e *expiryFlag) time(now time.Time) time.Time {
 }
 
 func runKeysCreate(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "keys create", "keys create --name NAME --scopes ask,read,documents,admin [flags]")
+	fs := newFlagSet(env, "keys create", "keys create --name NAME --scopes ask,read,documents,metrics,admin [flags]")
 	var db dbConfig
 	db.register(fs)
 	name := fs.String("name", "", "what the key is for, shown by `keys list` (required)")
 	kindRaw := fs.String("kind", "secret", "secret (Authorization: Bearer, from servers; any scopes) or publishable (scope ask only, from browsers on --origins; may come as ?key=)")
-	scopesRaw := fs.String("scopes", "", "comma-separated: ask (/ask), read (its own queries and stats), documents (add, list, delete documents), admin (everything, every caller's queries, /metrics); required")
+	scopesRaw := fs.String("scopes", "", "comma-separated: ask (/ask), read (its own queries and stats), documents (add, list, delete documents), metrics (GET /metrics only, for a Prometheus scraper), admin (everything, every caller's queries, /metrics); required")
 	var origins listFlag
 	fs.Var(&origins, "origins", "comma-separated browser origins (https://app.example.com) the key may be used from; required for publishable keys")
 	rateRaw := fs.String("rate", "", "asks allowed per period, e.g. 60/min, 5/s, 1000/hour (publishable keys default to 60/min; secret keys: no per-key rate)")
@@ -138,7 +138,7 @@ func runKeysCreate(ctx context.Context, env *environment, args []string) error {
 		*scopesRaw = string(auth.ScopeAsk)
 	}
 	if *scopesRaw == "" {
-		return &usageError{msg: "--scopes is required: a comma-separated list of ask, read, documents, admin"}
+		return &usageError{msg: "--scopes is required: a comma-separated list of ask, read, documents, metrics, admin"}
 	}
 	scopes, err := auth.ParseScopes(*scopesRaw)
 	if err != nil {

@@ -382,7 +382,7 @@ func TestStalledReaderIsCutAndUpstreamCancelled(t *testing.T) {
 	// word, the answer runs to ~10 MB, more than the kernel buffers of a
 	// loopback connection hold (up to 4 MB of send buffer).
 	q := strings.Repeat("x", 19000)
-	fmt.Fprintf(conn, "GET /ask?q=%s&doc_id=none.md&max_tokens=4096 HTTP/1.1\r\nHost: x\r\n\r\n", q)
+	fmt.Fprintf(conn, "GET /ask?q=%s&doc_id=none.md&max_tokens=4096 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", q)
 	// Read the first bytes (the stream started), then stop reading.
 	if _, err := conn.Read(make([]byte, 512)); err != nil {
 		t.Fatal(err)
@@ -409,7 +409,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 	}
 	defer conn.Close()
 	body := `{"question": "what is prefill?"}`
-	fmt.Fprintf(conn, "POST /ask HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+	fmt.Fprintf(conn, "POST /ask HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 	// One byte every 100 ms: the whole body would take 3 s.
 	stop := make(chan struct{})
 	defer close(stop)
@@ -579,7 +579,7 @@ func TestIdleKeepAliveConnectionsAreClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {

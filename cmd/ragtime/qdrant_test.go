@@ -52,13 +52,18 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 	}
 
 	// Another collection that nobody ingested: the stream ends with an
-	// error event carrying the code and the hint.
+	// error event carrying the code and the caller's hint; the log has
+	// the operator's (Qdrant's address, ragtime ingest).
 	other := startServe(t, env, "--store", "qdrant", "--qdrant-url", addr, "--qdrant-collection", "empty", "--data-dir", t.TempDir())
 	events := ask(t, other.url, "q=prefill")
 	last := events[len(events)-1]
-	if last.Name != "error" || !strings.Contains(string(last.Data), "store_collection_missing") || !strings.Contains(string(last.Data), "ragtime ingest") {
+	if last.Name != "error" || !strings.Contains(string(last.Data), "store_collection_missing") || !strings.Contains(string(last.Data), "POST /v1/documents") ||
+		strings.Contains(string(last.Data), addr) {
 		t.Errorf("missing collection: last event %s %s", last.Name, last.Data)
 	}
+	eventually(t, "the operator's hint in the log", func() bool {
+		return strings.Contains(other.stderr.String(), "ragtime ingest --store qdrant") && strings.Contains(other.stderr.String(), addr)
+	})
 	// Still ready (degraded): behind a load balancer it must take the
 	// first POST /v1/documents that creates the collection.
 	if status, body := readyz(t, other.url); status != 200 || !strings.Contains(body, `"status":"degraded"`) || !strings.Contains(body, "POST /v1/documents") {

@@ -36,6 +36,7 @@ type serveConfig struct {
 	parts            partsConfig
 	db               dbConfig
 	corsOrigins      listFlag
+	allowedHosts     listFlag
 	storeQuestion    bool
 	maxQuestionChars int
 	maxConcurrent    int
@@ -75,6 +76,7 @@ type serveConfig struct {
 	insecureNoAuth    bool
 	allowedModels     listFlag
 	keysReload        time.Duration
+	authFailures      auth.Rate
 	otlpEndpoint      string
 	otlpProtocol      string
 	traceURLTemplate  string
@@ -110,9 +112,12 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.parts.register(fs)
 	c.db.register(fs)
 	fs.Var(&c.corsOrigins, "cors-origins", "comma-separated origins (scheme://host[:port]) allowed to call the API from a browser, e.g. https://app.example.com; without API keys, the only other sites whose pages may write (POST/DELETE) here (default: none)")
+	fs.Var(&c.allowedHosts, "allowed-hosts", "comma-separated host names, besides localhost, IP addresses and the --addr host, that requests may name in their Host header while serve runs without API keys, e.g. rag.internal; any other gets 403 host_denied, so a page whose name is pointed at this machine (DNS rebinding) cannot use it (default: none)")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "serve without API keys on a non-loopback --addr: anyone who reaches the port may ask on your bill, read every question and change documents (without keys serve otherwise refuses any address but loopback)")
 	fs.Var(&c.allowedModels, "allowed-models", "comma-separated models a request may ask for with \"model\" (default: any; a key's --models narrow it further); the configured --llm-model is always allowed")
 	fs.DurationVar(&c.keysReload, "keys-reload", 2*time.Second, "how often serve rereads the API keys (so keys created or revoked take effect) and writes their last use")
+	c.authFailures = auth.Rate{N: 20, Per: time.Minute}
+	fs.Var(&c.authFailures, "auth-failure-rate", "failed API key checks one client address (an IPv6 client per /64) may make, as 20/min, 100/hour or 0 (off): past them its requests with a key get 429 auth_throttled with Retry-After until the bucket refills; at most 10,000 addresses are remembered")
 	fs.BoolVar(&c.storeQuestion, "store-question", true, "store the question text; false stores only its SHA-256")
 	fs.IntVar(&c.maxQuestionChars, "max-question-chars", pipeline.DefaultMaxQuestion, "longest accepted question, in characters")
 	fs.IntVar(&c.maxConcurrent, "max-concurrent", defaultMaxConcurrent(), "streams answered at once by this process (default: 16 per core); more wait up to --queue-timeout in the queue stage, then get 503 server_busy (0: no limit)")
@@ -165,6 +170,9 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if err := api.ValidateOrigins(c.corsOrigins); err != nil {
 		problems["cors-origins"] = "--cors-origins: " + err.Error()
+	}
+	if err := api.ValidateHosts(c.allowedHosts); err != nil {
+		problems["allowed-hosts"] = "--allowed-hosts: " + err.Error()
 	}
 	if c.topK < 1 || c.topK > pipeline.MaxTopK {
 		problems["top-k"] = fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, c.topK)
@@ -337,11 +345,6 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	defer ln.Close()
 	tcp, _ := ln.Addr().(*net.TCPAddr)
 	loopback := tcp != nil && tcp.IP.IsLoopback()
-	if !keys.Loaded() && loopback {
-		// Neither Postgres nor a snapshot says whether keys exist: on
-		// loopback run open, as without keys, until the keys load.
-		keys.Set(nil)
-	}
 	authLine, err := authMode(keys, ln.Addr().String(), loopback, cfg.insecureNoAuth)
 	if err != nil {
 		return err
@@ -425,7 +428,10 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		IngestWait:           cfg.ingestWait,
 		Logger:               log,
 		CORSOrigins:          cfg.corsOrigins,
+		AllowedHosts:         append(slices.Clone(cfg.allowedHosts), addrHost(cfg.addr)),
 		Keys:                 keys,
+		AuthFailures:         cfg.authFailures,
+		RefuseOpen:           !loopback && !cfg.insecureNoAuth,
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
@@ -776,22 +782,23 @@ func checkPprofAddr(addr string) error {
 const keysSnapshotFile = "api-keys.snapshot.json"
 
 // loadKeys fills the keyring from Postgres and keeps a snapshot of what it
-// read; when Postgres cannot be read, from the snapshot. With neither the
-// keyring stays unloaded: requests needing a key fail closed (503
-// auth_unavailable) until Keyring.Sync loads them.
+// read (no keys included); when Postgres cannot be read, from the snapshot.
+// With neither, nothing says whether keys exist, so the keyring stays
+// unloaded: every API request fails closed (503 auth_unavailable), on
+// loopback too, until Keyring.Sync loads them.
 func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot string, log *slog.Logger) {
 	err := keys.Load(ctx, st)
 	if err == nil {
-		if keys.Enabled() {
-			if serr := keys.SaveSnapshot(snapshot); serr != nil {
-				log.Warn("cannot save the API keys' snapshot", "err", serr)
-			}
+		// Even none: that there were no keys is what lets a later serve
+		// started while Postgres is away run open on loopback.
+		if serr := keys.SaveSnapshot(snapshot); serr != nil {
+			log.Warn("cannot save the API keys' snapshot", "err", serr)
 		}
 		return
 	}
 	saved, serr := keys.LoadSnapshot(snapshot)
 	if serr != nil {
-		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, requests that need a key get 503 auth_unavailable (on a loopback address serve runs open)",
+		log.Warn("cannot read the API keys from Postgres and there is no snapshot of them: until Postgres answers, every API request gets 503 auth_unavailable (keys may exist, so serve does not run open, on loopback either)",
 			"err", err)
 		return
 	}
@@ -805,6 +812,11 @@ func loadKeys(ctx context.Context, keys *auth.Keyring, st auth.Store, snapshot s
 // protected mode does). Keys created later turn auth on while serve runs.
 func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string, error) {
 	switch {
+	case !keys.Loaded() && (loopback || insecure):
+		return "API keys unknown: neither Postgres nor a snapshot could be read, so every API request gets 503 auth_unavailable until Postgres answers", nil
+	case !keys.Loaded():
+		return fmt.Sprintf("API keys unknown: neither Postgres nor a snapshot could be read, so every API request gets 503 auth_unavailable until Postgres answers; "+
+			"should it hold no keys, %s is not loopback and --insecure-no-auth is not set, so requests then get 503 auth_no_keys until `ragtime keys create` makes one", addr), nil
 	case keys.Enabled():
 		return "API keys required: requests without a valid key get 401 (ragtime keys list shows them)", nil
 	case loopback:
@@ -815,6 +827,12 @@ func authMode(keys *auth.Keyring, addr string, loopback, insecure bool) (string,
 	return "", &usageError{msg: fmt.Sprintf("refusing to serve on %s without API keys: anyone who reaches it could ask on your bill, read every question and change documents. "+
 		"Create a key (ragtime keys create --name admin --scopes admin), listen on a loopback address (--addr 127.0.0.1:8080), "+
 		"or pass --insecure-no-auth to run open anyway", addr)}
+}
+
+// addrHost is the host of --addr ("" when it has none).
+func addrHost(addr string) string {
+	host, _, _ := net.SplitHostPort(addr)
+	return host
 }
 
 // allowedModels is --allowed-models with the configured model added, so the

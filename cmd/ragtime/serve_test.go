@@ -357,23 +357,32 @@ func TestClientDisconnectCancelsUpstream(t *testing.T) {
 	})
 }
 
+// TestUpstreamFailuresBecomeErrorEvents: a failed upstream ends the stream
+// with an error event whose code and caller-side hint the caller can act
+// on; the model server's address and the serve-side hint (the flag or
+// variable to check) go to the log, never to the caller.
 func TestUpstreamFailuresBecomeErrorEvents(t *testing.T) {
 	t.Parallel()
 	dbURL, pool := testDB(t)
 	dataDir := ingestCorpus(t, map[string]string{"DATABASE_URL": dbURL})
 	_, simURL := startSim(t, func(c *sim.Config) { c.APIKey, c.Model = "sk-right-key", "sim-7b" })
+	down := "http://" + closedAddr(t) + "/v1"
 	tests := []struct {
-		name, key, model, code, hint string
-		status                       int
+		name, base, key, model, query, code, hint string
+		logHint                                   []string
+		status                                    int
 	}{
-		{"wrong key", "sk-wrong-key", "sim-7b", "llm_auth", "RAGTIME_LLM_API_KEY", 401},
-		{"unknown model", "sk-right-key", "gpt-nonexistent", "llm_model_not_found", "--llm-model", 404},
+		{"wrong key", simURL, "sk-wrong-key", "sim-7b", "q=prefill", "llm_auth", "operator", []string{"RAGTIME_LLM_API_KEY"}, 401},
+		{"unknown model", simURL, "sk-right-key", "gpt-nonexistent", "q=prefill", "llm_model_not_found", "GET /v1/models", []string{"check --llm-model (now", "gpt-nonexistent"}, 404},
+		// The hint used to say: check --llm-model (now "sim-13b").
+		{"model from the request", simURL, "sk-right-key", "sim-7b", "q=prefill&model=sim-13b", "llm_model_not_found", "GET /v1/models", []string{"the request asked for model", "sim-13b", "--llm-model is", "sim-7b"}, 404},
+		{"upstream down", down, "sk-right-key", "sim-7b", "q=prefill", "llm_connect", "retry later", []string{"check --llm-base-url"}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": tt.key}
-			srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", tt.model)
-			events := ask(t, srv.url, "q=prefill")
+			srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", tt.base, "--llm-model", tt.model)
+			events := ask(t, srv.url, tt.query)
 			last := events[len(events)-1]
 			if last.Name != "error" {
 				t.Fatalf("last event %s %s", last.Name, last.Data)
@@ -383,12 +392,27 @@ func TestUpstreamFailuresBecomeErrorEvents(t *testing.T) {
 			if e.Code != tt.code || !strings.Contains(e.Hint, tt.hint) || e.Stage == "" {
 				t.Fatalf("error event %+v, want code %s and a hint naming %s", e, tt.code, tt.hint)
 			}
+			for _, internal := range []string{tt.base, strings.TrimSuffix(strings.TrimPrefix(tt.base, "http://"), "/v1"), "--llm", "RAGTIME_"} {
+				if strings.Contains(string(last.Data), internal) {
+					t.Errorf("the error event carries the operator's %q: %s", internal, last.Data)
+				}
+			}
 			var meta pipeline.Meta
 			events[0].decode(t, &meta)
+			eventually(t, "the operator's detail in the log", func() bool {
+				l := srv.stderr.String()
+				for _, want := range tt.logHint {
+					if !strings.Contains(l, want) {
+						return false
+					}
+				}
+				return strings.Contains(l, "ask failed") && strings.Contains(l, meta.QueryID) &&
+					strings.Contains(l, strings.TrimSuffix(strings.TrimPrefix(tt.base, "http://"), "/v1"))
+			})
 			eventually(t, "the failed query's row", func() bool {
 				var status, code string
 				var upstream int
-				err := pool.QueryRow(context.Background(), "SELECT status, error_code, upstream_status FROM queries WHERE id = $1", meta.QueryID).Scan(&status, &code, &upstream)
+				err := pool.QueryRow(context.Background(), "SELECT status, error_code, coalesce(upstream_status, 0) FROM queries WHERE id = $1", meta.QueryID).Scan(&status, &code, &upstream)
 				return err == nil && status == "error" && code == tt.code && upstream == tt.status
 			})
 			for _, secret := range []string{"sk-right-key", "sk-wrong-key"} {

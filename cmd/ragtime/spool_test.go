@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/auth"
 	"ragtime/postgres/postgrestest"
 )
 
@@ -92,6 +93,13 @@ func TestServeStartsWithoutPostgres(t *testing.T) {
 	t.Parallel()
 	u := absentDatabase(t)
 	dataDir := ingestCorpus(t, map[string]string{})
+	// A serve that ran here before read that there are no keys: without
+	// that snapshot, keys might exist and serve would refuse every request.
+	noKeys := auth.NewKeyring()
+	noKeys.Set(nil)
+	if err := noKeys.SaveSnapshot(filepath.Join(dataDir, keysSnapshotFile)); err != nil {
+		t.Fatal(err)
+	}
 	proxy := postgrestest.NewProxy(t, postgrestest.HostPort(t, u))
 	proxy.Cut()
 	srv := startServe(t, map[string]string{"DATABASE_URL": proxy.URL(u)}, "--data-dir", dataDir)
