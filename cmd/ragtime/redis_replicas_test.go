@@ -1,0 +1,197 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"ragtime/llm/sim"
+	"ragtime/redisstate/redistest"
+)
+
+// replicaSet is n real `ragtime serve` processes on one Postgres, one data
+// dir (the first writes, the others follow read-only), one llmsim and one
+// Redis under a key prefix of the test's own.
+type replicaSet struct {
+	reps   []*child
+	sim    *sim.Server
+	dbURL  string
+	prefix string
+}
+
+// startReplicas starts them; setup (when not nil) runs first, on the
+// database's environment (to create keys the replicas start with).
+func startReplicas(t *testing.T, n int, mod func(*sim.Config), redisURL string, setup func(env map[string]string), flags ...string) *replicaSet {
+	t.Helper()
+	dbURL, _ := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	if setup != nil {
+		setup(env)
+	}
+	dataDir := ingestCorpus(t, env)
+	s, simURL := startSim(t, mod)
+	rs := &replicaSet{sim: s, dbURL: dbURL, prefix: redistest.Prefix(t, redistest.URL(t))}
+	return rs.start(t, n, dataDir, simURL, redisURL, flags...)
+}
+
+func (rs *replicaSet) start(t *testing.T, n int, dataDir, simURL, redisURL string, flags ...string) *replicaSet {
+	t.Helper()
+	bin := ragtimeBinary(t)
+	for i := range n {
+		args := append([]string{"--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", simURL, "--llm-model", "m",
+			"--redis-url", redisURL, "--redis-prefix", rs.prefix}, flags...)
+		if i > 0 {
+			args = append(args, "--read-only", "--spool-dir", t.TempDir())
+		}
+		rs.reps = append(rs.reps, startChild(t, bin, rs.dbURL, args...))
+	}
+	return rs
+}
+
+// roundRobin hands out the replicas' URLs in turn, as a load balancer.
+type roundRobin struct {
+	mu   sync.Mutex
+	next int
+	urls []string
+}
+
+func (rr *roundRobin) url() string {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	u := rr.urls[rr.next%len(rr.urls)]
+	rr.next++
+	return u
+}
+
+func (rs *replicaSet) roundRobin() *roundRobin {
+	rr := &roundRobin{}
+	for _, r := range rs.reps {
+		rr.urls = append(rr.urls, r.url)
+	}
+	return rr
+}
+
+// askStatus sends GET /ask with a bearer token, reads the answer to its
+// end and returns the status and the error code (or "done" for a stream
+// that ended with its done event).
+func askStatus(client *http.Client, base, token, query string) (int, string) {
+	status, code, _ := askLast(client, base, token, query)
+	return status, code
+}
+
+// askLast is askStatus that also returns the last event's data.
+func askLast(client *http.Client, base, token, query string) (int, string, json.RawMessage) {
+	req, _ := http.NewRequest("GET", base+"/ask?"+query, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error(), nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var e apiErr
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Error.Code, nil
+	}
+	r := newWireReader(resp.Body)
+	var last wireEvent
+	for e, ok := r.next(); ok; e, ok = r.next() {
+		if e.Name != "" {
+			last = e
+		}
+	}
+	return resp.StatusCode, last.Name, last.Data
+}
+
+// TestReplicasShareLimitsThroughRedis runs three replicas behind a
+// round-robin client: a key limited to 60/min (a burst of ten) gets ten
+// plus one a second in total, not three times that, and a key with
+// --concurrency 4 holds at most four streams across the three.
+func TestReplicasShareLimitsThroughRedis(t *testing.T) {
+	t.Parallel()
+	redisURL := redistest.URL(t)
+	var rated, bounded createdKey
+	rs := startReplicas(t, 3, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 2, 10, 300 }, redisURL, func(env map[string]string) {
+		rated = createKey(t, env, "--name", "rated", "--scopes", "ask", "--rate", "60/min")
+		bounded = createKey(t, env, "--name", "bounded", "--scopes", "ask", "--concurrency", "4")
+	}, "--rate", "0", "--max-concurrent-per-caller", "0", "--queue-timeout", "300ms")
+	rr := rs.roundRobin()
+	client := &http.Client{Timeout: 30 * time.Second}
+	if s, code := askStatus(client, rr.urls[0], "", "q=prefill"); s != http.StatusUnauthorized {
+		t.Fatalf("an ask without a key: %d %s, want 401 (the replicas start with the keys)", s, code)
+	}
+
+	// Rate: four callers at once for three seconds.
+	var mu sync.Mutex
+	counts := map[string]int{}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < 3*time.Second {
+				status, code := askStatus(client, rr.url(), rated.token, "q=prefill&max_tokens=1")
+				mu.Lock()
+				counts[fmt.Sprintf("%d %s", status, code)]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	allowed := counts["200 done"]
+	if counts["429 rate_limited"] == 0 || allowed+counts["429 rate_limited"] != sumCounts(counts) {
+		t.Fatalf("answers %v: want only 200 done and 429 rate_limited", counts)
+	}
+	// Ten at once, then one a second (60/min), shared by the three.
+	if most := 10 + int(elapsed) + 2; allowed < 10 || allowed > most {
+		t.Errorf("the 60/min key got %d asks through three replicas in %.1f s (%v), want 10 to %d", allowed, elapsed, counts, most)
+	}
+
+	// Concurrency: nine streams at once, round robin; four stream, the
+	// others wait out --queue-timeout and get 429 too_many_streams.
+	counts = map[string]int{}
+	for range 9 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, code := askStatus(client, rr.url(), bounded.token, "q=prefill&max_tokens=300")
+			mu.Lock()
+			counts[fmt.Sprintf("%d %s", status, code)]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if counts["200 done"] != 4 || counts["429 too_many_streams"] != 5 {
+		t.Errorf("nine streams of a key with --concurrency 4 over three replicas: %v, want 4 done and 5 too_many_streams", counts)
+	}
+	// The queue stage shows the shared state's round trip: the lease.
+	if _, name, data := askLast(client, rr.url(), bounded.token, "q=prefill&max_tokens=1"); name != "done" {
+		t.Errorf("an ask after the streams ended: %s %s", name, data)
+	} else {
+		var d doneEvent
+		_ = json.Unmarshal(data, &d)
+		if q := d.Stages[1]; q.Name != "queue" || q.Attrs["redis_calls"] != float64(1) || q.Attrs["redis_ms"] == nil {
+			t.Errorf("queue stage %+v, want redis_ms and redis_calls 1", q)
+		}
+	}
+	if t.Failed() {
+		for i, r := range rs.reps {
+			t.Logf("replica %d:\n%s", i, r.stderr.String())
+		}
+	}
+}
+
+func sumCounts(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
