@@ -184,7 +184,9 @@ func (s *Store) Resume(ctx context.Context, qid, keyID string, after int, every 
 			return false, nil
 		}
 	}
+	var marked time.Time
 	mark := func() {
+		marked = time.Now()
 		_ = s.done(ctx, ConcernStreams, s.rdb.Set(ctx, s.attachedKey(qid), "1", 2*every+time.Second).Err())
 	}
 	mark()
@@ -212,13 +214,15 @@ func (s *Store) Resume(ctx context.Context, qid, keyID string, after int, every 
 		if ctx.Err() != nil {
 			return true, ctx.Err()
 		}
+		if time.Since(marked) >= every {
+			mark()
+		}
 		// The read blocks past the client's timeout on purpose: a
 		// blocking read is one round trip that waits.
 		streams, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{key, last}, Block: every, Count: 256}).Result()
 		switch {
 		case errors.Is(err, redis.Nil):
 			entries = nil
-			mark()
 			if err := each(-1, nil); err != nil {
 				return true, err
 			}

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime/llm/sim"
 	"ragtime/redisstate/redistest"
@@ -19,6 +23,7 @@ type replicaSet struct {
 	reps   []*child
 	sim    *sim.Server
 	dbURL  string
+	db     *pgxpool.Pool
 	prefix string
 }
 
@@ -26,14 +31,14 @@ type replicaSet struct {
 // database's environment (to create keys the replicas start with).
 func startReplicas(t *testing.T, n int, mod func(*sim.Config), redisURL string, setup func(env map[string]string), flags ...string) *replicaSet {
 	t.Helper()
-	dbURL, _ := testDB(t)
+	dbURL, db := testDB(t)
 	env := map[string]string{"DATABASE_URL": dbURL}
 	if setup != nil {
 		setup(env)
 	}
 	dataDir := ingestCorpus(t, env)
 	s, simURL := startSim(t, mod)
-	rs := &replicaSet{sim: s, dbURL: dbURL, prefix: redistest.Prefix(t, redistest.URL(t))}
+	rs := &replicaSet{sim: s, dbURL: dbURL, db: db, prefix: redistest.Prefix(t, redistest.URL(t))}
 	return rs.start(t, n, dataDir, simURL, redisURL, flags...)
 }
 
@@ -194,4 +199,123 @@ func sumCounts(m map[string]int) int {
 		n += v
 	}
 	return n
+}
+
+// TestResumeOnAnotherReplica cuts a stream mid-answer on one replica and
+// resumes it with Last-Event-ID on another, for GET and POST /ask: every
+// event after the last one received comes exactly once, in order, to the
+// done event; the model is asked once and one query is stored per ask; the
+// replica running the query keeps it running past its grace (twice
+// --sse-retry) while the client follows it elsewhere; a reconnect after the
+// end is answered 204 on either replica.
+func TestResumeOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	rs := startReplicas(t, 2, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 150 }, redistest.URL(t), nil,
+		"--sse-retry", "500ms")
+	a, b := rs.reps[0].url, rs.reps[1].url
+	for _, method := range []string{"GET", "POST"} {
+		t.Run(method, func(t *testing.T) {
+			newReq := func(ctx context.Context, base string) *http.Request {
+				if method == "GET" {
+					req, _ := http.NewRequestWithContext(ctx, "GET", base+"/ask?q=prefill&max_tokens=150", nil)
+					return req
+				}
+				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/ask", strings.NewReader(`{"question":"prefill","max_tokens":150}`))
+				req.Header.Set("Content-Type", "application/json")
+				return req
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			resp, err := http.DefaultClient.Do(newReq(ctx, a))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var text strings.Builder
+			var ids []string
+			tokens := 0
+			r := newWireReader(resp.Body)
+			for e, ok := r.next(); ok && tokens < 5; e, ok = r.next() {
+				if e.Name == "" {
+					continue
+				}
+				ids = append(ids, e.ID)
+				if e.Name == "token" {
+					text.WriteString(tokenText(t, e.Data))
+					tokens++
+				}
+			}
+			cancel() // the connection to A drops mid-answer
+			resp.Body.Close()
+
+			req := newReq(context.Background(), b)
+			req.Header.Set("Last-Event-ID", ids[len(ids)-1])
+			resp, err = http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("resume on the other replica: %d", resp.StatusCode)
+			}
+			var last wireEvent
+			r = newWireReader(resp.Body)
+			for e, ok := r.next(); ok; e, ok = r.next() {
+				if e.Name == "" {
+					continue
+				}
+				ids = append(ids, e.ID)
+				if e.Name == "token" {
+					text.WriteString(tokenText(t, e.Data))
+				}
+				last = e
+			}
+			if last.Name != "done" {
+				t.Fatalf("the resumed stream ends with %s %s\nA:\n%s", last.Name, last.Data, rs.reps[0].stderr.String())
+			}
+			qid, _, _ := strings.Cut(ids[0], ":")
+			for i, id := range ids {
+				if want := fmt.Sprintf("%s:%d", qid, i); id != want {
+					t.Fatalf("event %d across both connections has id %s, want %s (each event once, in order)", i, id, want)
+				}
+			}
+			var d doneEvent
+			_ = json.Unmarshal(last.Data, &d)
+			if got := len(strings.Fields(text.String())); got != d.Usage.CompletionTokens || got != 150 {
+				t.Errorf("%d words across both connections, want the %d tokens of one answer (150), none lost or repeated", got, d.Usage.CompletionTokens)
+			}
+			for _, base := range []string{a, b} {
+				req := newReq(context.Background(), base)
+				req.Header.Set("Last-Event-ID", last.ID)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent {
+					t.Errorf("reconnect after done on %s: %d, want 204", base, resp.StatusCode)
+				}
+			}
+		})
+	}
+	if n := rs.sim.Stats().Requests; n != 2 {
+		t.Errorf("the model was asked %d times for two asks, want 2", n)
+	}
+	db := rs.db
+	eventually(t, "the two queries stored", func() bool { return countRows(t, db, "queries") >= 2 })
+	time.Sleep(300 * time.Millisecond)
+	var n, ok int
+	if err := db.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM queries`).Scan(&n, &ok); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || ok != 2 {
+		t.Errorf("%d stored queries (%d ok), want 2, both ok", n, ok)
+	}
+}
+
+func tokenText(t *testing.T, data json.RawMessage) string {
+	t.Helper()
+	var d struct{ Text string }
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatalf("token %s: %v", data, err)
+	}
+	return d.Text
 }
