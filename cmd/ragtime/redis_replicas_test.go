@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"ragtime/llm/sim"
+	"ragtime/postgres/postgrestest"
 	"ragtime/redisstate/redistest"
 )
 
@@ -318,4 +321,120 @@ func tokenText(t *testing.T, data json.RawMessage) string {
 		t.Fatalf("token %s: %v", data, err)
 	}
 	return d.Text
+}
+
+// TestRedisCutMidRun cuts two replicas from Redis (a TCP proxy between them
+// and the one Redis, closed; the Redis itself keeps running) while asks
+// keep coming: none fails; the limits fall back to each replica's own,
+// counted in ragtime_redis_fallbacks_total and said once in the log; a
+// resume on the replica running the query still works (its local buffer);
+// and when Redis is back the replicas say so and share again.
+func TestRedisCutMidRun(t *testing.T) {
+	t.Parallel()
+	redisURL := redistest.URL(t)
+	proxy := postgrestest.NewProxy(t, strings.TrimPrefix(redisURL[:strings.LastIndex(redisURL, "/")], "redis://"))
+	rs := startReplicas(t, 2, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 2, 5, 400 }, proxy.URL(redisURL), nil,
+		"--rate", "6000/min", "--max-concurrent-per-caller", "16", "--sse-retry", "500ms")
+	rr := rs.roundRobin()
+	client := &http.Client{Timeout: 30 * time.Second}
+
+	var mu sync.Mutex
+	counts := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				status, code := askStatus(client, rr.url(), "", "q=prefill&max_tokens=10")
+				mu.Lock()
+				counts[fmt.Sprintf("%d %s", status, code)]++
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(time.Second)
+	proxy.Cut()
+	// While Redis is away: a stream cut and resumed on its own replica.
+	a := rs.reps[0].url
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", a+"/ask?q=prefill&max_tokens=100", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lastID string
+	r := newWireReader(resp.Body)
+	for e, ok := r.next(); ok; e, ok = r.next() {
+		if e.Name == "token" {
+			lastID = e.ID
+			break
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	req, _ = http.NewRequest("GET", a+"/ask?q=prefill&max_tokens=100", nil)
+	req.Header.Set("Last-Event-ID", lastID)
+	if resp, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	var last wireEvent
+	r = newWireReader(resp.Body)
+	for e, ok := r.next(); ok; e, ok = r.next() {
+		if e.Name != "" {
+			last = e
+		}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || last.Name != "done" {
+		t.Errorf("a resume on the replica running the query while Redis is away: %d, last event %s", resp.StatusCode, last.Name)
+	}
+	time.Sleep(time.Second)
+	proxy.Restore()
+	for _, c := range rs.reps {
+		eventually(t, "each replica says Redis answers again", func() bool {
+			return strings.Contains(c.stderr.String(), "Redis answers again")
+		})
+	}
+	close(stop)
+	wg.Wait()
+	if counts["200 done"] == 0 || counts["200 done"] != sumCounts(counts) {
+		t.Errorf("asks while Redis was cut: %v, want every one done", counts)
+	}
+	for i, c := range rs.reps {
+		if n := strings.Count(c.stderr.String(), "Redis is unavailable"); n != 1 {
+			t.Errorf("replica %d said Redis is unavailable %d times, want once per outage", i, n)
+		}
+		_, _, body := call(t, "GET", c.url+"/metrics", "", nil, nil)
+		if !regexp.MustCompile(`ragtime_redis_fallbacks_total\{concern="rate"\} [1-9]`).Match(body) {
+			t.Errorf("replica %d's metrics lack rate fallbacks:\n%s", i, grepLines(string(body), "ragtime_redis"))
+		}
+	}
+	// Shared again: an ask's bucket is in Redis.
+	opts, _ := redis.ParseURL(redisURL)
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	rdb.Del(context.Background(), rs.prefix+"rate:ip:127.0.0.1")
+	if _, lastName := askStatus(client, rs.reps[1].url, "", "q=prefill&max_tokens=1"); lastName != "done" {
+		t.Errorf("an ask after Redis came back: %s", lastName)
+	}
+	if n, err := rdb.Exists(context.Background(), rs.prefix+"rate:ip:127.0.0.1").Result(); err != nil || n != 1 {
+		t.Errorf("after Redis came back the caller's bucket is not in it: %d %v", n, err)
+	}
+}
+
+func grepLines(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
