@@ -14,12 +14,7 @@ import (
 // --redis-url on loopback: a take from its caller's bucket and a lease of
 // one of its streams, given back (the ask's queue stage's redis_ms).
 func BenchmarkAdmitRoundTrips(b *testing.B) {
-	url := redistest.URL(b)
-	s, err := Open(context.Background(), url, Options{Prefix: redistest.Prefix(b, url)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := open(b, redistest.URL(b), Options{})
 	ctx := context.Background()
 	r := auth.Rate{N: 1 << 30, Per: time.Second}
 	b.ReportAllocs()
@@ -38,12 +33,7 @@ func BenchmarkAdmitRoundTrips(b *testing.B) {
 // BenchmarkPublish is a 64-token answer's ~75 events handed to the stream
 // writer (the ask's own cost; the writer sends them in batches).
 func BenchmarkPublish(b *testing.B) {
-	url := redistest.URL(b)
-	s, err := Open(context.Background(), url, Options{Prefix: redistest.Prefix(b, url)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := open(b, redistest.URL(b), Options{})
 	frame := []byte("id: 0193f0a0-0000-7000-8000-000000000000:12\nevent: token\ndata: {\"text\":\" word\"}\n\n")
 	b.ReportAllocs()
 	i := 0

@@ -13,7 +13,7 @@ import (
 	"ragtime/redisstate/redistest"
 )
 
-func open(t *testing.T, url string, opts Options) *Store {
+func open(t testing.TB, url string, opts Options) *Store {
 	t.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = redistest.Prefix(t, url)
