@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"ragtime/upstream"
 )
 
 // ErrUnavailable is returned while the breaker is open: Redis failed within
@@ -58,22 +59,13 @@ type Store struct {
 	wg        sync.WaitGroup
 }
 
-// RedactURL is raw with its password replaced by "xxxxx", for logs.
-func RedactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
 // Open connects to the Redis at rawURL (redis:// or rediss://, with an
 // optional password and database number) and checks that it answers. The
 // error never holds the URL's password.
 func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	ro, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("--redis-url %s: want redis://[:password@]host:port[/db] or rediss://…", RedactURL(rawURL))
+		return nil, fmt.Errorf("--redis-url %s: want redis://[:password@]host:port[/db] or rediss://…", upstream.RedactURL(rawURL))
 	}
 	if opts.Prefix == "" {
 		opts.Prefix = "ragtime:"
@@ -103,7 +95,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 	defer cancel()
 	if err := s.rdb.Ping(pctx).Err(); err != nil {
 		s.rdb.Close()
-		return nil, fmt.Errorf("connecting to Redis at --redis-url %s: %w", RedactURL(rawURL), err)
+		return nil, fmt.Errorf("connecting to Redis at --redis-url %s: %w", upstream.RedactURL(rawURL), err)
 	}
 	s.streams = newPublisher(s)
 	s.wg.Add(2)

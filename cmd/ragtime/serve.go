@@ -196,7 +196,7 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 		problems["max-concurrent-backend"] = fmt.Sprintf("--max-concurrent-backend must be 0 (no limit) or more, got %d", c.backendStreams)
 	}
 	if c.redisURL != "" && !strings.HasPrefix(c.redisURL, "redis://") && !strings.HasPrefix(c.redisURL, "rediss://") && !strings.HasPrefix(c.redisURL, "unix://") {
-		problems["redis-url"] = fmt.Sprintf("--redis-url must start with redis://, rediss:// or unix://, got %s", redisstate.RedactURL(c.redisURL))
+		problems["redis-url"] = fmt.Sprintf("--redis-url must start with redis://, rediss:// or unix://, got %s", upstream.RedactURL(c.redisURL))
 	}
 	if c.callerConcurrent < 0 {
 		problems["max-concurrent-per-caller"] = fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)
@@ -604,7 +604,7 @@ func (c *serveConfig) openShared(ctx context.Context, log *slog.Logger) (*rediss
 		return nil, err
 	}
 	log.Info("sharing limits and resumable streams with the other replicas through Redis",
-		"redis_url", redisstate.RedactURL(c.redisURL), "prefix", c.redisPrefix)
+		"redis_url", upstream.RedactURL(c.redisURL), "prefix", c.redisPrefix)
 	return s, nil
 }
 
