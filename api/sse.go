@@ -43,10 +43,10 @@ type StreamOptions struct {
 	// BufferBytes bounds the events kept per running query for resumes;
 	// the oldest are dropped beyond it. 0 means 1 MiB.
 	BufferBytes int
-	// Shared, when set, is where every running query's events also go,
-	// so that a reconnect landing on another replica resumes there; nil
-	// keeps resumes on the replica running the query (the local buffer,
-	// which also serves when the query runs here).
+	// Shared, when set, is where a running query's events also go once
+	// its client has left, so that a reconnect landing on another replica
+	// resumes there; nil keeps resumes on the replica running the query
+	// (the local buffer, which also serves when the query runs here).
 	Shared SharedStreams
 }
 
@@ -405,7 +405,8 @@ type eventLog struct {
 	gone    error       // set once the query is being cancelled
 	ended   bool
 	// publish and unpublish send each event to, and end, the query's
-	// shared log (StreamOptions.Shared); nil without one.
+	// shared log (StreamOptions.Shared); nil without one, and until the
+	// client first leaves (publishKeptLocked).
 	publish   func(seq int, frame []byte)
 	unpublish func()
 }
@@ -756,12 +757,36 @@ func (l *eventLog) detach(sk *sink) {
 	l.detachedLocked()
 }
 
-// detachedLocked starts the wait for a resume.
+// detachedLocked starts the wait for a resume, here or, through the
+// shared log, on another replica.
 func (l *eventLog) detachedLocked() {
 	if l.grace != nil || l.gone != nil {
 		return
 	}
+	l.publishKeptLocked()
 	l.grace = time.AfterFunc(2*l.hub.opts.Retry, l.graceOver)
+}
+
+// publishKeptLocked starts the query's shared log (StreamOptions.Shared),
+// once its client has left: the events kept so far, then every event as it
+// is sent. Only a client that left can reconnect elsewhere, so a query
+// whose client stays costs the shared log nothing (a round trip per batch
+// of events was most of what --redis-url added to an ask).
+func (l *eventLog) publishKeptLocked() {
+	sh := l.hub.opts.Shared
+	if sh == nil || l.publish != nil || l.id == "" || l.ended {
+		return
+	}
+	l.publish, l.unpublish = sh.Publish(l.id, l.keyID)
+	defer l.trimScratch()
+	c := l.keptCursor()
+	for i, e := range l.kept {
+		l.resetScratch()
+		if err := l.frameKeptLocked(l.first+i, e, &c); err != nil {
+			return // cannot happen: the same values were framed when sent
+		}
+		l.publish(l.first+i, l.scratch.Bytes())
+	}
 }
 
 // graceOver cancels a query whose client did not come back within the
@@ -978,8 +1003,8 @@ func (l *eventLog) end() {
 func (l *eventLog) Meta(m pipeline.Meta) error {
 	l.mu.Lock()
 	l.id = m.QueryID
-	if sh := l.hub.opts.Shared; sh != nil && l.publish == nil {
-		l.publish, l.unpublish = sh.Publish(m.QueryID, l.keyID)
+	if l.sink == nil { // the client left before the query had an id
+		l.publishKeptLocked()
 	}
 	l.mu.Unlock()
 	l.hub.mu.Lock()

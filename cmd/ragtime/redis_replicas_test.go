@@ -248,6 +248,7 @@ func TestResumeOnAnotherReplica(t *testing.T) {
 			}
 			cancel() // the connection to A drops mid-answer
 			resp.Body.Close()
+			time.Sleep(500 * time.Millisecond) // an EventSource waits the stream's retry: before reconnecting
 
 			req := newReq(context.Background(), b)
 			req.Header.Set("Last-Event-ID", ids[len(ids)-1])
