@@ -4,6 +4,7 @@ BIN           := bin/ragtime
 DATABASE_URL  ?= postgres://postgres@127.0.0.1:5432/ragtime?sslmode=disable
 # Tests make one throw-away database per test on this server.
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/ragtime_test?sslmode=disable
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 ADDR          ?= 127.0.0.1:8080
 
 .PHONY: build install run test fuzz bench bench-ann bench-pgdocs bench-retrieval bench-peer bench-streams bench-capacity vet fmt clean llmsim bench-outage grafana
@@ -34,11 +35,12 @@ run: build
 test:
 	@echo "make: checking what the tests need (PostgreSQL, Chromium, the npm clients, Jaeger); a fresh machine sets them up once, saying each step"
 	@scripts/ensure-postgres.sh '$(TEST_DATABASE_URL)'
+	@scripts/ensure-redis.sh '$(TEST_REDIS_URL)'
 	@scripts/ensure-chromium.sh
 	@scripts/ensure-npm-clients.sh
 	@scripts/ensure-jaeger.sh >/dev/null
 	@echo "make: compiling and running every test (the first compile of the packages takes minutes on 2 cores)"
-	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' $(GO) test -count=1 -timeout 8m ./...
+	RAGTIME_JAEGER="$$(scripts/ensure-jaeger.sh)" DATABASE_URL='$(TEST_DATABASE_URL)' REDIS_URL='$(TEST_REDIS_URL)' $(GO) test -count=1 -timeout 8m ./...
 	cd deploy/grafana/gen && $(GO) test -count=1 ./... && $(GO) vet ./...
 	$(GO) vet ./...
 	# The Helm chart, rendered and decoded with helm's and k8s.io's Go packages

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"ragtime/auth"
 )
@@ -30,16 +27,6 @@ type Caller struct {
 	// unauthenticated client, a key's id once keys exist. Never a secret.
 	ID     string
 	Limits Limits
-}
-
-// limiter is the token bucket of r: r.N per r.Per, refilled continuously,
-// with a burst of ten seconds' worth (at least one); nil for no limit.
-func limiter(r auth.Rate) *rate.Limiter {
-	if r.N <= 0 || r.Per <= 0 {
-		return nil
-	}
-	perSecond := float64(r.N) / r.Per.Seconds()
-	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(math.Ceil(perSecond*10))))
 }
 
 // Why an ask was refused. Each is a *Rejection; its Retry says when to try
@@ -72,6 +59,16 @@ type Config struct {
 	// MaxWait bounds how long an ask waits for a free slot (its queue
 	// stage) before it is refused.
 	MaxWait time.Duration
+	// Backend names the model backend (for its lease key) and
+	// BackendStreams bounds the streams it answers at once: across
+	// replicas with Shared, in the process without (or while Shared is
+	// unavailable); 0 means no bound.
+	Backend        string
+	BackendStreams int
+	// Shared, when set, counts each caller's rate and streams and the
+	// backend's streams across replicas (redisstate.Store). The process's
+	// own bound (MaxStreams) is always its own.
+	Shared Shared
 }
 
 // Controller admits asks. It is safe for concurrent use.
@@ -86,11 +83,17 @@ type Controller struct {
 	callers   map[string]*caller
 	lastSweep time.Time
 	rejected  map[string]int64 // by reason
+	// rates holds the callers' buckets in the process: all of them
+	// without Shared, the fallback while Shared is unavailable.
+	rates *LocalRates
+	// backend bounds the backend's streams in the process (nil: no
+	// bound); backendQueued counts the asks waiting for one.
+	backend       chan struct{}
+	backendQueued int
 }
 
 type caller struct {
 	limits  Limits
-	bucket  *rate.Limiter // nil: no rate limit
 	slots   chan struct{} // nil: no per-caller bound
 	waiting int
 	active  int
@@ -105,9 +108,16 @@ func New(cfg Config) (*Controller, error) {
 	if cfg.MaxWait < 0 {
 		return nil, fmt.Errorf("admission: the queue wait must be 0 or more, got %s", cfg.MaxWait)
 	}
-	c := &Controller{cfg: cfg, now: time.Now, callers: map[string]*caller{}, rejected: map[string]int64{}}
+	if cfg.BackendStreams < 0 {
+		return nil, fmt.Errorf("admission: the backend's stream bound must be 0 (none) or more, got %d", cfg.BackendStreams)
+	}
+	c := &Controller{cfg: cfg, now: time.Now, callers: map[string]*caller{}, rejected: map[string]int64{}, rates: NewLocalRates()}
+	c.rates.now = func() time.Time { return c.now() }
 	if cfg.MaxStreams > 0 {
 		c.slots = make(chan struct{}, cfg.MaxStreams)
+	}
+	if cfg.BackendStreams > 0 {
+		c.backend = make(chan struct{}, cfg.BackendStreams)
 	}
 	return c, nil
 }
@@ -120,13 +130,28 @@ type Ticket struct {
 	c      *Controller
 	caller *caller
 	once   sync.Once
+	// leases are the shared leases held (Shared.Lease's releases).
+	leases []func()
+	// shared is the time spent in calls to Shared, calls their number.
+	shared time.Duration
+	calls  int
 }
+
+// Shared is the time the ask's admission spent in round trips to the
+// shared state, and their number (0 without Shared).
+func (t *Ticket) Shared() (time.Duration, int) { return t.shared, t.calls }
 
 // Release frees the ask's slots. It is safe to call more than once.
 func (t *Ticket) Release() {
 	t.once.Do(func() {
+		for _, release := range t.leases {
+			release()
+		}
 		if t.c.slots != nil {
 			<-t.c.slots
+		}
+		if t.c.backend != nil {
+			<-t.c.backend
 		}
 		t.c.mu.Lock()
 		defer t.c.mu.Unlock()
@@ -155,17 +180,20 @@ func (c *Controller) Admit(ctx context.Context, who Caller) (*Ticket, error) {
 
 func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 	deadline := c.now().Add(c.cfg.MaxWait)
-	c.mu.Lock()
-	cl := c.callerLocked(who)
-	if cl.bucket != nil {
-		r := cl.bucket.ReserveN(c.now(), 1)
-		if d := r.DelayFrom(c.now()); d > 0 {
-			r.CancelAt(c.now())
-			c.mu.Unlock()
+	t := &Ticket{c: c}
+	if r := who.Limits.Rate; r.N > 0 && r.Per > 0 {
+		d, err := c.take(ctx, t, who.ID, r)
+		if err != nil {
+			return nil, err
+		}
+		if d > 0 {
 			return nil, &Rejection{Reason: ReasonRate, Retry: d,
-				Message: fmt.Sprintf("more than %s asks from this caller", cl.limits.Rate)}
+				Message: fmt.Sprintf("more than %s asks from this caller", r)}
 		}
 	}
+	c.mu.Lock()
+	cl := c.callerLocked(who)
+	t.caller = cl
 	full, err := c.takeLocked(ctx, cl.slots, &cl.waiting, deadline)
 	if full {
 		c.mu.Unlock()
@@ -181,21 +209,107 @@ func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 	}
 	cl.active++
 	full, err = c.takeLocked(ctx, c.slots, &c.queued, deadline)
-	if full {
+	if full || err != nil {
 		c.releaseCallerLocked(cl)
 		c.mu.Unlock()
-		return nil, c.busyServer()
-	}
-	if err != nil {
-		c.releaseCallerLocked(cl)
-		c.mu.Unlock()
-		if errors.Is(err, errWaitedOut) {
+		if full || errors.Is(err, errWaitedOut) {
 			return nil, c.busyServer()
 		}
 		return nil, err
 	}
+	full, err = c.takeLocked(ctx, c.backend, &c.backendQueued, deadline)
+	if full || err != nil {
+		c.releaseCallerLocked(cl)
+		if c.slots != nil {
+			<-c.slots
+		}
+		c.mu.Unlock()
+		if full || errors.Is(err, errWaitedOut) {
+			return nil, c.busyBackend()
+		}
+		return nil, err
+	}
 	c.mu.Unlock()
-	return &Ticket{c: c, caller: cl}, nil
+	if c.cfg.Shared == nil {
+		return t, nil
+	}
+	// The shared leases, after the process's own slots: those bound the
+	// ask in this process whatever Redis says, and are what is left when
+	// it is unavailable.
+	for _, l := range []struct {
+		key   string
+		limit int
+		busy  func() *Rejection
+	}{
+		{"streams:" + who.ID, who.Limits.Concurrent, func() *Rejection { return c.busyCaller(cl) }},
+		{"backend:" + c.cfg.Backend, c.cfg.BackendStreams, c.busyBackend},
+	} {
+		if l.limit <= 0 {
+			continue
+		}
+		release, err := c.lease(ctx, t, l.key, l.limit, deadline)
+		if release != nil {
+			t.leases = append(t.leases, release)
+			continue
+		}
+		if errors.Is(err, errWaitedOut) || ctx.Err() != nil {
+			t.Release()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			return nil, l.busy()
+		}
+		// Shared is unavailable: the process's slots stand in.
+	}
+	return t, nil
+}
+
+// take takes an ask from who's bucket: the shared one, else (none, or it
+// failed) the process's own.
+func (c *Controller) take(ctx context.Context, t *Ticket, id string, r auth.Rate) (time.Duration, error) {
+	burst := Burst(r)
+	if c.cfg.Shared != nil {
+		start := time.Now()
+		d, err := c.cfg.Shared.Take(ctx, id, r, burst)
+		t.shared += time.Since(start)
+		t.calls++
+		if err == nil {
+			return d, nil
+		}
+		if ctx.Err() != nil {
+			return 0, ctx.Err()
+		}
+	}
+	return c.rates.Take(ctx, id, r, burst)
+}
+
+// lease takes one of limit shared leases on key, polling until deadline
+// while all are held (the wait is the ask's queue stage, as for a local
+// slot). It returns errWaitedOut when none came free in time, and Shared's
+// error when it failed.
+func (c *Controller) lease(ctx context.Context, t *Ticket, key string, limit int, deadline time.Time) (func(), error) {
+	poll := 5 * time.Millisecond
+	for {
+		start := time.Now()
+		release, err := c.cfg.Shared.Lease(ctx, key, limit)
+		t.shared += time.Since(start)
+		t.calls++
+		if err != nil || release != nil {
+			return release, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, errWaitedOut
+		}
+		timer := time.NewTimer(min(poll, left))
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		}
+		poll = min(2*poll, 100*time.Millisecond)
+	}
 }
 
 func (c *Controller) releaseCallerLocked(cl *caller) {
@@ -262,6 +376,11 @@ func (c *Controller) busyCaller(cl *caller) *Rejection {
 		Message: fmt.Sprintf("this caller already has %d streams open; close one or wait", cap(cl.slots))}
 }
 
+func (c *Controller) busyBackend() *Rejection {
+	return &Rejection{Reason: ReasonServer, Retry: retryBusy,
+		Message: fmt.Sprintf("the model backend is answering its limit of %d streams; try again shortly", c.cfg.BackendStreams)}
+}
+
 func (c *Controller) busyServer() *Rejection {
 	return &Rejection{Reason: ReasonServer, Retry: retryBusy,
 		Message: fmt.Sprintf("the server is answering its limit of %d streams; try again shortly", c.cfg.MaxStreams)}
@@ -288,7 +407,6 @@ func (c *Controller) callerLocked(who Caller) *caller {
 	// streams' tickets hold slots of the old bound.
 	if cl == nil || (cl.limits != who.Limits && cl.active == 0 && cl.waiting == 0) {
 		cl = &caller{limits: who.Limits}
-		cl.bucket = limiter(who.Limits.Rate)
 		if who.Limits.Concurrent > 0 {
 			cl.slots = make(chan struct{}, who.Limits.Concurrent)
 		}

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 	"net/netip"
@@ -80,7 +81,17 @@ func (s *server) admit(c echo.Context, caller auth.Caller, req *pipeline.Request
 		}
 		return nil, err // the client went away while queued
 	}
-	req.Queue = &pipeline.QueueWait{Start: arrived, End: time.Now(), Attrs: attrs}
+	end := time.Now()
+	if d, calls := t.Shared(); calls > 0 {
+		// The round trips to the shared state are the ask's own: a map
+		// per ask, as the shared ones are never modified.
+		own := make(map[string]any, len(attrs)+2)
+		maps.Copy(own, attrs)
+		own["redis_ms"] = float64(d.Round(time.Microsecond)) / 1e6
+		own["redis_calls"] = calls
+		attrs = own
+	}
+	req.Queue = &pipeline.QueueWait{Start: arrived, End: end, Attrs: attrs}
 	return t, nil
 }
 

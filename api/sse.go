@@ -47,6 +47,28 @@ type StreamOptions struct {
 	// BufferBytes bounds the events kept per running query for resumes;
 	// the oldest are dropped beyond it. 0 means 1 MiB.
 	BufferBytes int
+	// Shared, when set, is where a running query's events also go once
+	// its client has left, so that a reconnect landing on another replica
+	// resumes there; nil keeps resumes on the replica running the query
+	// (the local buffer, which also serves when the query runs here).
+	Shared SharedStreams
+}
+
+// SharedStreams is a log of the running queries' events that every
+// replica reads; redisstate.Store implements it.
+type SharedStreams interface {
+	// Publish starts query qid's log (asked with keyID): add sends event
+	// seq as framed for the client, end marks the query finished. Neither
+	// waits.
+	Publish(qid, keyID string) (add func(seq int, frame []byte), end func())
+	// Resume calls each with query qid's events after sequence after, then
+	// with those that follow until the query ends, and with a nil frame
+	// when there is nothing new (first when the query is found, then after
+	// each quiet wait of every). found is false, and nothing called, when
+	// the query is not running anywhere or keyID did not ask it.
+	Resume(ctx context.Context, qid, keyID string, after int, every time.Duration, each func(seq int, frame []byte) error) (found bool, err error)
+	// Attached reports whether a client follows query qid on some replica.
+	Attached(ctx context.Context, qid string) (bool, error)
 }
 
 func (o *StreamOptions) defaults() {
@@ -195,6 +217,9 @@ func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 	l := h.byID[qid]
 	h.mu.Unlock()
 	caller, _ := auth.CallerFrom(c.Request().Context())
+	if l == nil && h.opts.Shared != nil {
+		return h.resumeShared(c, qid, seq, caller.KeyID())
+	}
 	if l == nil || l.keyID != caller.KeyID() {
 		return c.NoContent(http.StatusNoContent)
 	}
@@ -212,6 +237,60 @@ func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 	<-sk.done
 	sk.release()
 	return nil
+}
+
+// errGap stops a shared resume whose events have a hole.
+var errGap = errors.New("events missing from the shared stream")
+
+// resumeShared serves a resume of a query that does not run here from the
+// shared log: its events after seq, then the rest as the replica running
+// it sends them, until its end. A query not running anywhere, or not
+// asked by this key, or a shared log that cannot be read (Redis
+// unavailable: resumes are then local only), is answered 204 as without a
+// shared log.
+func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID string) error {
+	var conn streamConn
+	started := false
+	next := seq + 1
+	found, err := h.opts.Shared.Resume(c.Request().Context(), qid, keyID, seq, h.opts.Retry, func(n int, frame []byte) error {
+		if !started {
+			conn = h.startStream(c.Response())
+			started = true
+			return conn.write(nil, true)
+		}
+		if frame == nil {
+			if h.opts.Heartbeat > 0 && beatAfter(h.opts.Heartbeat, conn.lastWrite) == 0 {
+				return conn.write(keepAlive, true)
+			}
+			return nil
+		}
+		if n != next {
+			_ = conn.write(gapEvent(qid, next, n), true)
+			return errGap
+		}
+		next++
+		return conn.write(frame, true)
+	})
+	if !found {
+		return c.NoContent(http.StatusNoContent)
+	}
+	if err != nil && !errors.Is(err, errGap) && c.Request().Context().Err() == nil {
+		// The log stopped before the query's end (its replica went away,
+		// or Redis did): say so rather than leave the client waiting.
+		data, _ := json.Marshal(pipeline.Error{Code: "stream_lost",
+			Message: "the replica answering this query stopped sending its events; ask again"})
+		_ = conn.write(fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, next-1, EventError, data), true)
+	}
+	conn.release()
+	return nil
+}
+
+// gapEvent is the error event saying events from to to-1 of query qid are
+// no longer held.
+func gapEvent(qid string, from, to int) []byte {
+	data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
+		Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", from, to-1)})
+	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, to-1, EventError, data)
 }
 
 // endAll cancels every open stream with cause (their clients are sent an
@@ -329,6 +408,11 @@ type eventLog struct {
 	beat    *time.Timer // the heartbeat's; stopped at the end
 	gone    error       // set once the query is being cancelled
 	ended   bool
+	// publish and unpublish send each event to, and end, the query's
+	// shared log (StreamOptions.Shared); nil without one, and until the
+	// client first leaves (publishKeptLocked).
+	publish   func(seq int, frame []byte)
+	unpublish func()
 }
 
 // keptEvent is an event held for resumes, in as little as framing it
@@ -431,16 +515,22 @@ func (s *sink) release() {
 // handler has returned and the stream goes on as the request's tail
 // (streamHub.run).
 func (l *eventLog) attachLocked(resp *echo.Response) *sink {
-	h := resp.Header()
-	h["Content-Type"] = headerEventStream // shared values, as securityHeaders'
-	h["Cache-Control"] = headerNoCache
-	h["X-Accel-Buffering"] = headerNo // nginx: do not buffer the stream
+	sk := &sink{conn: l.hub.startStream(resp), done: make(chan struct{})}
+	l.sink = sk
+	return sk
+}
+
+// startStream sends a stream's headers and its retry hint, which go out
+// with the first flush, and returns the connection.
+func (h *streamHub) startStream(resp *echo.Response) streamConn {
+	hd := resp.Header()
+	hd["Content-Type"] = headerEventStream // shared values, as securityHeaders'
+	hd["Cache-Control"] = headerNoCache
+	hd["X-Accel-Buffering"] = headerNo // nginx: do not buffer the stream
 	resp.WriteHeader(http.StatusOK)
 	w := resp.Writer
-	sk := &sink{conn: newStreamConn(w, l.hub.opts.WriteTimeout), done: make(chan struct{})}
-	l.sink = sk
-	_, _ = w.Write(l.hub.retryLine)
-	return sk
+	_, _ = w.Write(h.retryLine)
+	return newStreamConn(w, h.opts.WriteTimeout)
 }
 
 // resumeLocked attaches w in place of the current connection (the latest
@@ -458,10 +548,7 @@ func (l *eventLog) resumeLocked(resp *echo.Response, seq int) *sink {
 	if len(l.kept) > 0 && l.first > seq+1 {
 		// The events in between were dropped from the bounded buffer: say
 		// so rather than hand over an answer with a hole in it.
-		data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
-			Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", seq+1, l.first-1)})
-		msg := fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", l.id, l.first-1, EventError, data)
-		if err := l.writeLocked(msg); err == nil {
+		if err := l.writeLocked(gapEvent(l.id, seq+1, l.first)); err == nil {
 			l.sink = nil
 			close(sk.done)
 		}
@@ -674,18 +761,66 @@ func (l *eventLog) detach(sk *sink) {
 	l.detachedLocked()
 }
 
-// detachedLocked starts the wait for a resume.
+// detachedLocked starts the wait for a resume, here or, through the
+// shared log, on another replica.
 func (l *eventLog) detachedLocked() {
 	if l.grace != nil || l.gone != nil {
 		return
 	}
-	l.grace = time.AfterFunc(2*l.hub.opts.Retry, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if l.sink == nil && !l.ended {
-			l.goneLocked(pipeline.ErrClientGone)
+	l.publishKeptLocked()
+	l.grace = time.AfterFunc(2*l.hub.opts.Retry, l.graceOver)
+}
+
+// publishKeptLocked starts the query's shared log (StreamOptions.Shared),
+// once its client has left: the events kept so far, then every event as it
+// is sent. Only a client that left can reconnect elsewhere, so a query
+// whose client stays costs the shared log nothing (a round trip per batch
+// of events was most of what --redis-url added to an ask).
+func (l *eventLog) publishKeptLocked() {
+	sh := l.hub.opts.Shared
+	if sh == nil || l.publish != nil || l.id == "" || l.ended {
+		return
+	}
+	l.publish, l.unpublish = sh.Publish(l.id, l.keyID)
+	defer l.trimScratch()
+	c := l.keptCursor()
+	for i, e := range l.kept {
+		l.resetScratch()
+		if err := l.frameKeptLocked(l.first+i, e, &c); err != nil {
+			return // cannot happen: the same values were framed when sent
 		}
-	})
+		l.publish(l.first+i, l.scratch.Bytes())
+	}
+}
+
+// graceOver cancels a query whose client did not come back within the
+// grace, unless it came back on another replica (the shared log's
+// follower marks it attached): then the grace starts again, so that the
+// query runs for as long as someone follows it, and is cancelled when
+// they leave.
+func (l *eventLog) graceOver() {
+	if sh := l.hub.opts.Shared; sh != nil {
+		l.mu.Lock()
+		id := l.id
+		l.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		attached, _ := sh.Attached(ctx, id)
+		cancel()
+		if attached {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.sink == nil && !l.ended && l.gone == nil {
+				l.grace = nil
+				l.detachedLocked()
+			}
+			return
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sink == nil && !l.ended {
+		l.goneLocked(pipeline.ErrClientGone)
+	}
 }
 
 // goneLocked cancels the query for cause; later events return the error.
@@ -807,6 +942,9 @@ func (l *eventLog) keepAndWriteLocked(name string, e keptEvent, flush bool) erro
 			l.kept = make([]keptEvent, 0, l.expect)
 		}
 	}
+	if l.publish != nil {
+		l.publish(l.seq, l.scratch.Bytes())
+	}
 	l.seq++
 	l.kept = append(l.kept, e)
 	l.keptBytes += int(e.size)
@@ -847,6 +985,9 @@ func (l *eventLog) end() {
 		_ = l.writeLocked(nil) // a query ends with done or error, flushed; this is the safety net
 	}
 	l.ended = true
+	if l.unpublish != nil {
+		l.unpublish()
+	}
 	if sk := l.sink; sk != nil {
 		l.sink = nil
 		close(sk.done)
@@ -866,6 +1007,9 @@ func (l *eventLog) end() {
 func (l *eventLog) Meta(m pipeline.Meta) error {
 	l.mu.Lock()
 	l.id = m.QueryID
+	if l.sink == nil { // the client left before the query had an id
+		l.publishKeptLocked()
+	}
 	l.mu.Unlock()
 	l.hub.mu.Lock()
 	l.hub.byID[m.QueryID] = l

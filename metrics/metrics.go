@@ -10,6 +10,7 @@ import (
 
 	"ragtime/admission"
 	"ragtime/pipeline"
+	"ragtime/redisstate"
 	"ragtime/tracing"
 )
 
@@ -189,6 +190,25 @@ func (m *Metrics) Admission(a AdmissionStats) {
 			Help:        "/ask requests refused by admission control, by reason: rate_limited and too_many_streams (429), server_busy (503).",
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(a.Stats().Rejected[reason]) }))
+	}
+}
+
+// SharedStats reports the calls to the state replicas share that failed;
+// *redisstate.Store implements it.
+type SharedStats interface {
+	Failures() map[string]int64
+}
+
+// Shared exports the shared state's fallbacks by concern, read at scrape
+// time: each is an ask's limit counted in the process, or a stream's
+// events not shared, because Redis was unavailable.
+func (m *Metrics) Shared(s SharedStats) {
+	for _, concern := range []string{redisstate.ConcernRate, redisstate.ConcernLeases, redisstate.ConcernStreams} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "ragtime_redis_fallbacks_total",
+			Help:        "Calls to Redis (--redis-url) that failed or were skipped while it was unavailable, by concern: rate and leases fell back to per-replica limits, streams to per-replica resume.",
+			ConstLabels: prometheus.Labels{"concern": concern},
+		}, func() float64 { return float64(s.Failures()[concern]) }))
 	}
 }
 

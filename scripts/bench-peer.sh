@@ -17,6 +17,8 @@
 #   PPROF_ADDR= (serve ragtime's profiler there, e.g. 127.0.0.1:6060; with HOLD_TARGET=relay, the relay's)
 #   HOLD_PROFILE= (-hold, with PPROF_ADDR: write a 10 s CPU profile of the held target, from the first held probe, to this file)
 #   SERVE_ENV= (environment for ragtime serve alone, not llmsim or the load client: e.g. SERVE_ENV="GOMEMLIMIT=200MiB GOGC=50")
+#   SERVE_ARGS= (flags for this tree's ragtime serve alone, after the others so they win; with BASELINE=HEAD the cost of a
+#   setting: e.g. SERVE_ARGS="--redis-url redis://127.0.0.1:6379/0 --rate 1000000/min --max-concurrent-per-caller 100000")
 #   HOLD=0 (instead of the trials: hold this many streams open against ragtime and probe its TTFT, bench/peerload -hold)
 #   HOLD_PROBES=100 (-hold: probe asks, one at a time, idle and then with the streams held)
 #   HOLD_PROBE_EVERY=150ms (-hold: time between the probes' starts, so that 100 span 15 s, one held answer and more; 0: back to back)
@@ -61,6 +63,7 @@ if [ -n "$HOLD_PROFILE" ]; then
   hold_profile=(-hold-profile "$HOLD_PROFILE" -hold-pprof "http://$PPROF_ADDR")
 fi
 SERVE_ENV=${SERVE_ENV:-}
+SERVE_ARGS=${SERVE_ARGS:-}
 BASELINE=${BASELINE:-}
 pprof=() relay_pprof=()
 if [ -n "$PPROF_ADDR" ]; then
@@ -115,10 +118,10 @@ embed=(--embedder openai --embed-base-url "$sim" --embed-model sim-embed)
 # serve_ragtime and serve_baseline start (again) the server under test and
 # the baseline, setting ragtime/ragtime_pid and peer/peer_pid.
 serve_ragtime() {
-  # shellcheck disable=SC2086 # SERVE_ENV is a list of NAME=value words
+  # shellcheck disable=SC2086 # SERVE_ENV is a list of NAME=value words, SERVE_ARGS of flags
   env $SERVE_ENV ./bin/ragtime serve --addr 127.0.0.1:0 "${pprof[@]}" --database-url "$DB_URL" --data-dir "$work/data" "${embed[@]}" \
     --reranker none --llm-provider openai --llm-base-url "$sim" --llm-model sim --max-concurrent "$MAX_CONCURRENT" --max-concurrent-per-caller 0 --rate 0 \
-    >"$work/ragtime.log" 2>&1 &
+    $SERVE_ARGS >"$work/ragtime.log" 2>&1 &
   pids+=($!); ragtime_pid=$!
   ragtime=$(waitfor "$work/ragtime.log" 'http://127\.0\.0\.1:[0-9]+')
 }

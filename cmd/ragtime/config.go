@@ -36,7 +36,7 @@ func runConfig(ctx context.Context, env *environment, args []string) error {
 		switch f.Name {
 		case "database-url":
 			v = postgres.RedactURL(v)
-		case "llm-base-url", "embed-base-url", "rerank-url":
+		case "llm-base-url", "embed-base-url", "rerank-url", "redis-url":
 			if u, err := url.Parse(v); err == nil {
 				v = u.Redacted()
 			}

@@ -61,8 +61,21 @@ var qdrantConfigKeys = map[string]string{
 	"tenant_key":               "qdrant-tenant-key",
 }
 
+// redisConfigKeys maps the keys of a config file's redis section to the
+// flags they set: the Redis that replicas share limits and streams through
+// (docs/scaling.md). The URL may hold a password; it is never logged.
+var redisConfigKeys = map[string]string{
+	"url":        "redis-url",
+	"key_prefix": "redis-prefix",
+}
+
 // configKeyOf names the file key behind a flag, for errors.
 func configKeyOf(flagName string) string {
+	for k, f := range redisConfigKeys {
+		if f == flagName {
+			return "redis." + k
+		}
+	}
 	for k, f := range qdrantConfigKeys {
 		if f == flagName {
 			return "qdrant." + k
@@ -116,15 +129,17 @@ func parseConfigFile(path string, raw []byte) (map[string]string, error) {
 	section, ok := doc["llm"]
 	_, hasServe := doc["serve"]
 	_, hasQdrant := doc["qdrant"]
-	if !ok && !hasServe && !hasQdrant {
-		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s), serve section (want keys %s) nor qdrant section (want keys %s)", path,
-			strings.Join(sortedKeys(), ", "), strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "), strings.Join(slices.Sorted(maps.Keys(qdrantConfigKeys)), ", "))}
+	_, hasRedis := doc["redis"]
+	if !ok && !hasServe && !hasQdrant && !hasRedis {
+		return nil, &usageError{msg: fmt.Sprintf("--config %s has no llm section (want keys %s), serve section (want keys %s), qdrant section (want keys %s) nor redis section (want keys %s)", path,
+			strings.Join(sortedKeys(), ", "), strings.Join(slices.Sorted(maps.Keys(serveConfigKeys)), ", "), strings.Join(slices.Sorted(maps.Keys(qdrantConfigKeys)), ", "),
+			strings.Join(slices.Sorted(maps.Keys(redisConfigKeys)), ", "))}
 	}
 	out := map[string]string{}
 	for _, sec := range []struct {
 		name string
 		keys map[string]string
-	}{{"serve", serveConfigKeys}, {"qdrant", qdrantConfigKeys}} {
+	}{{"serve", serveConfigKeys}, {"qdrant", qdrantConfigKeys}, {"redis", redisConfigKeys}} {
 		raw, has := doc[sec.name]
 		if !has {
 			continue

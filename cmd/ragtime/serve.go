@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +25,7 @@ import (
 	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
+	"ragtime/redisstate"
 	"ragtime/retrieval"
 	"ragtime/retrieval/qdrant"
 	"ragtime/spool"
@@ -80,6 +83,9 @@ type serveConfig struct {
 	otlpEndpoint      string
 	otlpProtocol      string
 	traceURLTemplate  string
+	redisURL          string
+	redisPrefix       string
+	backendStreams    int
 	// sources says where each flag's value came from (parseFlagSources).
 	sources map[string]string
 }
@@ -156,6 +162,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.otlpEndpoint, "otlp-endpoint", "", "send one OpenTelemetry trace per query to this OTLP receiver, e.g. http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 with --otlp-protocol grpc; overrides OTEL_EXPORTER_OTLP_ENDPOINT, and the other OTEL_* variables apply (docs/tracing.md; default: those variables, else off)")
 	fs.StringVar(&c.otlpProtocol, "otlp-protocol", "", "OTLP protocol of --otlp-endpoint: http/protobuf or grpc (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)")
 	fs.StringVar(&c.traceURLTemplate, "trace-url-template", "", "link to a query's trace on /queries/:id, {trace_id} replaced by its trace id, e.g. http://localhost:16686/trace/{trace_id} (Jaeger)")
+	fs.StringVar(&c.redisURL, "redis-url", "", "Redis that replicas share per-caller rate and stream limits, per-backend stream leases and resumable streams through, e.g. redis://:PASSWORD@redis:6379/0 (rediss:// for TLS; the password is never logged; redis.url in --config). Empty: every limit and resume stays per replica (docs/scaling.md)")
+	fs.IntVar(&c.backendStreams, "max-concurrent-backend", 0, "streams the model backend (--llm-base-url) answers at once: across every replica sharing --redis-url, per replica without it; more wait up to --queue-timeout, then get 503 server_busy (0: no limit)")
+	fs.StringVar(&c.redisPrefix, "redis-prefix", "ragtime:", "prefix of every Redis key serve writes, so that deployments sharing one Redis do not share limits (redis.key_prefix in --config)")
 	c.warmup = "off"
 	fs.Var(&c.warmup, "llm-warmup", "at start, open the LLM connection pool so the first user does not pay DNS/TCP/TLS (--llm-warmup or =connect), and with =request also send one 1-token request; off by default")
 }
@@ -216,6 +225,12 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if c.maxConcurrent < 0 {
 		problems["max-concurrent"] = fmt.Sprintf("--max-concurrent must be 0 (no limit) or more, got %d", c.maxConcurrent)
+	}
+	if c.backendStreams < 0 {
+		problems["max-concurrent-backend"] = fmt.Sprintf("--max-concurrent-backend must be 0 (no limit) or more, got %d", c.backendStreams)
+	}
+	if c.redisURL != "" && !strings.HasPrefix(c.redisURL, "redis://") && !strings.HasPrefix(c.redisURL, "rediss://") && !strings.HasPrefix(c.redisURL, "unix://") {
+		problems["redis-url"] = fmt.Sprintf("--redis-url must start with redis://, rediss:// or unix://, got %s", upstream.RedactURL(c.redisURL))
 	}
 	if c.callerConcurrent < 0 {
 		problems["max-concurrent-per-caller"] = fmt.Sprintf("--max-concurrent-per-caller must be 0 (no limit) or more, got %d", c.callerConcurrent)
@@ -403,7 +418,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	admit, err := cfg.admission()
+	shared, err := cfg.openShared(ctx, log)
+	if err != nil {
+		return err
+	}
+	if shared != nil {
+		defer shared.Close()
+		mx.Shared(shared)
+	}
+	admit, err := cfg.admission(shared, backendKey(parts))
 	if err != nil {
 		return err
 	}
@@ -439,7 +462,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Admission:            admit,
 		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
 		BodyTimeout:          cfg.bodyTimeout,
-		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry},
+		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry, Shared: sharedStreams(shared)},
 		TraceContext:         traceContext(tracer),
 		TraceURLTemplate:     cfg.traceURLTemplate,
 	})
@@ -634,8 +657,48 @@ func (c *serveConfig) idlePerHost() int {
 }
 
 // admission builds admission control from the flags (checked by Valid).
-func (c *serveConfig) admission() (*admission.Controller, error) {
-	return admission.New(admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout})
+func (c *serveConfig) admission(shared *redisstate.Store, backend string) (*admission.Controller, error) {
+	cfg := admission.Config{MaxStreams: c.maxConcurrent, MaxWait: c.queueTimeout, Backend: backend, BackendStreams: c.backendStreams}
+	if shared != nil {
+		cfg.Shared = shared
+	}
+	return admission.New(cfg)
+}
+
+// openShared connects to --redis-url (nil without one). A Redis that does
+// not answer at start stops serve: a deployment configured to share its
+// limits should not start counting them per replica unnoticed; once
+// running, an outage falls back per concern (docs/scaling.md).
+func (c *serveConfig) openShared(ctx context.Context, log *slog.Logger) (*redisstate.Store, error) {
+	if c.redisURL == "" {
+		return nil, nil
+	}
+	s, err := redisstate.Open(ctx, c.redisURL, redisstate.Options{Prefix: c.redisPrefix, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("sharing limits and resumable streams with the other replicas through Redis",
+		"redis_url", upstream.RedactURL(c.redisURL), "prefix", c.redisPrefix)
+	return s, nil
+}
+
+// backendKey names the model backend in its shared lease key: the
+// provider and a hash of its base URL (which may carry credentials), so
+// that replicas sending to the same backend share one bound.
+func backendKey(p *parts) string {
+	if p.remote == nil {
+		return p.provider
+	}
+	sum := sha256.Sum256([]byte(p.remote.BaseURL()))
+	return p.provider + ":" + hex.EncodeToString(sum[:8])
+}
+
+// sharedStreams is shared as the streams' shared log, or nil.
+func sharedStreams(shared *redisstate.Store) api.SharedStreams {
+	if shared == nil {
+		return nil
+	}
+	return shared
 }
 
 // openSpool opens the disk spool --spool-dir names (DATA-DIR/spool by

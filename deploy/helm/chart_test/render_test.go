@@ -468,3 +468,50 @@ func checkConfigFile(t *testing.T, r *rendered, want map[string]string) {
 		}
 	}
 }
+
+// TestChartRedis wires the replicas to Redis: the release's own (the
+// dependency, with the password from its Secret put into the URL by the
+// kubelet) or an external one from the Secret; without either, no Redis.
+func TestChartRedis(t *testing.T) {
+	t.Parallel()
+	envOf := func(r *rendered) map[string]corev1.EnvVar {
+		out := map[string]corev1.EnvVar{}
+		for _, e := range container(t, r.deployment.Spec.Template.Spec, "ragtime").Env {
+			out[e.Name] = e
+		}
+		return out
+	}
+	db := map[string]any{"databaseURL": "postgres://x@pg/db"}
+	if _, ok := envOf(mustRender(t, map[string]any{"secret": db}))["RAGTIME_REDIS_URL"]; ok {
+		t.Error("RAGTIME_REDIS_URL without Redis")
+	}
+
+	r := mustRender(t, map[string]any{"secret": db, "redis": map[string]any{"enabled": true}})
+	env := envOf(r)
+	pw := env["REDIS_PASSWORD"]
+	if pw.ValueFrom == nil || pw.ValueFrom.SecretKeyRef == nil || pw.ValueFrom.SecretKeyRef.Name != "prod-redis" || pw.ValueFrom.SecretKeyRef.Key != "redis-password" {
+		t.Errorf("REDIS_PASSWORD %+v: want the Redis chart's Secret prod-redis, key redis-password", pw)
+	}
+	if u := env["RAGTIME_REDIS_URL"]; u.Value != "redis://:$(REDIS_PASSWORD)@prod-redis-master:6379/0" {
+		t.Errorf("RAGTIME_REDIS_URL %+v", u)
+	}
+	var names []string
+	for _, e := range container(t, r.deployment.Spec.Template.Spec, "ragtime").Env {
+		names = append(names, e.Name)
+	}
+	if slices.Index(names, "REDIS_PASSWORD") > slices.Index(names, "RAGTIME_REDIS_URL") {
+		t.Errorf("env order %v: the kubelet expands $(REDIS_PASSWORD) only when it comes first", names)
+	}
+
+	r = mustRender(t, map[string]any{"secret": map[string]any{"databaseURL": "postgres://x@pg/db", "redisURL": "redis://:s3cret@redis.shared:6379/2"}})
+	u := envOf(r)["RAGTIME_REDIS_URL"]
+	if u.ValueFrom == nil || u.ValueFrom.SecretKeyRef == nil || u.ValueFrom.SecretKeyRef.Key != "redis-url" || u.Value != "" {
+		t.Errorf("RAGTIME_REDIS_URL %+v: want it from the Secret's redis-url", u)
+	}
+	if r.secret.StringData["redis-url"] != "redis://:s3cret@redis.shared:6379/2" {
+		t.Errorf("the Secret's redis-url: %q", r.secret.StringData["redis-url"])
+	}
+	if strings.Contains(r.configMap.Data["ragtime.json"], "s3cret") {
+		t.Error("the Redis password in the ConfigMap")
+	}
+}

@@ -41,3 +41,32 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
       name: {{ include "ragtime.secretName" . }}
       key: {{ .Values.secret.keys.databaseURL }}
 {{- end -}}
+
+{{/*
+The Redis the replicas share (--redis-url as RAGTIME_REDIS_URL): the
+release's own (redis.enabled; its password from the Secret the Redis chart
+makes, put into the URL by the kubelet) or an external one from the Secret.
+*/}}
+{{- define "ragtime.redisEnv" -}}
+{{- if .Values.redis.enabled }}
+{{- $redis := printf "%s-redis" .Release.Name }}
+{{- if .Values.redis.auth.enabled }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ .Values.redis.auth.existingSecret | default $redis }}
+      key: {{ .Values.redis.auth.existingSecretPasswordKey | default "redis-password" }}
+- name: RAGTIME_REDIS_URL
+  value: "redis://:$(REDIS_PASSWORD)@{{ $redis }}-master:6379/0"
+{{- else }}
+- name: RAGTIME_REDIS_URL
+  value: "redis://{{ $redis }}-master:6379/0"
+{{- end }}
+{{- else if .Values.secret.redisURL }}
+- name: RAGTIME_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ragtime.secretName" . }}
+      key: {{ .Values.secret.keys.redisURL }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,212 @@
+package redisstate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"ragtime/auth"
+	"ragtime/postgres/postgrestest"
+	"ragtime/redisstate/redistest"
+)
+
+func open(t testing.TB, url string, opts Options) *Store {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.Prefix(t, url)
+	}
+	s, err := Open(context.Background(), url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// Two stores (two replicas) take from one bucket: a 60/min rate with its
+// burst of ten lets ten asks through in total, not ten each, and says when
+// the next one will.
+func TestTakeSharesOneBucket(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{})
+	b := open(t, url, Options{Prefix: a.Prefix()})
+	r := auth.Rate{N: 60, Per: time.Minute}
+	taken := 0
+	var retry time.Duration
+	for i := range 30 {
+		s := a
+		if i%2 == 1 {
+			s = b
+		}
+		d, err := s.Take(context.Background(), "key:k1", r, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d == 0 {
+			taken++
+		} else {
+			retry = d
+		}
+	}
+	if taken != 10 {
+		t.Errorf("took %d asks of a 60/min bucket with burst 10 across two stores, want 10", taken)
+	}
+	if retry <= 0 || retry > time.Second {
+		t.Errorf("retry after %s, want within the one second an ask takes to refill", retry)
+	}
+	// Another key has its own bucket.
+	if d, err := b.Take(context.Background(), "key:k2", r, 10); err != nil || d != 0 {
+		t.Errorf("another key's first ask: %s, %v", d, err)
+	}
+}
+
+// Leases are shared: four across two stores, a fifth refused until one is
+// given back; a dead store's lease expires with its TTL.
+func TestLeasesAreSharedAndExpire(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{LeaseTTL: 600 * time.Millisecond})
+	b := open(t, url, Options{Prefix: a.Prefix(), LeaseTTL: 600 * time.Millisecond})
+	ctx := context.Background()
+	var releases []func()
+	for i := range 4 {
+		s := []*Store{a, b}[i%2]
+		rel, err := s.Lease(ctx, "streams:key:k", 4)
+		if err != nil || rel == nil {
+			t.Fatalf("lease %d: %v, %v", i, rel != nil, err)
+		}
+		releases = append(releases, rel)
+	}
+	if rel, err := b.Lease(ctx, "streams:key:k", 4); rel != nil || err != nil {
+		t.Fatalf("a fifth of four leases: %v, %v", rel != nil, err)
+	}
+	// Held leases are renewed past their TTL.
+	time.Sleep(900 * time.Millisecond)
+	if rel, _ := b.Lease(ctx, "streams:key:k", 4); rel != nil {
+		t.Fatal("a held lease expired while renewed")
+	}
+	releases[0]()
+	rel, err := b.Lease(ctx, "streams:key:k", 4)
+	if err != nil || rel == nil {
+		t.Fatalf("a lease after one was given back: %v", err)
+	}
+	// a stops renewing (a replica that died): its leases expire.
+	a.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if rel, _ := b.Lease(ctx, "streams:key:k", 4); rel != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a stopped store's leases did not expire")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A query published by one store is resumed through another: the events
+// after the given sequence, then the rest live, until the end; a finished
+// query, an unknown one and another key's are not found.
+func TestResumeReplaysAndFollows(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{})
+	b := open(t, url, Options{Prefix: a.Prefix()})
+	add, end := a.Publish("q1", "key1")
+	frame := func(i int) []byte {
+		return fmt.Appendf(nil, "id: q1:%d\nevent: token\ndata: {\"text\":\"t%d\"}\n\n", i, i)
+	}
+	for i := range 5 {
+		add(i, frame(i))
+	}
+	waitFor(t, func() bool { n, _ := a.rdb.XLen(context.Background(), a.key("events", "q1")).Result(); return n > 0 })
+	if found, _ := b.Resume(context.Background(), "q1", "other", 2, 50*time.Millisecond, nil); found {
+		t.Error("another key resumed the query")
+	}
+	if found, _ := b.Resume(context.Background(), "nope", "key1", 2, 50*time.Millisecond, nil); found {
+		t.Error("an unknown query was found")
+	}
+	var mu sync.Mutex
+	var got []int
+	done := make(chan error, 1)
+	go func() {
+		found, err := b.Resume(context.Background(), "q1", "key1", 2, 50*time.Millisecond, func(seq int, f []byte) error {
+			if f == nil {
+				return nil
+			}
+			if !strings.Contains(string(f), fmt.Sprintf("q1:%d\n", seq)) {
+				return fmt.Errorf("event %d framed as %q", seq, f)
+			}
+			mu.Lock()
+			got = append(got, seq)
+			mu.Unlock()
+			return nil
+		})
+		if !found {
+			err = fmt.Errorf("not found: %v", err)
+		}
+		done <- err
+	}()
+	waitFor(t, func() bool { ok, _ := a.Attached(context.Background(), "q1"); return ok })
+	for i := 5; i < 9; i++ {
+		add(i, frame(i))
+	}
+	end()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the follower did not see the end")
+	}
+	if fmt.Sprint(got) != "[3 4 5 6 7 8]" {
+		t.Errorf("resumed events %v, want 3 to 8 once each", got)
+	}
+	if found, _ := b.Resume(context.Background(), "q1", "key1", 2, 50*time.Millisecond, nil); found {
+		t.Error("a finished query was found")
+	}
+}
+
+// Cut from Redis, calls fail fast (the breaker) and are counted; once it is
+// back, they succeed again.
+func TestUnavailableFailsFastAndRecovers(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	proxy := postgrestest.NewProxy(t, strings.TrimPrefix(strings.Split(url, "/")[2], ""))
+	s := open(t, proxy.URL(url), Options{Prefix: redistest.Prefix(t, url), BreakFor: 200 * time.Millisecond})
+	r := auth.Rate{N: 600, Per: time.Minute}
+	if _, err := s.Take(context.Background(), "k", r, 100); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	start := time.Now()
+	for range 50 {
+		if _, err := s.Take(context.Background(), "k", r, 100); err == nil {
+			t.Fatal("a call through a cut proxy succeeded")
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("50 calls to a cut Redis took %s: the breaker should fail them at once", d)
+	}
+	if n := s.Failures()[ConcernRate]; n < 50 {
+		t.Errorf("counted %d rate fallbacks, want 50", n)
+	}
+	proxy.Restore()
+	waitFor(t, func() bool { _, err := s.Take(context.Background(), "k", r, 100); return err == nil })
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
