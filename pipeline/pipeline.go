@@ -604,8 +604,11 @@ func connAttrs(g *Generation) map[string]any {
 }
 
 // callAttrs adds the connection attrs of an embed or rerank call to attrs,
-// when a call was made.
+// when a call was made, and a cache's answer when there was one.
 func callAttrs(c Call, attrs map[string]any) map[string]any {
+	if c.Cache != "" {
+		attrs["cache"] = c.Cache
+	}
 	if !c.Made {
 		return attrs
 	}

@@ -256,7 +256,17 @@ type Call struct {
 	// contention, the wait before ragtime's reader ran. The rest of the
 	// stage is ragtime's (encoding, connection, reading and decoding).
 	ServerWait time.Duration
+	// Cache is set by a caching embedder: CacheHit when every text came
+	// from its cache (no call was made), CacheMiss when it called the
+	// embedder; empty without a cache.
+	Cache string
 }
+
+// The values of Call.Cache (the embed stage's cache attr).
+const (
+	CacheHit  = "hit"
+	CacheMiss = "miss"
+)
 
 type callKey struct{}
 

@@ -99,6 +99,8 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 			func(f *stageFigs) { f.embed = Call{Made: true, Conn: ConnInfo{Reused: true}} }},
 		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3},
 			func(f *stageFigs) { f.dim, f.dimKnown = 3, true }},
+		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3, "cache": "hit"},
+			func(f *stageFigs) { f.dim, f.dimKnown, f.embed.Cache = 3, true, CacheHit }},
 		{StageSearch, map[string]any{"k": 4, "hits": 3, "store": "embedded", "exact": false, "ef": 64, "a": "<x>", "z": 1.5},
 			func(f *stageFigs) { f.k, f.hits = 4, 3 }},
 		{StageRerank, map[string]any{"candidates": 4, "top_n": 0, "reranker": "off"},

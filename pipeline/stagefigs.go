@@ -136,6 +136,9 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 	switch name {
 	case StageEmbed:
 		c := &f.embed
+		if c.Cache != "" {
+			o.str("cache", c.Cache)
+		}
 		if c.Made {
 			o.ms("connect_ms", roundMs(c.Conn.Connect))
 		}

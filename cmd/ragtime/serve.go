@@ -48,6 +48,7 @@ type serveConfig struct {
 	heartbeat        time.Duration
 	sseRetry         time.Duration
 	maxContextTokens int
+	embedCache       embedCacheConfig
 	topK             int
 	rerankTopN       int
 	shutdownTimeout  time.Duration
@@ -117,6 +118,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
 	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")
+	c.embedCache.register(fs)
 	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
@@ -160,6 +162,7 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if c.maxContextTokens < 1 {
 		problems["max-context-tokens"] = fmt.Sprintf("--max-context-tokens must be at least 1, got %d", c.maxContextTokens)
 	}
+	c.embedCache.valid(problems)
 	if c.keysReload <= 0 {
 		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
 	}
@@ -342,8 +345,15 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		mx.Tracing(tracer)
 		defer shutdownTracer(tracer, log)
 	}
+	embedder, cache, err := cfg.embedCache.wrap(parts, &cfg.parts)
+	if err != nil {
+		return err
+	}
+	if cache != nil {
+		mx.EmbedCache(cache)
+	}
 	pl, err := pipeline.New(pipeline.Config{
-		Embedder: parts.embedder, Searcher: parts.store, Reranker: parts.reranker,
+		Embedder: embedder, Searcher: parts.store, Reranker: parts.reranker,
 		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.store.SearchAttrs(),
