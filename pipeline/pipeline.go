@@ -182,6 +182,9 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 		q.err = clientGone(err)
 		return q
 	}
+	if pw, ok := cfg.Generator.(Prewarmer); ok { // the model's connection, dialled while retrieval runs
+		pw.Prewarm(ctx)
+	}
 	q.err = q.retrieveStages(ctx, out)
 	return q
 }

@@ -65,6 +65,17 @@ type Generator interface {
 	Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, gen *Generation) error
 }
 
+// Prewarmer is a Generator that can open its upstream connection ahead of
+// the call: the pipeline calls Prewarm when retrieval starts, so that the
+// connection is dialled while retrieval runs instead of after it.
+//
+// Contract: Prewarm returns at once (the dial runs in the background), does
+// nothing when a connection is already at hand, and is safe for concurrent
+// use.
+type Prewarmer interface {
+	Prewarm(ctx context.Context)
+}
+
 // TokenCounter counts the tokens a model would see in a text.
 //
 // Contract: deterministic, safe for concurrent use, Count("") == 0.
@@ -240,6 +251,11 @@ type ConnInfo struct {
 	// response byte (the server had closed it), and the request was sent
 	// again on a new connection, which is the one described.
 	FreshRetry bool
+	// Prewarmed: the connection was dialled ahead of the call, while
+	// retrieval ran (Prewarmer); Prewarm is what that dial took, off the
+	// critical path (Connect and DNS are then 0: nothing was dialled on it).
+	Prewarmed bool
+	Prewarm   time.Duration
 }
 
 // Call is what an embedder or reranker observed of its HTTP call to an

@@ -202,6 +202,10 @@ func connFigs(o *attrOut, c ConnInfo, retries int) {
 	if c.FreshRetry {
 		o.bool("fresh_retry", true)
 	}
+	if c.Prewarmed {
+		o.ms("prewarm_connect_ms", roundMs(c.Prewarm))
+		o.bool("prewarmed", true)
+	}
 	if retries > 0 {
 		o.int("retries", retries)
 	}
