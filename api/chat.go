@@ -54,6 +54,9 @@ type chatRagtimeKnobs struct {
 	RerankTopN  *int             `json:"rerank_top_n"`
 	Filters     *pipeline.Filter `json:"filters"`
 	PromptNonce string           `json:"prompt_nonce"`
+	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
+	TTFTBudgetMs *int `json:"ttft_budget_ms"`
+	MinChunks    *int `json:"min_chunks"`
 }
 
 // chatMessage is one message; content is a string or an array of text
@@ -103,7 +106,7 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 func chatBodyError(err error, limit int64) error {
 	if strings.HasPrefix(err.Error(), "json: unknown field ") {
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce)", field, chatKnownFields))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, ttft_budget_ms, min_chunks)", field, chatKnownFields))
 	}
 	if errors.Is(err, io.EOF) {
 		return badRequest("messages", "messages_required", `the body is empty; send {"model": "...", "messages": [{"role": "user", "content": "..."}]}`)
@@ -114,7 +117,8 @@ func chatBodyError(err error, limit int64) error {
 // chatRequest turns the body into a pipeline request: the last message
 // (from the user) is the question, the ones before it the history.
 func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
-	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature}
+	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature,
+		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
 	if b.Model == nil || *b.Model == "" {
 		return req, badRequest("model", "model_required", "model is required; GET /v1/models lists the models this key may use")
 	}
@@ -157,6 +161,12 @@ func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
 		}
 		if k.Filters != nil {
 			req.Filter = *k.Filters
+		}
+		if k.TTFTBudgetMs != nil {
+			req.TTFTBudgetMs = *k.TTFTBudgetMs
+		}
+		if k.MinChunks != nil {
+			req.MinChunks = *k.MinChunks
 		}
 		req.PromptNonce = k.PromptNonce
 	}
@@ -269,7 +279,7 @@ func renameChatField(err error, last int) error {
 		field = "messages"
 	case strings.HasPrefix(field, "history["):
 		field = "messages[" + strings.TrimPrefix(field, "history[")
-	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", strings.HasPrefix(field, "filters"):
+	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", field == "ttft_budget_ms", field == "min_chunks", strings.HasPrefix(field, "filters"):
 		field = "ragtime." + field
 	}
 	return badRequest(field, ve.Code, ve.Message)

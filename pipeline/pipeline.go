@@ -28,6 +28,11 @@ type Config struct {
 	Recorder  Recorder
 	// Tracer, when set, follows each query in a distributed trace.
 	Tracer Tracer
+	// Predictor, when set, is the live prefill model a TTFT budget
+	// predicts by; BudgetQuantile is the quantile it predicts at (one of
+	// BudgetQuantiles; 0: 0.9).
+	Predictor      TTFTPredictor
+	BudgetQuantile float64
 
 	// Names shown in meta and stage attrs.
 	EmbedderName string
@@ -177,7 +182,7 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 	}
 	meta := Meta{QueryID: q.id, Model: q.model, Provider: cfg.Provider, TopK: q.req.TopK,
 		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
-		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName}
+		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName, TTFTBudgetMs: max(q.req.TTFTBudgetMs, 0)}
 	if err := out.Meta(meta); err != nil {
 		q.err = clientGone(err)
 		return q
@@ -257,6 +262,8 @@ type query struct {
 	earlySpans bool
 	// trace is the query's distributed trace; nil without a Tracer.
 	trace Trace
+	// ttft is what the TTFT budget decided (fitBudget).
+	ttft budgetChoice
 
 	// Handed from retrieval's goroutine to the answer's (Pipeline.Run):
 	// ctx is the query's context (with its trace), model the model asked
@@ -423,7 +430,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 
 	var prompt promptParts
 	err = q.stage(ctx, out, StageAssemble, func(context.Context) (map[string]any, error) {
-		prompt = q.assemble(hits)
+		prompt = q.fitBudget(hits, q.assemble(hits))
 		f := &q.figs
 		f.chunks, f.dropped = len(prompt.sources), prompt.dropped
 		f.contextTokens, f.promptTokens = prompt.contextTokens, prompt.promptTokens
@@ -778,6 +785,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
 		}
 	}
+	q.ttft.figures(&rec.Figures, rec.TTFTMs)
 	for i := range q.spans {
 		q.spans[i].materialize()
 	}

@@ -337,6 +337,8 @@ type Meta struct {
 	Embedder         string `json:"embedder"`
 	Store            string `json:"store"`
 	Reranker         string `json:"reranker"`
+	// TTFTBudgetMs is the ask's TTFT budget (0: none).
+	TTFTBudgetMs int `json:"ttft_budget_ms,omitempty"`
 }
 
 // Tracer follows each query in a distributed trace (tracing.Tracer does it

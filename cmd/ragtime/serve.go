@@ -49,6 +49,7 @@ type serveConfig struct {
 	sseRetry         time.Duration
 	maxContextTokens int
 	embedCache       embedCacheConfig
+	budget           budgetConfig
 	topK             int
 	rerankTopN       int
 	shutdownTimeout  time.Duration
@@ -119,6 +120,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")
 	c.embedCache.register(fs)
+	c.budget.register(fs)
 	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 15*time.Second, "on SIGINT/SIGTERM, how long open streams may finish before they are cut")
@@ -163,6 +165,7 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 		problems["max-context-tokens"] = fmt.Sprintf("--max-context-tokens must be at least 1, got %d", c.maxContextTokens)
 	}
 	c.embedCache.valid(problems)
+	c.budget.valid(problems)
 	if c.keysReload <= 0 {
 		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
 	}
@@ -212,9 +215,10 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	return problems
 }
 
-// defaults are the top_k and rerank_top_n an ask without them gets.
+// defaults are the top_k, rerank_top_n and ttft_budget_ms an ask without
+// them gets.
 func (c *serveConfig) defaults() pipeline.Defaults {
-	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0}
+	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0, TTFTBudgetMs: c.budget.budgetMs}
 }
 
 // problemsError is a usage error listing every problem, ordered by flag.
@@ -360,7 +364,8 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		Provider:    parts.provider, Model: parts.model,
 		MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
-		Tracer: tracer.Hook(),
+		Tracer:    tracer.Hook(),
+		Predictor: cfg.budget.live(ctx, postgres.NewStore(db), log), BudgetQuantile: cfg.budget.quantile,
 	})
 	if err != nil {
 		return err
