@@ -52,11 +52,15 @@ const MinFitSamples = 16
 // --ttft-budget-quantile).
 var BudgetQuantiles = []float64{0.5, 0.9, 0.95}
 
-// PredictPrefillMs is llm_prefill_ms predicted for a prompt of tokens
-// (uncached ones estimated from CachedTokensP50), at quantile q (one of
-// BudgetQuantiles; others are taken as 0.9).
-func (f *PrefillFit) PredictPrefillMs(tokens int, q float64) float64 {
-	x := max(float64(tokens)-f.CachedTokensP50, 0)
+// PredictPrefillMs is llm_prefill_ms predicted for a prompt of tokens,
+// of which the first prefix may be in the server's prefix cache (the
+// system prompt and history: the retrieved context differs from ask to
+// ask), at quantile q (one of BudgetQuantiles; others are taken as 0.9).
+// The cached tokens are taken as the window's median, CachedTokensP50, at
+// most prefix: a window of repeated prompts, served whole from the cache,
+// says nothing of a new one's context.
+func (f *PrefillFit) PredictPrefillMs(tokens, prefix int, q float64) float64 {
+	x := max(float64(tokens)-min(f.CachedTokensP50, float64(prefix)), 0)
 	line := max(f.InterceptMs+f.MsPerToken*x, 0)
 	return line * f.pick(q, f.RatioP50, f.RatioP90, f.RatioP95)
 }
@@ -115,7 +119,7 @@ func chooseBudget(fit *PrefillFit, q float64, budgetMs float64, elapsed time.Dur
 	tokens := full.promptTokens
 	keep = len(sourceTokens)
 	for {
-		c.prefillMs = fit.PredictPrefillMs(tokens, q)
+		c.prefillMs = fit.PredictPrefillMs(tokens, full.prefixTokens, q)
 		c.predictedMs = spent + connect + c.prefillMs
 		if c.predictedMs <= budgetMs || keep <= min(minChunks, len(sourceTokens)) {
 			break

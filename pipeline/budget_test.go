@@ -125,3 +125,18 @@ func TestBudgetWithoutAModel(t *testing.T) {
 		t.Fatalf("no budget: %+v", rec.Figures)
 	}
 }
+
+// The cached tokens taken off a prompt are the window's median, at most its
+// stable prefix.
+func TestPredictPrefillCachesAtMostThePrefix(t *testing.T) {
+	t.Parallel()
+	fit := PrefillFit{MsPerToken: 1, RatioP90: 1, CachedTokensP50: 300}
+	for _, c := range []struct {
+		tokens, prefix int
+		want           float64
+	}{{1000, 50, 950}, {1000, 500, 700}, {100, 500, 0}} {
+		if got := fit.PredictPrefillMs(c.tokens, c.prefix, 0.9); got != c.want {
+			t.Errorf("%d tokens, prefix %d: %v ms, want %v", c.tokens, c.prefix, got, c.want)
+		}
+	}
+}

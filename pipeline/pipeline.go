@@ -913,6 +913,9 @@ type promptParts struct {
 	contextTokens int
 	promptTokens  int
 	dropped       int
+	// prefixTokens count the prompt before the retrieved context (system
+	// prompt and history): what a server's prefix cache may hold.
+	prefixTokens int
 }
 
 // Per-message framing tokens of the chat format (OpenAI's counting guide:
@@ -990,6 +993,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 		historyTokens += tokensPerMessage + cfg.Counter.Count(m.Content)
 	}
 	parts.messages = append(parts.messages, Message{Role: "user", Content: user.String()})
+	parts.prefixTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens
 	// The user message is counted from its parts, so the context is not
 	// tokenized a second time.
 	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens + q.p.frameTokens +

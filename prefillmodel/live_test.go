@@ -75,7 +75,7 @@ func TestLiveFitsThroughOutliers(t *testing.T) {
 	}
 	var errs []float64
 	for x := 300; x <= 3500; x += 100 {
-		pred := fit.PredictPrefillMs(x+100, 0.5) // 100 of the prompt's tokens cached
+		pred := fit.PredictPrefillMs(x+100, 150, 0.5) // 100 of the prompt's tokens cached, of a prefix of 150
 		errs = append(errs, math.Abs(pred-truth(x))/truth(x))
 	}
 	slices.Sort(errs)
