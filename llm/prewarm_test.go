@@ -99,16 +99,6 @@ func TestPrewarmLeavesAKeptAliveConnection(t *testing.T) {
 	}
 }
 
-// sink is a pipeline.Stream that keeps nothing but the record.
-type sink struct{}
-
-func (sink) Meta(pipeline.Meta) error        { return nil }
-func (sink) Stage(pipeline.Span) error       { return nil }
-func (sink) Sources([]pipeline.Source) error { return nil }
-func (sink) Delta(pipeline.Delta) error      { return nil }
-func (sink) Done(pipeline.Record) error      { return nil }
-func (sink) Fail(*pipeline.Error) error      { return nil }
-
 type words struct{}
 
 func (words) Count(s string) int { return len(s) / 4 }
@@ -138,7 +128,7 @@ func TestPipelinePrewarmsTheModelConnection(t *testing.T) {
 		if err := req.Normalize(pipeline.DefaultMaxQuestion); err != nil {
 			t.Fatal(err)
 		}
-		rec := p.Run(context.Background(), &req, sink{})
+		rec := p.Run(context.Background(), &req, pipeline.Discard{})
 		if rec.Status != pipeline.StatusOK {
 			t.Fatalf("ask %d: %s %s", i, rec.ErrorCode, rec.ErrorMessage)
 		}
