@@ -24,8 +24,11 @@ COMMENT ON COLUMN queries.budget_outcome IS 'held (ttft_ms within the budget), m
 -- cached_tokens). Robust to outliers: the window is cut into 8 equal-count
 -- bins by tokens, each bin reduced to its medians, and the line fitted
 -- through the 8 medians (a negative slope is taken as flat at the median).
--- The spread is the quantiles of measured / fitted over the window; a
--- prediction at quantile q is the line times ratio_q. connect_*_ms are
+-- The spread is the quantiles of measured / fitted over the window, and
+-- recent_ratio_p50 the median of the 16 latest: a prediction at quantile q
+-- is the line times ratio_q, moved by recent_ratio_p50 / ratio_p50 when the
+-- server has just slowed down or sped up (the line follows within half a
+-- window; the 16 latest within 8 queries). connect_*_ms are
 -- gen_ttft_ms − llm_prefill_ms (llm_connect); server_* and pre_* are the
 -- same fit of server_prefill_ms and of the time before it
 -- (prefill_unexplained_ms − server_queue_ms), where the server reports them.
@@ -66,7 +69,9 @@ WITH recent AS (
 ), spread AS (
     SELECT w.provider, w.model,
            percentile_cont(ARRAY[0.5, 0.9, 0.95]) WITHIN GROUP (
-               ORDER BY w.y / greatest(l.intercept_ms + l.ms_per_token * w.x, 0.001)) AS ratio
+               ORDER BY w.y / greatest(l.intercept_ms + l.ms_per_token * w.x, 0.001)) AS ratio,
+           percentile_cont(0.5) WITHIN GROUP (
+               ORDER BY w.y / greatest(l.intercept_ms + l.ms_per_token * w.x, 0.001)) FILTER (WHERE w.age <= 16) AS recent
     FROM win w JOIN line l USING (provider, model) GROUP BY w.provider, w.model
 ), totals AS (
     SELECT provider, model, count(*) AS samples, min(created_at) AS since, max(created_at) AS until,
@@ -78,7 +83,7 @@ WITH recent AS (
 )
 SELECT t.provider, t.model, t.samples, t.since, t.until, t.min_tokens, t.max_tokens,
        round(l.intercept_ms::numeric, 3) AS intercept_ms, l.ms_per_token,
-       s.ratio[1] AS ratio_p50, s.ratio[2] AS ratio_p90, s.ratio[3] AS ratio_p95,
+       s.ratio[1] AS ratio_p50, s.ratio[2] AS ratio_p90, s.ratio[3] AS ratio_p95, s.recent AS recent_ratio_p50,
        round(t.connect[1]::numeric, 3) AS connect_p50_ms, round(t.connect[2]::numeric, 3) AS connect_p90_ms,
        round(t.connect[3]::numeric, 3) AS connect_p95_ms,
        t.cached_tokens_p50, round(t.server_queue_p50_ms::numeric, 3) AS server_queue_p50_ms,

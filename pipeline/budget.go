@@ -27,6 +27,10 @@ type PrefillFit struct {
 	RatioP50    float64 `json:"ratio_p50" db:"ratio_p50"`
 	RatioP90    float64 `json:"ratio_p90" db:"ratio_p90"`
 	RatioP95    float64 `json:"ratio_p95" db:"ratio_p95"`
+	// RecentRatioP50 is the median of measured / fitted over the 16
+	// latest queries: a server that has just slowed down shows here
+	// first.
+	RecentRatioP50 float64 `json:"recent_ratio_p50" db:"recent_ratio_p50"`
 	// llm_connect's quantiles over the window.
 	ConnectP50Ms float64 `json:"connect_p50_ms" db:"connect_p50_ms"`
 	ConnectP90Ms float64 `json:"connect_p90_ms" db:"connect_p90_ms"`
@@ -62,7 +66,17 @@ var BudgetQuantiles = []float64{0.5, 0.9, 0.95}
 func (f *PrefillFit) PredictPrefillMs(tokens, prefix int, q float64) float64 {
 	x := max(float64(tokens)-min(f.CachedTokensP50, float64(prefix)), 0)
 	line := max(f.InterceptMs+f.MsPerToken*x, 0)
-	return line * f.pick(q, f.RatioP50, f.RatioP90, f.RatioP95)
+	return line * f.pick(q, f.RatioP50, f.RatioP90, f.RatioP95) * f.drift()
+}
+
+// drift is how far the latest queries stand from the window's median
+// (1 without a recent figure): a prediction follows a change of the
+// server's load within 8 queries, where the line takes half a window.
+func (f *PrefillFit) drift() float64 {
+	if f.RecentRatioP50 <= 0 || f.RatioP50 <= 0 {
+		return 1
+	}
+	return f.RecentRatioP50 / f.RatioP50
 }
 
 // PredictConnectMs is llm_connect predicted at quantile q.

@@ -140,3 +140,16 @@ func TestPredictPrefillCachesAtMostThePrefix(t *testing.T) {
 		}
 	}
 }
+
+// A server that has just slowed down moves the prediction before the line.
+func TestPredictPrefillFollowsTheLatestQueries(t *testing.T) {
+	t.Parallel()
+	fit := PrefillFit{MsPerToken: 1, RatioP50: 1, RatioP90: 1.2}
+	if got := fit.PredictPrefillMs(100, 0, 0.9); got != 120 {
+		t.Fatalf("no recent figure: %v, want 120", got)
+	}
+	fit.RecentRatioP50 = 2
+	if got := fit.PredictPrefillMs(100, 0, 0.9); got != 240 {
+		t.Fatalf("the latest twice as slow: %v, want 240", got)
+	}
+}

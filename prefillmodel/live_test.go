@@ -92,3 +92,39 @@ func TestLiveFitsThroughOutliers(t *testing.T) {
 		t.Error("a fit for a provider with no queries")
 	}
 }
+
+// TestObserveFollowsTheServer: once the replica's own queries run twice as
+// slow as the fit, Fit says so after a few of them, without a refresh.
+func TestObserveFollowsTheServer(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
+	record(t, rec, "openai", "m", 64, func(x int, _ *rand.Rand) float64 { return 10 + 0.1*float64(x) })
+	if err := rec.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	live := New(postgres.NewStore(pool))
+	if err := live.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := live.Fit("openai", "m")
+	var forwarded int
+	r := live.Recorder(recorderFunc(func(pipeline.Record) { forwarded++ }))
+	cached := 0
+	for i := range minLatest {
+		x := 500 + 100*i
+		r.Record(pipeline.Record{Provider: "openai", Model: "m", Status: pipeline.StatusOK,
+			Figures: pipeline.Figures{LLMPrefillMs: 2 * (10 + 0.1*float64(x)), Usage: pipeline.Usage{PromptTokens: x, CachedTokens: &cached}}})
+	}
+	after, _ := live.Fit("openai", "m")
+	if forwarded != minLatest || math.Abs(after.RecentRatioP50-2) > 0.1 {
+		t.Fatalf("forwarded %d; recent ratio %v after %d queries twice as slow (before %v); want about 2", forwarded, after.RecentRatioP50, minLatest, before.RecentRatioP50)
+	}
+	if p0, p1 := before.PredictPrefillMs(1000, 0, 0.5), after.PredictPrefillMs(1000, 0, 0.5); math.Abs(p1/p0-2) > 0.15 {
+		t.Fatalf("prediction %v → %v; want it doubled", p0, p1)
+	}
+}
+
+type recorderFunc func(pipeline.Record)
+
+func (f recorderFunc) Record(rec pipeline.Record) { f(rec) }

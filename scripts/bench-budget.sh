@@ -7,7 +7,11 @@
 #      while retrieval runs);
 #   3. with ttft_budget_ms on varied questions and top_k, the prefill model's
 #      median relative error (budget_outcomes.prefill_rel_error_p50) and how
-#      often budgets held.
+#      often budgets held;
+#   4. fixed top_k 4 against a budget B (1.2 × fixed top_k 4's p95 TTFT,
+#      measured first) on the same questions, while llmsim's prefill cost
+#      doubles halfway (llmsim restarted with doubled --prefill-ms and
+#      --prefill-ms-per-token): p95 TTFT of each, in each half.
 # Bounded: N asks per part (default 60), one at a time. Needs a local
 # PostgreSQL (DATABASE_URL's server; a throw-away database is made), curl
 # and python3. Usage: scripts/bench-budget.sh
@@ -61,6 +65,32 @@ sleep 2 # the replica's model refresh
 for i in $(seq "$n"); do
   askq "q=$(enc "tell me of ${words[i % 10]} then ${words[(i * 3) % 10]} $i")&top_k=12&rerank_top_n=0&max_tokens=8&ttft_budget_ms=$((40 + (i % 4) * 20))"
 done
+# 4: fixed top_k against a budget, while the prefill cost doubles
+ttfts() { # ttfts TAG: p95 ttft_ms of the asks whose question starts with TAG
+  sleep 1
+  psql "$db" -qAt -c "SELECT round((percentile_cont(0.95) WITHIN GROUP (ORDER BY ttft_ms))::numeric, 1) FROM queries WHERE question LIKE '$1%'"
+}
+for i in $(seq 20); do askq "q=$(enc "calib ${words[i % 10]} ${words[(i * 3) % 10]} $i")&top_k=4&rerank_top_n=0&max_tokens=8"; done
+budget=$(python3 -c "import math,sys;print(math.ceil(1.2*float(sys.argv[1])))" "$(ttfts calib)")
+half() { # half PHASE
+  for i in $(seq "$n"); do
+    local w="${words[i % 10]} and ${words[(i * 7) % 10]} $i"
+    askq "q=$(enc "$1-fixed $w")&top_k=4&rerank_top_n=0&max_tokens=8"
+    askq "q=$(enc "$1-budget $w")&top_k=12&rerank_top_n=0&max_tokens=8&ttft_budget_ms=$budget"
+  done
+}
+half A
+kill "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true
+"$bin" llmsim --addr "127.0.0.1:$sim_port" --close-after-stream --embed-ms 2 \
+  --prefill-ms 30 --prefill-ms-per-token 0.16 --itl-ms 1 --output-tokens 8 >>"$work/sim.log" 2>&1 &
+pids[0]=$!
+for _ in $(seq 100); do curl -sf "$sim/models" >/dev/null && break; sleep 0.1; done
+half B
+echo "shift: budget $budget ms; p95 ttft_ms: fixed top_k 4 before $(ttfts A-fixed), after $(ttfts B-fixed);" \
+  "budget before $(ttfts A-budget), after $(ttfts B-budget)"
+psql "$db" -qAt -F ' ' -c "SELECT 'shift: chunks sent under the budget (mean), before', round(avg(CASE WHEN question LIKE 'A-%' THEN (s.attrs->>'chunks')::int END), 2),
+  'after', round(avg(CASE WHEN question LIKE 'B-%' THEN (s.attrs->>'chunks')::int END), 2)
+  FROM queries q JOIN query_stages s ON s.query_id = q.id AND s.name = 'assemble' WHERE question LIKE '_-budget%'"
 sleep 1 # the recorder's flush
 psql "$db" -qAt -F ' ' <<'SQL'
 WITH rep AS (SELECT id FROM queries WHERE question = 'How does prefill time grow with prompt tokens?' ORDER BY created_at OFFSET 1)
@@ -72,7 +102,7 @@ SELECT 'llm_connect (after the first ask): n', count(*), 'p50_ms', round((percen
        'p95_ms', round((percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms))::numeric, 4),
        'prewarmed', count(*) FILTER (WHERE attrs->>'prewarmed' = 'true')
 FROM query_stages WHERE name = 'llm_connect' AND query_id IN (SELECT id FROM later);
-SELECT 'budget: queries', sum(queries), 'held', sum(held), 'missed', sum(missed), 'unmodelled', sum(unmodelled),
+SELECT 'budget (parts 3 and 4): queries', sum(queries), 'held', sum(held), 'missed', sum(missed), 'unmodelled', sum(unmodelled),
        'prefill_rel_error_p50', round(max(prefill_rel_error_p50)::numeric, 3), 'dropped_avg', max(dropped_avg)
 FROM budget_outcomes;
 SELECT 'prefill_model:', samples, 'intercept_ms', intercept_ms, 'ms_per_token', round(ms_per_token::numeric, 4), 'ratio_p90', round(ratio_p90::numeric, 3) FROM prefill_model;

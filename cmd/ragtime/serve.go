@@ -356,16 +356,17 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if cache != nil {
 		mx.EmbedCache(cache)
 	}
+	live := cfg.budget.live(ctx, postgres.NewStore(db), log)
 	pl, err := pipeline.New(pipeline.Config{
 		Embedder: embedder, Searcher: parts.store, Reranker: parts.reranker,
-		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
+		Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(mx.Recorder(rec)),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.store.SearchAttrs(),
 		Provider:    parts.provider, Model: parts.model,
 		MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
 		Tracer:    tracer.Hook(),
-		Predictor: cfg.budget.live(ctx, postgres.NewStore(db), log), BudgetQuantile: cfg.budget.quantile,
+		Predictor: live, BudgetQuantile: cfg.budget.quantile,
 	})
 	if err != nil {
 		return err
