@@ -102,6 +102,9 @@ SELECT 'llm_connect (after the first ask): n', count(*), 'p50_ms', round((percen
        'p95_ms', round((percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms))::numeric, 4),
        'prewarmed', count(*) FILTER (WHERE attrs->>'prewarmed' = 'true')
 FROM query_stages WHERE name = 'llm_connect' AND query_id IN (SELECT id FROM later);
+SELECT 'prefill prediction (part 3, before the change; at --ttft-budget-quantile): n', count(*), 'median |measured - predicted| / measured',
+       round((percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(llm_prefill_ms - predicted_prefill_ms) / llm_prefill_ms))::numeric, 3)
+FROM queries WHERE question LIKE 'tell me of%' AND predicted_prefill_ms IS NOT NULL;
 SELECT 'budget (parts 3 and 4): queries', sum(queries), 'held', sum(held), 'missed', sum(missed), 'unmodelled', sum(unmodelled),
        'prefill_rel_error_p50', round(max(prefill_rel_error_p50)::numeric, 3), 'dropped_avg', max(dropped_avg)
 FROM budget_outcomes;
