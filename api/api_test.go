@@ -174,16 +174,6 @@ func (f askerFunc) Run(ctx context.Context, req *pipeline.Request, out pipeline.
 	return f(ctx, req, out)
 }
 
-// nopStream discards a replayed stream.
-type nopStream struct{}
-
-func (nopStream) Meta(pipeline.Meta) error        { return nil }
-func (nopStream) Stage(pipeline.Span) error       { return nil }
-func (nopStream) Sources([]pipeline.Source) error { return nil }
-func (nopStream) Delta(pipeline.Delta) error      { return nil }
-func (nopStream) Done(pipeline.Record) error      { return nil }
-func (nopStream) Fail(*pipeline.Error) error      { return nil }
-
 // TestDoneEventCarriesEveryFigure sends a record with every field set
 // through the done event, replays it with the Client and reads it back from
 // GET /v1/queries/{id}: a field added to pipeline.Figures that the stream or
@@ -199,7 +189,7 @@ func TestDoneEventCarriesEveryFigure(t *testing.T) {
 	ts := newTestServer(t, Deps{Asker: asker, Queries: mapReader{full.QueryID: full}})
 
 	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
-	got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, nopStream{})
+	got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{})
 	if got.Status != pipeline.StatusOK {
 		t.Fatalf("replayed status %s: %s", got.Status, got.ErrorMessage)
 	}
@@ -255,11 +245,11 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	}}
 	first := make(chan *pipeline.Record)
 	go func() {
-		first <- c.Run(context.Background(), &pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, nopStream{})
+		first <- c.Run(context.Background(), &pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, pipeline.Discard{})
 	}()
 	<-held
 	time.AfterFunc(200*time.Millisecond, func() { close(release) })
-	got := c.Run(context.Background(), &pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1}, nopStream{})
+	got := c.Run(context.Background(), &pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1}, pipeline.Discard{})
 	if got.Status != pipeline.StatusOK {
 		t.Fatalf("the refused ask ended %s %s: %s", got.Status, got.ErrorCode, got.ErrorMessage)
 	}

@@ -26,6 +26,9 @@ type askBody struct {
 	// PromptNonce goes first after the system prompt (pipeline.Request).
 	PromptNonce string `json:"prompt_nonce"`
 	retrievalKnobs
+	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
+	TTFTBudgetMs *int `json:"ttft_budget_ms"`
+	MinChunks    *int `json:"min_chunks"`
 }
 
 // handleAskGet serves GET /ask?q=…&top_k=…&rerank_top_n=…&max_tokens=…&model=…&doc_id=…
@@ -43,10 +46,10 @@ func (s *server) handleAskGet(c echo.Context) error {
 	// the query run with the default, as POST /ask refuses unknown fields.
 	for name := range qs {
 		switch name {
-		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", "retrieval", "vector_k", "lexical_k", keyParam:
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", "retrieval", "vector_k", "lexical_k", "ttft_budget_ms", "min_chunks", keyParam:
 		default:
 			return badRequest(nameOf(name), "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce, retrieval, vector_k, lexical_k", name))
+				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks", name))
 		}
 	}
 	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}, PromptNonce: qs.Get("prompt_nonce"),
@@ -57,7 +60,8 @@ func (s *server) handleAskGet(c echo.Context) error {
 	for _, f := range []struct {
 		name string
 		dst  *int
-	}{{"top_k", &req.TopK}, {"rerank_top_n", &req.RerankTopN}, {"max_tokens", &req.MaxTokens}, {"vector_k", &req.VectorK}, {"lexical_k", &req.LexicalK}} {
+	}{{"top_k", &req.TopK}, {"rerank_top_n", &req.RerankTopN}, {"max_tokens", &req.MaxTokens}, {"vector_k", &req.VectorK}, {"lexical_k", &req.LexicalK},
+		{"ttft_budget_ms", &req.TTFTBudgetMs}, {"min_chunks", &req.MinChunks}} {
 		v, err := intParam(qs.Get(f.name), f.name)
 		if err != nil {
 			return err
@@ -111,7 +115,8 @@ func (s *server) handleAskPost(c echo.Context) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
-	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, PromptNonce: body.PromptNonce}
+	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, PromptNonce: body.PromptNonce,
+		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
 	if body.Question != nil {
 		req.Question = *body.Question
 	}
@@ -129,6 +134,12 @@ func (s *server) handleAskPost(c echo.Context) error {
 	}
 	if err := body.apply(&req); err != nil {
 		return err
+	}
+	if body.TTFTBudgetMs != nil {
+		req.TTFTBudgetMs = *body.TTFTBudgetMs
+	}
+	if body.MinChunks != nil {
+		req.MinChunks = *body.MinChunks
 	}
 	return s.ask(c, req)
 }
@@ -156,7 +167,7 @@ func bodyError(err error, limit int64) error {
 		return badRequest("question", "question_required", "the body is empty; send {\"question\": \"...\"}")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce, retrieval, vector_k, lexical_k", field))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks", field))
 	default:
 		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
 	}

@@ -60,10 +60,10 @@ func TestClientSendsItsKey(t *testing.T) {
 	ts := newTestServer(t, Deps{Asker: asker, Keys: keys})
 	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
 
-	if got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, nopStream{}); got.Status != pipeline.StatusError || !strings.Contains(got.ErrorMessage, "auth_missing") {
+	if got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{}); got.Status != pipeline.StatusError || !strings.Contains(got.ErrorMessage, "auth_missing") {
 		t.Errorf("without a key: %s %s, want an error naming auth_missing", got.Status, got.ErrorMessage)
 	}
-	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), &req, nopStream{}); got.Status != pipeline.StatusOK || gotKey != "k1" {
+	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), &req, pipeline.Discard{}); got.Status != pipeline.StatusOK || gotKey != "k1" {
 		t.Errorf("with the key: %s %s %s, key id %q", got.Status, got.ErrorCode, got.ErrorMessage, gotKey)
 	}
 }

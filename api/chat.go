@@ -58,6 +58,9 @@ type chatRagtimeKnobs struct {
 	Filters     *pipeline.Filter `json:"filters"`
 	PromptNonce string           `json:"prompt_nonce"`
 	retrievalKnobs
+	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
+	TTFTBudgetMs *int `json:"ttft_budget_ms"`
+	MinChunks    *int `json:"min_chunks"`
 }
 
 // chatMessage is one message; content is a string or an array of text
@@ -138,7 +141,7 @@ func chatBodyError(err error, limit int64) error {
 		if why, ok := chatUnsupported[field]; ok {
 			return badRequest(field, "unsupported_parameter", fmt.Sprintf("%s is an OpenAI parameter ragtime does not support (%s); leave it out", field, why))
 		}
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k)", field, chatKnownFields))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks)", field, chatKnownFields))
 	}
 	if errors.Is(err, io.EOF) {
 		return badRequest("messages", "messages_required", `the body is empty; send {"model": "...", "messages": [{"role": "user", "content": "..."}]}`)
@@ -149,7 +152,8 @@ func chatBodyError(err error, limit int64) error {
 // chatRequest turns the body into a pipeline request: the last message
 // (from the user) is the question, the ones before it the history.
 func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
-	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature, Seed: b.Seed}
+	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature, Seed: b.Seed,
+		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
 	stop, err := chatStop(b.Stop)
 	if err != nil {
 		return req, err
@@ -197,6 +201,12 @@ func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
 		}
 		if k.Filters != nil {
 			req.Filter = *k.Filters
+		}
+		if k.TTFTBudgetMs != nil {
+			req.TTFTBudgetMs = *k.TTFTBudgetMs
+		}
+		if k.MinChunks != nil {
+			req.MinChunks = *k.MinChunks
 		}
 		req.PromptNonce = k.PromptNonce
 		if err := k.apply(&req); err != nil {
@@ -334,7 +344,8 @@ func renameChatField(err error, last int) error {
 	case strings.HasPrefix(field, "history["):
 		field = "messages[" + strings.TrimPrefix(field, "history[")
 	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", strings.HasPrefix(field, "filters"),
-		field == "retrieval", field == "vector_k", field == "lexical_k":
+		field == "retrieval", field == "vector_k", field == "lexical_k",
+		field == "ttft_budget_ms", field == "min_chunks":
 		field = "ragtime." + field
 	}
 	return badRequest(field, ve.Code, ve.Message)

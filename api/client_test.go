@@ -22,7 +22,7 @@ func TestClientSendsRetrievalKnobs(t *testing.T) {
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Defaults: pipeline.Defaults{Lexical: true}})
 	req := pipeline.Request{Question: "q", TopK: 4, RerankTopN: 0, MaxTokens: 8, Retrieval: pipeline.RetrievalLexical, VectorK: 9, LexicalK: 30}
-	if rec := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, nopStream{}); rec.Status != pipeline.StatusOK {
+	if rec := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{}); rec.Status != pipeline.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
 	r := <-got

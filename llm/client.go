@@ -325,7 +325,7 @@ func (c *client) attempt(parent, actx context.Context, cancel context.CancelCaus
 		}
 		return emit(d)
 	}
-	tr := &upstream.Trace{}
+	tr := &upstream.Trace{TakeWarm: true}
 	defer func() { fill(gen, tr) }()
 	body.tr = tr
 
@@ -601,6 +601,12 @@ func (c *client) Warmup(ctx context.Context, request bool) error {
 	return c.Generate(ctx, &pipeline.GenerateRequest{MaxTokens: 1, Messages: []pipeline.Message{{Role: "user", Content: "Say OK."}}},
 		func(pipeline.Delta) error { return nil }, &gen)
 }
+
+// Prewarm dials a connection to the provider in the background when its
+// pool holds no idle one (a server that closes after each stream, a pool
+// gone idle), for the generation that follows retrieval
+// (pipeline.Prewarmer).
+func (c *client) Prewarm(ctx context.Context) { c.http.Prewarm(ctx) }
 
 // decodeModelIDs reads {"data": [{"id": ...}]} (OpenAI, Anthropic, vLLM,
 // llama.cpp, the simulator).

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"ragtime/admission"
+	"ragtime/embedcache"
 	"ragtime/pipeline"
 	"ragtime/redisstate"
 	"ragtime/tracing"
@@ -210,6 +211,31 @@ func (m *Metrics) Shared(s SharedStats) {
 			ConstLabels: prometheus.Labels{"concern": concern},
 		}, func() float64 { return float64(s.Failures()[concern]) }))
 	}
+}
+
+// EmbedCacheStats reports the query-embedding cache; *embedcache.Cache
+// implements it.
+type EmbedCacheStats interface {
+	Stats() embedcache.Stats
+}
+
+// EmbedCache exports the query-embedding cache's hits, misses and size,
+// read at scrape time.
+func (m *Metrics) EmbedCache(c EmbedCacheStats) {
+	for _, r := range [...]struct {
+		result string
+		n      func(embedcache.Stats) uint64
+	}{{"hit", func(s embedcache.Stats) uint64 { return s.Hits }}, {"miss", func(s embedcache.Stats) uint64 { return s.Misses }}} {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name:        "ragtime_embed_cache_lookups_total",
+			Help:        "Question texts looked up in the query-embedding cache, by result: hit (not embedded again) or miss (--embed-cache-size).",
+			ConstLabels: prometheus.Labels{"result": r.result},
+		}, func() float64 { return float64(r.n(c.Stats())) }))
+	}
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "ragtime_embed_cache_entries",
+		Help: "Vectors held in the query-embedding cache (at most --embed-cache-size).",
+	}, func() float64 { return float64(c.Stats().Entries) }))
 }
 
 // TracingStats reports the tracer's queue and export; *tracing.Tracer

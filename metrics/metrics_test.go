@@ -12,10 +12,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"ragtime/embedcache"
 	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
+	"ragtime/retrieval"
 	"ragtime/tracing"
 )
 
@@ -187,5 +189,36 @@ func TestExemplarsInOpenMetrics(t *testing.T) {
 	}
 	if plain := scrape(t, m.Handler()); strings.Contains(plain, "trace_id") {
 		t.Errorf("the Prometheus text format carries exemplars")
+	}
+}
+
+// TestEmbedCacheCounts: the cache's hits, misses and entries are on
+// /metrics as they stand at the scrape.
+func TestEmbedCacheCounts(t *testing.T) {
+	t.Parallel()
+	pool := postgrestest.NewPool(t)
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: slog.New(slog.DiscardHandler)})
+	defer rec.Close(context.Background())
+	emb, err := retrieval.NewHashEmbedder(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := embedcache.New(emb, embedcache.Config{Embedder: emb.Name(), Dimension: 8, Size: 4, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New(rec)
+	m.EmbedCache(cache)
+	for _, q := range []string{"a", "b", "a", " a ", "c"} {
+		if _, err := cache.Embed(context.Background(), []string{q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := scrape(t, m.Handler())
+	for _, want := range []string{`ragtime_embed_cache_lookups_total{result="hit"} 2`, `ragtime_embed_cache_lookups_total{result="miss"} 3`,
+		"ragtime_embed_cache_entries 3"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

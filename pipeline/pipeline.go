@@ -34,6 +34,11 @@ type Config struct {
 	SearchRecorder SearchRecorder
 	// Tracer, when set, follows each query in a distributed trace.
 	Tracer Tracer
+	// Predictor, when set, is the live prefill model a TTFT budget
+	// predicts by; BudgetQuantile is the quantile it predicts at (one of
+	// BudgetQuantiles; 0: 0.9).
+	Predictor      TTFTPredictor
+	BudgetQuantile float64
 
 	// Names shown in meta and stage attrs.
 	EmbedderName string
@@ -189,10 +194,14 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 	meta := Meta{QueryID: q.id, Model: q.model, Provider: cfg.Provider, TopK: q.req.TopK,
 		RerankTopN: q.req.RerankTopN, MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(),
 		Embedder: cfg.EmbedderName, Store: cfg.StoreName, Reranker: cfg.RerankerName,
-		Retrieval: q.req.Retrieval, RerankNote: rerankNote(&q.req)}
+		Retrieval: q.req.Retrieval, RerankNote: rerankNote(&q.req),
+		TTFTBudgetMs: max(q.req.TTFTBudgetMs, 0)}
 	if err := out.Meta(meta); err != nil {
 		q.err = clientGone(err)
 		return q
+	}
+	if pw, ok := cfg.Generator.(Prewarmer); ok { // the model's connection, dialled while retrieval runs
+		pw.Prewarm(ctx)
 	}
 	q.err = q.retrieveStages(ctx, out)
 	return q
@@ -266,6 +275,8 @@ type query struct {
 	earlySpans bool
 	// trace is the query's distributed trace; nil without a Tracer.
 	trace Trace
+	// ttft is what the TTFT budget decided (fitBudget).
+	ttft budgetChoice
 
 	// Handed from retrieval's goroutine to the answer's (Pipeline.Run):
 	// ctx is the query's context (with its trace), model the model asked
@@ -417,7 +428,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 
 	var prompt promptParts
 	err = q.stage(ctx, out, StageAssemble, func(context.Context) (map[string]any, error) {
-		prompt = q.assemble(hits)
+		prompt = q.fitBudget(hits, q.assemble(hits))
 		f := &q.figs
 		f.chunks, f.dropped = len(prompt.sources), prompt.dropped
 		f.contextTokens, f.promptTokens = prompt.contextTokens, prompt.promptTokens
@@ -631,8 +642,11 @@ func connAttrs(g *Generation) map[string]any {
 }
 
 // callAttrs adds the connection attrs of an embed or rerank call to attrs,
-// when a call was made.
+// when a call was made, and a cache's answer when there was one.
 func callAttrs(c Call, attrs map[string]any) map[string]any {
+	if c.Cache != "" {
+		attrs["cache"] = c.Cache
+	}
 	if !c.Made {
 		return attrs
 	}
@@ -799,6 +813,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
 		}
 	}
+	q.ttft.figures(&rec.Figures, rec.TTFTMs)
 	for i := range q.spans {
 		q.spans[i].materialize()
 	}
@@ -926,6 +941,9 @@ type promptParts struct {
 	contextTokens int
 	promptTokens  int
 	dropped       int
+	// prefixTokens count the prompt before the retrieved context (system
+	// prompt and history): what a server's prefix cache may hold.
+	prefixTokens int
 }
 
 // Per-message framing tokens of the chat format (OpenAI's counting guide:
@@ -1003,6 +1021,7 @@ func (q *query) assemble(hits []Hit) promptParts {
 		historyTokens += tokensPerMessage + cfg.Counter.Count(m.Content)
 	}
 	parts.messages = append(parts.messages, Message{Role: "user", Content: user.String()})
+	parts.prefixTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens
 	// The user message is counted from its parts, so the context is not
 	// tokenized a second time.
 	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens + q.p.frameTokens +

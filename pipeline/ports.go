@@ -78,6 +78,17 @@ type Generator interface {
 	Generate(ctx context.Context, req *GenerateRequest, emit func(Delta) error, gen *Generation) error
 }
 
+// Prewarmer is a Generator that can open its upstream connection ahead of
+// the call: the pipeline calls Prewarm when retrieval starts, so that the
+// connection is dialled while retrieval runs instead of after it.
+//
+// Contract: Prewarm returns at once (the dial runs in the background), does
+// nothing when a connection is already at hand, and is safe for concurrent
+// use.
+type Prewarmer interface {
+	Prewarm(ctx context.Context)
+}
+
 // TokenCounter counts the tokens a model would see in a text.
 //
 // Contract: deterministic, safe for concurrent use, Count("") == 0.
@@ -269,6 +280,11 @@ type ConnInfo struct {
 	// response byte (the server had closed it), and the request was sent
 	// again on a new connection, which is the one described.
 	FreshRetry bool
+	// Prewarmed: the connection was dialled ahead of the call, while
+	// retrieval ran (Prewarmer); Prewarm is what that dial took, off the
+	// critical path (Connect and DNS are then 0: nothing was dialled on it).
+	Prewarmed bool
+	Prewarm   time.Duration
 }
 
 // Call is what an embedder or reranker observed of its HTTP call to an
@@ -285,7 +301,17 @@ type Call struct {
 	// contention, the wait before ragtime's reader ran. The rest of the
 	// stage is ragtime's (encoding, connection, reading and decoding).
 	ServerWait time.Duration
+	// Cache is set by a caching embedder: CacheHit when every text came
+	// from its cache (no call was made), CacheMiss when it called the
+	// embedder; empty without a cache.
+	Cache string
 }
+
+// The values of Call.Cache (the embed stage's cache attr).
+const (
+	CacheHit  = "hit"
+	CacheMiss = "miss"
+)
 
 type callKey struct{}
 
@@ -346,6 +372,8 @@ type Meta struct {
 	// RerankNote says why the context keeps fewer chunks than top_k when
 	// the request left rerank_top_n to its default.
 	RerankNote string `json:"rerank_note,omitempty"`
+	// TTFTBudgetMs is the ask's TTFT budget (0: none).
+	TTFTBudgetMs int `json:"ttft_budget_ms,omitempty"`
 }
 
 // Tracer follows each query in a distributed trace (tracing.Tracer does it

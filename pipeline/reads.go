@@ -124,6 +124,11 @@ type Stats struct {
 	NetworkHealth []NetworkHealth `json:"network_health"`
 	// SlowQueries are the window's slowest queries (slow_queries), slowest first.
 	SlowQueries []SlowQuery `json:"slow_queries"`
+	// PrefillModel is the prefill_model view: the live prefill model of
+	// each provider and model (its own sliding window, whatever Since).
+	PrefillModel []PrefillFit `json:"prefill_model"`
+	// BudgetOutcomes is the budget_outcomes view for the hours the window touches.
+	BudgetOutcomes []BudgetOutcome `json:"budget_outcomes"`
 }
 
 // ProviderModel is one provider and model that answered queries in a window.

@@ -130,6 +130,17 @@ type Figures struct {
 	// prefill.
 	PrefillUnexplainedMs *float64 `json:"prefill_unexplained_ms" db:"prefill_unexplained_ms"`
 
+	// The TTFT budget's account, when the ask had one (nil and empty
+	// otherwise): the budget, the TTFT and llm_prefill predicted for the
+	// prompt sent (nil without a prefill model), the ranked chunks
+	// dropped to fit it, and the outcome (BudgetHeld, BudgetMissed,
+	// BudgetUnmodelled).
+	TTFTBudgetMs       *float64 `json:"ttft_budget_ms,omitempty" db:"ttft_budget_ms"`
+	PredictedTTFTMs    *float64 `json:"predicted_ttft_ms,omitempty" db:"predicted_ttft_ms"`
+	PredictedPrefillMs *float64 `json:"predicted_prefill_ms,omitempty" db:"predicted_prefill_ms"`
+	BudgetDropped      *int     `json:"budget_dropped,omitempty" db:"budget_dropped"`
+	BudgetOutcome      string   `json:"budget_outcome,omitempty" db:"budget_outcome,null"`
+
 	Usage Usage `json:"usage"`
 }
 

@@ -49,6 +49,9 @@ type Defaults struct {
 	// Lexical says the store has a lexical leg; without it a request for
 	// hybrid or lexical retrieval is refused.
 	Lexical bool
+	// TTFTBudgetMs is the ttft_budget_ms of an ask that gives none (an API
+	// key's --ttft-budget, else serve's --ttft-budget-ms); 0: none.
+	TTFTBudgetMs int
 }
 
 // Retrieval modes: the legs a search runs.
@@ -97,6 +100,9 @@ func legK(k, def, topK int, mode string) int {
 	}
 	return topK
 }
+
+// MaxTTFTBudgetMs bounds ttft_budget_ms (ten minutes).
+const MaxTTFTBudgetMs = 600_000
 
 // TopKOr returns topK, or the default top_k when it is Unset.
 func (d Defaults) TopKOr(topK int) int {
@@ -176,6 +182,13 @@ type Request struct {
 	// Seed, when set, is passed to the model for repeatable sampling
 	// (OpenAI's seed; best effort, as it is upstream).
 	Seed *int64 `json:"-"`
+	// TTFTBudgetMs, when > 0, is the ask's TTFT budget in milliseconds:
+	// after ranking, the context keeps the longest prefix of the ranked
+	// chunks whose predicted TTFT fits it (docs/ttft.md). Unset takes the
+	// default (Defaults.TTFTBudgetMs); 0 is none.
+	TTFTBudgetMs int `json:"-"`
+	// MinChunks is the fewest chunks a budget keeps (0: 1).
+	MinChunks int `json:"-"`
 
 	// Scope is the caller's tenant filter (an API key's --filter): every
 	// search is restricted to it, whatever Filter asks (see Filter.Within).
@@ -272,6 +285,20 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 	if t := r.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
 		return &ValidationError{Field: "temperature", Code: "temperature_out_of_range",
 			Message: fmt.Sprintf("temperature must be between 0 and 2, got %g", *t)}
+	}
+	if r.TTFTBudgetMs == Unset {
+		r.TTFTBudgetMs = d.TTFTBudgetMs
+	}
+	if r.TTFTBudgetMs < 0 || r.TTFTBudgetMs > MaxTTFTBudgetMs {
+		return &ValidationError{Field: "ttft_budget_ms", Code: "ttft_budget_ms_out_of_range",
+			Message: fmt.Sprintf("ttft_budget_ms must be between 0 (none) and %d, got %d", MaxTTFTBudgetMs, r.TTFTBudgetMs)}
+	}
+	if r.MinChunks == Unset || r.MinChunks == 0 {
+		r.MinChunks = 1
+	}
+	if r.MinChunks < 1 || r.MinChunks > MaxTopK {
+		return &ValidationError{Field: "min_chunks", Code: "min_chunks_out_of_range",
+			Message: fmt.Sprintf("min_chunks must be between 1 and %d, got %d", MaxTopK, r.MinChunks)}
 	}
 	if r.MaxContextTokens < 0 {
 		return &ValidationError{Field: "max_context_tokens", Code: "max_context_tokens_out_of_range",

@@ -93,6 +93,9 @@ func (d DoneEvent) AppendJSON(b []byte) (out []byte, ok bool) {
 			return b, false
 		}
 	}
+	if b, ok = appendBudget(b, f); !ok {
+		return b, false
+	}
 	u := &f.Usage
 	b = append(b, `,"usage":{"prompt_tokens":`...)
 	b = strconv.AppendInt(b, int64(u.PromptTokens), 10)

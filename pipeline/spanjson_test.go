@@ -99,6 +99,8 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 			func(f *stageFigs) { f.embed = Call{Made: true, Conn: ConnInfo{Reused: true}} }},
 		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3},
 			func(f *stageFigs) { f.dim, f.dimKnown = 3, true }},
+		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3, "cache": "hit"},
+			func(f *stageFigs) { f.dim, f.dimKnown, f.embed.Cache = 3, true, CacheHit }},
 		{StageSearch, map[string]any{"k": 4, "hits": 3, "store": "embedded", "exact": false, "ef": 64, "a": "<x>", "z": 1.5},
 			func(f *stageFigs) { f.k, f.hits = 4, 3 }},
 		{StageRerank, map[string]any{"candidates": 4, "top_n": 0, "reranker": "off"},
@@ -109,6 +111,8 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 			func(f *stageFigs) { f.conn = ConnInfo{Reused: true} }},
 		{StageLLMConnect, map[string]any{"reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0, "fresh_retry": true, "retries": 2},
 			func(f *stageFigs) { f.conn, f.retries = call.Conn, 2 }},
+		{StageLLMConnect, map[string]any{"reused": false, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "prewarmed": true, "prewarm_connect_ms": 0.25},
+			func(f *stageFigs) { f.conn = ConnInfo{Prewarmed: true, Prewarm: 250 * time.Microsecond} }},
 		{StageLLMPrefill, map[string]any{"status": 200}, func(f *stageFigs) { f.status = 200 }},
 		{StageLLMPrefill, map[string]any{}, func(*stageFigs) {}},
 	} {

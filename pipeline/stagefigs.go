@@ -136,6 +136,9 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 	switch name {
 	case StageEmbed:
 		c := &f.embed
+		if c.Cache != "" {
+			o.str("cache", c.Cache)
+		}
 		if c.Made {
 			o.ms("connect_ms", roundMs(c.Conn.Connect))
 		}
@@ -198,6 +201,10 @@ func connFigs(o *attrOut, c ConnInfo, retries int) {
 	o.ms("dns_ms", roundMs(c.DNS))
 	if c.FreshRetry {
 		o.bool("fresh_retry", true)
+	}
+	if c.Prewarmed {
+		o.ms("prewarm_connect_ms", roundMs(c.Prewarm))
+		o.bool("prewarmed", true)
 	}
 	if retries > 0 {
 		o.int("retries", retries)

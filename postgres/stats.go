@@ -184,12 +184,15 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 		for _, v := range []struct {
 			name string
 			into func(pgx.Rows) error
-		}{{"ttft_tail", collect(&st.TTFTTail)}, {"cache_hit_rate", collect(&st.CacheHitRate)}, {"network_health", collect(&st.NetworkHealth)}} {
+		}{{"ttft_tail", collect(&st.TTFTTail)}, {"cache_hit_rate", collect(&st.CacheHitRate)}, {"network_health", collect(&st.NetworkHealth)},
+			{"budget_outcomes", collect(&st.BudgetOutcomes)}} {
 			reads = append(reads, read(v.name, `SELECT * FROM `+v.name+` WHERE hour >= `+hourFrom+`%s ORDER BY hour, provider, model`,
 				(and([]any{since}, byModel)), v.into))
 		}
+		reads = append(reads, read("prefill_model", `SELECT * FROM prefill_model WHERE true%s ORDER BY provider, model`, and(nil, byModel), collect(&st.PrefillModel)))
 	} else {
 		st.TTFTTail, st.CacheHitRate, st.NetworkHealth = []pipeline.TTFTTail{}, []pipeline.CacheHitRate{}, []pipeline.NetworkHealth{}
+		st.BudgetOutcomes, st.PrefillModel = []pipeline.BudgetOutcome{}, []pipeline.PrefillFit{}
 	}
 	return runStatsReads(ctx, tx, &st, reads)
 }

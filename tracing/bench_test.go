@@ -36,7 +36,7 @@ func BenchmarkAsk(b *testing.B) {
 			b.ReportAllocs()
 			var ttft, overhead []float64
 			for b.Loop() {
-				rec := p.Run(context.Background(), req, discard{})
+				rec := p.Run(context.Background(), req, pipeline.Discard{})
 				if rec.Status != pipeline.StatusOK {
 					b.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 				}

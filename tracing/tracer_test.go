@@ -60,16 +60,6 @@ type words struct{}
 
 func (words) Count(s string) int { return len(strings.Fields(s)) }
 
-// discard is a Stream that keeps nothing.
-type discard struct{}
-
-func (discard) Meta(pipeline.Meta) error        { return nil }
-func (discard) Stage(pipeline.Span) error       { return nil }
-func (discard) Sources([]pipeline.Source) error { return nil }
-func (discard) Delta(pipeline.Delta) error      { return nil }
-func (discard) Done(pipeline.Record) error      { return nil }
-func (discard) Fail(*pipeline.Error) error      { return nil }
-
 // headerRecorder is a loopback proxy in front of the simulator that keeps
 // the traceparent of every request.
 type headerRecorder struct {
@@ -183,7 +173,7 @@ func TestOneTracePerQueryOnTheStoredClock(t *testing.T) {
 	// The caller's span: the query continues its trace.
 	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6},
 		TraceFlags: trace.FlagsSampled, Remote: true})
-	rec := p.Run(trace.ContextWithRemoteSpanContext(context.Background(), caller), request(t), discard{})
+	rec := p.Run(trace.ContextWithRemoteSpanContext(context.Background(), caller), request(t), pipeline.Discard{})
 	if rec.Status != pipeline.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
@@ -293,7 +283,7 @@ func TestErrorCarriesTheStableCode(t *testing.T) {
 	base, _ := startSim(t)
 	tr, exp := memTracer(t, 0)
 	p := newPipeline(t, base, &ctxSearcher{err: &pipeline.Error{Code: "store_unavailable", Message: "qdrant at 127.0.0.1:1 refused the connection"}}, tr)
-	rec := p.Run(context.Background(), request(t), discard{})
+	rec := p.Run(context.Background(), request(t), pipeline.Discard{})
 	if rec.Status != pipeline.StatusError || rec.TraceID == "" {
 		t.Fatalf("status %s, trace %q", rec.Status, rec.TraceID)
 	}
@@ -338,7 +328,7 @@ func TestStalledReceiverDropsAndCounts(t *testing.T) {
 	p := newPipeline(t, base, &ctxSearcher{}, tr)
 	const asks = 3000 // 7 spans each: more than the batcher's 2,048 + the queue's 2
 	for range asks {
-		if rec := p.Run(context.Background(), request(t), discard{}); rec.Status != pipeline.StatusOK {
+		if rec := p.Run(context.Background(), request(t), pipeline.Discard{}); rec.Status != pipeline.StatusOK {
 			t.Fatalf("status %s", rec.Status)
 		}
 	}
@@ -360,7 +350,7 @@ func TestUnsampledQueryStoresNoTraceID(t *testing.T) {
 	tr, exp := memTracer(t, 0)
 	p := newPipeline(t, base, &ctxSearcher{}, tr)
 	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}, Remote: true})
-	rec := p.Run(trace.ContextWithRemoteSpanContext(context.Background(), caller), request(t), discard{})
+	rec := p.Run(trace.ContextWithRemoteSpanContext(context.Background(), caller), request(t), pipeline.Discard{})
 	flush(t, tr)
 	if rec.TraceID != "" || len(exp.GetSpans()) != 0 {
 		t.Errorf("unsampled caller: trace_id %q, %d spans", rec.TraceID, len(exp.GetSpans()))

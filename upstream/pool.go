@@ -71,24 +71,44 @@ func (p *Pool) Client(base string) *Client {
 	if c, ok := p.hosts[key]; ok {
 		return c
 	}
-	c := &Client{pooled: &http.Client{Transport: p.transport(false)}, fresh: &http.Client{Transport: p.transport(true)}}
+	c := &Client{}
+	c.warm = newWarmer(base, func(ctx context.Context, network, addr string) (*conn, error) {
+		nc, err := p.dialer().DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return c.warm.adopt(newConn(nc)), nil
+	})
+	c.pooled, c.fresh = &http.Client{Transport: p.transport(c.warm)}, &http.Client{Transport: p.transport(nil)}
 	p.hosts[key] = c
 	return c
 }
 
-// transport is the keep-alive transport of one host (or, single, one that
-// opens a new connection per request: the retry after a stale one).
-func (p *Pool) transport(single bool) *http.Transport {
-	dialer := &net.Dialer{
+func (p *Pool) dialer() *net.Dialer {
+	return &net.Dialer{
 		Timeout:   10 * time.Second,
 		KeepAlive: 30 * time.Second,
 	}
+}
+
+// transport is the keep-alive transport of one host, which takes w's
+// prewarmed connections before it dials (or, w nil, one that opens a new
+// connection per request: the retry after a stale one).
+func (p *Pool) transport(w *warmer) *http.Transport {
+	dialer := p.dialer()
+	single := w == nil
 	return &http.Transport{
 		Proxy: http.ProxyFromEnvironment,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if c := w.take(ctx, addr); c != nil {
+				return c, nil
+			}
 			c, err := dialer.DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err
+			}
+			if w != nil {
+				return w.adopt(newConn(c)), nil
 			}
 			return newConn(c), nil
 		},
@@ -123,6 +143,7 @@ type conn struct {
 	net.Conn
 	rx   *rxstamp.Reader // nil: reads are not stamped
 	last rxstamp.At      // the latest read's stamp; zero: none
+	warm warmState       // prewarming's (prewarm.go)
 }
 
 func newConn(c net.Conn) *conn { return &conn{Conn: c, rx: rxstamp.Enable(c)} }
@@ -163,6 +184,7 @@ func (c *conn) ReadFrom(r io.Reader) (int64, error) {
 type Client struct {
 	pooled *http.Client
 	fresh  *http.Client
+	warm   *warmer // nil: not prewarmed (Prewarm)
 }
 
 // FromHTTP wraps hc (tests, or a caller with its own transport); the retry
@@ -185,7 +207,7 @@ func (c *Client) Do(req *http.Request, tr *Trace) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	inject(ctx, req)
-	resp, err := c.pooled.Do(req.WithContext(httptrace.WithClientTrace(ctx, tr.hooks())))
+	resp, err := c.pooled.Do(req.WithContext(httptrace.WithClientTrace(tr.warmContext(ctx), tr.hooks())))
 	if err == nil || ctx.Err() != nil || !tr.staleFailure() || (req.Body != nil && req.Body != http.NoBody && req.GetBody == nil) {
 		return resp, err
 	}

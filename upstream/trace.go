@@ -15,6 +15,11 @@ import (
 // goroutines, even after the request finished, hence the mutex. The zero
 // value is ready to use; Client.Do fills it.
 type Trace struct {
+	// TakeWarm lets the call take a connection Client.Prewarm dialled for
+	// it (the model's call; an embedding or a rerank to the same host
+	// dials its own, or reuses an idle one).
+	TakeWarm bool
+
 	mu                  sync.Mutex
 	dnsStart, dnsDone   time.Time
 	connStart, connDone time.Time
@@ -24,6 +29,7 @@ type Trace struct {
 	conn                atomic.Pointer[conn] // the call's connection, when it is one of a Pool's (HTTP/1); read without mu, per chunk
 	reused              bool
 	freshRetry          bool
+	prewarm             time.Duration // the prewarmed connection's dial; 0: not prewarmed
 }
 
 func (t *Trace) hooks() *httptrace.ClientTrace {
@@ -46,11 +52,22 @@ func (t *Trace) hooks() *httptrace.ClientTrace {
 		},
 		GotConn: func(info httptrace.GotConnInfo) {
 			c := poolConn(info.Conn)
+			if info.WasIdle {
+				c.markBusy()
+			}
 			t.mu.Lock()
 			t.gotConn = time.Now()
 			t.reused = info.Reused
+			if c != nil && !info.Reused {
+				t.prewarm = c.warm.cost
+			}
 			t.conn.Store(c)
 			t.mu.Unlock()
+		},
+		PutIdleConn: func(err error) {
+			if err == nil {
+				t.conn.Load().markIdle()
+			}
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
 			if info.Err == nil {
@@ -109,12 +126,12 @@ func (t *Trace) set(at *time.Time, overwrite bool) {
 }
 
 // staleFailure reports whether the call failed the way a keep-alive
-// connection the server had already closed fails: reused, and not one
-// response byte read.
+// connection the server had already closed fails: reused (or prewarmed,
+// dialled before the call), and not one response byte read.
 func (t *Trace) staleFailure() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.reused && t.firstByte.IsZero()
+	return (t.reused || t.prewarm > 0) && t.firstByte.IsZero()
 }
 
 // restart forgets a failed attempt before the next one; fresh marks the
@@ -126,7 +143,7 @@ func (t *Trace) restart(fresh bool) {
 	t.dnsStart, t.dnsDone, t.connStart, t.connDone = zero, zero, zero, zero
 	t.tlsStart, t.tlsDone, t.gotConn, t.wrote, t.firstByte = zero, zero, zero, zero, zero
 	t.conn.Store(nil)
-	t.reused, t.freshRetry = false, fresh
+	t.reused, t.freshRetry, t.prewarm = false, fresh, 0
 }
 
 // Conn describes the connection the call used.
@@ -139,6 +156,8 @@ func (t *Trace) Conn() pipeline.ConnInfo {
 		Connect:    span(t.connStart, t.connDone),
 		TLS:        span(t.tlsStart, t.tlsDone),
 		FreshRetry: t.freshRetry,
+		Prewarmed:  t.prewarm > 0,
+		Prewarm:    t.prewarm,
 	}
 }
 

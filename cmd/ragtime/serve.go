@@ -52,6 +52,8 @@ type serveConfig struct {
 	heartbeat        time.Duration
 	sseRetry         time.Duration
 	maxContextTokens int
+	embedCache       embedCacheConfig
+	budget           budgetConfig
 	topK             int
 	rerankTopN       int
 	// retrieval, vectorK and lexicalK are the default retrieval mode and
@@ -137,6 +139,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.heartbeat, "sse-heartbeat", 15*time.Second, "send an SSE comment (: keep-alive) when a stream has been silent this long, so proxies do not cut it during a long prefill (0: never)")
 	fs.DurationVar(&c.sseRetry, "sse-retry", 2*time.Second, "reconnection delay sent in each stream's retry: field; a query whose client disconnects keeps running twice this long for the client to resume with Last-Event-ID")
 	fs.IntVar(&c.maxContextTokens, "max-context-tokens", pipeline.DefaultMaxContextTokens, "token budget for retrieved context in the prompt; lower-ranked chunks are dropped to fit (serve.max_context_tokens in --config)")
+	c.embedCache.register(fs)
+	c.budget.register(fs)
 	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
 	fs.StringVar(&c.retrieval, "retrieval", "", "retrieval of an ask that names none: hybrid (vector and BM25 legs, fused), vector or lexical (default: hybrid when the store has a lexical leg, as the embedded store does; vector for Qdrant)")
@@ -203,6 +207,8 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if c.maxContextTokens < 1 {
 		problems["max-context-tokens"] = fmt.Sprintf("--max-context-tokens must be at least 1, got %d", c.maxContextTokens)
 	}
+	c.embedCache.valid(problems)
+	c.budget.valid(problems)
 	if c.keysReload <= 0 {
 		problems["keys-reload"] = fmt.Sprintf("--keys-reload must be positive, got %s", c.keysReload)
 	}
@@ -258,7 +264,7 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	return problems
 }
 
-// defaults are the knobs an ask without them gets; lexical says whether
+// defaults are the knobs (ttft_budget_ms among them) an ask without them gets; lexical says whether
 // the store has a lexical leg.
 func (c *serveConfig) defaults(lexical bool) pipeline.Defaults {
 	mode := c.retrieval
@@ -266,7 +272,8 @@ func (c *serveConfig) defaults(lexical bool) pipeline.Defaults {
 		mode = pipeline.RetrievalHybrid
 	}
 	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0,
-		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK, Lexical: lexical}
+		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK, Lexical: lexical,
+		TTFTBudgetMs: c.budget.budgetMs}
 }
 
 // fusionConfig is how a hybrid retrieval merges its legs.
@@ -404,16 +411,25 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if lexLeg == nil && cfg.retrieval != "" && cfg.retrieval != pipeline.RetrievalVector {
 		return &usageError{msg: fmt.Sprintf("--retrieval %s needs a store with a lexical leg; --store %s has only vectors", cfg.retrieval, parts.storeName)}
 	}
+	embedder, cache, err := cfg.embedCache.wrap(parts, &cfg.parts)
+	if err != nil {
+		return err
+	}
+	if cache != nil {
+		mx.EmbedCache(cache)
+	}
+	live := cfg.budget.live(ctx, postgres.NewStore(db), log)
 	pl, err := pipeline.New(pipeline.Config{
-		Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: cfg.fusionConfig(),
+		Embedder: embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: cfg.fusionConfig(),
 		Reranker: parts.reranker, SearchRecorder: searches,
-		Generator: parts.generator, Counter: parts.counter, Recorder: mx.Recorder(rec),
+		Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(mx.Recorder(rec)),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 		SearchAttrs: parts.store.SearchAttrs(),
 		Provider:    parts.provider, Model: parts.model,
 		MaxContextTokens: cfg.maxContextTokens,
 		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
-		Tracer: tracer.Hook(),
+		Tracer:    tracer.Hook(),
+		Predictor: live, BudgetQuantile: cfg.budget.quantile,
 	})
 	if err != nil {
 		return err

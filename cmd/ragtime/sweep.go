@@ -368,7 +368,7 @@ const serverRecordWait = 10 * time.Second
 // queries). The check query is an ordinary ask, stored untagged.
 func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postgres.Store, question, serverURL, dbURL string, wait time.Duration) error {
 	req := pipeline.Request{Question: question, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: 1}
-	rec := asker.Run(ctx, &req, discardStream{})
+	rec := asker.Run(ctx, &req, pipeline.Discard{})
 	if rec.QueryID == "" {
 		return fmt.Errorf("--server %s: the check question got no query id (%s: %s)", serverURL, rec.ErrorCode, rec.ErrorMessage)
 	}
@@ -392,16 +392,6 @@ func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postg
 		}
 	}
 }
-
-// discardStream is a pipeline.Stream that drops every event.
-type discardStream struct{}
-
-func (discardStream) Meta(pipeline.Meta) error        { return nil }
-func (discardStream) Stage(pipeline.Span) error       { return nil }
-func (discardStream) Sources([]pipeline.Source) error { return nil }
-func (discardStream) Delta(pipeline.Delta) error      { return nil }
-func (discardStream) Done(pipeline.Record) error      { return nil }
-func (discardStream) Fail(*pipeline.Error) error      { return nil }
 
 // writeApply prints how to apply the recommended setting (serve's flags and
 // the --config snippet, which set the defaults an ask without top_k or

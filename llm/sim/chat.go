@@ -347,6 +347,9 @@ func (a *answerer) stream(ctx context.Context) bool {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	h.Set("X-Request-Id", a.enc.ID)
+	if a.s.cfg.CloseAfterStream {
+		h.Set("Connection", "close")
+	}
 	a.w.WriteHeader(http.StatusOK)
 	buf := make([]byte, 0, 1024)
 	send := func(b []byte) bool {

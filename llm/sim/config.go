@@ -99,6 +99,9 @@ type Config struct {
 	// objects to every answer; without it only requests with the header
 	// X-Llmsim-Timings: 1 get them.
 	ServerTimings bool
+	// CloseAfterStream closes the connection after every streamed answer
+	// (Connection: close), as llama-server does.
+	CloseAfterStream bool
 	// CoarseTimers trusts the runtime's timers alone, about 1 ms late on an
 	// idle machine, instead of also arming a kernel timerfd (Linux) that
 	// wakes the scheduler within tens of microseconds. Either way a driver
@@ -185,6 +188,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Faults, "faults", c.Faults, "failure rates per request, KIND=RATE,... with KIND 401, 404, 429, 500, stall, drop, malformed, nochoices (the X-Llmsim-Fault header forces one)")
 	fs.Float64Var(&c.StallMs, "stall-ms", c.StallMs, "how long a stall fault holds the first token back, in milliseconds")
 	fs.IntVar(&c.RetryAfterSeconds, "retry-after", c.RetryAfterSeconds, "Retry-After of 429 answers, in seconds")
+	fs.BoolVar(&c.CloseAfterStream, "close-after-stream", c.CloseAfterStream, "close the connection after every streamed answer (Connection: close), as llama-server does")
 	fs.BoolVar(&c.ServerTimings, "server-timings", c.ServerTimings, "add vLLM-style metrics and llama.cpp-style timings to every answer (else only with the header X-Llmsim-Timings: 1)")
 	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "wake engine steps with the Go runtime's timers alone (about 1 ms late when idle) instead of also arming a kernel timerfd (tens of µs); either way a driver polls the clock only through the last 200 µs before a step ≥ 5 ms away")
 	fs.Float64Var(&c.EmbedMs, "embed-ms", c.EmbedMs, "latency of one /v1/embeddings or /api/embed request, in milliseconds")
