@@ -492,7 +492,7 @@ func TestSpanIDsFormATree(t *testing.T) {
 	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{8},
 		TraceFlags: trace.FlagsSampled, Remote: true})
 	for _, ctx := range []context.Context{context.Background(), trace.ContextWithRemoteSpanContext(context.Background(), caller)} {
-		if rec := p.Run(ctx, request(t), discard{}); rec.Status != pipeline.StatusOK {
+		if rec := p.Run(ctx, request(t), pipeline.Discard{}); rec.Status != pipeline.StatusOK {
 			t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 		}
 	}
@@ -542,7 +542,7 @@ func TestZeroLengthStageIsAZeroLengthSpan(t *testing.T) {
 	p := newPipeline(t, base, &ctxSearcher{}, tr)
 	req := request(t)
 	req.MaxTokens = 1
-	rec := p.Run(context.Background(), req, discard{})
+	rec := p.Run(context.Background(), req, pipeline.Discard{})
 	if rec.Status != pipeline.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
