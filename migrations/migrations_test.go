@@ -76,7 +76,7 @@ func TestUpDownUp(t *testing.T) {
 		}
 		return names
 	}
-	want := "api_keys,budget_outcomes,cache_hit_rate,network_health,prefill_model,queries,query_rollups,query_stages,slow_queries,sweep_results,sweeps,topk_tradeoff,ttft_breakdown,ttft_tail"
+	want := "api_keys,budget_outcomes,cache_hit_rate,network_health,prefill_model,queries,query_rollups,query_stages,retrieval_latency,searches,slow_queries,sweep_results,sweeps,topk_tradeoff,ttft_breakdown,ttft_tail"
 
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatalf("up: %v", err)
