@@ -241,7 +241,7 @@ func TestFailuresSlowAnAddressAndStayBounded(t *testing.T) {
 		if w := f.Wait("203.0.113.7", now); w != 0 {
 			t.Fatalf("failure %d: wait %s before the burst is used", i, w)
 		}
-		f.Fail("203.0.113.7", now)
+		f.Fail(context.Background(), "203.0.113.7", now)
 	}
 	if w := f.Wait("203.0.113.7", now); w < 11*time.Second || w > 12*time.Second {
 		t.Errorf("after 5 failures of 5/min: wait %s, want the 12 s one failure takes to refill", w)
@@ -253,17 +253,17 @@ func TestFailuresSlowAnAddressAndStayBounded(t *testing.T) {
 		t.Errorf("12 s later: wait %s", w)
 	}
 	for i := range 1000 {
-		f.Fail(fmt.Sprintf("198.51.%d.%d", i/256, i%256), now)
+		f.Fail(context.Background(), fmt.Sprintf("198.51.%d.%d", i/256, i%256), now)
 	}
 	if n := f.Addresses(); n > 100 {
 		t.Errorf("%d addresses remembered, bound 100", n)
 	}
-	f.Fail("203.0.113.9", now.Add(2*time.Minute)) // sweeps the idle ones
+	f.Fail(context.Background(), "203.0.113.9", now.Add(2*time.Minute)) // sweeps the idle ones
 	if n := f.Addresses(); n != 1 {
 		t.Errorf("%d addresses remembered after two idle minutes, want 1", n)
 	}
 	var off *Failures = NewFailures(auth.Rate{}, 0)
-	off.Fail("203.0.113.7", now)
+	off.Fail(context.Background(), "203.0.113.7", now)
 	if off != nil || off.Wait("203.0.113.7", now) != 0 {
 		t.Error("a zero rate limits")
 	}

@@ -92,7 +92,7 @@ func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	}
 	token, err := bearer(r)
 	if err != nil {
-		s.failures.Fail(caller.IP, now)
+		s.failures.Fail(r.Context(), caller.IP, now)
 		return caller, err
 	}
 	if token == "" {
@@ -106,7 +106,7 @@ func (s *server) caller(c echo.Context) (auth.Caller, error) {
 	key, err := s.deps.Keys.Authenticate(token, now)
 	if err != nil {
 		if !errors.Is(err, auth.ErrUnavailable) {
-			s.failures.Fail(caller.IP, now)
+			s.failures.Fail(r.Context(), caller.IP, now)
 		}
 		return caller, err
 	}

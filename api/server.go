@@ -86,6 +86,10 @@ type Deps struct {
 	// requests with a key get 429 auth_throttled until the bucket refills.
 	// Zero: no bound.
 	AuthFailures auth.Rate
+	// SharedAuthFailures, when set (serve's --redis-url), counts the failed
+	// key checks of an address across replicas as well
+	// (admission.Failures.Share).
+	SharedAuthFailures admission.RateLimiter
 	// DefaultModel is the configured model (--llm-model): always allowed,
 	// listed first by /v1/models, and what a chat completion naming it
 	// asks for (as an empty model in /ask).
@@ -248,7 +252,7 @@ func NewServer(deps Deps) *Server {
 	}
 	deps.Stream.log = deps.Logger
 	s := &server{deps: deps, log: deps.Logger, ingest: make(ingestSlots, deps.MaxConcurrentIngests),
-		streams: newStreamHub(deps.Stream), failures: admission.NewFailures(deps.AuthFailures, 0)}
+		streams: newStreamHub(deps.Stream), failures: admission.NewFailures(deps.AuthFailures, 0).Share(deps.SharedAuthFailures)}
 	s.lastReady.Store("")
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/admission"
 	"ragtime/auth"
 	"ragtime/postgres/postgrestest"
 	"ragtime/redisstate/redistest"
@@ -208,5 +209,42 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("timed out")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Failed key checks are counted across replicas: with 5 failures a minute
+// allowed per address, failures seen by two replicas in turn use up one
+// bucket; each replica refuses the address from its first failure past the
+// shared bucket on, 7 failures in all (per replica, 5 each: 10). Another
+// address is not affected.
+func TestFailedKeyChecksAreCountedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{})
+	b := open(t, url, Options{Prefix: a.Prefix()})
+	r := auth.Rate{N: 5, Per: time.Minute}
+	replicas := []*admission.Failures{admission.NewFailures(r, 0).Share(a), admission.NewFailures(r, 0).Share(b)}
+	ctx := context.Background()
+	now := time.Now()
+	const addr = "203.0.113.7"
+	failed := 0
+	for i := 0; i < 20 && (replicas[0].Wait(addr, now) == 0 || replicas[1].Wait(addr, now) == 0); i++ {
+		f := replicas[i%2]
+		if f.Wait(addr, now) > 0 {
+			continue
+		}
+		f.Fail(ctx, addr, now)
+		failed++
+	}
+	if failed != 7 {
+		t.Errorf("%d failed checks before both replicas refused the address, want 7 (5 shared, then one each)", failed)
+	}
+	for i, f := range replicas {
+		if w := f.Wait(addr, now); w <= 0 || w > 13*time.Second {
+			t.Errorf("replica %d: the address waits %s, want the shared bucket's refill (12 s a failure)", i, w)
+		}
+	}
+	if w := replicas[0].Wait("203.0.113.8", now); w != 0 {
+		t.Errorf("another address waits %s", w)
 	}
 }

@@ -470,6 +470,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		AllowedHosts:         append(slices.Clone(cfg.allowedHosts), addrHost(cfg.addr)),
 		Keys:                 keys,
 		AuthFailures:         cfg.authFailures,
+		SharedAuthFailures:   sharedLimits(shared),
 		RefuseOpen:           !loopback && !cfg.insecureNoAuth,
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
@@ -707,6 +708,14 @@ func backendKey(p *parts) string {
 	}
 	sum := sha256.Sum256([]byte(p.remote.BaseURL()))
 	return p.provider + ":" + hex.EncodeToString(sum[:8])
+}
+
+// sharedLimits is shared as the failed key checks' shared buckets, or nil.
+func sharedLimits(shared *redisstate.Store) admission.RateLimiter {
+	if shared == nil {
+		return nil
+	}
+	return shared
 }
 
 // sharedStreams is shared as the streams' shared log, or nil.
