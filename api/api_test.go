@@ -512,3 +512,56 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestResumeAfterTheAnswerFinished: a client cut off mid-answer whose
+// answer then finishes before it reconnects (a loaded machine, a long
+// retry) still gets the rest of the answer, done included, when it
+// resumes within the grace; it used to get 204 and lose the answer.
+func TestResumeAfterTheAnswerFinished(t *testing.T) {
+	t.Parallel()
+	cut, finished := make(chan struct{}), make(chan struct{})
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+		defer close(finished)
+		_ = out.Meta(pipeline.Meta{QueryID: "q-late", Model: "m"})
+		_ = out.Delta(pipeline.Delta{Text: "first"})
+		_ = out.(pipeline.Flusher).Flush()
+		<-cut
+		// Well inside the grace (twice the 2 s retry): the server has seen
+		// the client go by then.
+		time.Sleep(500 * time.Millisecond)
+		for _, tok := range []string{" second", " third"} {
+			_ = out.Delta(pipeline.Delta{Text: tok})
+		}
+		rec := pipeline.Record{QueryID: "q-late", Status: pipeline.StatusOK}
+		_ = out.Done(rec)
+		return &rec
+	})
+	ts := newTestServer(t, Deps{Asker: asker})
+	first, err := http.Get(ts.URL + "/ask?q=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(first.Body)
+	for seen := ""; !strings.Contains(seen, `"first"`); {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before the first token: %v", err)
+		}
+		seen += line
+	}
+	first.Body.Close()
+	close(cut)
+	<-finished
+	req, _ := http.NewRequest("GET", ts.URL+"/ask?q=x", nil)
+	req.Header.Set("Last-Event-ID", "q-late:1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `" second"`) || !strings.Contains(string(body), `" third"`) ||
+		!strings.Contains(string(body), "event: done") || strings.Contains(string(body), `"first"`) {
+		t.Fatalf("resume after the answer finished: %d\n%s", resp.StatusCode, body)
+	}
+}

@@ -203,9 +203,10 @@ func (h *streamHub) runPlain(c echo.Context, asker Asker, req *pipeline.Request,
 }
 
 // resume serves a request carrying Last-Event-ID: the events after it of a
-// query still running here, then the rest of the stream as it comes. A
-// query that is not running (finished, cancelled, or never here) is
-// answered 204 No Content, which stops an EventSource for good; the model
+// query still running here, then the rest of the stream as it comes; or,
+// for a query that finished while its client was away and is still kept
+// (linger), the rest of its events. A query that is not running (finished
+// with its client there, cancelled, or never here) is answered 204 No Content, which stops an EventSource for good; the model
 // is never asked again. Only the key that asked may resume a query.
 func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 	qid, seq, ok := parseEventID(lastEventID)
@@ -224,9 +225,21 @@ func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	l.mu.Lock()
-	if l.ended || l.gone != nil {
+	if l.gone != nil {
 		l.mu.Unlock()
 		return c.NoContent(http.StatusNoContent)
+	}
+	if l.ended {
+		// The answer finished while its client was away (linger): hand
+		// over the rest of it, done included, and end the stream.
+		sk := l.resumeLocked(c.Response(), seq)
+		if l.sink == sk {
+			l.sink = nil
+			close(sk.done)
+		}
+		l.mu.Unlock()
+		sk.release()
+		return nil
 	}
 	sk := l.resumeLocked(c.Response(), seq)
 	l.mu.Unlock()
@@ -326,6 +339,16 @@ func (h *streamHub) remove(l *eventLog) {
 		delete(h.byID, l.id)
 	}
 	h.closeLocked(l)
+}
+
+// linger keeps an ended query's events for a resume for as long as its
+// client is waited for (twice the retry hint, as a running query's grace),
+// then forgets them. The stream no longer counts as open for endAll.
+func (h *streamHub) linger(l *eventLog) {
+	h.mu.Lock()
+	h.closeLocked(l)
+	h.mu.Unlock()
+	time.AfterFunc(2*h.opts.Retry, func() { h.remove(l) })
 }
 
 // closeLocked forgets the open stream key; the last one wakes endAll.
@@ -984,6 +1007,9 @@ func (l *eventLog) end() {
 	if l.sink != nil && l.sink.conn.pending && l.gone == nil {
 		_ = l.writeLocked(nil) // a query ends with done or error, flushed; this is the safety net
 	}
+	// A client cut off while the answer finished has not seen its end:
+	// its resume, due within the grace, still gets the rest.
+	awaited := l.sink == nil && l.grace != nil && l.gone == nil
 	l.ended = true
 	if l.unpublish != nil {
 		l.unpublish()
@@ -1001,6 +1027,10 @@ func (l *eventLog) end() {
 		l.beat.Stop()
 	}
 	l.mu.Unlock()
+	if awaited {
+		l.hub.linger(l)
+		return
+	}
 	l.hub.remove(l)
 }
 
