@@ -115,7 +115,7 @@ func TestHybridRetrievalEndToEnd(t *testing.T) {
 			t.Errorf("search stage attrs %v: no %s", search, k)
 		}
 	}
-	if search["retrieval"] != "hybrid" || search["fusion"] != "rrf" || search["lexical_k"] != 5.0 || search["vector_k"] != 5.0 {
+	if search["retrieval"] != "hybrid" || search["fusion"] != "weighted" || search["lexical_k"] != 5.0 || search["vector_k"] != 5.0 {
 		t.Errorf("search stage attrs %v", search)
 	}
 	// Reranking on request keeps top_k chunks by default.

@@ -301,7 +301,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		}
 		run.Defaults = &defaults
 		pl, err := pipeline.New(pipeline.Config{
-			Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Reranker: parts.reranker,
+			Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
 			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 			SearchAttrs: parts.store.SearchAttrs(),
