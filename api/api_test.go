@@ -564,4 +564,16 @@ func TestResumeAfterTheAnswerFinished(t *testing.T) {
 		!strings.Contains(string(body), "event: done") || strings.Contains(string(body), `"first"`) {
 		t.Fatalf("resume after the answer finished: %d\n%s", resp.StatusCode, body)
 	}
+	// A reconnect from the done event on has nothing left to get: 204.
+	i := strings.LastIndex(string(body), "id: q-late:")
+	doneID := strings.TrimSpace(strings.SplitN(string(body)[i+len("id: "):], "\n", 2)[0])
+	req.Header.Set("Last-Event-ID", doneID)
+	again, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Body.Close()
+	if again.StatusCode != http.StatusNoContent {
+		t.Errorf("reconnect after done (%s): %d, want 204", doneID, again.StatusCode)
+	}
 }

@@ -225,7 +225,9 @@ func (h *streamHub) resume(c echo.Context, lastEventID string) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	l.mu.Lock()
-	if l.gone != nil {
+	if l.gone != nil || (l.ended && seq >= l.seq-1) {
+		// Cancelled, or ended and the client has seen its last event (done
+		// or error), here or through another replica.
 		l.mu.Unlock()
 		return c.NoContent(http.StatusNoContent)
 	}
