@@ -351,17 +351,19 @@ func clientGone(err error) error {
 	return &Error{Code: CodeCancelled, Message: "the client went away", Err: err}
 }
 
-// retrieveStages runs the stages before the model's (accept, queue, embed,
-// search, rerank, assemble), sends the sources and leaves the generation's
-// request in q.greq.
-func (q *query) retrieveStages(ctx context.Context, out Stream) error {
+// retrieve runs accept, queue, embed, search and rerank, writing their
+// stages to out (nil: none), and returns the hits the context is built
+// from. rerankOff says whether a request with rerank_top_n 0 still records
+// a rerank stage (an ask's, reranker "off") or none (a retrieval-only
+// search's).
+func (q *query) retrieve(ctx context.Context, out Stream, rerankOff bool) ([]Hit, error) {
 	cfg := q.p.cfg
 
 	// accept: the request's arrival → the query's start (the admission
 	// queue's, or Run's)
 	if q.arrived {
 		if err := q.span(out, StageAccept, q.t0, q.started, nil, nil); err != nil {
-			return clientGone(err)
+			return nil, clientGone(err)
 		}
 	}
 	// queue: the wait the caller reported (admission control in the API)
@@ -370,20 +372,20 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		admitted, queueAttrs = qw.End, qw.Attrs
 	}
 	if err := q.span(out, StageQueue, q.started, admitted, queueAttrs, nil); err != nil {
-		return clientGone(err)
+		return nil, clientGone(err)
 	}
 
 	if err := flush(out); err != nil { // meta, accept and queue, before the embedder's wait
-		return clientGone(err)
+		return nil, clientGone(err)
 	}
 	vecs, err := q.embed(ctx, out)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	if !q.p.localSearch { // the embed stage, before the store's wait
 		if err := flush(out); err != nil {
-			return clientGone(err)
+			return nil, clientGone(err)
 		}
 	}
 	var hits []Hit
@@ -394,13 +396,16 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		return attrs, err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	if q.req.RerankTopN != 0 && cfg.Reranker != nil && len(hits) > 0 { // a reranker will be called
 		if err := flush(out); err != nil {
-			return clientGone(err)
+			return nil, clientGone(err)
 		}
+	}
+	if q.req.RerankTopN == 0 && !rerankOff {
+		return hits, nil
 	}
 	err = q.stage(ctx, out, StageRerank, func(ctx context.Context) (map[string]any, error) {
 		topN := q.req.RerankTopN
@@ -422,6 +427,14 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 		}
 		return attrs, err
 	})
+	return hits, err
+}
+
+// retrieveStages runs the stages before the model's (accept, queue, embed,
+// search, rerank, assemble), sends the sources and leaves the generation's
+// request in q.greq.
+func (q *query) retrieveStages(ctx context.Context, out Stream) error {
+	hits, err := q.retrieve(ctx, out, true)
 	if err != nil {
 		return err
 	}

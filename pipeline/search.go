@@ -172,40 +172,11 @@ func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, err
 	return res, nil
 }
 
-// searchStages runs a retrieval-only query's stages, leaving the hits in
+// searchStages runs a retrieval-only query's stages (an ask's up to
+// rerank, with no rerank stage when rerank_top_n is 0), leaving the hits in
 // q.hits.
 func (q *query) searchStages(ctx context.Context) error {
-	cfg := q.p.cfg
-	if q.arrived {
-		q.span(nil, StageAccept, q.t0, q.started, nil, nil)
-	}
-	admitted, queueAttrs := q.started, map[string]any(nil)
-	if qw := q.req.Queue; qw != nil {
-		admitted, queueAttrs = qw.End, qw.Attrs
-	}
-	q.span(nil, StageQueue, q.started, admitted, queueAttrs, nil)
-	vecs, err := q.embed(ctx, nil)
-	if err != nil {
-		return err
-	}
-	err = q.stage(ctx, nil, StageSearch, func(ctx context.Context) (map[string]any, error) {
-		var attrs map[string]any
-		var err error
-		q.hits, attrs, err = q.search(ctx, vecs)
-		return attrs, err
-	})
-	if err != nil || q.req.RerankTopN == 0 {
-		return err
-	}
-	return q.stage(ctx, nil, StageRerank, func(ctx context.Context) (map[string]any, error) {
-		f := &q.figs
-		f.candidates, f.topN, f.reranker = len(q.hits), q.req.RerankTopN, cfg.RerankerName
-		if cfg.Reranker == nil || len(q.hits) == 0 {
-			q.hits = q.hits[:min(q.req.RerankTopN, len(q.hits))]
-			return nil, nil
-		}
-		var err error
-		q.hits, err = cfg.Reranker.Rerank(ctx, q.req.Question, q.hits, q.req.RerankTopN)
-		return nil, err
-	})
+	var err error
+	q.hits, err = q.retrieve(ctx, nil, false)
+	return err
 }
