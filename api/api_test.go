@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"ragtime/admission"
-	"ragtime/golden"
+	"ragtime/internal/golden"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )

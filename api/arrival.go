@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ragtime/internal/rxstamp"
 	"ragtime/pipeline"
-	"ragtime/rxstamp"
 )
 
 // A request's arrival is when its first byte reached the connection, before

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/rxstamp"
-	"ragtime/rxstamp/rxstamptest"
+	"ragtime/internal/rxstamp"
+	"ragtime/internal/rxstamp/rxstamptest"
 )
 
 // TestArrivalIsWhenTheRequestReachedTheSocket: on Linux a request's

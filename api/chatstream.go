@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 	"ragtime/pipeline"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/auth"
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 	"ragtime/pipeline"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"ragtime/auth"
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 	"ragtime/pipeline"
 )
 

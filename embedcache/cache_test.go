@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 	"ragtime/retrieval/openai"
-	"ragtime/upstream"
 )
 
 // embeddings is a real OpenAI-compatible /v1/embeddings server that

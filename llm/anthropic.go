@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // Anthropic is a pipeline.Generator for Anthropic's Messages API

@@ -14,9 +14,9 @@ import (
 	"time"
 	"unicode"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // Config configures any of the HTTP generators (OpenAI-compatible,

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // Error codes the generators return in pipeline.Error.Code.

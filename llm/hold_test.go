@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/internal/rxstamp/rxstamptest"
 	"ragtime/pipeline"
-	"ragtime/rxstamp/rxstamptest"
 )
 
 // TestDeltasOfOneReadAreMarkedMore: the deltas that arrive in one network

@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // Ollama is a pipeline.Generator for Ollama's native chat API

@@ -4,9 +4,9 @@ import (
 	"mime"
 	"net/http"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // Why a thin client of our own rather than langchaingo's OpenAI client: a

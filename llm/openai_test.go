@@ -20,9 +20,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"ragtime/internal/upstream"
+	"ragtime/internal/upstream/upstreamtest"
 	"ragtime/pipeline"
-	"ragtime/upstream"
-	"ragtime/upstream/upstreamtest"
 )
 
 // testKey is the API key every test client sends; no error may contain it.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
-	"ragtime/upstream"
 )
 
 // closingServer serves basic.sse; with closeEach it closes the connection

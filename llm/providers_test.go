@@ -22,8 +22,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // A paced fixture is a provider's stream as it goes over the wire, with

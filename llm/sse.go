@@ -9,9 +9,9 @@ import (
 	"io"
 	"time"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // maxLine is the longest event-stream line accepted (bufio.Scanner's default

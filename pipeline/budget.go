@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 )
 
 // PrefillFit is the live prefill model of one provider and model, as the

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 )
 
 // AppendJSON appends sp as encoding/json (HTML escaping off) writes it,

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strconv"
 
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 )
 
 // stageFigs are the figures of a query's retrieval and connection stages,

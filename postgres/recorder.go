@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/internal/spool"
 	"ragtime/pipeline"
-	"ragtime/spool"
 )
 
 // Recorder defaults.

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/internal/spool"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
-	"ragtime/spool"
 )
 
 // BenchmarkRecordWhileSpooling measures what the request path pays per

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/internal/spool"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
-	"ragtime/spool"
 )
 
 func openSpool(t *testing.T, dir string) *spool.Spool {

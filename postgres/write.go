@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 	"ragtime/pipeline"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"ragtime/upstream"
+	"ragtime/internal/upstream"
 )
 
 // ErrUnavailable is returned while the breaker is open: Redis failed within

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 var (

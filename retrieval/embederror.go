@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
-	"ragtime/upstream"
 )
 
 // Error codes of the remote embedders (retrieval/openai, retrieval/ollama),

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/golden"
+	"ragtime/internal/golden"
 	"ragtime/pipeline"
 )
 

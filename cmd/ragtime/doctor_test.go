@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ragtime/golden"
+	"ragtime/internal/golden"
 	"ragtime/llm/sim"
 )
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime/internal/upstream"
 	"ragtime/lexical"
 	"ragtime/llm"
 	"ragtime/llm/tokens"
@@ -20,7 +21,6 @@ import (
 	"ragtime/retrieval/ollama"
 	"ragtime/retrieval/openai"
 	"ragtime/retrieval/qdrant"
-	"ragtime/upstream"
 )
 
 // APIKeyEnv is the variable holding the LLM provider's key. The key is read

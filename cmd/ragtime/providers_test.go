@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/golden"
+	"ragtime/internal/golden"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 )

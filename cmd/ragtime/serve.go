@@ -21,6 +21,8 @@ import (
 	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
+	"ragtime/internal/spool"
+	"ragtime/internal/upstream"
 	"ragtime/llm"
 	"ragtime/metrics"
 	"ragtime/pipeline"
@@ -28,9 +30,7 @@ import (
 	"ragtime/redisstate"
 	"ragtime/retrieval"
 	"ragtime/retrieval/qdrant"
-	"ragtime/spool"
 	"ragtime/tracing"
-	"ragtime/upstream"
 )
 
 // serveConfig holds serve's flags.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime/internal/upstream/upstreamtest"
 	"ragtime/llm/sim"
-	"ragtime/upstream/upstreamtest"
 )
 
 // TestStaleKeepAliveIsRetriedEverywhere: llmsim behind a server that closes

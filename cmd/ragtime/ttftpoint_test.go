@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/rxstamp"
+	"ragtime/internal/rxstamp"
 )
 
 // TestClientNeverSeesTheFirstTokenBeforeTTFT: over real loopback, the

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // tokenMemo remembers the token ids of recently seen message contents (a

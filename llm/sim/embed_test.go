@@ -15,7 +15,7 @@ import (
 	"ragtime/lexical"
 	"ragtime/retrieval"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // postJSON sends body to url+path and decodes the answer into out (when not

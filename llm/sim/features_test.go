@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // streamAll posts a streamed request and returns its raw data lines, the

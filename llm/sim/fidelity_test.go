@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // These tests pin where llmsim behaves as the servers it stands for (OpenAI,

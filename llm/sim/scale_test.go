@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // TestDecodeStepGrowsWithTheBatch runs batches of 1, 10 and 100 sequences

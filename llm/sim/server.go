@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ragtime/internal/openaiwire"
 	"ragtime/llm/tokens"
-	"ragtime/openaiwire"
 )
 
 // Stats are the simulator's counters since New; tests use them to see what

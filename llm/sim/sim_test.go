@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 	"ragtime/llm/tokens"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // startSim runs a simulator with cfg behind a real HTTP server on 127.0.0.1:0.

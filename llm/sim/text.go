@@ -4,7 +4,7 @@ import (
 	"hash/fnv"
 	"strings"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // fallbackWords is drawn from when the prompt has no words of its own.

@@ -7,7 +7,7 @@ import (
 	"io"
 	"net/http"
 
-	"ragtime/openaiwire"
+	"ragtime/internal/openaiwire"
 )
 
 // requestError is a 400 naming the offending field.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
-	"ragtime/upstream"
 )
 
 var _ pipeline.Embedder = (*Embedder)(nil)

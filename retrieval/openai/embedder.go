@@ -16,9 +16,9 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
-	"ragtime/upstream"
 )
 
 var _ pipeline.Embedder = (*Embedder)(nil)

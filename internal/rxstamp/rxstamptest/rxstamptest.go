@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/rxstamp"
+	"ragtime/internal/rxstamp"
 )
 
 // Need skips t where receive stamps are not read (off Linux).

@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"ragtime/rxstamp"
+	"ragtime/internal/rxstamp"
 )
 
 // Options tunes a Pool.

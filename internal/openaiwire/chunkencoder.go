@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"ragtime/jsonappend"
+	"ragtime/internal/jsonappend"
 )
 
 // ChunkEncoder writes one answer's chat.completion.chunk events as

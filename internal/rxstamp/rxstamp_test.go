@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/rxstamp"
-	"ragtime/rxstamp/rxstamptest"
+	"ragtime/internal/rxstamp"
+	"ragtime/internal/rxstamp/rxstamptest"
 )
 
 // TestReadReturnsWhenTheBytesArrived: a read 50 ms after the bytes came

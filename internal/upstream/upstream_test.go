@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"ragtime/upstream/upstreamtest"
+	"ragtime/internal/upstream/upstreamtest"
 )
 
 func sse(w http.ResponseWriter, _ *http.Request) {

@@ -3,8 +3,8 @@ package rxstamp_test
 import (
 	"testing"
 
-	"ragtime/rxstamp"
-	"ragtime/rxstamp/rxstamptest"
+	"ragtime/internal/rxstamp"
+	"ragtime/internal/rxstamp/rxstamptest"
 )
 
 // BenchmarkRead is one 300-byte write over loopback and its read (a

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/rxstamp/rxstamptest"
+	"ragtime/internal/rxstamp/rxstamptest"
 )
 
 // TestReceivedIsWhenTheChunkReachedTheSocket: a streamed chunk read 50 ms
