@@ -104,9 +104,9 @@ func Diagnose(ctx context.Context, cfg DiagnoseConfig) []Check {
 		cfg.Getenv = func(string) string { return "" }
 	}
 	d.cfg = cfg
-	steps := []func(context.Context) bool{d.apiKey, d.baseURL, d.proxy, d.dns, d.connect, d.models, d.firstToken}
+	steps := []func(context.Context) bool{d.provider, d.apiKey, d.baseURL, d.proxy, d.dns, d.connect, d.models, d.firstToken}
 	if cfg.ConnectOnly {
-		steps = steps[:5]
+		steps = steps[:6]
 	}
 	for _, step := range steps {
 		if !step(ctx) {
@@ -166,6 +166,17 @@ func (d *diagnosis) keyFrom() string {
 		return d.cfg.KeyEnv
 	}
 	return "RAGTIME_LLM_API_KEY"
+}
+
+// provider fails on a provider New cannot build, before any other step
+// reports ok about a configuration that cannot work.
+func (d *diagnosis) provider(context.Context) bool {
+	switch d.cfg.Provider {
+	case ProviderOpenAI, ProviderAnthropic, ProviderOllama:
+		return true
+	}
+	return d.fail("provider", "", fmt.Sprintf("--llm-provider %q is not a provider", d.cfg.Provider),
+		fmt.Sprintf("use %s, %s, %s or %s (llm.provider in --config)", ProviderExtractive, ProviderOpenAI, ProviderAnthropic, ProviderOllama))
 }
 
 func (d *diagnosis) apiKey(context.Context) bool {

@@ -138,3 +138,17 @@ func TestMatchModel(t *testing.T) {
 		}
 	}
 }
+
+// TestDiagnoseUnknownProvider fails at the first step, naming the flag,
+// rather than reporting a key or a base URL ok for a provider that cannot run.
+func TestDiagnoseUnknownProvider(t *testing.T) {
+	t.Parallel()
+	checks := Diagnose(context.Background(), DiagnoseConfig{Provider: "nope", Config: Config{BaseURL: "http://127.0.0.1:1"}})
+	if len(checks) != 1 {
+		t.Fatalf("got %d checks %+v, want the provider check alone", len(checks), checks)
+	}
+	c := checks[0]
+	if c.Name != "provider" || c.Status != CheckFail || !strings.Contains(c.Detail, `"nope"`) || !strings.Contains(c.Hint, "extractive") {
+		t.Fatalf("check = %+v, want a failed provider check naming nope and the providers", c)
+	}
+}
