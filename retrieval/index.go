@@ -17,7 +17,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
+
+	"github.com/gofrs/flock"
 
 	"ragtime/lexical"
 	"ragtime/pipeline"
@@ -124,7 +125,7 @@ type Index struct {
 	// saveMu serialises Reload and Close and guards lock, closed and the
 	// follower's view of the files below.
 	saveMu sync.Mutex
-	lock   *os.File
+	lock   *flock.Flock
 	closed bool
 	snap   fileID // the snapshot read or written last (zero: none)
 	logID  fileID // the log being followed (zero: none)
@@ -255,18 +256,15 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 
 func (ix *Index) takeLock() error {
 	name := filepath.Join(ix.dir, lockFileName)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	l := flock.New(name, flock.SetPermissions(0o644))
+	ok, err := l.TryLock()
 	if err != nil {
-		return fmt.Errorf("opening index lock file: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("%w (%s is held by another process)", ErrLocked, name)
-		}
 		return fmt.Errorf("locking %s: %w", name, err)
 	}
-	ix.lock = f
+	if !ok {
+		return fmt.Errorf("%w (%s is held by another process)", ErrLocked, name)
+	}
+	ix.lock = l
 	return nil
 }
 

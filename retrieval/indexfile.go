@@ -32,7 +32,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"syscall"
 	"time"
 
 	"ragtime/pipeline"
@@ -51,11 +50,7 @@ type fileID struct {
 }
 
 func fileIDOf(fi fs.FileInfo) fileID {
-	id := fileID{size: fi.Size(), mtime: fi.ModTime()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		id.ino = st.Ino
-	}
-	return id
+	return fileID{ino: inodeOf(fi), size: fi.Size(), mtime: fi.ModTime()}
 }
 
 // writeState encodes st as a snapshot of generation gen; the caller keeps

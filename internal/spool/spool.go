@@ -14,8 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/gofrs/flock"
 
 	"ragtime/pipeline"
 )
@@ -98,7 +99,7 @@ type Spool struct {
 	dir  string
 	opts Options
 	log  *slog.Logger
-	lock *os.File
+	lock *flock.Flock
 
 	mu      sync.Mutex
 	segs    []*segment // oldest first; the last one takes appends
@@ -152,18 +153,15 @@ func Open(dir string, opts Options) (*Spool, error) {
 
 func (s *Spool) takeLock() error {
 	name := filepath.Join(s.dir, lockFileName)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	l := flock.New(name, flock.SetPermissions(0o600))
+	ok, err := l.TryLock()
 	if err != nil {
-		return fmt.Errorf("open spool lock file: %w", err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return fmt.Errorf("%w (%s is held)", ErrLocked, name)
-		}
 		return fmt.Errorf("lock %s: %w", name, err)
 	}
-	s.lock = f
+	if !ok {
+		return fmt.Errorf("%w (%s is held)", ErrLocked, name)
+	}
+	s.lock = l
 	return nil
 }
 

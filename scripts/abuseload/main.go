@@ -321,7 +321,7 @@ func (c *counters) statuses() string {
 func (c *config) dial(ctx context.Context, host string, i int, a *counters) (net.Conn, error) {
 	d := net.Dialer{LocalAddr: c.abuseAddr(i), Timeout: 5 * time.Second,
 		Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			return rc.Control(func(fd uintptr) { setReceiveBuffer(fd, 4096) })
 		}}
 	conn, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
