@@ -181,28 +181,26 @@ func (c *Controller) Admit(ctx context.Context, who Caller) (*Ticket, error) {
 func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 	deadline := c.now().Add(c.cfg.MaxWait)
 	t := &Ticket{c: c}
-	if r := who.Limits.Rate; r.N > 0 && r.Per > 0 {
-		d, err := c.take(ctx, t, who.ID, r)
-		if err != nil {
-			return nil, err
+	if rej, err := c.admitShared(ctx, t, who, deadline); rej != nil || err != nil {
+		if rej != nil {
+			return nil, rej
 		}
-		if d > 0 {
-			return nil, &Rejection{Reason: ReasonRate, Retry: d,
-				Message: fmt.Sprintf("more than %s asks from this caller", r)}
-		}
+		return nil, err
 	}
+	// The process's own slots, after the shared leases: those bound the
+	// ask in this process whatever Redis says, and are what is left when
+	// it is unavailable.
 	c.mu.Lock()
 	cl := c.callerLocked(who)
 	t.caller = cl
 	full, err := c.takeLocked(ctx, cl.slots, &cl.waiting, deadline)
-	if full {
+	if full || err != nil {
+		if err != nil {
+			cl.used = c.now()
+		}
 		c.mu.Unlock()
-		return nil, c.busyCaller(cl)
-	}
-	if err != nil {
-		cl.used = c.now()
-		c.mu.Unlock()
-		if errors.Is(err, errWaitedOut) {
+		t.releaseLeases()
+		if full || errors.Is(err, errWaitedOut) {
 			return nil, c.busyCaller(cl)
 		}
 		return nil, err
@@ -212,6 +210,7 @@ func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 	if full || err != nil {
 		c.releaseCallerLocked(cl)
 		c.mu.Unlock()
+		t.releaseLeases()
 		if full || errors.Is(err, errWaitedOut) {
 			return nil, c.busyServer()
 		}
@@ -224,82 +223,85 @@ func (c *Controller) admit(ctx context.Context, who Caller) (*Ticket, error) {
 			<-c.slots
 		}
 		c.mu.Unlock()
+		t.releaseLeases()
 		if full || errors.Is(err, errWaitedOut) {
 			return nil, c.busyBackend()
 		}
 		return nil, err
 	}
 	c.mu.Unlock()
-	if c.cfg.Shared == nil {
-		return t, nil
-	}
-	// The shared leases, after the process's own slots: those bound the
-	// ask in this process whatever Redis says, and are what is left when
-	// it is unavailable.
-	for _, l := range []struct {
-		key   string
-		limit int
-		busy  func() *Rejection
-	}{
-		{"streams:" + who.ID, who.Limits.Concurrent, func() *Rejection { return c.busyCaller(cl) }},
-		{"backend:" + c.cfg.Backend, c.cfg.BackendStreams, c.busyBackend},
-	} {
-		if l.limit <= 0 {
-			continue
-		}
-		release, err := c.lease(ctx, t, l.key, l.limit, deadline)
-		if release != nil {
-			t.leases = append(t.leases, release)
-			continue
-		}
-		if errors.Is(err, errWaitedOut) || ctx.Err() != nil {
-			t.Release()
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, l.busy()
-		}
-		// Shared is unavailable: the process's slots stand in.
-	}
 	return t, nil
 }
 
-// take takes an ask from who's bucket: the shared one, else (none, or it
-// failed) the process's own.
-func (c *Controller) take(ctx context.Context, t *Ticket, id string, r auth.Rate) (time.Duration, error) {
-	burst := Burst(r)
-	if c.cfg.Shared != nil {
-		start := time.Now()
-		d, err := c.cfg.Shared.Take(ctx, id, r, burst)
-		t.shared += time.Since(start)
-		t.calls++
-		if err == nil {
-			return d, nil
-		}
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
+// admitShared takes who's ask from its bucket and its shared leases (its
+// streams', the backend's): with Shared in one round trip (Shared.Admit)
+// when none is full, then polling for the full ones until deadline (the
+// wait is the ask's queue stage, as for a local slot); without Shared, or
+// when it fails, the ask is taken from the process's own bucket and the
+// process's slots stand in for the leases. It returns the rejection of an
+// ask refused, or ctx's error.
+func (c *Controller) admitShared(ctx context.Context, t *Ticket, who Caller, deadline time.Time) (*Rejection, error) {
+	r := who.Limits.Rate
+	if r.N <= 0 || r.Per <= 0 {
+		r = auth.Rate{}
 	}
-	return c.rates.Take(ctx, id, r, burst)
-}
-
-// lease takes one of limit shared leases on key, polling until deadline
-// while all are held (the wait is the ask's queue stage, as for a local
-// slot). It returns errWaitedOut when none came free in time, and Shared's
-// error when it failed.
-func (c *Controller) lease(ctx context.Context, t *Ticket, key string, limit int, deadline time.Time) (func(), error) {
+	rateRefused := func(d time.Duration) *Rejection {
+		return &Rejection{Reason: ReasonRate, Retry: d, Message: fmt.Sprintf("more than %s asks from this caller", r)}
+	}
+	burst := Burst(r)
+	if c.cfg.Shared == nil {
+		if r.N > 0 {
+			if d, _ := c.rates.Take(ctx, who.ID, r, burst); d > 0 {
+				return rateRefused(d), nil
+			}
+		}
+		return nil, nil
+	}
+	ask := SharedAsk{RateKey: who.ID, Rate: r, Burst: burst}
+	var busy []func() *Rejection
+	if n := who.Limits.Concurrent; n > 0 {
+		ask.Leases = append(ask.Leases, SharedLease{Key: "streams:" + who.ID, Limit: n})
+		busy = append(busy, func() *Rejection { return busyCallerN(n) })
+	}
+	if c.cfg.BackendStreams > 0 {
+		ask.Leases = append(ask.Leases, SharedLease{Key: "backend:" + c.cfg.Backend, Limit: c.cfg.BackendStreams})
+		busy = append(busy, c.busyBackend)
+	}
+	if r.N == 0 && len(ask.Leases) == 0 {
+		return nil, nil
+	}
 	poll := 5 * time.Millisecond
 	for {
 		start := time.Now()
-		release, err := c.cfg.Shared.Lease(ctx, key, limit)
+		g, err := c.cfg.Shared.Admit(ctx, ask)
 		t.shared += time.Since(start)
 		t.calls++
-		if err != nil || release != nil {
-			return release, err
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			// Shared is unavailable: the process's bucket (unless the ask
+			// was taken from the shared one already) and slots stand in.
+			if ask.Rate.N > 0 {
+				if d, _ := c.rates.Take(ctx, who.ID, r, burst); d > 0 {
+					return rateRefused(d), nil
+				}
+			}
+			return nil, nil
+		case g.Retry > 0:
+			return rateRefused(g.Retry), nil
+		case g.Full < 0 || g.Full >= len(busy):
+			if g.Release != nil {
+				t.leases = append(t.leases, g.Release)
+			}
+			return nil, nil
 		}
+		// Taken from the bucket; a lease is full: wait for it without
+		// taking another ask from the bucket.
+		ask.Rate = auth.Rate{}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return nil, errWaitedOut
+			return busy[g.Full](), nil
 		}
 		timer := time.NewTimer(min(poll, left))
 		select {
@@ -310,6 +312,15 @@ func (c *Controller) lease(ctx context.Context, t *Ticket, key string, limit int
 		}
 		poll = min(2*poll, 100*time.Millisecond)
 	}
+}
+
+// releaseLeases gives back the shared leases of an ask refused after
+// taking them.
+func (t *Ticket) releaseLeases() {
+	for _, release := range t.leases {
+		release()
+	}
+	t.leases = nil
 }
 
 func (c *Controller) releaseCallerLocked(cl *caller) {
@@ -371,9 +382,11 @@ func (c *Controller) wait(ctx context.Context, sem chan struct{}, deadline time.
 // end within seconds, and a wait of the queue's length was already spent.
 const retryBusy = time.Second
 
-func (c *Controller) busyCaller(cl *caller) *Rejection {
+func (c *Controller) busyCaller(cl *caller) *Rejection { return busyCallerN(cap(cl.slots)) }
+
+func busyCallerN(n int) *Rejection {
 	return &Rejection{Reason: ReasonCaller, Retry: retryBusy,
-		Message: fmt.Sprintf("this caller already has %d streams open; close one or wait", cap(cl.slots))}
+		Message: fmt.Sprintf("this caller already has %d streams open; close one or wait", n)}
 }
 
 func (c *Controller) busyBackend() *Rejection {

@@ -35,6 +35,36 @@ type Leaser interface {
 type Shared interface {
 	RateLimiter
 	Leaser
+	// Admit takes, in one round trip, an ask from a bucket (when ask.Rate
+	// is set) and then one lease of each of ask.Leases, all or none: an
+	// ask's whole admission in the common case, where nothing is full.
+	Admit(ctx context.Context, ask SharedAsk) (SharedGrant, error)
+}
+
+// SharedAsk is what an ask takes from Shared at once: an ask from the
+// bucket RateKey (r refilled continuously, room for Burst; the zero Rate
+// takes none) and a lease of each of Leases.
+type SharedAsk struct {
+	RateKey string
+	Rate    auth.Rate
+	Burst   int
+	Leases  []SharedLease
+}
+
+// SharedLease is one of Limit leases on Key.
+type SharedLease struct {
+	Key   string
+	Limit int
+}
+
+// SharedGrant is Shared.Admit's answer. Retry > 0: the bucket was empty
+// and nothing was taken. Else the ask was taken from the bucket, and
+// either Full is -1 and Release gives back the leases taken, or Full is
+// the index of a lease found all held and no lease was taken.
+type SharedGrant struct {
+	Retry   time.Duration
+	Full    int
+	Release func()
 }
 
 // Burst is the burst a bucket of r allows: ten seconds' worth, at least

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime/admission"
 	"ragtime/auth"
 	"ragtime/redisstate/redistest"
 )
@@ -27,6 +28,23 @@ func BenchmarkAdmitRoundTrips(b *testing.B) {
 			b.Fatal(err)
 		}
 		release()
+	}
+}
+
+// BenchmarkAdmit is the same admission in one round trip (Admit: the
+// take and both leases in one script), given back in one more.
+func BenchmarkAdmit(b *testing.B) {
+	s := open(b, redistest.URL(b), Options{})
+	ctx := context.Background()
+	ask := admission.SharedAsk{RateKey: "key:bench", Rate: auth.Rate{N: 1 << 30, Per: time.Second}, Burst: 1 << 30,
+		Leases: []admission.SharedLease{{Key: "streams:key:bench", Limit: 1 << 20}, {Key: "backend:bench", Limit: 1 << 20}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		g, err := s.Admit(ctx, ask)
+		if err != nil || g.Retry != 0 || g.Release == nil {
+			b.Fatal(g, err)
+		}
+		g.Release()
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"ragtime/admission"
 	"ragtime/auth"
 )
 
@@ -158,4 +159,109 @@ func (s *Store) renewLeases() {
 		_ = s.done(ctx, ConcernLeases, renew.Run(ctx, s.rdb, keys, args...).Err())
 		cancel()
 	}
+}
+
+// admit is an ask's whole admission in one script: an ask from the GCRA
+// bucket KEYS[1] (as gcra; none when ARGV[1], the emission interval, is
+// 0), then one lease of each of KEYS[2..] (as acquire), all or none.
+// ARGV: the interval (µs per ask), the burst, the member, the leases' TTL
+// in ms, then each lease's limit. Returns {0, µs until an ask would be
+// taken, 0} when the bucket is empty (nothing taken), {1, 0, i} when lease
+// i (1-based) is all held (the ask taken from the bucket, no lease), {1,
+// 0, 0} when everything was taken.
+var admit = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+if interval > 0 then
+  local burst = tonumber(ARGV[2])
+  local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+  if tat < now then tat = now end
+  local allow_at = tat + interval - interval * burst
+  if allow_at > now then
+    return {0, allow_at - now, 0}
+  end
+  local new_tat = tat + interval
+  redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX', math.ceil((new_tat - now) / 1000) + 1)
+end
+local now_ms = math.floor(now / 1000)
+local ttl = tonumber(ARGV[4])
+for i = 2, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now_ms)
+  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i + 3]) then
+    return {1, 0, i - 1}
+  end
+end
+for i = 2, #KEYS do
+  redis.call('ZADD', KEYS[i], now_ms + ttl, ARGV[3])
+  redis.call('PEXPIRE', KEYS[i], ttl)
+end
+return {1, 0, 0}
+`)
+
+// Admit implements admission.Shared: the ask's take from its bucket and
+// its leases in one round trip (EVALSHA of one script), where Take and a
+// Lease per key took one each. The leases are renewed while held, and
+// Release gives them all back in one round trip.
+func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.SharedGrant, error) {
+	concern := ConcernRate
+	if ask.Rate.N <= 0 || ask.Rate.Per <= 0 {
+		concern = ConcernLeases
+	}
+	if err := s.ready(concern); err != nil {
+		return admission.SharedGrant{}, err
+	}
+	var interval int64
+	if ask.Rate.N > 0 && ask.Rate.Per > 0 {
+		interval = max(1, int64(math.Round(float64(ask.Rate.Per.Microseconds())/float64(ask.Rate.N))))
+	}
+	member := s.member + ":" + strconv.FormatUint(s.leaseSeq.Add(1), 36)
+	keys := make([]string, 1, 1+len(ask.Leases))
+	keys[0] = s.key("rate", ask.RateKey)
+	args := make([]any, 4, 4+len(ask.Leases))
+	args[0], args[1], args[2], args[3] = interval, max(1, ask.Burst), member, s.opts.LeaseTTL.Milliseconds()
+	for _, l := range ask.Leases {
+		keys = append(keys, s.key("lease", l.Key))
+		args = append(args, l.Limit)
+	}
+	res, err := admit.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err = s.done(ctx, concern, err); err != nil {
+		return admission.SharedGrant{}, err
+	}
+	if len(res) != 3 {
+		return admission.SharedGrant{}, s.done(ctx, concern, errBadReply)
+	}
+	switch {
+	case res[0] == 0:
+		return admission.SharedGrant{Retry: max(time.Microsecond, time.Duration(res[1])*time.Microsecond), Full: -1}, nil
+	case res[2] > 0:
+		return admission.SharedGrant{Full: int(res[2] - 1)}, nil
+	}
+	if len(ask.Leases) == 0 {
+		return admission.SharedGrant{Full: -1}, nil
+	}
+	held := make([]*lease, len(ask.Leases))
+	for i := range ask.Leases {
+		held[i] = &lease{key: keys[i+1], member: member}
+		s.leases.Store(held[i], struct{}{})
+	}
+	return admission.SharedGrant{Full: -1, Release: func() { s.releaseAll(held) }}, nil
+}
+
+// releaseAll gives back the leases of one ask in one round trip; those
+// Redis cannot be told of expire after LeaseTTL.
+func (s *Store) releaseAll(ls []*lease) {
+	pipe := s.rdb.Pipeline()
+	for _, l := range ls {
+		if _, held := s.leases.LoadAndDelete(l); held {
+			pipe.ZRem(context.Background(), l.key, l.member)
+		}
+	}
+	if pipe.Len() == 0 || s.ready(ConcernLeases) != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
+	defer cancel()
+	_, err := pipe.Exec(ctx)
+	_ = s.done(ctx, ConcernLeases, err)
 }

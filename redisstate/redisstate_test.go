@@ -248,3 +248,55 @@ func TestFailedKeyChecksAreCountedAcrossReplicas(t *testing.T) {
 		t.Errorf("another address waits %s", w)
 	}
 }
+
+// Admit takes an ask and its leases in one call, across stores: the
+// bucket empties at its burst whoever asks; a full lease takes no other
+// lease (all or none) while the ask is still taken from the bucket;
+// Release gives every lease back; an empty bucket takes nothing.
+func TestAdmitTakesRateAndLeasesAtOnce(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{})
+	b := open(t, url, Options{Prefix: a.Prefix()})
+	ctx := context.Background()
+	leases := []admission.SharedLease{{Key: "streams:key:k", Limit: 2}, {Key: "backend:m", Limit: 3}}
+	ask := admission.SharedAsk{RateKey: "key:k", Rate: auth.Rate{N: 60, Per: time.Minute}, Burst: 4, Leases: leases}
+	var releases []func()
+	for i := range 2 {
+		g, err := []*Store{a, b}[i].Admit(ctx, ask)
+		if err != nil || g.Retry != 0 || g.Full != -1 || g.Release == nil {
+			t.Fatalf("ask %d: %+v, %v", i, g, err)
+		}
+		releases = append(releases, g.Release)
+	}
+	// The caller's two leases are held: the third ask is taken from the
+	// bucket, but takes no backend lease.
+	g, err := b.Admit(ctx, ask)
+	if err != nil || g.Retry != 0 || g.Full != 0 || g.Release != nil {
+		t.Fatalf("an ask past the caller's leases: %+v, %v; want lease 0 full", g, err)
+	}
+	other := admission.SharedAsk{RateKey: "key:other", Leases: []admission.SharedLease{{Key: "streams:key:other", Limit: 1}, leases[1]}}
+	g, err = a.Admit(ctx, other)
+	if err != nil || g.Full != -1 || g.Release == nil {
+		t.Fatalf("another caller's ask, with two of three backend leases held: %+v, %v", g, err)
+	}
+	releases = append(releases, g.Release)
+	if g, err := a.Admit(ctx, admission.SharedAsk{RateKey: "key:third", Leases: leases[1:]}); err != nil || g.Full != 0 {
+		t.Fatalf("a fourth backend lease of three: %+v, %v", g, err)
+	}
+	for _, release := range releases {
+		release()
+	}
+	// Given back: the fourth ask (the bucket's last) gets both leases.
+	g, err = a.Admit(ctx, ask)
+	if err != nil || g.Retry != 0 || g.Full != -1 || g.Release == nil {
+		t.Fatalf("an ask after the leases were given back: %+v, %v", g, err)
+	}
+	g.Release()
+	// The burst of four is spent: nothing is taken, and the retry is
+	// within the second an ask takes to refill.
+	g, err = b.Admit(ctx, ask)
+	if err != nil || g.Retry <= 0 || g.Retry > time.Second || g.Release != nil {
+		t.Fatalf("an ask past the burst: %+v, %v", g, err)
+	}
+}
