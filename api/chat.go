@@ -48,6 +48,8 @@ type chatBody struct {
 	Stop    json.RawMessage `json:"stop"`
 	Seed    *int64          `json:"seed"`
 	Ragtime json.RawMessage `json:"ragtime"`
+	// resumable is ragtime.resumable (chatRequest sets it).
+	resumable bool
 }
 
 // chatRagtimeKnobs is the request's ragtime extension object: the /ask
@@ -61,6 +63,8 @@ type chatRagtimeKnobs struct {
 	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
 	TTFTBudgetMs *int `json:"ttft_budget_ms"`
 	MinChunks    *int `json:"min_chunks"`
+	// Resumable makes a streamed answer resumable (chatresume.go).
+	Resumable *bool `json:"resumable"`
 }
 
 // chatMessage is one message; content is a string or an array of text
@@ -109,6 +113,15 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 		return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type",
 			Message: "POST /v1/chat/completions takes a JSON body (Content-Type: application/json), got " + ct}
 	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		// A resumable stream's reconnect: the body (the request again) is
+		// not needed; reading it to the end lets net/http notice when this
+		// client goes away.
+		if _, err := io.Copy(io.Discard, http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes)); err != nil {
+			return bodyError(err, s.deps.MaxBodyBytes)
+		}
+		return s.streams.resumeChat(c, id)
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	var body chatBody
@@ -118,13 +131,20 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
-	req, err := s.chatRequest(body)
+	req, err := s.chatRequest(&body)
 	if err != nil {
 		return err
 	}
+	stream := body.Stream != nil && *body.Stream
+	if body.resumable && !stream {
+		return badRequest("ragtime.resumable", "resumable_needs_stream", "ragtime.resumable makes a streamed answer resumable; send stream: true with it")
+	}
 	if err := s.admitAsk(c, &req, func(req *pipeline.Request) func() {
-		stream := body.Stream != nil && *body.Stream
 		out := newChatStream(c, s.streams.opts, req.MaxTokens, stream, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		if body.resumable {
+			s.streams.runResumableChat(c, s.deps.Asker, req, out)
+			return nil
+		}
 		s.streams.runPlain(c, s.deps.Asker, req, out)
 		out.finish()
 		return nil
@@ -141,7 +161,7 @@ func chatBodyError(err error, limit int64) error {
 		if why, ok := chatUnsupported[field]; ok {
 			return badRequest(field, "unsupported_parameter", fmt.Sprintf("%s is an OpenAI parameter ragtime does not support (%s); leave it out", field, why))
 		}
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks)", field, chatKnownFields))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks, resumable)", field, chatKnownFields))
 	}
 	if errors.Is(err, io.EOF) {
 		return badRequest("messages", "messages_required", `the body is empty; send {"model": "...", "messages": [{"role": "user", "content": "..."}]}`)
@@ -151,7 +171,7 @@ func chatBodyError(err error, limit int64) error {
 
 // chatRequest turns the body into a pipeline request: the last message
 // (from the user) is the question, the ones before it the history.
-func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
+func (s *server) chatRequest(b *chatBody) (pipeline.Request, error) {
 	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature, Seed: b.Seed,
 		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
 	stop, err := chatStop(b.Stop)
@@ -209,6 +229,7 @@ func (s *server) chatRequest(b chatBody) (pipeline.Request, error) {
 			req.MinChunks = *k.MinChunks
 		}
 		req.PromptNonce = k.PromptNonce
+		b.resumable = k.Resumable != nil && *k.Resumable
 		if err := k.apply(&req); err != nil {
 			return req, renameChatField(err, 0)
 		}

@@ -53,6 +53,9 @@ type chatStream struct {
 	done      *pipeline.Record
 	failed    *pipeline.Error
 	scratch   []byte
+	// res is a resumable stream's state (chatresume.go); nil for a plain
+	// one.
+	res *chatResume
 }
 
 func newChatStream(c echo.Context, opts StreamOptions, maxTokens int, stream, usage bool) *chatStream {
@@ -124,6 +127,9 @@ func (s *chatStream) write(v any, flush bool) error {
 // writeLocked writes b to the connection; a client that takes nothing
 // within the write timeout is cut as client_stalled.
 func (s *chatStream) writeLocked(b []byte, flush bool) error {
+	if s.res != nil {
+		return s.res.emitLocked(b, flush)
+	}
 	err := s.conn.write(b, flush)
 	if err != nil {
 		s.broken = true
@@ -144,15 +150,19 @@ func (s *chatStream) Meta(m pipeline.Meta) error {
 	if !s.stream {
 		return nil
 	}
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	s.c.Response().WriteHeader(http.StatusOK)
-	s.mu.Lock()
-	s.started = true
-	s.conn = newStreamConn(s.c.Response(), s.opts.WriteTimeout)
-	s.enc = openaiwire.NewChunkEncoder(s.id, s.model, s.created, false)
-	s.mu.Unlock()
+	if s.res != nil {
+		s.startResumable(m.QueryID)
+	} else {
+		h.Set("Content-Type", "text/event-stream; charset=utf-8")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.c.Response().WriteHeader(http.StatusOK)
+		s.mu.Lock()
+		s.started = true
+		s.conn = newStreamConn(s.c.Response(), s.opts.WriteTimeout)
+		s.enc = openaiwire.NewChunkEncoder(s.id, s.model, s.created, false)
+		s.mu.Unlock()
+	}
 	err := s.writeChunk(s.enc.Role, true)
 	if err == nil && s.opts.Heartbeat > 0 {
 		s.heartbeat(s.opts.Heartbeat)
@@ -167,6 +177,16 @@ func (s *chatStream) heartbeat(every time.Duration) {
 	s.beat = startHeartbeat(&s.mu, every, func() time.Duration {
 		if s.ended || s.broken {
 			return 0
+		}
+		if r := s.res; r != nil {
+			if r.sink == nil {
+				return every
+			}
+			if wait := beatAfter(every, r.sink.conn.lastWrite); wait > 0 {
+				return wait
+			}
+			_ = r.writeLocked(keepAlive, true) // not kept: not a chunk
+			return every
 		}
 		if wait := beatAfter(every, s.conn.lastWrite); wait > 0 {
 			return wait
@@ -307,6 +327,11 @@ func (s *chatStream) finish() {
 	s.ended = true
 	if s.beat != nil {
 		s.beat.Stop()
+	}
+	if s.res != nil {
+		s.res.endLocked()
+		s.mu.Unlock()
+		return
 	}
 	if s.started && !s.broken {
 		if s.conn.pending {

@@ -116,6 +116,9 @@ type streamHub struct {
 	retryLine []byte
 	mu        sync.Mutex
 	byID      map[string]*eventLog // running queries that sent their meta event
+	// chats holds the resumable chat streams (chatresume.go) that sent
+	// their meta event, running or lingering.
+	chats map[string]*chatStream
 	// open holds every running stream's cancel, keyed by its *eventLog (or
 	// another stream's own pointer), so shutdown can end them all.
 	open map[any]context.CancelCauseFunc
@@ -124,7 +127,7 @@ type streamHub struct {
 
 func newStreamHub(opts StreamOptions) *streamHub {
 	opts.defaults()
-	return &streamHub{opts: opts, byID: map[string]*eventLog{}, open: map[any]context.CancelCauseFunc{},
+	return &streamHub{opts: opts, byID: map[string]*eventLog{}, chats: map[string]*chatStream{}, open: map[any]context.CancelCauseFunc{},
 		retryLine: fmt.Appendf(nil, "retry: %d\n\n", opts.Retry.Milliseconds())}
 }
 
@@ -264,6 +267,13 @@ var errGap = errors.New("events missing from the shared stream")
 // unavailable: resumes are then local only), is answered 204 as without a
 // shared log.
 func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID string) error {
+	return h.resumeSharedAs(c, qid, seq, keyID, askErrorFrame)
+}
+
+// resumeSharedAs is resumeShared with a stream's error events framed by
+// errFrame (the chat door's are OpenAI error chunks).
+func (h *streamHub) resumeSharedAs(c echo.Context, qid string, seq int, keyID string,
+	errFrame func(qid string, seq int, code, msg string) []byte) error {
 	var conn streamConn
 	started := false
 	next := seq + 1
@@ -280,7 +290,8 @@ func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID stri
 			return nil
 		}
 		if n != next {
-			_ = conn.write(gapEvent(qid, next, n), true)
+			_ = conn.write(errFrame(qid, n-1, "resume_gap",
+				fmt.Sprintf("events %d to %d of this query are no longer held; ask again", next, n-1)), true)
 			return errGap
 		}
 		next++
@@ -292,9 +303,7 @@ func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID stri
 	if err != nil && !errors.Is(err, errGap) && c.Request().Context().Err() == nil {
 		// The log stopped before the query's end (its replica went away,
 		// or Redis did): say so rather than leave the client waiting.
-		data, _ := json.Marshal(pipeline.Error{Code: "stream_lost",
-			Message: "the replica answering this query stopped sending its events; ask again"})
-		_ = conn.write(fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, next-1, EventError, data), true)
+		_ = conn.write(errFrame(qid, next-1, "stream_lost", "the replica answering this query stopped sending its events; ask again"), true)
 	}
 	conn.release()
 	return nil
