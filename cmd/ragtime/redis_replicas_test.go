@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -438,4 +440,160 @@ func grepLines(s, substr string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// chatFrame is one frame of a chat completion stream: its id (a resumable
+// stream's) and its data line.
+type chatFrame struct{ ID, Data string }
+
+// readChatFrames calls each with every frame of a chat completion stream
+// that has a data line, until each returns false or the stream ends; it
+// returns every line read, for what the stream looks like on the wire.
+func readChatFrames(r io.Reader, each func(chatFrame) bool) []string {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var lines []string
+	var f chatFrame
+	for sc.Scan() {
+		line := sc.Text()
+		lines = append(lines, line)
+		switch {
+		case line == "":
+			if f.Data != "" && !each(f) {
+				return lines
+			}
+			f = chatFrame{}
+		case strings.HasPrefix(line, "id: "):
+			f.ID = line[4:]
+		case strings.HasPrefix(line, "data: "):
+			f.Data = line[6:]
+		}
+	}
+	return lines
+}
+
+// TestChatResumeOnAnotherReplica cuts a resumable chat completion stream
+// ("ragtime": {"resumable": true}) on one replica mid-answer and resumes it
+// on the other with Last-Event-ID: every chunk once, in order, every token
+// of the one answer once, one model request and one stored query; a
+// reconnect after [DONE] gets 204 on either. A stock request (not opted
+// in) on the same replicas streams as before: no ids, no retry hint.
+func TestChatResumeOnAnotherReplica(t *testing.T) {
+	t.Parallel()
+	rs := startReplicas(t, 2, func(c *sim.Config) { c.PrefillMs, c.ITLMs, c.OutputTokens = 5, 20, 150 }, redistest.URL(t), nil,
+		"--sse-retry", "500ms")
+	a, b := rs.reps[0].url, rs.reps[1].url
+	const resumable = `{"model":"m","messages":[{"role":"user","content":"prefill"}],"stream":true,"max_tokens":150,"ragtime":{"resumable":true}}`
+	post := func(ctx context.Context, base, body, lastID string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if lastID != "" {
+			req.Header.Set("Last-Event-ID", lastID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var text strings.Builder
+	var ids []string
+	var last chatFrame
+	content := func(f chatFrame) {
+		var ch struct {
+			Choices []struct {
+				Delta struct{ Content string } `json:"delta"`
+			} `json:"choices"`
+		}
+		if f.Data == "[DONE]" {
+			return
+		}
+		if err := json.Unmarshal([]byte(f.Data), &ch); err != nil {
+			t.Fatalf("chunk %s: %v", f.Data, err)
+		}
+		for _, c := range ch.Choices {
+			text.WriteString(c.Delta.Content)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	resp := post(ctx, a, resumable, "")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("resumable chat on A: %d", resp.StatusCode)
+	}
+	qid := resp.Header.Get("X-Ragtime-Query-Id")
+	tokens := 0
+	readChatFrames(resp.Body, func(f chatFrame) bool {
+		ids = append(ids, f.ID)
+		before := text.Len()
+		content(f)
+		if text.Len() > before {
+			tokens++
+		}
+		return tokens < 5
+	})
+	cancel() // the connection to A drops mid-answer
+	resp.Body.Close()
+	time.Sleep(500 * time.Millisecond)
+
+	resp = post(context.Background(), b, resumable, ids[len(ids)-1])
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("resume on the other replica: %d", resp.StatusCode)
+	}
+	if got := resp.Header.Get("X-Ragtime-Query-Id"); got != qid {
+		t.Errorf("the resume's X-Ragtime-Query-Id is %q, want %q", got, qid)
+	}
+	readChatFrames(resp.Body, func(f chatFrame) bool {
+		ids = append(ids, f.ID)
+		content(f)
+		last = f
+		return true
+	})
+	resp.Body.Close()
+	if last.Data != "[DONE]" {
+		t.Fatalf("the resumed stream ends with %s\nA:\n%s", last.Data, rs.reps[0].stderr.String())
+	}
+	for i, id := range ids {
+		if want := fmt.Sprintf("%s:%d", qid, i); id != want {
+			t.Fatalf("chunk %d across both connections has id %s, want %s (each chunk once, in order)", i, id, want)
+		}
+	}
+	if got := len(strings.Fields(text.String())); got != 150 {
+		t.Errorf("%d words across both connections, want the 150 tokens of one answer, none lost or repeated", got)
+	}
+	for _, base := range []string{a, b} {
+		resp := post(context.Background(), base, resumable, last.ID)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Errorf("reconnect after [DONE] on %s: %d, want 204", base, resp.StatusCode)
+		}
+	}
+
+	// A stock client's stream: no ids, no retry hint, as before.
+	resp = post(context.Background(), a, `{"model":"m","messages":[{"role":"user","content":"prefill"}],"stream":true,"max_tokens":150}`, "")
+	lines := readChatFrames(resp.Body, func(chatFrame) bool { return true })
+	resp.Body.Close()
+	for _, line := range lines {
+		if strings.HasPrefix(line, "id:") || strings.HasPrefix(line, "retry:") {
+			t.Fatalf("a stream not opted in has the line %q", line)
+		}
+	}
+	if len(lines) == 0 || lines[len(lines)-2] != "data: [DONE]" {
+		t.Errorf("the stock stream ends with %q", lines[max(0, len(lines)-2):])
+	}
+
+	if n := rs.sim.Stats().Requests; n != 2 {
+		t.Errorf("the model was asked %d times for two asks, want 2", n)
+	}
+	db := rs.db
+	eventually(t, "the two queries stored", func() bool { return countRows(t, db, "queries") >= 2 })
+	time.Sleep(300 * time.Millisecond)
+	var n, ok int
+	if err := db.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE status = 'ok') FROM queries`).Scan(&n, &ok); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || ok != 2 {
+		t.Errorf("%d stored queries (%d ok), want 2, both ok", n, ok)
+	}
 }
