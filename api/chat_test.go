@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -513,5 +514,99 @@ func TestUnknownV1RoutesAnswerInOpenAIsShape(t *testing.T) {
 	status, _, _ := get(t, ts.URL+"/nothing")
 	if status != 404 {
 		t.Errorf("GET /nothing: %d", status)
+	}
+}
+
+// gatedAsker streams "a", waits for gate (or its context's end), then
+// streams "b" and ends; cancelled gets its context's cause.
+type gatedAsker struct {
+	gate      chan struct{}
+	cancelled chan error
+}
+
+func (a gatedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
+	_ = out.Delta(pipeline.Delta{Text: "a "})
+	select {
+	case <-a.gate:
+	case <-ctx.Done():
+		a.cancelled <- context.Cause(ctx)
+		return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+	}
+	_ = out.Delta(pipeline.Delta{Text: "b"})
+	rec := pipeline.Record{QueryID: "q1", Model: "sim"}
+	_ = out.Done(rec)
+	return &rec
+}
+
+// A resumable chat stream (ragtime.resumable) keeps running when its
+// client leaves: its chunks carry ids, and a POST with Last-Event-ID gets
+// the ones after it, to [DONE]; a client that does not come back within
+// the grace cancels it as client_gone; resumable without stream is refused.
+func TestChatResumableStreamResumesHere(t *testing.T) {
+	t.Parallel()
+	asker := gatedAsker{gate: make(chan struct{}), cancelled: make(chan error, 1)}
+	ts := newTestServer(t, Deps{Asker: asker, DefaultModel: "sim", Stream: StreamOptions{Retry: 200 * time.Millisecond}})
+	const body = `{"model":"sim","stream":true,"messages":[{"role":"user","content":"q"}],"ragtime":{"resumable":true}}`
+	status, _, out := postChat(t, ts.URL, strings.Replace(body, `"stream":true`, `"stream":false`, 1))
+	if status != http.StatusBadRequest || !strings.Contains(out, "resumable_needs_stream") {
+		t.Fatalf("resumable without stream: %d %s", status, out)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), `"content":"a "}`) {
+		n, err := resp.Body.Read(buf)
+		seen.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the first chunks %q: %v", seen.String(), err)
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	if !strings.HasPrefix(seen.String(), "retry: 200\n\nid: q1:0\ndata: ") || !strings.Contains(seen.String(), "\nid: q1:1\ndata: ") {
+		t.Fatalf("a resumable stream starts %q, want the retry hint and ids", seen.String())
+	}
+	close(asker.gate) // the answer goes on with its client away
+
+	req, _ = http.NewRequest("POST", ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Last-Event-ID", "q1:1")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	lines := dataLines(string(rest))
+	if resp.StatusCode != http.StatusOK || len(lines) < 3 || !strings.Contains(lines[0], `"content":"b"`) ||
+		lines[len(lines)-1] != "[DONE]" || !strings.Contains(string(rest), "id: q1:2\n") {
+		t.Fatalf("the resume: %d %q", resp.StatusCode, rest)
+	}
+	if strings.Contains(string(rest), `"content":"a "`) {
+		t.Errorf("the resume repeats a chunk the client had: %q", rest)
+	}
+
+	// Another one, whose client does not come back.
+	asker2 := gatedAsker{gate: make(chan struct{}), cancelled: make(chan error, 1)}
+	ts2 := newTestServer(t, Deps{Asker: asker2, DefaultModel: "sim", Stream: StreamOptions{Retry: 100 * time.Millisecond}})
+	ctx, cancel = context.WithCancel(context.Background())
+	req, _ = http.NewRequestWithContext(ctx, "POST", ts2.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = resp.Body.Read(buf)
+	cancel()
+	resp.Body.Close()
+	if cause := <-asker2.cancelled; !errors.Is(cause, pipeline.ErrClientGone) {
+		t.Errorf("a resumable stream whose client did not come back was cancelled with %v, want client_gone", cause)
 	}
 }
