@@ -161,15 +161,21 @@ func (s *Store) renewLeases() {
 	}
 }
 
-// admit is an ask's whole admission in one script: an ask from the GCRA
-// bucket KEYS[1] (as gcra; none when ARGV[1], the emission interval, is
-// 0), then one lease of each of KEYS[2..] (as acquire), all or none.
-// ARGV: the interval (µs per ask), the burst, the member, the leases' TTL
-// in ms, then each lease's limit. Returns {0, µs until an ask would be
-// taken, 0} when the bucket is empty (nothing taken), {1, 0, i} when lease
-// i (1-based) is all held (the ask taken from the bucket, no lease), {1,
-// 0, 0} when everything was taken.
+// admit is an ask's whole admission in one script: first the releases of
+// asks that ended since the last call (their members of KEYS[2+n..],
+// ARGV[5+n..]), then an ask from the GCRA bucket KEYS[1] (as gcra; none
+// when ARGV[1], the emission interval, is 0), then one lease of each of
+// the n = ARGV[5] keys KEYS[2..1+n] (as acquire), all or none. ARGV: the
+// interval (µs per ask), the burst, the member, the leases' TTL in ms, n,
+// then each lease's limit, then the released members. Returns {0, µs until
+// an ask would be taken, 0} when the bucket is empty (nothing taken), {1,
+// 0, i} when lease i (1-based) is all held (the ask taken from the bucket,
+// no lease), {1, 0, 0} when everything was taken.
 var admit = redis.NewScript(`
+local n = tonumber(ARGV[5])
+for i = 2 + n, #KEYS do
+  redis.call('ZREM', KEYS[i], ARGV[4 + i])
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
@@ -186,23 +192,29 @@ if interval > 0 then
 end
 local now_ms = math.floor(now / 1000)
 local ttl = tonumber(ARGV[4])
-for i = 2, #KEYS do
+for i = 2, 1 + n do
   redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now_ms)
-  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[i + 3]) then
+  if redis.call('ZCARD', KEYS[i]) >= tonumber(ARGV[4 + i]) then
     return {1, 0, i - 1}
   end
 end
-for i = 2, #KEYS do
+for i = 2, 1 + n do
   redis.call('ZADD', KEYS[i], now_ms + ttl, ARGV[3])
   redis.call('PEXPIRE', KEYS[i], ttl)
 end
 return {1, 0, 0}
 `)
 
+// releaseDelay bounds how long a released lease waits to be given back
+// with the next ask's admission (one round trip for both) before it is
+// sent on its own.
+const releaseDelay = 20 * time.Millisecond
+
 // Admit implements admission.Shared: the ask's take from its bucket and
 // its leases in one round trip (EVALSHA of one script), where Take and a
-// Lease per key took one each. The leases are renewed while held, and
-// Release gives them all back in one round trip.
+// Lease per key took one each. The leases are renewed while held; Release
+// hands them to the next Admit's round trip, or, when none comes within
+// releaseDelay, to one of their own.
 func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.SharedGrant, error) {
 	concern := ConcernRate
 	if ask.Rate.N <= 0 || ask.Rate.Per <= 0 {
@@ -215,16 +227,22 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 	if ask.Rate.N > 0 && ask.Rate.Per > 0 {
 		interval = max(1, int64(math.Round(float64(ask.Rate.Per.Microseconds())/float64(ask.Rate.N))))
 	}
+	released := s.takeReleased()
 	member := s.member + ":" + strconv.FormatUint(s.leaseSeq.Add(1), 36)
-	keys := make([]string, 1, 1+len(ask.Leases))
+	keys := make([]string, 1, 1+len(ask.Leases)+len(released))
 	keys[0] = s.key("rate", ask.RateKey)
-	args := make([]any, 4, 4+len(ask.Leases))
-	args[0], args[1], args[2], args[3] = interval, max(1, ask.Burst), member, s.opts.LeaseTTL.Milliseconds()
+	args := make([]any, 5, 5+len(ask.Leases)+len(released))
+	args[0], args[1], args[2], args[3], args[4] = interval, max(1, ask.Burst), member, s.opts.LeaseTTL.Milliseconds(), len(ask.Leases)
 	for _, l := range ask.Leases {
 		keys = append(keys, s.key("lease", l.Key))
 		args = append(args, l.Limit)
 	}
+	for _, l := range released {
+		keys = append(keys, l.key)
+		args = append(args, l.member)
+	}
 	res, err := admit.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	// Releases that Redis was not told of expire after LeaseTTL.
 	if err = s.done(ctx, concern, err); err != nil {
 		return admission.SharedGrant{}, err
 	}
@@ -245,23 +263,50 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 		held[i] = &lease{key: keys[i+1], member: member}
 		s.leases.Store(held[i], struct{}{})
 	}
-	return admission.SharedGrant{Full: -1, Release: func() { s.releaseAll(held) }}, nil
+	return admission.SharedGrant{Full: -1, Release: func() { s.releaseLater(held) }}, nil
 }
 
-// releaseAll gives back the leases of one ask in one round trip; those
-// Redis cannot be told of expire after LeaseTTL.
-func (s *Store) releaseAll(ls []*lease) {
-	pipe := s.rdb.Pipeline()
+// releaseLater stops renewing ls and queues them to be given back with the
+// next Admit, or by flushReleased after releaseDelay.
+func (s *Store) releaseLater(ls []*lease) {
+	s.relMu.Lock()
+	defer s.relMu.Unlock()
 	for _, l := range ls {
 		if _, held := s.leases.LoadAndDelete(l); held {
-			pipe.ZRem(context.Background(), l.key, l.member)
+			s.released = append(s.released, l)
 		}
 	}
-	if pipe.Len() == 0 || s.ready(ConcernLeases) != nil {
+	if len(s.released) > 0 && s.relTimer == nil {
+		s.relTimer = time.AfterFunc(releaseDelay, s.flushReleased)
+	}
+}
+
+// takeReleased takes the queued releases, for the caller to send.
+func (s *Store) takeReleased() []*lease {
+	s.relMu.Lock()
+	defer s.relMu.Unlock()
+	ls := s.released
+	s.released = nil
+	if s.relTimer != nil {
+		s.relTimer.Stop()
+		s.relTimer = nil
+	}
+	return ls
+}
+
+// flushReleased gives back the queued releases in one round trip; those
+// Redis cannot be told of expire after LeaseTTL.
+func (s *Store) flushReleased() {
+	ls := s.takeReleased()
+	if len(ls) == 0 || s.ready(ConcernLeases) != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
+	pipe := s.rdb.Pipeline()
+	for _, l := range ls {
+		pipe.ZRem(ctx, l.key, l.member)
+	}
 	_, err := pipe.Exec(ctx)
 	_ = s.done(ctx, ConcernLeases, err)
 }

@@ -51,7 +51,12 @@ type Store struct {
 	failures  map[string]int64 // by concern, for metrics
 	unhealthy bool             // the last call failed (for the log's transitions)
 
-	leases    sync.Map // *lease → struct{}: held, renewed
+	leases sync.Map // *lease → struct{}: held, renewed
+	// released are leases given back and not yet sent (Admit sends them
+	// with its round trip; relTimer after releaseDelay otherwise).
+	relMu     sync.Mutex
+	released  []*lease
+	relTimer  *time.Timer
 	leaseSeq  atomic.Uint64
 	streams   *publisher
 	stop      chan struct{}
@@ -111,6 +116,7 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		s.flushReleased()
 		err = s.rdb.Close()
 	})
 	return err
