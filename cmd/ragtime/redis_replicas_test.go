@@ -430,6 +430,63 @@ func TestRedisCutMidRun(t *testing.T) {
 	if n, err := rdb.Exists(context.Background(), rs.prefix+"rate:ip:127.0.0.1").Result(); err != nil || n != 1 {
 		t.Errorf("after Redis came back the caller's bucket is not in it: %d %v", n, err)
 	}
+	// And resumes cross replicas again: a stream cut on one is finished
+	// on the other, every event once.
+	ids, last := cutAndResumeElsewhere(t, client, rs.reps[0].url, rs.reps[1].url, "q=prefill&max_tokens=400")
+	if last.Name != "done" {
+		t.Fatalf("a resume on the other replica after Redis came back ends with %s %s", last.Name, last.Data)
+	}
+	qid, _, _ := strings.Cut(ids[0], ":")
+	for i, id := range ids {
+		if want := fmt.Sprintf("%s:%d", qid, i); id != want {
+			t.Fatalf("event %d across both replicas after Redis came back has id %s, want %s", i, id, want)
+		}
+	}
+}
+
+// cutAndResumeElsewhere asks GET /ask?query on from, drops the connection
+// after the first token and resumes with Last-Event-ID on to; it returns
+// every event's id across both connections and the last event.
+func cutAndResumeElsewhere(t *testing.T, client *http.Client, from, to, query string) ([]string, wireEvent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", from+"/ask?"+query, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	r := newWireReader(resp.Body)
+	for e, ok := r.next(); ok; e, ok = r.next() {
+		if e.Name == "" {
+			continue
+		}
+		ids = append(ids, e.ID)
+		if e.Name == "token" {
+			break
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	time.Sleep(300 * time.Millisecond) // the first replica sees its client gone and publishes
+	req, _ = http.NewRequest("GET", to+"/ask?"+query, nil)
+	req.Header.Set("Last-Event-ID", ids[len(ids)-1])
+	if resp, err = client.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the resume on %s: %d", to, resp.StatusCode)
+	}
+	var last wireEvent
+	r = newWireReader(resp.Body)
+	for e, ok := r.next(); ok; e, ok = r.next() {
+		if e.Name != "" {
+			ids = append(ids, e.ID)
+			last = e
+		}
+	}
+	return ids, last
 }
 
 func grepLines(s, substr string) string {
