@@ -2,6 +2,7 @@ package redisstate
 
 import (
 	"context"
+	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -68,8 +69,8 @@ func BenchmarkPublish(b *testing.B) {
 }
 
 // BenchmarkAdmitPaced is what --redis-url adds to an ask's admission, as
-// asks arrive one at a time, paced (a millisecond apart, so that each
-// round trip wakes an idle connection, as at a light load): the same
+// asks arrive one at a time, paced (a millisecond apart, or ADMIT_PACE,
+// e.g. 300ms for the peer benchmark's one stream): the same
 // admission.Controller with every limit on (a caller's rate and
 // concurrency, the backend's streams), without Shared (local) and with
 // this Store (redis). It reports the admission's latency (the ask's queue
@@ -78,6 +79,14 @@ func BenchmarkPublish(b *testing.B) {
 // process's).
 func BenchmarkAdmitPaced(b *testing.B) {
 	url := redistest.URL(b)
+	pace := time.Millisecond
+	if v := os.Getenv("ADMIT_PACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("ADMIT_PACE: %v", err)
+		}
+		pace = d
+	}
 	for _, mode := range []string{"local", "redis"} {
 		b.Run(mode, func(b *testing.B) {
 			cfg := admission.Config{MaxStreams: 64, MaxWait: time.Second, Backend: "bench", BackendStreams: 1 << 20}
@@ -100,7 +109,7 @@ func BenchmarkAdmitPaced(b *testing.B) {
 					b.Fatal(err)
 				}
 				t.Release()
-				time.Sleep(time.Millisecond)
+				time.Sleep(pace)
 			}
 			cpu := cpuTime(b) - cpu0
 			slices.Sort(lat)

@@ -208,7 +208,7 @@ return {1, 0, 0}
 // releaseDelay bounds how long a released lease waits to be given back
 // with the next ask's admission (one round trip for both) before it is
 // sent on its own.
-const releaseDelay = 20 * time.Millisecond
+const releaseDelay = 100 * time.Millisecond
 
 // Admit implements admission.Shared: the ask's take from its bucket and
 // its leases in one round trip (EVALSHA of one script), where Take and a
