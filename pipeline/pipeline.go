@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"ragtime"
 )
 
 // Config wires a Pipeline. Embedder, Searcher, Generator and Counter are
@@ -348,7 +350,7 @@ func (q *query) span(out Stream, name string, start, end time.Time, attrs map[st
 // clientGone is the error of a failed write to the client: the query is
 // cancelled, and nothing more is written.
 func clientGone(err error) error {
-	return &Error{Code: CodeCancelled, Message: "the client went away", Err: err}
+	return &Error{Kind: ragtime.KindCancelled, Code: CodeCancelled, Message: "the client went away", Err: err}
 }
 
 // retrieve runs accept, queue, embed, search and rerank, writing their
@@ -734,21 +736,22 @@ func (q *query) generationSpans(out Stream) error {
 
 // stageErr classifies err as the failure of stage: a cancelled context is
 // a cancellation (the client went away), a passed deadline a timeout. An
-// error that already is a cancellation (the client went away while the
-// stage wrote to it) is kept as it is.
+// error that already is a cancellation of the client's own (the client
+// went away while the stage wrote to it, not the context's) is kept as it
+// is.
 func stageErr(ctx context.Context, stage string, err error) error {
-	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeCancelled {
+	if e := (*Error)(nil); errors.As(err, &e) && e.Kind == ragtime.KindCancelled && !errors.Is(err, context.Canceled) {
 		return AsError(stage, err)
 	}
 	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
-		return &Error{Stage: stage, Code: CodeCancelled, Message: "the client went away", Err: err}
+		return &Error{Stage: stage, Kind: ragtime.KindCancelled, Code: CodeCancelled, Message: "the client went away", Err: err}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		var e *Error
 		if errors.As(err, &e) {
 			return AsError(stage, err) // the part's own timeout code (llm_timeout, ...)
 		}
-		return &Error{Stage: stage, Code: stage + "_timeout", Message: "the query's deadline passed during " + stage, Err: err}
+		return &Error{Stage: stage, Kind: ragtime.KindTimeout, Code: ragtime.TimeoutCode(stage), Message: "the query's deadline passed during " + stage, Err: err}
 	}
 	return AsError(stage, err)
 }
@@ -841,7 +844,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		// the server shuts down.
 		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, cause.Code, cause.Message
 		if cause.Tell {
-			perr = &Error{Stage: AsError("", runErr).Stage, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
+			perr = &Error{Stage: AsError("", runErr).Stage, Kind: cause.Kind, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
 		}
 	case IsCancelled(runErr):
 		perr = AsError("", runErr)
