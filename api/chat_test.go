@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/admission"
 	"ragtime/auth"
 	"ragtime/pipeline"
@@ -277,7 +278,7 @@ func TestChatStopAndSeedReachTheQuery(t *testing.T) {
 
 func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	t.Parallel()
-	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
+	fail := &pipeline.Error{Stage: "llm_prefill", Kind: ragtime.KindUpstreamAuth, Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
 	var logMu sync.Mutex
 	var logged bytes.Buffer
 	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})

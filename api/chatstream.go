@@ -266,7 +266,7 @@ type chatFailure struct {
 
 func (s *chatStream) failure(e *pipeline.Error) chatFailure {
 	var f chatFailure
-	ae := &apiError{Status: failureStatus(e.Code), Code: e.Code, Message: e.Message, Hint: e.Hint}
+	ae := &apiError{Status: failureStatus(e), Code: e.Code, Message: e.Message, Hint: e.Hint}
 	f.Error = asOpenAIError(ae)
 	f.Ragtime.QueryID, f.Ragtime.Stage, f.Ragtime.Hint = strings.TrimPrefix(s.id, "chatcmpl-"), e.Stage, e.Hint
 	return f
@@ -282,20 +282,9 @@ func (s *chatStream) Fail(e *pipeline.Error) error {
 }
 
 // failureStatus is the HTTP status of a non-streamed answer that failed
-// with code: the upstream's failures are a bad gateway (a timeout a
-// gateway timeout, a rate limit 429), a shutdown 503.
-func failureStatus(code string) int {
-	switch {
-	case code == pipeline.CodeServerShutdown:
-		return http.StatusServiceUnavailable
-	case code == "llm_rate_limited":
-		return http.StatusTooManyRequests
-	case strings.HasSuffix(code, "_timeout"):
-		return http.StatusGatewayTimeout
-	case code == pipeline.CodeInternal:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadGateway
+// with e: its Kind's (kindStatus).
+func failureStatus(e *pipeline.Error) int {
+	return kindStatusOf(e.Kind)
 }
 
 // finish answers a non-streamed request once the query has run: the
@@ -331,6 +320,6 @@ func (s *chatStream) finish() {
 			Usage:   usageOf(s.done.Usage)}, Ragtime: &chatExtended{DoneEvent: s.done.DoneEvent(), Sources: s.sources}}
 		_ = s.c.JSON(http.StatusOK, body)
 	case s.failed != nil:
-		_ = s.c.JSON(failureStatus(s.failed.Code), s.failure(s.failed))
+		_ = s.c.JSON(failureStatus(s.failed), s.failure(s.failed))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -35,11 +36,12 @@ type Client struct {
 	OnWait func(status int, code string, wait time.Duration)
 }
 
-// Client error codes, for failures before or outside the server's stream.
+// Client error codes, for failures before or outside the server's stream,
+// declared in package ragtime with the other codes.
 const (
-	CodeServerUnreachable = "server_unreachable"
-	CodeServerRejected    = "server_rejected"
-	CodeStreamBroken      = "stream_broken"
+	CodeServerUnreachable = ragtime.CodeServerUnreachable
+	CodeServerRejected    = ragtime.CodeServerRejected
+	CodeStreamBroken      = ragtime.CodeStreamBroken
 )
 
 // Run asks req and returns the query's record as the stream told it: the
@@ -80,7 +82,7 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
+		return fail(&pipeline.Error{Kind: ragtime.KindInternal, Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
 	}
 	resp, perr := c.send(ctx, http.MethodPost, "/ask", "text/event-stream", b)
 	if perr != nil {
@@ -111,7 +113,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		}
 		hreq, err := http.NewRequestWithContext(ctx, method, url, rd)
 		if err != nil {
-			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building %s %s: %v", method, url, err), Err: err}
+			return nil, &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeServerUnreachable, Message: fmt.Sprintf("building %s %s: %v", method, url, err), Err: err}
 		}
 		if body != nil {
 			hreq.Header.Set("Content-Type", "application/json")
@@ -122,7 +124,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		}
 		resp, err := hc.Do(hreq)
 		if err != nil {
-			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("%s %s: %v", method, url, err),
+			return nil, &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeServerUnreachable, Message: fmt.Sprintf("%s %s: %v", method, url, err),
 				Hint: "is `ragtime serve` running at that address?", Err: err}
 		}
 		wait, ok := retryAfter(resp)
@@ -140,7 +142,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		}
 		select {
 		case <-ctx.Done():
-			return nil, &pipeline.Error{Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"}
+			return nil, &pipeline.Error{Kind: ragtime.KindCancelled, Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"}
 		case <-time.After(wait):
 		}
 	}
@@ -191,7 +193,7 @@ func rejection(resp *http.Response) *pipeline.Error {
 	if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
 		msg = eb.Error.Code + ": " + eb.Error.Message
 	}
-	return &pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
+	return &pipeline.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
 		Message: fmt.Sprintf("%s %s answered %d: %s", resp.Request.Method, resp.Request.URL, resp.StatusCode, msg)}
 }
 
@@ -223,7 +225,7 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 	var name string
 	var data []byte
 	broken := func(msg string, err error) pipeline.Record {
-		return fail(&pipeline.Error{Code: CodeStreamBroken, Message: msg, Err: err})
+		return fail(&pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeStreamBroken, Message: msg, Err: err})
 	}
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -289,7 +291,7 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 		err = io.ErrUnexpectedEOF
 	}
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return fail(&pipeline.Error{Code: pipeline.CodeCancelled, Message: "cancelled", Err: err})
+		return fail(&pipeline.Error{Kind: ragtime.KindCancelled, Code: pipeline.CodeCancelled, Message: "cancelled", Err: err})
 	}
 	return broken("the stream ended before a done or error event: "+err.Error(), err)
 }

@@ -165,7 +165,7 @@ func (s *server) search(c echo.Context, req *pipeline.Request) error {
 	case pipeline.IsCancelled(err):
 		return nil // the client is gone
 	case errors.As(err, &pe):
-		return &apiError{Status: http.StatusBadGateway, Code: pe.Code, Message: pe.Message, Hint: pe.Hint}
+		return &apiError{Status: kindStatusOf(pe.Kind), Code: pe.Code, Message: pe.Message, Hint: pe.Hint}
 	default:
 		return err
 	}

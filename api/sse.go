@@ -18,6 +18,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/auth"
 	"ragtime/internal/jsonappend"
 	"ragtime/pipeline"
@@ -303,7 +304,7 @@ func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID stri
 // gapEvent is the error event saying events from to to-1 of query qid are
 // no longer held.
 func gapEvent(qid string, from, to int) []byte {
-	data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
+	data, _ := json.Marshal(pipeline.Error{Code: ragtime.CodeResumeGap,
 		Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", from, to-1)})
 	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, to-1, EventError, data)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -234,7 +235,7 @@ func (s *anthropicStream) midStreamError(data []byte, ev anthropicEvent) *pipeli
 		e.Code = CodeUnavailable
 		e.Hint = "Anthropic is overloaded or failing; retry later or check its status page"
 	case "rate_limit_error":
-		e.Code = CodeRateLimited
+		e.Kind, e.Code = ragtime.KindRateLimited, CodeRateLimited
 		e.Hint = "send fewer concurrent requests or raise the rate limit"
 	}
 	return e

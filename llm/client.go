@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"ragtime"
 	"ragtime/internal/openaiwire"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
@@ -214,7 +215,7 @@ func (c *client) Generate(ctx context.Context, req *pipeline.GenerateRequest, em
 	rb, err := encodeBody(c.d.body(model, req))
 	if err != nil {
 		*gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
-		return &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
+		return &pipeline.Error{Stage: pipeline.StageLLMConnect, Kind: ragtime.KindInternal, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
 	}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -368,7 +369,7 @@ func (c *client) attempt(parent, actx context.Context, cancel context.CancelCaus
 func (c *client) chatRequest(ctx context.Context, body *requestBody) (*http.Request, error) {
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+c.d.chatPath(), nil)
 	if err != nil {
-		return nil, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
+		return nil, &pipeline.Error{Stage: pipeline.StageLLMConnect, Kind: ragtime.KindUpstream, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
 	}
 	httpReq.Body, httpReq.ContentLength, httpReq.GetBody = body.reader(), int64(len(body.b)), body.getBody
 	httpReq.Header.Set("Content-Type", "application/json")
@@ -397,7 +398,7 @@ func (c *client) notAStream(parent, actx context.Context, gen *pipeline.Generati
 		return e
 	}
 	return &pipeline.Error{
-		Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
+		Stage: pipeline.StageLLMPrefill, Kind: ragtime.KindUpstream, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
 		Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
 			c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
 		Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),

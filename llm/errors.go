@@ -12,35 +12,37 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
-// Error codes the generators return in pipeline.Error.Code.
+// Error codes the generators return in pipeline.Error.Code, declared in
+// package ragtime with the other codes.
 const (
 	// CodeAuth: the provider rejected the API key (HTTP 401 or 403).
-	CodeAuth = "llm_auth"
+	CodeAuth = ragtime.CodeLLMAuth
 	// CodeModelNotFound: the provider does not serve the requested model.
-	CodeModelNotFound = "llm_model_not_found"
+	CodeModelNotFound = ragtime.CodeLLMModelNotFound
 	// CodeRateLimited: the provider answered HTTP 429.
-	CodeRateLimited = "llm_rate_limited"
+	CodeRateLimited = ragtime.CodeLLMRateLimited
 	// CodeUnavailable: the provider failed (HTTP 5xx) or dropped the
 	// connection before or during the answer.
-	CodeUnavailable = "llm_unavailable"
+	CodeUnavailable = ragtime.CodeLLMUnavailable
 	// CodeTimeout: the provider sent nothing for longer than the configured
 	// timeout, or the caller's deadline passed.
-	CodeTimeout = "llm_timeout"
+	CodeTimeout = ragtime.CodeLLMTimeout
 	// CodeConnect: no connection could be made (refused, DNS, TLS, proxy).
-	CodeConnect = "llm_connect"
+	CodeConnect = ragtime.CodeLLMConnect
 	// CodeBadStream: the response was not a well-formed stream of the provider's format,
 	// or it carried an error object mid-stream.
-	CodeBadStream = "llm_bad_stream"
+	CodeBadStream = ragtime.CodeLLMBadStream
 	// CodeBadRequest: the provider rejected the request itself (another 4xx,
 	// such as a prompt longer than the model's context window).
-	CodeBadRequest = "llm_bad_request"
+	CodeBadRequest = ragtime.CodeLLMBadRequest
 	// CodeCancelled: the caller's context was cancelled; the error wraps
 	// context.Canceled.
-	CodeCancelled = "llm_cancelled"
+	CodeCancelled = ragtime.CodeLLMCancelled
 )
 
 // statusError classifies an HTTP error response.
@@ -53,7 +55,8 @@ func (c *client) statusError(gen *pipeline.Generation, status int, header map[st
 		RequestID: gen.RequestID,
 	}
 	host := c.redactedBase
-	switch upstream.Classify(status, ue) {
+	e.Kind = upstream.Classify(status, ue)
+	switch e.Kind {
 	case upstream.KindAuth:
 		e.Code = CodeAuth
 		e.Message = fmt.Sprintf("the model provider at %s rejected the API key (HTTP %d): %s", host, status, detail)
@@ -125,7 +128,7 @@ func (c *client) transportError(parent, call context.Context, gen *pipeline.Gene
 		return e
 	}
 	stage := gen.FailedStage()
-	e := &pipeline.Error{Stage: stage, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: c.scrubber.Wrap(err)}
+	e := &pipeline.Error{Stage: stage, Kind: ragtime.KindUpstream, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: c.scrubber.Wrap(err)}
 	var te interface{ Timeout() bool }
 	var dnsErr *net.DNSError
 	var recErr tls.RecordHeaderError
@@ -144,7 +147,7 @@ func (c *client) transportError(parent, call context.Context, gen *pipeline.Gene
 		e.Message = fmt.Sprintf("the TLS certificate of the model provider at %s is not trusted: %s", c.redactedBase, c.scrubber.Scrub(certErr.Error()))
 		e.Hint = "check the host name in --llm-base-url; a proxy that intercepts TLS needs its CA in the system trust store (SSL_CERT_FILE)"
 	case errors.As(err, &te) && te.Timeout():
-		e.Code = CodeTimeout
+		e.Kind, e.Code = ragtime.KindTimeout, CodeTimeout
 		e.Message = fmt.Sprintf("the model provider at %s did not answer in time", c.redactedBase)
 		e.Hint = "check the provider is reachable and not overloaded"
 	case stage == pipeline.StageLLMConnect:
@@ -184,18 +187,18 @@ func contextError(parent, call context.Context, gen *pipeline.Generation) *pipel
 	stage := gen.FailedStage()
 	if err := parent.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the deadline for the answer passed before the model finished", Hint: "the request's deadline is shorter than the answer takes; raise it or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
+			return &pipeline.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: CodeTimeout, Message: "the deadline for the answer passed before the model finished", Hint: "the request's deadline is shorter than the answer takes; raise it or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
 		}
-		return &pipeline.Error{Stage: stage, Code: CodeCancelled, Message: "the request was cancelled before the model finished", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
+		return &pipeline.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: CodeCancelled, Message: "the request was cancelled before the model finished", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
 	}
 	if call == nil {
 		return nil
 	}
 	switch cause := context.Cause(call); {
 	case errors.Is(cause, errTTFTTimeout):
-		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the model sent no first token within --llm-ttft-timeout", Hint: "raise --llm-ttft-timeout for long prompts or slow models, or check the provider is not overloaded (its queue and prefill)", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
+		return &pipeline.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: CodeTimeout, Message: "the model sent no first token within --llm-ttft-timeout", Hint: "raise --llm-ttft-timeout for long prompts or slow models, or check the provider is not overloaded (its queue and prefill)", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
 	case errors.Is(cause, errOverallTimeout):
-		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the generation took longer than --llm-timeout", Hint: "raise --llm-timeout, or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
+		return &pipeline.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: CodeTimeout, Message: "the generation took longer than --llm-timeout", Hint: "raise --llm-timeout, or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
 	}
 	return nil
 }

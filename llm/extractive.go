@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"ragtime"
 	"ragtime/lexical"
 	"ragtime/pipeline"
 )
@@ -132,9 +133,9 @@ func cancelledError(gen *pipeline.Generation, err error) *pipeline.Error {
 	if gen.FirstToken.IsZero() {
 		stage = pipeline.StageLLMPrefill
 	}
-	e := &pipeline.Error{Stage: stage, Code: CodeCancelled, Message: "the request was cancelled before the answer finished", Err: err}
+	e := &pipeline.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: CodeCancelled, Message: "the request was cancelled before the answer finished", Err: err}
 	if errors.Is(err, context.DeadlineExceeded) {
-		e.Code, e.Message = CodeTimeout, "the deadline for the answer passed before it finished"
+		e.Kind, e.Code, e.Message = ragtime.KindTimeout, CodeTimeout, "the deadline for the answer passed before it finished"
 		e.Hint = "the request's deadline is shorter than the answer takes; raise it or lower max_tokens"
 	}
 	return e

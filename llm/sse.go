@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/openaiwire"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
@@ -430,6 +431,7 @@ func (s *streamReader) badStream(msg string, cause error) *pipeline.Error {
 func badStream(gen *pipeline.Generation, sc upstream.Scrubber, format, msg string, cause error) *pipeline.Error {
 	return &pipeline.Error{
 		Stage:     gen.FailedStage(),
+		Kind:      ragtime.KindUpstream,
 		Code:      CodeBadStream,
 		Message:   msg,
 		Hint:      "the server at --llm-base-url did not send a valid " + format + "; check --llm-provider matches the server and look at its logs",

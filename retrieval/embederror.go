@@ -11,20 +11,22 @@ import (
 	"sync"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
 // Error codes of the remote embedders (retrieval/openai, retrieval/ollama),
-// carried by *pipeline.Error.
+// carried by *pipeline.Error, declared in package ragtime with the other
+// codes.
 const (
-	CodeEmbedAuth          = "embed_auth"
-	CodeEmbedModelNotFound = "embed_model_not_found"
-	CodeEmbedUnavailable   = "embed_unavailable"
-	CodeEmbedTimeout       = "embed_timeout"
-	CodeEmbedBadResponse   = "embed_bad_response"
-	CodeEmbedRateLimited   = "embed_rate_limited"
-	CodeEmbedBadRequest    = "embed_bad_request"
+	CodeEmbedAuth          = ragtime.CodeEmbedAuth
+	CodeEmbedModelNotFound = ragtime.CodeEmbedModelNotFound
+	CodeEmbedUnavailable   = ragtime.CodeEmbedUnavailable
+	CodeEmbedTimeout       = ragtime.CodeEmbedTimeout
+	CodeEmbedBadResponse   = ragtime.CodeEmbedBadResponse
+	CodeEmbedRateLimited   = ragtime.CodeEmbedRateLimited
+	CodeEmbedBadRequest    = ragtime.CodeEmbedBadRequest
 )
 
 // EmbedRetries is how many times a remote embedding call that failed for a
@@ -121,7 +123,7 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 		err = json.Unmarshal(data, out)
 	}
 	if err != nil {
-		return &pipeline.Error{Code: CodeEmbedBadResponse, Err: err,
+		return &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedBadResponse, Err: err,
 			Message: fmt.Sprintf("%s sent a response that is not %s embeddings JSON: %v", r.Where(), r.Provider, err)}
 	}
 	return nil
@@ -131,12 +133,12 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 // (any non-zero length when dims is 0).
 func (r *RemoteEmbedder) Check(vecs [][]float32, texts, dims int) error {
 	if len(vecs) != texts {
-		return &pipeline.Error{Code: CodeEmbedBadResponse,
+		return &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedBadResponse,
 			Message: fmt.Sprintf("%s returned %d vectors for %d texts", r.Where(), len(vecs), texts)}
 	}
 	for i, v := range vecs {
 		if len(v) == 0 || (dims > 0 && len(v) != dims) {
-			return &pipeline.Error{Code: CodeEmbedBadResponse,
+			return &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedBadResponse,
 				Message: fmt.Sprintf("%s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", r.Where(), len(v), i, dims),
 				Hint:    "set --embed-dimensions to the model's dimension, or to 0 to accept it"}
 		}
@@ -155,18 +157,18 @@ func (r *RemoteEmbedder) failure(ctx context.Context, status int, body []byte, e
 		case upstream.KindCancelled:
 			return fmt.Errorf("embedding: %w", ctx.Err())
 		case upstream.KindTimeout:
-			return &pipeline.Error{Code: CodeEmbedTimeout, Err: sc.Wrap(err),
+			return &pipeline.Error{Kind: ragtime.KindTimeout, Code: CodeEmbedTimeout, Err: sc.Wrap(err),
 				Message: where + " did not answer in time",
 				Hint:    "check the embedding server's load, or raise --embed-timeout"}
 		}
-		return &pipeline.Error{Code: CodeEmbedUnavailable, Err: sc.Wrap(err),
+		return &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedUnavailable, Err: sc.Wrap(err),
 			Message: fmt.Sprintf("%s is unreachable: %v", where, sc.Wrap(err)),
 			Hint:    "check --embed-base-url and that the embedding server is running"}
 	}
 	ue := upstream.ParseError(body)
 	detail := ue.Detail(sc)
-	e := &pipeline.Error{Status: status}
-	switch upstream.Classify(status, ue) {
+	e := &pipeline.Error{Status: status, Kind: upstream.Classify(status, ue)}
+	switch e.Kind {
 	case upstream.KindAuth:
 		e.Code = CodeEmbedAuth
 		e.Message = fmt.Sprintf("%s rejected the API key (HTTP %d): %s", where, status, detail)
