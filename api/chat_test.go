@@ -130,7 +130,7 @@ func (a *countingAsker) Run(ctx context.Context, req *pipeline.Request, out pipe
 // keeps the request it was given.
 type chatScriptAsker struct {
 	got  pipeline.Request
-	fail *pipeline.Error
+	fail *ragtime.Error
 }
 
 func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
@@ -142,7 +142,7 @@ func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pi
 	_ = out.Delta(pipeline.Delta{Text: "Hello "})
 	if a.fail != nil {
 		_ = out.Fail(a.fail)
-		return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusError}
+		return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusError}
 	}
 	_ = out.Delta(pipeline.Delta{Text: "world [1]"})
 	ttft := 1.5
@@ -278,7 +278,7 @@ func TestChatStopAndSeedReachTheQuery(t *testing.T) {
 
 func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	t.Parallel()
-	fail := &pipeline.Error{Stage: "llm_prefill", Kind: ragtime.KindUpstreamAuth, Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
+	fail := &ragtime.Error{Stage: "llm_prefill", Kind: ragtime.KindUpstreamAuth, Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
 	var logMu sync.Mutex
 	var logged bytes.Buffer
 	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
@@ -448,7 +448,7 @@ func (a waitingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeli
 	case <-time.After(10 * time.Second):
 		a.cancelled <- nil
 	}
-	return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+	return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
 }
 
 // TestChatClientThatLeavesCancelsItsQuery: a chat stream cannot be

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/internal/openaiwire"
 	"ragtime/pipeline"
 )
@@ -51,7 +52,7 @@ type chatStream struct {
 	reasoning strings.Builder
 	sources   []pipeline.Source
 	done      *pipeline.Record
-	failed    *pipeline.Error
+	failed    *ragtime.Error
 	scratch   []byte
 }
 
@@ -264,7 +265,7 @@ type chatFailure struct {
 	} `json:"ragtime"`
 }
 
-func (s *chatStream) failure(e *pipeline.Error) chatFailure {
+func (s *chatStream) failure(e *ragtime.Error) chatFailure {
 	var f chatFailure
 	ae := &apiError{Status: failureStatus(e), Code: e.Code, Message: e.Message, Hint: e.Hint}
 	f.Error = asOpenAIError(ae)
@@ -272,7 +273,7 @@ func (s *chatStream) failure(e *pipeline.Error) chatFailure {
 	return f
 }
 
-func (s *chatStream) Fail(e *pipeline.Error) error {
+func (s *chatStream) Fail(e *ragtime.Error) error {
 	e = callerFailure(s.opts.log, strings.TrimPrefix(s.id, "chatcmpl-"), e)
 	s.failed = e
 	if !s.stream {
@@ -283,7 +284,7 @@ func (s *chatStream) Fail(e *pipeline.Error) error {
 
 // failureStatus is the HTTP status of a non-streamed answer that failed
 // with e: its Kind's (kindStatus).
-func failureStatus(e *pipeline.Error) int {
+func failureStatus(e *ragtime.Error) int {
 	return kindStatusOf(e.Kind)
 }
 

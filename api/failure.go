@@ -4,7 +4,6 @@ import (
 	"log/slog"
 
 	"ragtime"
-	"ragtime/pipeline"
 )
 
 // The failure of an ask is written for the operator: the parts name the
@@ -18,10 +17,10 @@ import (
 // callerSafe are the codes whose text is already the caller's: the
 // pipeline's and the API's own, which name nothing of the server's set-up.
 var callerSafe = map[string]bool{
-	pipeline.CodeCancelled:      true,
-	pipeline.CodeClientStalled:  true,
-	pipeline.CodeServerShutdown: true,
-	ragtime.CodeResumeGap:       true,
+	ragtime.CodeCancelled:      true,
+	ragtime.CodeClientStalled:  true,
+	ragtime.CodeServerShutdown: true,
+	ragtime.CodeResumeGap:      true,
 }
 
 // callerTexts are the message and hint a caller gets for a code a part
@@ -68,7 +67,7 @@ func callerText(code, stage, msg, hint string) (string, string) {
 
 // callerFailure is e as the caller of query id is told it; what only the
 // operator should read is logged.
-func callerFailure(log *slog.Logger, id string, e *pipeline.Error) *pipeline.Error {
+func callerFailure(log *slog.Logger, id string, e *ragtime.Error) *ragtime.Error {
 	if e == nil || callerSafe[e.Code] {
 		return e
 	}
@@ -76,5 +75,5 @@ func callerFailure(log *slog.Logger, id string, e *pipeline.Error) *pipeline.Err
 		log.Warn("ask failed", "query_id", id, "stage", e.Stage, "code", e.Code, "message", e.Message, "hint", e.Hint)
 	}
 	msg, hint := callerText(e.Code, e.Stage, e.Message, e.Hint)
-	return &pipeline.Error{Stage: e.Stage, Kind: e.Kind, Code: e.Code, Message: msg, Hint: hint, Status: e.Status, RequestID: e.RequestID}
+	return &ragtime.Error{Stage: e.Stage, Kind: e.Kind, Code: e.Code, Message: msg, Hint: hint, Status: e.Status, RequestID: e.RequestID}
 }

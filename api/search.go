@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -159,7 +160,7 @@ func (s *server) handleSearch(c echo.Context) error {
 // returned as the error answered.
 func (s *server) search(c echo.Context, req *pipeline.Request) error {
 	res, err := s.deps.Retriever.Search(c.Request().Context(), req)
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	switch {
 	case err == nil:
 	case pipeline.IsCancelled(err):

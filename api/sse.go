@@ -293,7 +293,7 @@ func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID stri
 	if err != nil && !errors.Is(err, errGap) && c.Request().Context().Err() == nil {
 		// The log stopped before the query's end (its replica went away,
 		// or Redis did): say so rather than leave the client waiting.
-		data, _ := json.Marshal(pipeline.Error{Code: "stream_lost",
+		data, _ := json.Marshal(ragtime.Error{Code: "stream_lost",
 			Message: "the replica answering this query stopped sending its events; ask again"})
 		_ = conn.write(fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, next-1, EventError, data), true)
 	}
@@ -304,7 +304,7 @@ func (h *streamHub) resumeShared(c echo.Context, qid string, seq int, keyID stri
 // gapEvent is the error event saying events from to to-1 of query qid are
 // no longer held.
 func gapEvent(qid string, from, to int) []byte {
-	data, _ := json.Marshal(pipeline.Error{Code: ragtime.CodeResumeGap,
+	data, _ := json.Marshal(ragtime.Error{Code: ragtime.CodeResumeGap,
 		Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", from, to-1)})
 	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, to-1, EventError, data)
 }
@@ -1154,6 +1154,6 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 
 // Fail sends the error event: the failure as the caller is told it
 // (callerFailure).
-func (l *eventLog) Fail(e *pipeline.Error) error {
+func (l *eventLog) Fail(e *ragtime.Error) error {
 	return l.send(EventError, callerFailure(l.hub.opts.log, l.id, e))
 }

@@ -148,7 +148,7 @@ func (s *anthropicStream) run(body io.Reader) error {
 	return nil
 }
 
-func (s *anthropicStream) bad(msg string, cause error) *pipeline.Error {
+func (s *anthropicStream) bad(msg string, cause error) *ragtime.Error {
 	return badStream(s.d.gen, s.scrubber, "Anthropic Messages stream", msg, cause)
 }
 
@@ -225,7 +225,7 @@ func (s *anthropicStream) usage(u *anthropicUsage) {
 
 // midStreamError classifies an error event: overloaded and API errors are
 // the provider failing, rate limits are rate limits, the rest a bad stream.
-func (s *anthropicStream) midStreamError(data []byte, ev anthropicEvent) *pipeline.Error {
+func (s *anthropicStream) midStreamError(data []byte, ev anthropicEvent) *ragtime.Error {
 	e := s.bad("the model provider sent an error event mid-stream: "+errorText(s.scrubber, data), nil)
 	if ev.Error == nil {
 		return e

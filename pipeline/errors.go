@@ -26,14 +26,14 @@ func (c *Cancel) Error() string { return c.Code + ": " + c.Message }
 // The reasons the API cancels a query for.
 var (
 	// ErrClientGone: the client disconnected (and did not resume).
-	ErrClientGone = &Cancel{Code: CodeCancelled, Kind: ragtime.KindCancelled, Message: "the client went away"}
+	ErrClientGone = &Cancel{Code: ragtime.CodeCancelled, Kind: ragtime.KindCancelled, Message: "the client went away"}
 	// ErrClientStalled: the client stopped reading; a write waited longer
 	// than --stream-write-timeout.
-	ErrClientStalled = &Cancel{Code: CodeClientStalled, Kind: ragtime.KindCancelled,
+	ErrClientStalled = &Cancel{Code: ragtime.CodeClientStalled, Kind: ragtime.KindCancelled,
 		Message: "the client stopped reading for longer than --stream-write-timeout"}
 	// ErrServerShutdown: the server's shutdown deadline passed while the
 	// stream was open.
-	ErrServerShutdown = &Cancel{Code: CodeServerShutdown, Kind: ragtime.KindUnavailable, Tell: true,
+	ErrServerShutdown = &Cancel{Code: ragtime.CodeServerShutdown, Kind: ragtime.KindUnavailable, Tell: true,
 		Message: "the server is shutting down and its --shutdown-timeout passed before the answer ended",
 		Hint:    "ask again: a restarted or another instance will answer"}
 )
@@ -42,7 +42,7 @@ var (
 // failed: it is an *Error of KindCancelled, or it wraps context.Canceled
 // (a part's own cancellation, such as llm_cancelled, wraps it by contract).
 func IsCancelled(err error) bool {
-	var e *Error
+	var e *ragtime.Error
 	if errors.As(err, &e) && e.Kind == ragtime.KindCancelled {
 		return true
 	}
@@ -55,23 +55,23 @@ func IsCancelled(err error) bool {
 func (g *Generation) FailedStage() string {
 	switch {
 	case g.GotConn.IsZero():
-		return StageLLMConnect
+		return ragtime.StageLLMConnect
 	case g.FirstToken.IsZero():
-		return StageLLMPrefill
+		return ragtime.StageLLMPrefill
 	default:
-		return StageLLMDecode
+		return ragtime.StageLLMDecode
 	}
 }
 
 // AsError returns err as an *Error, classifying what is not one as the
 // stage's failure (embed_failed, ...: ragtime.FailedCode), of KindInternal.
-func AsError(stage string, err error) *Error {
-	var e *Error
+func AsError(stage string, err error) *ragtime.Error {
+	var e *ragtime.Error
 	if errors.As(err, &e) {
 		if e.Stage == "" {
 			e.Stage = stage
 		}
 		return e
 	}
-	return &Error{Stage: stage, Kind: ragtime.KindInternal, Code: ragtime.FailedCode(stage), Message: err.Error(), Err: err}
+	return &ragtime.Error{Stage: stage, Kind: ragtime.KindInternal, Code: ragtime.FailedCode(stage), Message: err.Error(), Err: err}
 }

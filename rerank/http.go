@@ -163,7 +163,7 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	}
 	scores, err := r.parse(data, len(hits))
 	if err != nil {
-		return nil, &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeRerankBadResponse, Err: err,
+		return nil, &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeRerankBadResponse, Err: err,
 			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.shown, err),
 			Hint:    "check --rerank-api (tei or cohere) against the server's API"}
 	}
@@ -219,14 +219,14 @@ func (r *HTTP) parse(data []byte, n int) ([]float64, error) {
 func (r *HTTP) transportError(ctx context.Context, err error) error {
 	err = r.scrub.Wrap(err)
 	switch upstream.TransportKind(ctx, err) {
-	case upstream.KindCancelled:
+	case ragtime.KindCancelled:
 		return fmt.Errorf("reranking: %w", ctx.Err())
-	case upstream.KindTimeout:
-		return &pipeline.Error{Kind: ragtime.KindTimeout, Code: CodeRerankTimeout, Err: err,
+	case ragtime.KindTimeout:
+		return &ragtime.Error{Kind: ragtime.KindTimeout, Code: CodeRerankTimeout, Err: err,
 			Message: fmt.Sprintf("the reranker at %s did not answer within %s", r.shown, r.cfg.Timeout),
 			Hint:    "lower top_k (fewer candidates) or check the reranker's load"}
 	}
-	return &pipeline.Error{Kind: ragtime.KindUpstream, Code: CodeRerankUnavailable, Err: err,
+	return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeRerankUnavailable, Err: err,
 		Message: fmt.Sprintf("the reranker at %s is unreachable: %v", r.shown, err),
 		Hint:    "check --rerank-url and that the reranker is running"}
 }
@@ -234,17 +234,17 @@ func (r *HTTP) transportError(ctx context.Context, err error) error {
 func (r *HTTP) statusError(status int, body []byte) error {
 	ue := upstream.ParseError(body)
 	detail := ue.Detail(r.scrub)
-	e := &pipeline.Error{Status: status, Kind: upstream.Classify(status, ue)}
+	e := &ragtime.Error{Status: status, Kind: upstream.Classify(status, ue)}
 	switch e.Kind {
-	case upstream.KindAuth:
+	case ragtime.KindUpstreamAuth:
 		e.Code = CodeRerankAuth
 		e.Message = fmt.Sprintf("the reranker at %s rejected the API key (HTTP %d)", r.shown, status)
 		e.Hint = "check " + r.cfg.KeyVar
-	case upstream.KindTimeout:
+	case ragtime.KindTimeout:
 		e.Code = CodeRerankTimeout
 		e.Message = fmt.Sprintf("the reranker at %s timed out (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "lower top_k (fewer candidates)"
-	case upstream.KindUnavailable, upstream.KindRateLimited:
+	case ragtime.KindUpstream, ragtime.KindRateLimited:
 		e.Code = CodeRerankUnavailable
 		e.Message = fmt.Sprintf("the reranker at %s failed (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "retry later; the reranker is failing or overloaded"

@@ -8,40 +8,42 @@ import (
 	"io"
 	"net"
 	"strings"
+
+	"ragtime"
 )
 
 // Classify maps an error response to its Kind: 401 and 403
 // KindUpstreamAuth, 404 (or a body saying the model is missing)
 // KindUpstreamNotFound, 429 KindRateLimited, 408 and 504 KindTimeout, other
 // 5xx KindUpstream, any other 4xx KindUpstreamRejected.
-func Classify(status int, body ErrorBody) Kind {
+func Classify(status int, body ErrorBody) ragtime.Kind {
 	switch {
 	case status == 401 || status == 403:
-		return KindAuth
+		return ragtime.KindUpstreamAuth
 	case status == 404 || body.MentionsMissingModel():
-		return KindNotFound
+		return ragtime.KindUpstreamNotFound
 	case status == 429:
-		return KindRateLimited
+		return ragtime.KindRateLimited
 	case status == 408 || status == 504:
-		return KindTimeout
+		return ragtime.KindTimeout
 	case status >= 500:
-		return KindUnavailable
+		return ragtime.KindUpstream
 	}
-	return KindRejected
+	return ragtime.KindUpstreamRejected
 }
 
 // TransportKind maps a failure to get or read a response: the caller's
 // cancellation, a timeout (a passed deadline, a network timeout) or an
 // unreachable server.
-func TransportKind(ctx context.Context, err error) Kind {
+func TransportKind(ctx context.Context, err error) ragtime.Kind {
 	var ne net.Error
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
-		return KindCancelled
+		return ragtime.KindCancelled
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return KindTimeout
+		return ragtime.KindTimeout
 	}
-	return KindUnavailable
+	return ragtime.KindUpstream
 }
 
 // ErrorBody is the error object of an upstream error body, in the shapes
