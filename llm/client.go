@@ -565,7 +565,7 @@ func (c *client) ListModels(ctx context.Context) ([]string, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		gen := pipeline.Generation{UpstreamStatus: resp.StatusCode, RequestID: c.requestID(resp.Header)}
 		e := c.statusError(&gen, resp.StatusCode, resp.Header, body, c.model)
-		if e.Code == CodeModelNotFound {
+		if e.Kind == ragtime.KindUpstreamNotFound {
 			e.Message = fmt.Sprintf("%s%s was not found (HTTP %d)", c.redactedBase, c.d.modelsPath(), resp.StatusCode)
 			e.Hint = "check --llm-base-url (OpenAI-compatible servers usually need the /v1 suffix) and --llm-provider"
 		}

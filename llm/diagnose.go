@@ -410,7 +410,7 @@ func (d *diagnosis) firstToken(ctx context.Context) bool {
 	}, &gen)
 	if err != nil {
 		var pe *ragtime.Error
-		if errors.As(err, &pe) && pe.Code == CodeModelNotFound && len(d.listed) > 0 {
+		if errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamNotFound && len(d.listed) > 0 {
 			return d.fail("first token", pe.Code, pe.Message, "set --llm-model (or default_model) to one of: "+listNames(d.listed))
 		}
 		return d.failErr("first token", err)

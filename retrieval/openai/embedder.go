@@ -164,7 +164,7 @@ func (e *Embedder) post(ctx context.Context, part []string) (response, error) {
 // for its encoding_format.
 func refusesBase64(err error) bool {
 	var pe *ragtime.Error
-	return errors.As(err, &pe) && pe.Code == retrieval.CodeEmbedBadRequest && strings.Contains(pe.Message, "encoding_format")
+	return errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamRejected && strings.Contains(pe.Message, "encoding_format")
 }
 
 // DecodeBody reads an embeddings response whose vectors are base64
