@@ -62,8 +62,8 @@ const (
 	KindUnavailable
 	// KindCancelled: the caller went away or the query was cancelled.
 	KindCancelled
-	// KindUpstream: a service ragtime calls failed (HTTP 5xx), could not
-	// be reached, or sent an answer that does not parse.
+	// KindUpstream: a service ragtime calls failed (HTTP 5xx) or could not
+	// be reached.
 	KindUpstream
 	// KindUpstreamAuth: a service ragtime calls refused its credentials
 	// (HTTP 401, 403).
@@ -75,6 +75,9 @@ const (
 	// KindUpstreamRejected: a service ragtime calls refused the request
 	// itself (any other 4xx).
 	KindUpstreamRejected
+	// KindUpstreamMalformed: a service ragtime calls answered, but not in
+	// the shape asked for (a broken stream, a body that does not parse).
+	KindUpstreamMalformed
 
 	kindCount // the number of kinds; keep last
 )
@@ -89,19 +92,20 @@ func Kinds() []Kind {
 }
 
 var kindNames = [kindCount]string{
-	KindInternal:         "internal",
-	KindInvalid:          "invalid",
-	KindUnauthorized:     "unauthorized",
-	KindForbidden:        "forbidden",
-	KindNotFound:         "not_found",
-	KindRateLimited:      "rate_limited",
-	KindTimeout:          "timeout",
-	KindUnavailable:      "unavailable",
-	KindCancelled:        "cancelled",
-	KindUpstream:         "upstream",
-	KindUpstreamAuth:     "upstream_auth",
-	KindUpstreamNotFound: "upstream_not_found",
-	KindUpstreamRejected: "upstream_rejected",
+	KindInternal:          "internal",
+	KindInvalid:           "invalid",
+	KindUnauthorized:      "unauthorized",
+	KindForbidden:         "forbidden",
+	KindNotFound:          "not_found",
+	KindRateLimited:       "rate_limited",
+	KindTimeout:           "timeout",
+	KindUnavailable:       "unavailable",
+	KindCancelled:         "cancelled",
+	KindUpstream:          "upstream",
+	KindUpstreamAuth:      "upstream_auth",
+	KindUpstreamNotFound:  "upstream_not_found",
+	KindUpstreamRejected:  "upstream_rejected",
+	KindUpstreamMalformed: "upstream_malformed",
 }
 
 func (k Kind) String() string {

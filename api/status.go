@@ -17,19 +17,20 @@ const StatusClientClosedRequest = 499
 // client should slow down) and a timeout (504). A test fails when a kind
 // has no row.
 var kindStatus = map[ragtime.Kind]int{
-	ragtime.KindInternal:         http.StatusInternalServerError,
-	ragtime.KindInvalid:          http.StatusBadRequest,
-	ragtime.KindUnauthorized:     http.StatusUnauthorized,
-	ragtime.KindForbidden:        http.StatusForbidden,
-	ragtime.KindNotFound:         http.StatusNotFound,
-	ragtime.KindRateLimited:      http.StatusTooManyRequests,
-	ragtime.KindTimeout:          http.StatusGatewayTimeout,
-	ragtime.KindUnavailable:      http.StatusServiceUnavailable,
-	ragtime.KindCancelled:        StatusClientClosedRequest,
-	ragtime.KindUpstream:         http.StatusBadGateway,
-	ragtime.KindUpstreamAuth:     http.StatusBadGateway,
-	ragtime.KindUpstreamNotFound: http.StatusBadGateway,
-	ragtime.KindUpstreamRejected: http.StatusBadGateway,
+	ragtime.KindInternal:          http.StatusInternalServerError,
+	ragtime.KindInvalid:           http.StatusBadRequest,
+	ragtime.KindUnauthorized:      http.StatusUnauthorized,
+	ragtime.KindForbidden:         http.StatusForbidden,
+	ragtime.KindNotFound:          http.StatusNotFound,
+	ragtime.KindRateLimited:       http.StatusTooManyRequests,
+	ragtime.KindTimeout:           http.StatusGatewayTimeout,
+	ragtime.KindUnavailable:       http.StatusServiceUnavailable,
+	ragtime.KindCancelled:         StatusClientClosedRequest,
+	ragtime.KindUpstream:          http.StatusBadGateway,
+	ragtime.KindUpstreamAuth:      http.StatusBadGateway,
+	ragtime.KindUpstreamNotFound:  http.StatusBadGateway,
+	ragtime.KindUpstreamRejected:  http.StatusBadGateway,
+	ragtime.KindUpstreamMalformed: http.StatusBadGateway,
 }
 
 // kindStatusOf is the HTTP status of a failure of kind k (500 for a kind

@@ -232,7 +232,7 @@ func (s *anthropicStream) midStreamError(data []byte, ev anthropicEvent) *ragtim
 	}
 	switch ev.Error.Type {
 	case "overloaded_error", "api_error":
-		e.Code = CodeUnavailable
+		e.Kind, e.Code = ragtime.KindUpstream, CodeUnavailable
 		e.Hint = "Anthropic is overloaded or failing; retry later or check its status page"
 	case "rate_limit_error":
 		e.Kind, e.Code = ragtime.KindRateLimited, CodeRateLimited

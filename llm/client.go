@@ -277,8 +277,8 @@ func retryable(err error) bool {
 	if !errors.As(err, &pe) {
 		return false
 	}
-	switch pe.Code {
-	case CodeRateLimited, CodeUnavailable, CodeConnect:
+	switch pe.Kind {
+	case ragtime.KindRateLimited, ragtime.KindUpstream:
 		return true
 	}
 	return pe.Status == http.StatusGatewayTimeout
@@ -398,7 +398,7 @@ func (c *client) notAStream(parent, actx context.Context, gen *pipeline.Generati
 		return e
 	}
 	return &ragtime.Error{
-		Stage: ragtime.StageLLMPrefill, Kind: ragtime.KindUpstream, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
+		Stage: ragtime.StageLLMPrefill, Kind: ragtime.KindUpstreamMalformed, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
 		Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
 			c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
 		Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),

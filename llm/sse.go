@@ -431,7 +431,7 @@ func (s *streamReader) badStream(msg string, cause error) *ragtime.Error {
 func badStream(gen *pipeline.Generation, sc upstream.Scrubber, format, msg string, cause error) *ragtime.Error {
 	return &ragtime.Error{
 		Stage:     gen.FailedStage(),
-		Kind:      ragtime.KindUpstream,
+		Kind:      ragtime.KindUpstreamMalformed,
 		Code:      CodeBadStream,
 		Message:   msg,
 		Hint:      "the server at --llm-base-url did not send a valid " + format + "; check --llm-provider matches the server and look at its logs",

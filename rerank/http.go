@@ -163,7 +163,7 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	}
 	scores, err := r.parse(data, len(hits))
 	if err != nil {
-		return nil, &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeRerankBadResponse, Err: err,
+		return nil, &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeRerankBadResponse, Err: err,
 			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.shown, err),
 			Hint:    "check --rerank-api (tei or cohere) against the server's API"}
 	}

@@ -123,7 +123,7 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 		err = json.Unmarshal(data, out)
 	}
 	if err != nil {
-		return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedBadResponse, Err: err,
+		return &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeEmbedBadResponse, Err: err,
 			Message: fmt.Sprintf("%s sent a response that is not %s embeddings JSON: %v", r.Where(), r.Provider, err)}
 	}
 	return nil
@@ -133,12 +133,12 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 // (any non-zero length when dims is 0).
 func (r *RemoteEmbedder) Check(vecs [][]float32, texts, dims int) error {
 	if len(vecs) != texts {
-		return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedBadResponse,
+		return &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeEmbedBadResponse,
 			Message: fmt.Sprintf("%s returned %d vectors for %d texts", r.Where(), len(vecs), texts)}
 	}
 	for i, v := range vecs {
 		if len(v) == 0 || (dims > 0 && len(v) != dims) {
-			return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedBadResponse,
+			return &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeEmbedBadResponse,
 				Message: fmt.Sprintf("%s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", r.Where(), len(v), i, dims),
 				Hint:    "set --embed-dimensions to the model's dimension, or to 0 to accept it"}
 		}

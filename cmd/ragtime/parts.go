@@ -313,7 +313,7 @@ func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) 
 	for said := false; ; said = true {
 		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
 		var pe *ragtime.Error
-		if err == nil || !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedUnavailable || time.Now().Add(wait).After(deadline) {
+		if err == nil || !errors.As(err, &pe) || pe.Kind != ragtime.KindUpstream || time.Now().Add(wait).After(deadline) {
 			if err != nil && said {
 				err = fmt.Errorf("waited %s (--embed-wait): %w", c.embedWait, err)
 			}

@@ -175,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, client: client, shardKeys: map[string]bool{}}
-	if err := s.ensure(ctx, cfg.Create); err != nil && !isCode(err, CodeCollectionMissing) {
+	if err := s.ensure(ctx, cfg.Create); err != nil && !collectionMissing(err) {
 		client.Close()
 		return nil, err
 	}
@@ -191,9 +191,11 @@ func (s *Store) Name() string { return StoreName }
 // Ready checks that Qdrant answers and the collection is usable.
 func (s *Store) Ready(ctx context.Context) error { return s.ensure(ctx, false) }
 
-func isCode(err error, code string) bool {
+// collectionMissing reports whether err says the collection does not
+// exist (CodeCollectionMissing, the store's one KindUpstreamNotFound).
+func collectionMissing(err error) bool {
 	var pe *ragtime.Error
-	return errors.As(err, &pe) && pe.Code == code
+	return errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamNotFound
 }
 
 // call bounds one request by the configured timeout.
@@ -419,7 +421,7 @@ func toChunk(p map[string]*qc.Value) pipeline.Chunk {
 // StoredHash returns the content hash stored with docID's first point.
 func (s *Store) StoredHash(ctx context.Context, docID string) (string, bool, error) {
 	if err := s.ensure(ctx, false); err != nil {
-		if isCode(err, CodeCollectionMissing) {
+		if collectionMissing(err) {
 			return "", false, nil
 		}
 		return "", false, err
@@ -532,7 +534,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 // DeleteDocument deletes docID's points, reporting whether it had any.
 func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) {
 	if err := s.ensure(ctx, false); err != nil {
-		if isCode(err, CodeCollectionMissing) {
+		if collectionMissing(err) {
 			return false, nil
 		}
 		return false, err
@@ -559,7 +561,7 @@ func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) 
 // doc id, scrolling through every point's doc_id, title and hash.
 func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) {
 	if err := s.ensure(ctx, false); err != nil {
-		if isCode(err, CodeCollectionMissing) {
+		if collectionMissing(err) {
 			return nil, nil
 		}
 		return nil, err
