@@ -75,7 +75,7 @@ func checkAnyBody(t *testing.T, newStream streamFactory, body, sizes []byte) {
 	if err != nil {
 		var pe *ragtime.Error
 		if !errors.As(err, &pe) || !strings.HasPrefix(pe.Code, "llm_") || pe.Message == "" {
-			t.Fatalf("error %v (%T): want a *pipeline.Error with an llm_ code and a message", err, err)
+			t.Fatalf("error %v (%T): want a *ragtime.Error with an llm_ code and a message", err, err)
 		}
 	}
 }

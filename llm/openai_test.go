@@ -366,7 +366,7 @@ func checkError(t *testing.T, err error, code, stage string) *ragtime.Error {
 	t.Helper()
 	var pe *ragtime.Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *pipeline.Error", err, err)
+		t.Fatalf("error %v (%T) is not a *ragtime.Error", err, err)
 	}
 	if pe.Code != code || pe.Stage != stage {
 		t.Errorf("code %q stage %q, want %q %q (%v)", pe.Code, pe.Stage, code, stage, err)

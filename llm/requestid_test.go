@@ -55,7 +55,7 @@ func TestRequestIDIsKeptOnlyWhenSafe(t *testing.T) {
 				var pe *ragtime.Error
 				if status != http.StatusOK {
 					if !errors.As(err, &pe) {
-						t.Fatalf("HTTP %d: error %v, want a *pipeline.Error", status, err)
+						t.Fatalf("HTTP %d: error %v, want a *ragtime.Error", status, err)
 					}
 					if pe.RequestID != tt.want {
 						t.Errorf("HTTP %d: error request id %q, want %q", status, pe.RequestID, tt.want)

@@ -20,7 +20,7 @@ func TestEmbedFailureHidesURLCredentials(t *testing.T) {
 		err := r.failure(context.Background(), status, []byte(`{"error": {"message": "nope"}}`), errors.New("connection refused"))
 		var pe *ragtime.Error
 		if !errors.As(err, &pe) {
-			t.Fatalf("status %d: %v is not a *pipeline.Error", status, err)
+			t.Fatalf("status %d: %v is not a *ragtime.Error", status, err)
 		}
 		if strings.Contains(pe.Message, "s3cret-pass") || strings.Contains(pe.Error(), "s3cret-pass") {
 			t.Errorf("status %d: the URL's password reached the message: %s", status, pe.Message)
