@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/admission"
 	"ragtime/internal/golden"
 	"ragtime/pipeline"
@@ -190,7 +191,7 @@ func TestDoneEventCarriesEveryFigure(t *testing.T) {
 
 	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
 	got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{})
-	if got.Status != pipeline.StatusOK {
+	if got.Status != ragtime.StatusOK {
 		t.Fatalf("replayed status %s: %s", got.Status, got.ErrorMessage)
 	}
 	if !reflect.DeepEqual(got.DoneEvent(), full.DoneEvent()) {
@@ -227,7 +228,7 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	held := make(chan struct{})
 	var calls atomic.Int32
 	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
-		rec := pipeline.Record{QueryID: fmt.Sprint("q", calls.Add(1)), Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: fmt.Sprint("q", calls.Add(1)), Status: ragtime.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		if req.Question == "hold" {
 			close(held)
@@ -250,10 +251,10 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	<-held
 	time.AfterFunc(200*time.Millisecond, func() { close(release) })
 	got := c.Run(context.Background(), &pipeline.Request{Question: "q", TopK: 1, MaxTokens: 1}, pipeline.Discard{})
-	if got.Status != pipeline.StatusOK {
+	if got.Status != ragtime.StatusOK {
 		t.Fatalf("the refused ask ended %s %s: %s", got.Status, got.ErrorCode, got.ErrorMessage)
 	}
-	if rec := <-first; rec.Status != pipeline.StatusOK {
+	if rec := <-first; rec.Status != ragtime.StatusOK {
 		t.Fatalf("the first ask ended %s", rec.Status)
 	}
 	if n := calls.Load(); n != 2 {
@@ -294,7 +295,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 		_ = out.(pipeline.Flusher).Flush() // as the pipeline does before it waits
 		close(wrote)
 		<-finish
-		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	})
@@ -381,7 +382,7 @@ func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 		}
 		close(wrote)
 		<-finish
-		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	})
@@ -431,7 +432,7 @@ func (a twoPartAsker) Begin(_ context.Context, _ *pipeline.Request, out pipeline
 	close(a.begun)
 	return func() *pipeline.Record {
 		<-a.release
-		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	}
@@ -532,7 +533,7 @@ func TestResumeAfterTheAnswerFinished(t *testing.T) {
 		for _, tok := range []string{" second", " third"} {
 			_ = out.Delta(pipeline.Delta{Text: tok})
 		}
-		rec := pipeline.Record{QueryID: "q-late", Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: "q-late", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	})

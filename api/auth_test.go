@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/auth"
 	"ragtime/pipeline"
 )
@@ -52,7 +53,7 @@ func TestClientSendsItsKey(t *testing.T) {
 	var gotKey string
 	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		gotKey = req.KeyID
-		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		_ = out.Done(rec)
 		return &rec
@@ -60,10 +61,10 @@ func TestClientSendsItsKey(t *testing.T) {
 	ts := newTestServer(t, Deps{Asker: asker, Keys: keys})
 	req := pipeline.Request{Question: "q", TopK: 3, RerankTopN: 1, MaxTokens: 8}
 
-	if got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{}); got.Status != pipeline.StatusError || !strings.Contains(got.ErrorMessage, "auth_missing") {
+	if got := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{}); got.Status != ragtime.StatusError || !strings.Contains(got.ErrorMessage, "auth_missing") {
 		t.Errorf("without a key: %s %s, want an error naming auth_missing", got.Status, got.ErrorMessage)
 	}
-	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), &req, pipeline.Discard{}); got.Status != pipeline.StatusOK || gotKey != "k1" {
+	if got := (&Client{BaseURL: ts.URL, APIKey: token}).Run(context.Background(), &req, pipeline.Discard{}); got.Status != ragtime.StatusOK || gotKey != "k1" {
 		t.Errorf("with the key: %s %s %s, key id %q", got.Status, got.ErrorCode, got.ErrorMessage, gotKey)
 	}
 }
@@ -109,7 +110,7 @@ func TestStoredFailureReadsByScope(t *testing.T) {
 	keys := auth.NewKeyring()
 	keys.Set([]auth.Key{readKey, adminKey})
 	operator := "could not connect to the model provider at http://10.0.0.7:8000/v1"
-	ts := newTestServer(t, Deps{Keys: keys, Queries: mapReader{"q1": {QueryID: "q1", KeyID: "k0", Status: pipeline.StatusError,
+	ts := newTestServer(t, Deps{Keys: keys, Queries: mapReader{"q1": {QueryID: "q1", KeyID: "k0", Status: ragtime.StatusError,
 		ErrorCode: "llm_connect", ErrorMessage: operator}}})
 	read := func(token string) string {
 		_, body, _ := getWith(t, ts.URL+"/v1/queries/q1", token)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/admission"
 	"ragtime/auth"
 	"ragtime/pipeline"
@@ -130,7 +131,7 @@ func (a *countingAsker) Run(ctx context.Context, req *pipeline.Request, out pipe
 // keeps the request it was given.
 type chatScriptAsker struct {
 	got  pipeline.Request
-	fail *pipeline.Error
+	fail *ragtime.Error
 }
 
 func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
@@ -142,7 +143,7 @@ func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pi
 	_ = out.Delta(pipeline.Delta{Text: "Hello "})
 	if a.fail != nil {
 		_ = out.Fail(a.fail)
-		return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusError}
+		return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusError}
 	}
 	_ = out.Delta(pipeline.Delta{Text: "world [1]"})
 	ttft := 1.5
@@ -278,7 +279,7 @@ func TestChatStopAndSeedReachTheQuery(t *testing.T) {
 
 func TestChatCompletionFailureInOpenAIsShape(t *testing.T) {
 	t.Parallel()
-	fail := &pipeline.Error{Stage: "llm_prefill", Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
+	fail := &ragtime.Error{Stage: "llm_prefill", Kind: ragtime.KindUpstreamAuth, Code: "llm_auth", Message: "the model provider at http://10.0.0.7:8000/v1 rejected the API key", Hint: "check RAGTIME_LLM_API_KEY"}
 	var logMu sync.Mutex
 	var logged bytes.Buffer
 	ts := newTestServer(t, Deps{Asker: &chatScriptAsker{fail: fail}, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
@@ -448,7 +449,7 @@ func (a waitingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeli
 	case <-time.After(10 * time.Second):
 		a.cancelled <- nil
 	}
-	return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+	return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
 }
 
 // TestChatClientThatLeavesCancelsItsQuery: a chat stream cannot be
@@ -531,7 +532,7 @@ func (a gatedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline
 	case <-a.gate:
 	case <-ctx.Done():
 		a.cancelled <- context.Cause(ctx)
-		return &pipeline.Record{QueryID: "q1", Status: pipeline.StatusCancelled}
+		return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
 	}
 	_ = out.Delta(pipeline.Delta{Text: "b"})
 	rec := pipeline.Record{QueryID: "q1", Model: "sim"}

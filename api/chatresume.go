@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/auth"
 	"ragtime/internal/openaiwire"
 	"ragtime/pipeline"
@@ -325,6 +326,6 @@ func chatErrorFrame(qid string, seq int, code, msg string) []byte {
 
 // askErrorFrame is an /ask stream's error event, with the id seq.
 func askErrorFrame(qid string, seq int, code, msg string) []byte {
-	data, _ := json.Marshal(pipeline.Error{Code: code, Message: msg})
+	data, _ := json.Marshal(ragtime.Error{Code: code, Message: msg})
 	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, seq, EventError, data)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/internal/openaiwire"
 	"ragtime/pipeline"
 )
@@ -51,7 +52,7 @@ type chatStream struct {
 	reasoning strings.Builder
 	sources   []pipeline.Source
 	done      *pipeline.Record
-	failed    *pipeline.Error
+	failed    *ragtime.Error
 	scratch   []byte
 	// res is a resumable stream's state (chatresume.go); nil for a plain
 	// one.
@@ -284,15 +285,15 @@ type chatFailure struct {
 	} `json:"ragtime"`
 }
 
-func (s *chatStream) failure(e *pipeline.Error) chatFailure {
+func (s *chatStream) failure(e *ragtime.Error) chatFailure {
 	var f chatFailure
-	ae := &apiError{Status: failureStatus(e.Code), Code: e.Code, Message: e.Message, Hint: e.Hint}
+	ae := &apiError{Status: failureStatus(e), Code: e.Code, Message: e.Message, Hint: e.Hint}
 	f.Error = asOpenAIError(ae)
 	f.Ragtime.QueryID, f.Ragtime.Stage, f.Ragtime.Hint = strings.TrimPrefix(s.id, "chatcmpl-"), e.Stage, e.Hint
 	return f
 }
 
-func (s *chatStream) Fail(e *pipeline.Error) error {
+func (s *chatStream) Fail(e *ragtime.Error) error {
 	e = callerFailure(s.opts.log, strings.TrimPrefix(s.id, "chatcmpl-"), e)
 	s.failed = e
 	if !s.stream {
@@ -302,20 +303,9 @@ func (s *chatStream) Fail(e *pipeline.Error) error {
 }
 
 // failureStatus is the HTTP status of a non-streamed answer that failed
-// with code: the upstream's failures are a bad gateway (a timeout a
-// gateway timeout, a rate limit 429), a shutdown 503.
-func failureStatus(code string) int {
-	switch {
-	case code == pipeline.CodeServerShutdown:
-		return http.StatusServiceUnavailable
-	case code == "llm_rate_limited":
-		return http.StatusTooManyRequests
-	case strings.HasSuffix(code, "_timeout"):
-		return http.StatusGatewayTimeout
-	case code == pipeline.CodeInternal:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadGateway
+// with e: its Kind's (kindStatus).
+func failureStatus(e *ragtime.Error) int {
+	return kindStatusOf(e.Kind)
 }
 
 // finish answers a non-streamed request once the query has run: the
@@ -356,6 +346,6 @@ func (s *chatStream) finish() {
 			Usage:   usageOf(s.done.Usage)}, Ragtime: &chatExtended{DoneEvent: s.done.DoneEvent(), Sources: s.sources}}
 		_ = s.c.JSON(http.StatusOK, body)
 	case s.failed != nil:
-		_ = s.c.JSON(failureStatus(s.failed.Code), s.failure(s.failed))
+		_ = s.c.JSON(failureStatus(s.failed), s.failure(s.failed))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -35,11 +36,12 @@ type Client struct {
 	OnWait func(status int, code string, wait time.Duration)
 }
 
-// Client error codes, for failures before or outside the server's stream.
+// Client error codes, for failures before or outside the server's stream,
+// declared in package ragtime with the other codes.
 const (
-	CodeServerUnreachable = "server_unreachable"
-	CodeServerRejected    = "server_rejected"
-	CodeStreamBroken      = "stream_broken"
+	CodeServerUnreachable = ragtime.CodeServerUnreachable
+	CodeServerRejected    = ragtime.CodeServerRejected
+	CodeStreamBroken      = ragtime.CodeStreamBroken
 )
 
 // Run asks req and returns the query's record as the stream told it: the
@@ -55,12 +57,12 @@ func (c *Client) Run(ctx context.Context, req *pipeline.Request, out pipeline.St
 
 func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) pipeline.Record {
 	rec := pipeline.Record{TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens, Model: req.Model}
-	fail := func(e *pipeline.Error) pipeline.Record {
+	fail := func(e *ragtime.Error) pipeline.Record {
 		if ctx.Err() != nil {
-			rec.Status, rec.ErrorCode, rec.ErrorMessage = pipeline.StatusCancelled, pipeline.CodeCancelled, "cancelled"
+			rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, ragtime.CodeCancelled, "cancelled"
 			return rec
 		}
-		rec.Status, rec.ErrorCode, rec.ErrorMessage = pipeline.StatusError, e.Code, e.Message
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusError, e.Code, e.Message
 		_ = out.Fail(e)
 		return rec
 	}
@@ -80,7 +82,7 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 	}
 	b, err := json.Marshal(body)
 	if err != nil {
-		return fail(&pipeline.Error{Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
+		return fail(&ragtime.Error{Kind: ragtime.KindInternal, Code: CodeServerRejected, Message: "encoding the request: " + err.Error(), Err: err})
 	}
 	resp, perr := c.send(ctx, http.MethodPost, "/ask", "text/event-stream", b)
 	if perr != nil {
@@ -98,7 +100,7 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 // refuses with Retry-After (it refuses before any work is done, so a retry
 // costs nothing and a measurement must not be lost to it). The caller
 // closes the response.
-func (c *Client) send(ctx context.Context, method, path, accept string, body []byte) (*http.Response, *pipeline.Error) {
+func (c *Client) send(ctx context.Context, method, path, accept string, body []byte) (*http.Response, *ragtime.Error) {
 	url := strings.TrimRight(c.BaseURL, "/") + path
 	hc := c.HTTP
 	if hc == nil {
@@ -111,7 +113,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		}
 		hreq, err := http.NewRequestWithContext(ctx, method, url, rd)
 		if err != nil {
-			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("building %s %s: %v", method, url, err), Err: err}
+			return nil, &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeServerUnreachable, Message: fmt.Sprintf("building %s %s: %v", method, url, err), Err: err}
 		}
 		if body != nil {
 			hreq.Header.Set("Content-Type", "application/json")
@@ -122,7 +124,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		}
 		resp, err := hc.Do(hreq)
 		if err != nil {
-			return nil, &pipeline.Error{Code: CodeServerUnreachable, Message: fmt.Sprintf("%s %s: %v", method, url, err),
+			return nil, &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeServerUnreachable, Message: fmt.Sprintf("%s %s: %v", method, url, err),
 				Hint: "is `ragtime serve` running at that address?", Err: err}
 		}
 		wait, ok := retryAfter(resp)
@@ -140,7 +142,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 		}
 		select {
 		case <-ctx.Done():
-			return nil, &pipeline.Error{Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"}
+			return nil, &ragtime.Error{Kind: ragtime.KindCancelled, Code: CodeServerRejected, Message: "cancelled while waiting for the server's Retry-After"}
 		case <-time.After(wait):
 		}
 	}
@@ -148,7 +150,7 @@ func (c *Client) send(ctx context.Context, method, path, accept string, body []b
 
 // PostJSON sends in as JSON to path (such as "/v1/search") and decodes a
 // 200 answer into out, retrying refusals with Retry-After as Run does. An
-// other status is a *pipeline.Error carrying the status and the server's
+// other status is a *ragtime.Error carrying the status and the server's
 // error code and message.
 func (c *Client) PostJSON(ctx context.Context, path string, in, out any) error {
 	b, err := json.Marshal(in)
@@ -182,7 +184,7 @@ func (c *Client) callJSON(ctx context.Context, method, path string, body []byte,
 
 // rejection is the error of a non-200 answer: its status and the server's
 // error code, message and hint.
-func rejection(resp *http.Response) *pipeline.Error {
+func rejection(resp *http.Response) *ragtime.Error {
 	var eb struct {
 		Error apiError `json:"error"`
 	}
@@ -191,7 +193,7 @@ func rejection(resp *http.Response) *pipeline.Error {
 	if json.Unmarshal(raw, &eb) == nil && eb.Error.Message != "" {
 		msg = eb.Error.Code + ": " + eb.Error.Message
 	}
-	return &pipeline.Error{Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
+	return &ragtime.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeServerRejected, Status: resp.StatusCode, Hint: eb.Error.Hint,
 		Message: fmt.Sprintf("%s %s answered %d: %s", resp.Request.Method, resp.Request.URL, resp.StatusCode, msg)}
 }
 
@@ -217,13 +219,13 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 // so a few lines of parsing serve better than a general SSE library (none
 // is in the module graph).
 func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream, rec pipeline.Record,
-	fail func(*pipeline.Error) pipeline.Record) pipeline.Record {
+	fail func(*ragtime.Error) pipeline.Record) pipeline.Record {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var name string
 	var data []byte
 	broken := func(msg string, err error) pipeline.Record {
-		return fail(&pipeline.Error{Code: CodeStreamBroken, Message: msg, Err: err})
+		return fail(&ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeStreamBroken, Message: msg, Err: err})
 	}
 	for sc.Scan() {
 		line := sc.Bytes()
@@ -268,11 +270,11 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 				}
 				done := rec
 				done.QueryID, done.Model, done.Figures, done.Stages = ev.QueryID, ev.Model, ev.Figures, ev.Stages
-				done.Status = pipeline.StatusOK
+				done.Status = ragtime.StatusOK
 				_ = out.Done(done)
 				return done
 			case EventError:
-				var e pipeline.Error
+				var e ragtime.Error
 				if err := json.Unmarshal(d, &e); err != nil {
 					return broken("decoding the error event: "+err.Error(), err)
 				}
@@ -289,7 +291,7 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 		err = io.ErrUnexpectedEOF
 	}
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-		return fail(&pipeline.Error{Code: pipeline.CodeCancelled, Message: "cancelled", Err: err})
+		return fail(&ragtime.Error{Kind: ragtime.KindCancelled, Code: ragtime.CodeCancelled, Message: "cancelled", Err: err})
 	}
 	return broken("the stream ended before a done or error event: "+err.Error(), err)
 }

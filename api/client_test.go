@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -15,14 +16,14 @@ func TestClientSendsRetrievalKnobs(t *testing.T) {
 	got := make(chan pipeline.Request, 1)
 	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		got <- *req
-		rec := pipeline.Record{QueryID: "q1", Status: pipeline.StatusOK}
+		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		_ = out.Done(rec)
 		return &rec
 	})
 	ts := newTestServer(t, Deps{Asker: asker, Defaults: pipeline.Defaults{Lexical: true}})
 	req := pipeline.Request{Question: "q", TopK: 4, RerankTopN: 0, MaxTokens: 8, Retrieval: pipeline.RetrievalLexical, VectorK: 9, LexicalK: 30}
-	if rec := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{}); rec.Status != pipeline.StatusOK {
+	if rec := (&Client{BaseURL: ts.URL}).Run(context.Background(), &req, pipeline.Discard{}); rec.Status != ragtime.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
 	r := <-got

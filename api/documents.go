@@ -248,10 +248,5 @@ func documentBodyError(err error, limit int64) error {
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: id, title, text, kind, metadata", field))
 	}
-	e := bodyError(err, limit)
-	var ae *apiError
-	if errors.As(e, &ae) && ae.Code == "question_required" {
-		return badRequest("", "body_invalid", err.Error())
-	}
-	return e
+	return bodyError(err, limit)
 }

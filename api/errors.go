@@ -107,7 +107,7 @@ func (s *server) handleError(err error, c echo.Context) {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
 	if openAIRoute(c.Request().URL.Path) {
-		if ae.Code == "model_denied" && ae.Field == "" {
+		if errors.Is(err, auth.ErrModel) && ae.Field == "" {
 			ae.Field = "model"
 		}
 		_ = c.JSON(ae.Status, openaiwire.ErrorResponse{Error: asOpenAIError(ae)})

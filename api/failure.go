@@ -2,9 +2,8 @@ package api
 
 import (
 	"log/slog"
-	"strings"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // The failure of an ask is written for the operator: the parts name the
@@ -18,33 +17,33 @@ import (
 // callerSafe are the codes whose text is already the caller's: the
 // pipeline's and the API's own, which name nothing of the server's set-up.
 var callerSafe = map[string]bool{
-	pipeline.CodeCancelled:      true,
-	pipeline.CodeClientStalled:  true,
-	pipeline.CodeServerShutdown: true,
-	"resume_gap":                true,
+	ragtime.CodeCancelled:      true,
+	ragtime.CodeClientStalled:  true,
+	ragtime.CodeServerShutdown: true,
+	ragtime.CodeResumeGap:      true,
 }
 
 // callerTexts are the message and hint a caller gets for a code a part
 // returned.
 var callerTexts = map[string]struct{ message, hint string }{
-	"llm_auth": {"the server's model provider refused its credentials",
+	ragtime.CodeLLMAuth: {"the server's model provider refused its credentials",
 		"nothing to change in the request; tell the server's operator (the server log has the detail)"},
-	"llm_model_not_found": {"the model provider does not serve the model asked for",
+	ragtime.CodeLLMModelNotFound: {"the model provider does not serve the model asked for",
 		"ask for another model (GET /v1/models lists this server's), or leave model empty for the server's default"},
-	"llm_rate_limited": {"the server's model provider is rate limiting it",
+	ragtime.CodeLLMRateLimited: {"the server's model provider is rate limiting it",
 		"retry later, or send fewer requests at once"},
-	"llm_unavailable": {"the server's model provider failed or dropped the connection",
+	ragtime.CodeLLMUnavailable: {"the server's model provider failed or dropped the connection",
 		"retry later; if it lasts, tell the server's operator (the server log has the detail)"},
-	"llm_timeout": {"the model did not answer in time",
+	ragtime.CodeLLMTimeout: {"the model did not answer in time",
 		"retry; a smaller max_tokens or top_k makes the answer quicker"},
-	"llm_connect": {"the server could not reach its model provider",
+	ragtime.CodeLLMConnect: {"the server could not reach its model provider",
 		"retry later; if it lasts, tell the server's operator (the server log has the detail)"},
-	"llm_bad_stream": {"the model provider sent a malformed answer",
+	ragtime.CodeLLMBadStream: {"the model provider sent a malformed answer",
 		"retry; if it lasts, tell the server's operator (the server log has the detail)"},
-	"llm_bad_request": {"the model provider refused the request",
+	ragtime.CodeLLMBadRequest: {"the model provider refused the request",
 		"if the prompt is too long for the model, lower top_k or max_tokens"},
-	"llm_cancelled": {"the request was cancelled before the model finished", ""},
-	"store_collection_missing": {"the server's index holds no documents yet",
+	ragtime.CodeLLMCancelled: {"the request was cancelled before the model finished", ""},
+	ragtime.CodeStoreCollectionMissing: {"the server's index holds no documents yet",
 		"add documents with POST /v1/documents (a key with scope documents), or tell the server's operator"},
 }
 
@@ -58,7 +57,7 @@ func callerText(code, stage, msg, hint string) (string, string) {
 	if t, ok := callerTexts[code]; ok {
 		return t.message, t.hint
 	}
-	part := strings.TrimSuffix(strings.TrimSuffix(stage, "_failed"), "_unavailable")
+	part := stage
 	if part == "" {
 		part = "a stage"
 	}
@@ -68,7 +67,7 @@ func callerText(code, stage, msg, hint string) (string, string) {
 
 // callerFailure is e as the caller of query id is told it; what only the
 // operator should read is logged.
-func callerFailure(log *slog.Logger, id string, e *pipeline.Error) *pipeline.Error {
+func callerFailure(log *slog.Logger, id string, e *ragtime.Error) *ragtime.Error {
 	if e == nil || callerSafe[e.Code] {
 		return e
 	}
@@ -76,5 +75,5 @@ func callerFailure(log *slog.Logger, id string, e *pipeline.Error) *pipeline.Err
 		log.Warn("ask failed", "query_id", id, "stage", e.Stage, "code", e.Code, "message", e.Message, "hint", e.Hint)
 	}
 	msg, hint := callerText(e.Code, e.Stage, e.Message, e.Hint)
-	return &pipeline.Error{Stage: e.Stage, Code: e.Code, Message: msg, Hint: hint, Status: e.Status, RequestID: e.RequestID}
+	return &ragtime.Error{Stage: e.Stage, Kind: e.Kind, Code: e.Code, Message: msg, Hint: hint, Status: e.Status, RequestID: e.RequestID}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/auth"
 	"ragtime/pipeline"
 )
@@ -102,7 +103,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		}
 	}
 	switch f.Status = qs.Get("status"); f.Status {
-	case "", pipeline.StatusOK, pipeline.StatusError, pipeline.StatusCancelled:
+	case "", ragtime.StatusOK, ragtime.StatusError, ragtime.StatusCancelled:
 	default:
 		return badRequest("status", "status_invalid", fmt.Sprintf("status must be ok, error or cancelled, got %q", f.Status))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -159,13 +160,13 @@ func (s *server) handleSearch(c echo.Context) error {
 // returned as the error answered.
 func (s *server) search(c echo.Context, req *pipeline.Request) error {
 	res, err := s.deps.Retriever.Search(c.Request().Context(), req)
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	switch {
 	case err == nil:
 	case pipeline.IsCancelled(err):
 		return nil // the client is gone
 	case errors.As(err, &pe):
-		return &apiError{Status: http.StatusBadGateway, Code: pe.Code, Message: pe.Message, Hint: pe.Hint}
+		return &apiError{Status: kindStatusOf(pe.Kind), Code: pe.Code, Message: pe.Message, Hint: pe.Hint}
 	default:
 		return err
 	}

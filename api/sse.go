@@ -18,6 +18,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/auth"
 	"ragtime/internal/jsonappend"
 	"ragtime/pipeline"
@@ -312,7 +313,7 @@ func (h *streamHub) resumeSharedAs(c echo.Context, qid string, seq int, keyID st
 // gapEvent is the error event saying events from to to-1 of query qid are
 // no longer held.
 func gapEvent(qid string, from, to int) []byte {
-	data, _ := json.Marshal(pipeline.Error{Code: "resume_gap",
+	data, _ := json.Marshal(ragtime.Error{Code: ragtime.CodeResumeGap,
 		Message: fmt.Sprintf("events %d to %d of this query are no longer held; ask again", from, to-1)})
 	return fmt.Appendf(nil, "id: %s:%d\nevent: %s\ndata: %s\n\n", qid, to-1, EventError, data)
 }
@@ -1162,6 +1163,6 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 
 // Fail sends the error event: the failure as the caller is told it
 // (callerFailure).
-func (l *eventLog) Fail(e *pipeline.Error) error {
+func (l *eventLog) Fail(e *ragtime.Error) error {
 	return l.send(EventError, callerFailure(l.hub.opts.log, l.id, e))
 }

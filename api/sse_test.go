@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )
@@ -92,7 +93,7 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	t.Parallel()
 	w := &countingWriter{}
 	l := attachedLog(t, w, time.Second)
-	_ = l.Stage(pipeline.Span{Name: pipeline.StageAccept})
+	_ = l.Stage(pipeline.Span{Name: ragtime.StageAccept})
 	_ = l.Sources(nil)
 	if w.flushes != 0 || !l.sink.conn.pending {
 		t.Fatalf("%d flushes after meta, a stage and the sources; want them held", w.flushes)
@@ -103,12 +104,12 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	if err := l.Flush(); err != nil || w.flushes != 1 {
 		t.Errorf("a Flush with nothing held flushed again (%d)", w.flushes)
 	}
-	_ = l.Stage(pipeline.Span{Name: pipeline.StageEmbed})
+	_ = l.Stage(pipeline.Span{Name: ragtime.StageEmbed})
 	_ = l.Delta(pipeline.Delta{Text: "a"})
 	if w.flushes != 2 || l.sink.conn.pending {
 		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.sink.conn.pending)
 	}
-	_ = l.Stage(pipeline.Span{Name: pipeline.StageLLMDecode})
+	_ = l.Stage(pipeline.Span{Name: ragtime.StageLLMDecode})
 	_ = l.Done(pipeline.Record{})
 	if w.flushes != 3 {
 		t.Errorf("done: %d flushes, want 3", w.flushes)

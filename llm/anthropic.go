@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -147,7 +148,7 @@ func (s *anthropicStream) run(body io.Reader) error {
 	return nil
 }
 
-func (s *anthropicStream) bad(msg string, cause error) *pipeline.Error {
+func (s *anthropicStream) bad(msg string, cause error) *ragtime.Error {
 	return badStream(s.d.gen, s.scrubber, "Anthropic Messages stream", msg, cause)
 }
 
@@ -224,17 +225,17 @@ func (s *anthropicStream) usage(u *anthropicUsage) {
 
 // midStreamError classifies an error event: overloaded and API errors are
 // the provider failing, rate limits are rate limits, the rest a bad stream.
-func (s *anthropicStream) midStreamError(data []byte, ev anthropicEvent) *pipeline.Error {
+func (s *anthropicStream) midStreamError(data []byte, ev anthropicEvent) *ragtime.Error {
 	e := s.bad("the model provider sent an error event mid-stream: "+errorText(s.scrubber, data), nil)
 	if ev.Error == nil {
 		return e
 	}
 	switch ev.Error.Type {
 	case "overloaded_error", "api_error":
-		e.Code = CodeUnavailable
+		e.Kind, e.Code = ragtime.KindUpstream, CodeUnavailable
 		e.Hint = "Anthropic is overloaded or failing; retry later or check its status page"
 	case "rate_limit_error":
-		e.Code = CodeRateLimited
+		e.Kind, e.Code = ragtime.KindRateLimited, CodeRateLimited
 		e.Hint = "send fewer concurrent requests or raise the rate limit"
 	}
 	return e

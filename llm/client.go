@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode"
 
+	"ragtime"
 	"ragtime/internal/openaiwire"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
@@ -80,7 +81,7 @@ type dialect interface {
 // stream parses one streamed response body.
 type stream interface {
 	// run reads until the end marker, the end of the body or an error. It
-	// returns emitError for emit failures, *pipeline.Error for malformed
+	// returns emitError for emit failures, *ragtime.Error for malformed
 	// streams and the read error otherwise.
 	run(body io.Reader) error
 	// ended reports whether the end marker was seen (so the rest of the
@@ -214,7 +215,7 @@ func (c *client) Generate(ctx context.Context, req *pipeline.GenerateRequest, em
 	rb, err := encodeBody(c.d.body(model, req))
 	if err != nil {
 		*gen = pipeline.Generation{Provider: c.d.provider(), Model: model}
-		return &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: pipeline.CodeInternal, Message: "encoding the chat request failed", Err: err}
+		return &ragtime.Error{Stage: ragtime.StageLLMConnect, Kind: ragtime.KindInternal, Code: ragtime.CodeInternal, Message: "encoding the chat request failed", Err: err}
 	}
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -272,12 +273,12 @@ func waitRetry(ctx, callCtx context.Context, attempt int, retryAfter time.Durati
 // retryable reports whether a failure before the first token is worth
 // another attempt: the provider was busy, failing, or not reachable.
 func retryable(err error) bool {
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) {
 		return false
 	}
-	switch pe.Code {
-	case CodeRateLimited, CodeUnavailable, CodeConnect:
+	switch pe.Kind {
+	case ragtime.KindRateLimited, ragtime.KindUpstream:
 		return true
 	}
 	return pe.Status == http.StatusGatewayTimeout
@@ -368,7 +369,7 @@ func (c *client) attempt(parent, actx context.Context, cancel context.CancelCaus
 func (c *client) chatRequest(ctx context.Context, body *requestBody) (*http.Request, error) {
 	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+c.d.chatPath(), nil)
 	if err != nil {
-		return nil, &pipeline.Error{Stage: pipeline.StageLLMConnect, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
+		return nil, &ragtime.Error{Stage: ragtime.StageLLMConnect, Kind: ragtime.KindUpstream, Code: CodeConnect, Message: "building the chat request failed", Hint: "check --llm-base-url", Err: c.scrubber.Wrap(err)}
 	}
 	httpReq.Body, httpReq.ContentLength, httpReq.GetBody = body.reader(), int64(len(body.b)), body.getBody
 	httpReq.Header.Set("Content-Type", "application/json")
@@ -396,8 +397,8 @@ func (c *client) notAStream(parent, actx context.Context, gen *pipeline.Generati
 	if e := contextError(parent, actx, gen); e != nil {
 		return e
 	}
-	return &pipeline.Error{
-		Stage: pipeline.StageLLMPrefill, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
+	return &ragtime.Error{
+		Stage: ragtime.StageLLMPrefill, Kind: ragtime.KindUpstreamMalformed, Code: CodeBadStream, Status: resp.StatusCode, RequestID: gen.RequestID,
 		Message: fmt.Sprintf("the model provider at %s answered %q instead of a stream; first bytes: %q",
 			c.redactedBase, resp.Header.Get("Content-Type"), c.scrubber.Scrub(string(head))),
 		Hint: fmt.Sprintf("check --llm-base-url points at a %s API that supports streaming (and --llm-provider matches it)", c.d.provider()),
@@ -420,7 +421,7 @@ func (c *client) streamError(parent, actx context.Context, gen *pipeline.Generat
 		// The deferred Body.Close, and Generate's cancel, abort the upstream call.
 		return ee.err
 	case err != nil:
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if errors.As(err, &pe) {
 			if e := contextError(parent, actx, gen); e != nil {
 				return e
@@ -564,7 +565,7 @@ func (c *client) ListModels(ctx context.Context) ([]string, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		gen := pipeline.Generation{UpstreamStatus: resp.StatusCode, RequestID: c.requestID(resp.Header)}
 		e := c.statusError(&gen, resp.StatusCode, resp.Header, body, c.model)
-		if e.Code == CodeModelNotFound {
+		if e.Kind == ragtime.KindUpstreamNotFound {
 			e.Message = fmt.Sprintf("%s%s was not found (HTTP %d)", c.redactedBase, c.d.modelsPath(), resp.StatusCode)
 			e.Hint = "check --llm-base-url (OpenAI-compatible servers usually need the /v1 suffix) and --llm-provider"
 		}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http/httpproxy"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -154,7 +155,7 @@ func (d *diagnosis) fail(name, code, detail, hint string) bool {
 }
 
 func (d *diagnosis) failErr(name string, err error) bool {
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if errors.As(err, &pe) {
 		return d.fail(name, pe.Code, pe.Message, pe.Hint)
 	}
@@ -311,7 +312,7 @@ func (d *diagnosis) models(ctx context.Context) bool {
 	defer cancel()
 	models, err := d.remote.ListModels(cctx)
 	if err != nil {
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if errors.As(err, &pe) {
 			return d.warn("models", pe.Code, "could not list the models: "+pe.Message, "the first-token request below decides whether the model answers; "+pe.Hint)
 		}
@@ -408,8 +409,8 @@ func (d *diagnosis) firstToken(ctx context.Context) bool {
 		return nil
 	}, &gen)
 	if err != nil {
-		var pe *pipeline.Error
-		if errors.As(err, &pe) && pe.Code == CodeModelNotFound && len(d.listed) > 0 {
+		var pe *ragtime.Error
+		if errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamNotFound && len(d.listed) > 0 {
 			return d.fail("first token", pe.Code, pe.Message, "set --llm-model (or default_model) to one of: "+listNames(d.listed))
 		}
 		return d.failErr("first token", err)

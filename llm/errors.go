@@ -12,49 +12,52 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
-// Error codes the generators return in pipeline.Error.Code.
+// Error codes the generators return in ragtime.Error.Code, declared in
+// package ragtime with the other codes.
 const (
 	// CodeAuth: the provider rejected the API key (HTTP 401 or 403).
-	CodeAuth = "llm_auth"
+	CodeAuth = ragtime.CodeLLMAuth
 	// CodeModelNotFound: the provider does not serve the requested model.
-	CodeModelNotFound = "llm_model_not_found"
+	CodeModelNotFound = ragtime.CodeLLMModelNotFound
 	// CodeRateLimited: the provider answered HTTP 429.
-	CodeRateLimited = "llm_rate_limited"
+	CodeRateLimited = ragtime.CodeLLMRateLimited
 	// CodeUnavailable: the provider failed (HTTP 5xx) or dropped the
 	// connection before or during the answer.
-	CodeUnavailable = "llm_unavailable"
+	CodeUnavailable = ragtime.CodeLLMUnavailable
 	// CodeTimeout: the provider sent nothing for longer than the configured
 	// timeout, or the caller's deadline passed.
-	CodeTimeout = "llm_timeout"
+	CodeTimeout = ragtime.CodeLLMTimeout
 	// CodeConnect: no connection could be made (refused, DNS, TLS, proxy).
-	CodeConnect = "llm_connect"
+	CodeConnect = ragtime.CodeLLMConnect
 	// CodeBadStream: the response was not a well-formed stream of the provider's format,
 	// or it carried an error object mid-stream.
-	CodeBadStream = "llm_bad_stream"
+	CodeBadStream = ragtime.CodeLLMBadStream
 	// CodeBadRequest: the provider rejected the request itself (another 4xx,
 	// such as a prompt longer than the model's context window).
-	CodeBadRequest = "llm_bad_request"
+	CodeBadRequest = ragtime.CodeLLMBadRequest
 	// CodeCancelled: the caller's context was cancelled; the error wraps
 	// context.Canceled.
-	CodeCancelled = "llm_cancelled"
+	CodeCancelled = ragtime.CodeLLMCancelled
 )
 
 // statusError classifies an HTTP error response.
-func (c *client) statusError(gen *pipeline.Generation, status int, header map[string][]string, body []byte, model string) *pipeline.Error {
+func (c *client) statusError(gen *pipeline.Generation, status int, header map[string][]string, body []byte, model string) *ragtime.Error {
 	ue := upstream.ParseError(body)
 	detail := ue.Detail(c.scrubber)
-	e := &pipeline.Error{
-		Stage:     pipeline.StageLLMPrefill,
+	e := &ragtime.Error{
+		Stage:     ragtime.StageLLMPrefill,
 		Status:    status,
 		RequestID: gen.RequestID,
 	}
 	host := c.redactedBase
-	switch upstream.Classify(status, ue) {
-	case upstream.KindAuth:
+	e.Kind = upstream.Classify(status, ue)
+	switch e.Kind {
+	case ragtime.KindUpstreamAuth:
 		e.Code = CodeAuth
 		e.Message = fmt.Sprintf("the model provider at %s rejected the API key (HTTP %d): %s", host, status, detail)
 		if c.key != "" {
@@ -65,7 +68,7 @@ func (c *client) statusError(gen *pipeline.Generation, status int, header map[st
 		} else {
 			e.Hint = fmt.Sprintf("%s is not set; set it to this provider's API key (or name another variable with --llm-api-key-env)", c.keyEnv)
 		}
-	case upstream.KindNotFound:
+	case ragtime.KindUpstreamNotFound:
 		e.Code = CodeModelNotFound
 		e.Message = fmt.Sprintf("the model provider at %s does not serve model %q (HTTP %d): %s", host, model, status, detail)
 		e.Hint = fmt.Sprintf("check --llm-model (now %q) against the provider's model list: `ragtime doctor` lists it", model)
@@ -76,7 +79,7 @@ func (c *client) statusError(gen *pipeline.Generation, status int, header map[st
 			e.Message = fmt.Sprintf("%s%s or model %q was not found (HTTP 404): %s", host, c.d.chatPath(), model, detail)
 			e.Hint += "; if the path is wrong, check --llm-base-url (OpenAI-compatible servers usually need the /v1 suffix)"
 		}
-	case upstream.KindRateLimited:
+	case ragtime.KindRateLimited:
 		e.Code = CodeRateLimited
 		e.Message = fmt.Sprintf("the model provider at %s is rate limiting requests (HTTP 429): %s", host, detail)
 		e.Hint = "send fewer concurrent requests or raise the provider's rate limit"
@@ -84,11 +87,11 @@ func (c *client) statusError(gen *pipeline.Generation, status int, header map[st
 			e.Message += "; retry after " + ra
 			e.Hint = "retry after " + ra + "; " + e.Hint
 		}
-	case upstream.KindTimeout:
+	case ragtime.KindTimeout:
 		e.Code = CodeTimeout
 		e.Message = fmt.Sprintf("the model provider at %s timed out the request (HTTP %d): %s", host, status, detail)
 		e.Hint = "retry; if it persists, the provider is overloaded"
-	case upstream.KindUnavailable:
+	case ragtime.KindUpstream:
 		e.Code = CodeUnavailable
 		e.Message = fmt.Sprintf("the model provider at %s failed (HTTP %d): %s", host, status, detail)
 		e.Hint = "the provider is failing or overloaded; retry later or check its status page"
@@ -120,34 +123,34 @@ func retryAfter(header map[string][]string) string {
 
 // transportError classifies a failure to get a response or to read the
 // stream. parent is the caller's context, call the per-call one.
-func (c *client) transportError(parent, call context.Context, gen *pipeline.Generation, err error) *pipeline.Error {
+func (c *client) transportError(parent, call context.Context, gen *pipeline.Generation, err error) *ragtime.Error {
 	if e := contextError(parent, call, gen); e != nil {
 		return e
 	}
 	stage := gen.FailedStage()
-	e := &pipeline.Error{Stage: stage, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: c.scrubber.Wrap(err)}
+	e := &ragtime.Error{Stage: stage, Kind: ragtime.KindUpstream, Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: c.scrubber.Wrap(err)}
 	var te interface{ Timeout() bool }
 	var dnsErr *net.DNSError
 	var recErr tls.RecordHeaderError
 	var certErr *tls.CertificateVerificationError
 	switch {
-	case stage == pipeline.StageLLMConnect && errors.As(err, &dnsErr):
+	case stage == ragtime.StageLLMConnect && errors.As(err, &dnsErr):
 		e.Code = CodeConnect
 		e.Message = fmt.Sprintf("could not resolve the host of the model provider at %s: %s", c.redactedBase, c.scrubber.Scrub(dnsErr.Error()))
 		e.Hint = "check the host name in --llm-base-url and this machine's DNS"
-	case stage == pipeline.StageLLMConnect && errors.As(err, &recErr):
+	case stage == ragtime.StageLLMConnect && errors.As(err, &recErr):
 		e.Code = CodeConnect
 		e.Message = fmt.Sprintf("the model provider at %s answered the TLS handshake with plain HTTP", c.redactedBase)
 		e.Hint = "the server speaks http, not https: use http:// in --llm-base-url"
-	case stage == pipeline.StageLLMConnect && errors.As(err, &certErr):
+	case stage == ragtime.StageLLMConnect && errors.As(err, &certErr):
 		e.Code = CodeConnect
 		e.Message = fmt.Sprintf("the TLS certificate of the model provider at %s is not trusted: %s", c.redactedBase, c.scrubber.Scrub(certErr.Error()))
 		e.Hint = "check the host name in --llm-base-url; a proxy that intercepts TLS needs its CA in the system trust store (SSL_CERT_FILE)"
 	case errors.As(err, &te) && te.Timeout():
-		e.Code = CodeTimeout
+		e.Kind, e.Code = ragtime.KindTimeout, CodeTimeout
 		e.Message = fmt.Sprintf("the model provider at %s did not answer in time", c.redactedBase)
 		e.Hint = "check the provider is reachable and not overloaded"
-	case stage == pipeline.StageLLMConnect:
+	case stage == ragtime.StageLLMConnect:
 		e.Code = CodeConnect
 		e.Message = fmt.Sprintf("could not connect to the model provider at %s", c.redactedBase)
 		e.Hint = "check --llm-base-url (host, port, http vs https) and that the server is running"
@@ -180,22 +183,22 @@ func keyProvider(key string) string {
 
 // contextError returns the error for a call ended by the caller's context or
 // by the idle timeout, or nil when neither ended it.
-func contextError(parent, call context.Context, gen *pipeline.Generation) *pipeline.Error {
+func contextError(parent, call context.Context, gen *pipeline.Generation) *ragtime.Error {
 	stage := gen.FailedStage()
 	if err := parent.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the deadline for the answer passed before the model finished", Hint: "the request's deadline is shorter than the answer takes; raise it or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
+			return &ragtime.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: CodeTimeout, Message: "the deadline for the answer passed before the model finished", Hint: "the request's deadline is shorter than the answer takes; raise it or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
 		}
-		return &pipeline.Error{Stage: stage, Code: CodeCancelled, Message: "the request was cancelled before the model finished", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: CodeCancelled, Message: "the request was cancelled before the model finished", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: err}
 	}
 	if call == nil {
 		return nil
 	}
 	switch cause := context.Cause(call); {
 	case errors.Is(cause, errTTFTTimeout):
-		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the model sent no first token within --llm-ttft-timeout", Hint: "raise --llm-ttft-timeout for long prompts or slow models, or check the provider is not overloaded (its queue and prefill)", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: CodeTimeout, Message: "the model sent no first token within --llm-ttft-timeout", Hint: "raise --llm-ttft-timeout for long prompts or slow models, or check the provider is not overloaded (its queue and prefill)", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
 	case errors.Is(cause, errOverallTimeout):
-		return &pipeline.Error{Stage: stage, Code: CodeTimeout, Message: "the generation took longer than --llm-timeout", Hint: "raise --llm-timeout, or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: CodeTimeout, Message: "the generation took longer than --llm-timeout", Hint: "raise --llm-timeout, or lower max_tokens", Status: gen.UpstreamStatus, RequestID: gen.RequestID, Err: cause}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"ragtime"
 	"ragtime/lexical"
 	"ragtime/pipeline"
 )
@@ -127,14 +128,14 @@ func (x *Extractive) Generate(ctx context.Context, req *pipeline.GenerateRequest
 }
 
 // cancelledError reports a generation stopped by its context.
-func cancelledError(gen *pipeline.Generation, err error) *pipeline.Error {
-	stage := pipeline.StageLLMDecode
+func cancelledError(gen *pipeline.Generation, err error) *ragtime.Error {
+	stage := ragtime.StageLLMDecode
 	if gen.FirstToken.IsZero() {
-		stage = pipeline.StageLLMPrefill
+		stage = ragtime.StageLLMPrefill
 	}
-	e := &pipeline.Error{Stage: stage, Code: CodeCancelled, Message: "the request was cancelled before the answer finished", Err: err}
+	e := &ragtime.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: CodeCancelled, Message: "the request was cancelled before the answer finished", Err: err}
 	if errors.Is(err, context.DeadlineExceeded) {
-		e.Code, e.Message = CodeTimeout, "the deadline for the answer passed before it finished"
+		e.Kind, e.Code, e.Message = ragtime.KindTimeout, CodeTimeout, "the deadline for the answer passed before it finished"
 		e.Hint = "the request's deadline is shorter than the answer takes; raise it or lower max_tokens"
 	}
 	return e

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -217,7 +218,7 @@ func TestExtractiveStops(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("error %v does not wrap context.Canceled", err)
 		}
-		checkError(t, err, CodeCancelled, pipeline.StageLLMDecode)
+		checkError(t, err, CodeCancelled, ragtime.StageLLMDecode)
 		if n != 2 {
 			t.Errorf("emitted %d deltas, want 2", n)
 		}

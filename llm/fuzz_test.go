@@ -11,6 +11,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -59,7 +60,7 @@ func parseAll(newStream streamFactory, body io.Reader) ([]pipeline.Delta, stream
 
 // checkAnyBody is the invariant for arbitrary input: no panic; every delta
 // is non-empty valid UTF-8 and arrives in time order; an error is a
-// *pipeline.Error with a code (llm_bad_stream, or the code of an error the
+// *ragtime.Error with a code (llm_bad_stream, or the code of an error the
 // provider reported mid-stream) and a message.
 func checkAnyBody(t *testing.T, newStream streamFactory, body, sizes []byte) {
 	got, _, err := parseAll(newStream, &chunkedReader{data: body, sizes: sizes})
@@ -72,9 +73,9 @@ func checkAnyBody(t *testing.T, newStream streamFactory, body, sizes []byte) {
 		}
 	}
 	if err != nil {
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if !errors.As(err, &pe) || !strings.HasPrefix(pe.Code, "llm_") || pe.Message == "" {
-			t.Fatalf("error %v (%T): want a *pipeline.Error with an llm_ code and a message", err, err)
+			t.Fatalf("error %v (%T): want a *ragtime.Error with an llm_ code and a message", err, err)
 		}
 	}
 }

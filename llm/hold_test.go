@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/rxstamp/rxstamptest"
 	"ragtime/pipeline"
 )
@@ -75,7 +76,7 @@ func TestHeldDeltaSentBeforeAnError(t *testing.T) {
 		got = append(got, d)
 		return nil
 	})
-	checkError(t, err, CodeBadStream, pipeline.StageLLMDecode)
+	checkError(t, err, CodeBadStream, ragtime.StageLLMDecode)
 	if len(got) != 1 || got[0].Text != "a" || got[0].More {
 		t.Errorf("deltas %+v, want \"a\" without More", got)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -141,7 +142,7 @@ type ollamaChunk struct {
 
 func (s *ollamaStream) ended() bool { return s.done }
 
-func (s *ollamaStream) bad(msg string, cause error) *pipeline.Error {
+func (s *ollamaStream) bad(msg string, cause error) *ragtime.Error {
 	return badStream(s.d.gen, s.scrubber, "Ollama /api/chat stream (NDJSON)", msg, cause)
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/internal/upstream/upstreamtest"
 	"ragtime/pipeline"
@@ -335,7 +336,7 @@ func TestOpenAIErrorStatus(t *testing.T) {
 			}))
 			g := newOpenAIClient(t, srv.URL+"/v1")
 			got, gen, err := collect(t, g, context.Background(), testRequest)
-			pe := checkError(t, err, tt.wantCode, pipeline.StageLLMPrefill)
+			pe := checkError(t, err, tt.wantCode, ragtime.StageLLMPrefill)
 			if len(got) != 0 {
 				t.Errorf("emitted %d deltas on an error", len(got))
 			}
@@ -359,13 +360,13 @@ func TestOpenAIErrorStatus(t *testing.T) {
 	}
 }
 
-// checkError asserts err is a *pipeline.Error with the code and stage and
+// checkError asserts err is a *ragtime.Error with the code and stage and
 // that the API key appears nowhere in it.
-func checkError(t *testing.T, err error, code, stage string) *pipeline.Error {
+func checkError(t *testing.T, err error, code, stage string) *ragtime.Error {
 	t.Helper()
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) {
-		t.Fatalf("error %v (%T) is not a *pipeline.Error", err, err)
+		t.Fatalf("error %v (%T) is not a *ragtime.Error", err, err)
 	}
 	if pe.Code != code || pe.Stage != stage {
 		t.Errorf("code %q stage %q, want %q %q (%v)", pe.Code, pe.Stage, code, stage, err)
@@ -394,18 +395,18 @@ func TestOpenAIBadStream(t *testing.T) {
 		wantDelta int
 		wantInMsg string
 	}{
-		{name: "error object mid-stream", handler: fixture("error_midstream.sse"), wantStage: pipeline.StageLLMDecode, wantDelta: 1, wantInMsg: "The server had an error"},
-		{name: "error event", handler: fixture("error_event.sse"), wantStage: pipeline.StageLLMPrefill, wantInMsg: "rate limit reached mid-stream"},
-		{name: "unparseable JSON", handler: fixture("bad_json.sse"), wantStage: pipeline.StageLLMPrefill, wantInMsg: `{\"id\":\"chatcmpl-9x1\",\"choices\"`},
-		{name: "chunk without choices", handler: fixture("no_choices.sse"), wantStage: pipeline.StageLLMPrefill, wantInMsg: "no choices"},
-		{name: "ends without finish", handler: fixture("truncated.sse"), wantStage: pipeline.StageLLMDecode, wantDelta: 2, wantInMsg: "ended before the model finished"},
-		{name: "not an event stream", wantStage: pipeline.StageLLMPrefill, wantInMsg: `{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\"`, handler: func(*testing.T) http.HandlerFunc {
+		{name: "error object mid-stream", handler: fixture("error_midstream.sse"), wantStage: ragtime.StageLLMDecode, wantDelta: 1, wantInMsg: "The server had an error"},
+		{name: "error event", handler: fixture("error_event.sse"), wantStage: ragtime.StageLLMPrefill, wantInMsg: "rate limit reached mid-stream"},
+		{name: "unparseable JSON", handler: fixture("bad_json.sse"), wantStage: ragtime.StageLLMPrefill, wantInMsg: `{\"id\":\"chatcmpl-9x1\",\"choices\"`},
+		{name: "chunk without choices", handler: fixture("no_choices.sse"), wantStage: ragtime.StageLLMPrefill, wantInMsg: "no choices"},
+		{name: "ends without finish", handler: fixture("truncated.sse"), wantStage: ragtime.StageLLMDecode, wantDelta: 2, wantInMsg: "ended before the model finished"},
+		{name: "not an event stream", wantStage: ragtime.StageLLMPrefill, wantInMsg: `{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\"`, handler: func(*testing.T) http.HandlerFunc {
 			return func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"message":{"role":"assistant","content":"Hi"}}]}`)
 			}
 		}},
-		{name: "line over 1 MiB", wantStage: pipeline.StageLLMPrefill, wantInMsg: "longer than", handler: func(*testing.T) http.HandlerFunc {
+		{name: "line over 1 MiB", wantStage: ragtime.StageLLMPrefill, wantInMsg: "longer than", handler: func(*testing.T) http.HandlerFunc {
 			return func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = io.WriteString(w, long)
@@ -484,7 +485,7 @@ func TestOpenAICancelMidStream(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v does not wrap context.Canceled", err)
 	}
-	checkError(t, err, CodeCancelled, pipeline.StageLLMDecode)
+	checkError(t, err, CodeCancelled, ragtime.StageLLMDecode)
 	if len(got) != 2 || gen.Chunks != 2 || gen.FirstToken.IsZero() {
 		t.Errorf("deltas %q, chunks %d, first token %v", got, gen.Chunks, gen.FirstToken)
 	}
@@ -525,7 +526,7 @@ func TestOpenAITTFTTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
 	}
-	checkError(t, err, CodeTimeout, pipeline.StageLLMPrefill)
+	checkError(t, err, CodeTimeout, ragtime.StageLLMPrefill)
 	if len(got) != 0 || !gen.FirstToken.IsZero() || gen.UpstreamStatus != 200 {
 		t.Errorf("deltas %v, first token %v, status %d", got, gen.FirstToken, gen.UpstreamStatus)
 	}
@@ -542,7 +543,7 @@ func TestOpenAICallerDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("error %v does not wrap context.DeadlineExceeded", err)
 	}
-	checkError(t, err, CodeTimeout, pipeline.StageLLMDecode)
+	checkError(t, err, CodeTimeout, ragtime.StageLLMDecode)
 	waitGone(t, gone)
 }
 
@@ -572,7 +573,7 @@ func TestOpenAIConnectError(t *testing.T) {
 			}
 			g := newOpenAIClient(t, "http://"+addr+"/v1")
 			_, gen, err := collect(t, g, context.Background(), testRequest)
-			pe := checkError(t, err, CodeConnect, pipeline.StageLLMConnect)
+			pe := checkError(t, err, CodeConnect, ragtime.StageLLMConnect)
 			if !strings.Contains(pe.Hint, "--llm-base-url") {
 				t.Errorf("hint %q does not name --llm-base-url", pe.Hint)
 			}

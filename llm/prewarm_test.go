@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
@@ -129,12 +130,12 @@ func TestPipelinePrewarmsTheModelConnection(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := p.Run(context.Background(), &req, pipeline.Discard{})
-		if rec.Status != pipeline.StatusOK {
+		if rec.Status != ragtime.StatusOK {
 			t.Fatalf("ask %d: %s %s", i, rec.ErrorCode, rec.ErrorMessage)
 		}
 		var connect *pipeline.Span
 		for j := range rec.Stages {
-			if rec.Stages[j].Name == pipeline.StageLLMConnect {
+			if rec.Stages[j].Name == ragtime.StageLLMConnect {
 				connect = &rec.Stages[j]
 			}
 		}

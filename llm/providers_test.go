@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -311,7 +312,7 @@ func TestAnthropicErrorEventMidStream(t *testing.T) {
 	srv := newServer(t, pacedReplay(t, "paced_anthropic_error.sse", p.contentType, 0, nil))
 	g := buildFor(t, p, srv.URL, func(c *Config) { c.MaxRetries = 3 })
 	got, gen, err := collect(t, g, context.Background(), testRequest)
-	pe := checkError(t, err, CodeUnavailable, pipeline.StageLLMDecode)
+	pe := checkError(t, err, CodeUnavailable, ragtime.StageLLMDecode)
 	if !strings.Contains(pe.Message, "overloaded_error: Overloaded") {
 		t.Errorf("message %q does not carry the provider's error", pe.Message)
 	}
@@ -360,7 +361,7 @@ func TestProviderCancelMidStream(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Errorf("error %v does not wrap context.Canceled", err)
 			}
-			checkError(t, err, CodeCancelled, pipeline.StageLLMDecode)
+			checkError(t, err, CodeCancelled, ragtime.StageLLMDecode)
 			if len(got) == 0 || gen.FirstToken.IsZero() {
 				t.Errorf("deltas %q, first token %v", got, gen.FirstToken)
 			}
@@ -569,7 +570,7 @@ func TestConnectHints(t *testing.T) {
 		}
 	})
 	_, _, err := collect(t, g, context.Background(), testRequest)
-	pe := checkError(t, err, CodeConnect, pipeline.StageLLMConnect)
+	pe := checkError(t, err, CodeConnect, ragtime.StageLLMConnect)
 	if !strings.Contains(pe.Hint, "http://") || !strings.Contains(pe.Hint, "HTTPS_PROXY=http://user:xxxxx@proxy.example:3128") {
 		t.Errorf("hint %q names neither http:// nor the proxy variable", pe.Hint)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -51,10 +52,10 @@ func TestRequestIDIsKeptOnlyWhenSafe(t *testing.T) {
 				if gen.RequestID != tt.want {
 					t.Errorf("HTTP %d: generation request id %q, want %q", status, gen.RequestID, tt.want)
 				}
-				var pe *pipeline.Error
+				var pe *ragtime.Error
 				if status != http.StatusOK {
 					if !errors.As(err, &pe) {
-						t.Fatalf("HTTP %d: error %v, want a *pipeline.Error", status, err)
+						t.Fatalf("HTTP %d: error %v, want a *ragtime.Error", status, err)
 					}
 					if pe.RequestID != tt.want {
 						t.Errorf("HTTP %d: error request id %q, want %q", status, pe.RequestID, tt.want)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/openaiwire"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
@@ -249,7 +250,7 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 }
 
 // run reads the stream until [DONE], the end of the body, or an error. It
-// returns emitError for emit failures, *pipeline.Error for malformed streams
+// returns emitError for emit failures, *ragtime.Error for malformed streams
 // and the read error otherwise.
 func (s *streamReader) run(body io.Reader) error {
 	s.framer.handle = s.dispatch
@@ -423,13 +424,14 @@ func errorText(sc upstream.Scrubber, data []byte) string {
 }
 
 // badStream builds the llm_bad_stream error for the current position.
-func (s *streamReader) badStream(msg string, cause error) *pipeline.Error {
+func (s *streamReader) badStream(msg string, cause error) *ragtime.Error {
 	return badStream(s.gen, s.scrubber, "an OpenAI chat completions stream", msg, cause)
 }
 
-func badStream(gen *pipeline.Generation, sc upstream.Scrubber, format, msg string, cause error) *pipeline.Error {
-	return &pipeline.Error{
+func badStream(gen *pipeline.Generation, sc upstream.Scrubber, format, msg string, cause error) *ragtime.Error {
+	return &ragtime.Error{
 		Stage:     gen.FailedStage(),
+		Kind:      ragtime.KindUpstreamMalformed,
 		Code:      CodeBadStream,
 		Message:   msg,
 		Hint:      "the server at --llm-base-url did not send a valid " + format + "; check --llm-provider matches the server and look at its logs",

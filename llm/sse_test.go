@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -83,7 +84,7 @@ func TestStreamReaderFraming(t *testing.T) {
 			}}
 			err := sr.run(strings.NewReader(tt.stream))
 			if tt.wantCode != "" {
-				var pe *pipeline.Error
+				var pe *ragtime.Error
 				if !errors.As(err, &pe) || pe.Code != tt.wantCode {
 					t.Fatalf("err = %v, want code %s", err, tt.wantCode)
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ragtime"
 	"ragtime/admission"
 	"ragtime/embedcache"
 	"ragtime/pipeline"
@@ -98,7 +99,7 @@ func New(rec RecorderStats) *Metrics {
 	m.reg.MustRegister(m.stage, m.ttft, m.firstToken, m.e2e, m.share, m.overhead, m.queries, m.errors, m.tokens,
 		SchedLatencies(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, s := range []string{pipeline.StatusOK, pipeline.StatusError, pipeline.StatusCancelled} {
+	for _, s := range []string{ragtime.StatusOK, ragtime.StatusError, ragtime.StatusCancelled} {
 		m.queries.WithLabelValues(s) // present at 0 from the start, so rate() sees the first one
 	}
 	if rec != nil {
@@ -304,7 +305,7 @@ func (m *Metrics) Observe(rec pipeline.Record) {
 		m.overhead.Observe(max(*rec.OverheadMs, 0) / 1000)
 	}
 	m.queries.WithLabelValues(rec.Status).Inc()
-	if rec.Status != pipeline.StatusOK {
+	if rec.Status != ragtime.StatusOK {
 		code := rec.ErrorCode
 		if code == "" {
 			code = rec.Status

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"ragtime"
 	"ragtime/embedcache"
 	"ragtime/metrics"
 	"ragtime/pipeline"
@@ -59,7 +60,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 		TopK:           5,
 		Model:          "sim",
 		Provider:       "llmsim",
-		Status:         pipeline.StatusOK,
+		Status:         ragtime.StatusOK,
 		Stages: []pipeline.Span{
 			{Name: "embed", Seq: 0, DurationMs: 2},
 			{Name: "llm_prefill", Seq: 1, StartMs: 50, DurationMs: 180},
@@ -80,7 +81,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 		TopK:           5,
 		Model:          "sim",
 		Provider:       "llmsim",
-		Status:         pipeline.StatusError,
+		Status:         ragtime.StatusError,
 		ErrorCode:      "llm_unavailable",
 		Stages:         []pipeline.Span{{Name: "embed", Seq: 0, DurationMs: 3}},
 		Figures: pipeline.Figures{
@@ -129,7 +130,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 	}
 
 	// Records after Close are dropped by the recorder, and the drop shows.
-	r.Record(pipeline.Record{QueryID: uuid.NewString(), Status: pipeline.StatusCancelled})
+	r.Record(pipeline.Record{QueryID: uuid.NewString(), Status: ragtime.StatusCancelled})
 	out = scrape(t, m.Handler())
 	for _, want := range []string{
 		"ragtime_recorder_dropped_total 1\n",
@@ -154,10 +155,10 @@ func TestExemplarsInOpenMetrics(t *testing.T) {
 	m := metrics.New(nil)
 	m.Tracing(traceStats{tracing.Stats{Queued: 2, Traced: 5, Dropped: 3, SpansExported: 40, SpansFailed: 7}})
 	const id = "0af7651916cd43dd8448eb211c80319c"
-	m.Observe(pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, TraceID: id,
+	m.Observe(pipeline.Record{QueryID: "q", Status: ragtime.StatusOK, TraceID: id,
 		Figures: pipeline.Figures{TTFTMs: ptr(42.0), FirstTokenMs: ptr(41.0), E2EMs: 90},
-		Stages:  []pipeline.Span{{Name: pipeline.StageSearch, DurationMs: 3}}})
-	m.Observe(pipeline.Record{QueryID: "untraced", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: ptr(9000.0)}})
+		Stages:  []pipeline.Span{{Name: ragtime.StageSearch, DurationMs: 3}}})
+	m.Observe(pipeline.Record{QueryID: "untraced", Status: ragtime.StatusOK, Figures: pipeline.Figures{TTFTMs: ptr(9000.0)}})
 
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"ragtime"
 )
 
 func TestChooseBudgetKeepsTheLongestPrefixThatFits(t *testing.T) {
@@ -100,7 +102,7 @@ func TestBudgetDropsChunksToFit(t *testing.T) {
 		} else if rec.BudgetOutcome != want {
 			t.Fatalf("outcome %q, want %q", rec.BudgetOutcome, want)
 		}
-		if asm := rec.Stages[4]; asm.Name != StageAssemble || asm.Attrs["chunks"] != 3 || asm.Attrs["dropped"] != 0 {
+		if asm := rec.Stages[4]; asm.Name != ragtime.StageAssemble || asm.Attrs["chunks"] != 3 || asm.Attrs["dropped"] != 0 {
 			t.Fatalf("assemble attrs %v", asm.Attrs)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"ragtime"
 )
 
 func TestSafeRequestID(t *testing.T) {
@@ -50,7 +52,7 @@ func TestUnsafeRequestIDIsNotRecorded(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ id, want string }{{"req_1", "req_1"}, {"<img src=x>", ""}, {strings.Repeat("9", 500), ""}} {
 		ok := &idGenerator{scriptGenerator: scriptGenerator{deltas: []Delta{{Text: "hi"}}}, id: tc.id}
-		failing := &scriptGenerator{err: &Error{Code: "llm_unavailable", Message: "503", Status: 503, RequestID: tc.id}}
+		failing := &scriptGenerator{err: &ragtime.Error{Code: "llm_unavailable", Message: "503", Status: 503, RequestID: tc.id}}
 		for _, gen := range []Generator{ok, failing} {
 			p, recorder := newTestPipeline(t, gen, nil)
 			rec := p.Run(context.Background(), request(t, "q", 3, 1), &recStream{})

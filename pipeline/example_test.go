@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -59,7 +60,7 @@ func (printStream) Done(r pipeline.Record) error {
 	fmt.Printf("done ttft %.0f ms\n", *r.TTFTMs)
 	return nil
 }
-func (printStream) Fail(e *pipeline.Error) error { fmt.Println("error", e.Code); return nil }
+func (printStream) Fail(e *ragtime.Error) error { fmt.Println("error", e.Code); return nil }
 
 // A pipeline with in-memory parts and a clock that moves 1 ms at every
 // reading: each stage it times takes 1 ms, so the output is the same on

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"ragtime"
 )
 
 // Config wires a Pipeline. Embedder, Searcher, Generator and Counter are
@@ -348,7 +350,7 @@ func (q *query) span(out Stream, name string, start, end time.Time, attrs map[st
 // clientGone is the error of a failed write to the client: the query is
 // cancelled, and nothing more is written.
 func clientGone(err error) error {
-	return &Error{Code: CodeCancelled, Message: "the client went away", Err: err}
+	return &ragtime.Error{Kind: ragtime.KindCancelled, Code: ragtime.CodeCancelled, Message: "the client went away", Err: err}
 }
 
 // retrieve runs accept, queue, embed, search and rerank, writing their
@@ -362,7 +364,7 @@ func (q *query) retrieve(ctx context.Context, out Stream, rerankOff bool) ([]Hit
 	// accept: the request's arrival → the query's start (the admission
 	// queue's, or Run's)
 	if q.arrived {
-		if err := q.span(out, StageAccept, q.t0, q.started, nil, nil); err != nil {
+		if err := q.span(out, ragtime.StageAccept, q.t0, q.started, nil, nil); err != nil {
 			return nil, clientGone(err)
 		}
 	}
@@ -371,7 +373,7 @@ func (q *query) retrieve(ctx context.Context, out Stream, rerankOff bool) ([]Hit
 	if qw := q.req.Queue; qw != nil {
 		admitted, queueAttrs = qw.End, qw.Attrs
 	}
-	if err := q.span(out, StageQueue, q.started, admitted, queueAttrs, nil); err != nil {
+	if err := q.span(out, ragtime.StageQueue, q.started, admitted, queueAttrs, nil); err != nil {
 		return nil, clientGone(err)
 	}
 
@@ -389,7 +391,7 @@ func (q *query) retrieve(ctx context.Context, out Stream, rerankOff bool) ([]Hit
 		}
 	}
 	var hits []Hit
-	err = q.stage(ctx, out, StageSearch, func(ctx context.Context) (map[string]any, error) {
+	err = q.stage(ctx, out, ragtime.StageSearch, func(ctx context.Context) (map[string]any, error) {
 		var attrs map[string]any
 		var err error
 		hits, attrs, err = q.search(ctx, vecs)
@@ -407,7 +409,7 @@ func (q *query) retrieve(ctx context.Context, out Stream, rerankOff bool) ([]Hit
 	if q.req.RerankTopN == 0 && !rerankOff {
 		return hits, nil
 	}
-	err = q.stage(ctx, out, StageRerank, func(ctx context.Context) (map[string]any, error) {
+	err = q.stage(ctx, out, ragtime.StageRerank, func(ctx context.Context) (map[string]any, error) {
 		topN := q.req.RerankTopN
 		f := &q.figs
 		f.candidates, f.topN, f.reranker = len(hits), topN, cfg.RerankerName
@@ -422,7 +424,7 @@ func (q *query) retrieve(ctx context.Context, out Stream, rerankOff bool) ([]Hit
 			var call Call
 			hits, err = cfg.Reranker.Rerank(WithCall(ctx, &call), q.req.Question, hits, topN)
 			if call.Made {
-				attrs = callAttrs(call, f.attrsMap(StageRerank))
+				attrs = callAttrs(call, f.attrsMap(ragtime.StageRerank))
 			}
 		}
 		return attrs, err
@@ -440,7 +442,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 	}
 
 	var prompt promptParts
-	err = q.stage(ctx, out, StageAssemble, func(context.Context) (map[string]any, error) {
+	err = q.stage(ctx, out, ragtime.StageAssemble, func(context.Context) (map[string]any, error) {
 		prompt = q.fitBudget(hits, q.assemble(hits))
 		f := &q.figs
 		f.chunks, f.dropped = len(prompt.sources), prompt.dropped
@@ -468,7 +470,7 @@ func (q *query) retrieveStages(ctx context.Context, out Stream) error {
 func (q *query) embed(ctx context.Context, out Stream) ([][]float32, error) {
 	cfg := q.p.cfg
 	var vecs [][]float32
-	err := q.stage(ctx, out, StageEmbed, func(ctx context.Context) (map[string]any, error) {
+	err := q.stage(ctx, out, ragtime.StageEmbed, func(ctx context.Context) (map[string]any, error) {
 		if q.req.Retrieval == RetrievalLexical {
 			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
 		}
@@ -632,7 +634,7 @@ func (q *query) firstTokenSpans(out Stream, d Delta) error {
 func (q *query) connectAndPrefill(out Stream, g *Generation, first time.Time) error {
 	f := &q.figs
 	f.conn, f.retries, f.status = g.Conn, g.Retries, g.UpstreamStatus
-	if err := q.span(out, StageLLMConnect, g.RequestStart, g.GotConn, nil, f); err != nil {
+	if err := q.span(out, ragtime.StageLLMConnect, g.RequestStart, g.GotConn, nil, f); err != nil {
 		return err
 	}
 	written := g.WroteRequest
@@ -647,7 +649,7 @@ func (q *query) connectAndPrefill(out Stream, g *Generation, first time.Time) er
 	if len(g.ServerTimings) > 0 {
 		prefill = prefillAttrs(g)
 	}
-	return q.span(out, StageLLMPrefill, written, end, prefill, f)
+	return q.span(out, ragtime.StageLLMPrefill, written, end, prefill, f)
 }
 
 func connAttrs(g *Generation) map[string]any {
@@ -700,15 +702,15 @@ func (q *query) generationSpans(out Stream) error {
 	if q.earlySpans {
 		for i := range q.spans {
 			switch q.spans[i].Name {
-			case StageLLMConnect:
+			case ragtime.StageLLMConnect:
 				q.spans[i].Attrs, q.spans[i].figs = connAttrs(g), nil
-			case StageLLMPrefill:
+			case ragtime.StageLLMPrefill:
 				q.spans[i].Attrs, q.spans[i].figs = prefillAttrs(g), nil
 			}
 		}
 	} else {
 		if g.GotConn.IsZero() {
-			return q.span(out, StageLLMConnect, g.RequestStart, q.now(), nil, nil)
+			return q.span(out, ragtime.StageLLMConnect, g.RequestStart, q.now(), nil, nil)
 		}
 		if err := q.connectAndPrefill(out, g, g.FirstToken); err != nil || g.FirstToken.IsZero() {
 			return err
@@ -723,7 +725,7 @@ func (q *query) generationSpans(out Stream) error {
 	if last.IsZero() {
 		last = first
 	}
-	return q.span(out, StageLLMDecode, first, last, map[string]any{
+	return q.span(out, ragtime.StageLLMDecode, first, last, map[string]any{
 		"chunks":            g.Chunks,
 		"completion_tokens": q.gen.Usage.CompletionTokens,
 		"itl_p50_ms":        p50,
@@ -734,21 +736,22 @@ func (q *query) generationSpans(out Stream) error {
 
 // stageErr classifies err as the failure of stage: a cancelled context is
 // a cancellation (the client went away), a passed deadline a timeout. An
-// error that already is a cancellation (the client went away while the
-// stage wrote to it) is kept as it is.
+// error that already is a cancellation of the client's own (the client
+// went away while the stage wrote to it, not the context's) is kept as it
+// is.
 func stageErr(ctx context.Context, stage string, err error) error {
-	if e := (*Error)(nil); errors.As(err, &e) && e.Code == CodeCancelled {
+	if e := (*ragtime.Error)(nil); errors.As(err, &e) && e.Kind == ragtime.KindCancelled && !errors.Is(err, context.Canceled) {
 		return AsError(stage, err)
 	}
 	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
-		return &Error{Stage: stage, Code: CodeCancelled, Message: "the client went away", Err: err}
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: ragtime.CodeCancelled, Message: "the client went away", Err: err}
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		var e *Error
+		var e *ragtime.Error
 		if errors.As(err, &e) {
 			return AsError(stage, err) // the part's own timeout code (llm_timeout, ...)
 		}
-		return &Error{Stage: stage, Code: stage + "_timeout", Message: "the query's deadline passed during " + stage, Err: err}
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: ragtime.TimeoutCode(stage), Message: "the query's deadline passed during " + stage, Err: err}
 	}
 	return AsError(stage, err)
 }
@@ -762,7 +765,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID, KeyID: q.req.KeyID,
-		Model: model, Provider: cfg.Provider, Status: StatusOK,
+		Model: model, Provider: cfg.Provider, Status: ragtime.StatusOK,
 		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
 		FinishReason: safeFinishReason(q.gen.FinishReason),
 	}
@@ -789,15 +792,15 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	}
 	for _, s := range q.spans {
 		switch s.Name {
-		case StageAccept:
+		case ragtime.StageAccept:
 			rec.AcceptMs += s.DurationMs
-		case StageQueue:
+		case ragtime.StageQueue:
 			rec.QueueMs += s.DurationMs
-		case StageEmbed, StageSearch, StageRerank, StageAssemble:
+		case ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank, ragtime.StageAssemble:
 			rec.RetrievalMs += s.DurationMs
-		case StageLLMConnect:
+		case ragtime.StageLLMConnect:
 			rec.GenTTFTMs += s.DurationMs
-		case StageLLMPrefill:
+		case ragtime.StageLLMPrefill:
 			rec.GenTTFTMs += s.DurationMs
 			rec.LLMPrefillMs = s.DurationMs
 		}
@@ -832,23 +835,23 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	}
 	rec.Stages = q.spans
 
-	var perr *Error
+	var perr *ragtime.Error
 	var cause *Cancel
 	switch {
 	case runErr == nil:
 	case errors.As(runErr, &cause) || errors.As(context.Cause(ctx), &cause):
 		// Cancelled from outside for a stated reason: the client stalled,
 		// the server shuts down.
-		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, cause.Code, cause.Message
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, cause.Code, cause.Message
 		if cause.Tell {
-			perr = &Error{Stage: AsError("", runErr).Stage, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
+			perr = &ragtime.Error{Stage: AsError("", runErr).Stage, Kind: cause.Kind, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
 		}
 	case IsCancelled(runErr):
 		perr = AsError("", runErr)
-		rec.Status, rec.ErrorCode, rec.ErrorMessage = StatusCancelled, CodeCancelled, perr.Message
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, ragtime.CodeCancelled, perr.Message
 	default:
 		perr = AsError("", runErr)
-		rec.Status = StatusError
+		rec.Status = ragtime.StatusError
 		rec.ErrorCode, rec.ErrorMessage = perr.Code, perr.Message
 		if perr.Status != 0 && rec.UpstreamStatus == 0 {
 			rec.UpstreamStatus = perr.Status
@@ -868,11 +871,11 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		cfg.Recorder.Record(rec)
 	}
 	switch rec.Status {
-	case StatusOK:
+	case ragtime.StatusOK:
 		_ = out.Done(rec)
-	case StatusError:
+	case ragtime.StatusError:
 		_ = out.Fail(perr)
-	case StatusCancelled:
+	case ragtime.StatusCancelled:
 		if perr != nil && cause != nil && cause.Tell {
 			_ = out.Fail(perr)
 		}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"ragtime"
 )
 
 // The doubles below are deliberately tiny: these tests check the runner's
@@ -121,7 +123,7 @@ type event struct {
 type recStream struct {
 	events []event
 	done   *Record
-	fail   *Error
+	fail   *ragtime.Error
 	failAt int
 }
 
@@ -137,7 +139,7 @@ func (s *recStream) Stage(sp Span) error    { return s.add(event{kind: "stage", 
 func (s *recStream) Sources([]Source) error { return s.add(event{kind: "sources"}) }
 func (s *recStream) Delta(d Delta) error    { return s.add(event{kind: kindOf(d), text: d.Text}) }
 func (s *recStream) Done(r Record) error    { s.done = &r; return s.add(event{kind: "done"}) }
-func (s *recStream) Fail(e *Error) error {
+func (s *recStream) Fail(e *ragtime.Error) error {
 	s.fail = e
 	return s.add(event{kind: "error", name: e.Code})
 }
@@ -210,7 +212,7 @@ func TestBeginStopsBeforeTheModel(t *testing.T) {
 		t.Fatalf("after Begin: last event %+v, %d records", last, len(recorder.recs))
 	}
 	rec := answer()
-	if rec.Status != StatusOK || out.done == nil || len(recorder.recs) != 1 || recorder.recs[0].QueryID != rec.QueryID {
+	if rec.Status != ragtime.StatusOK || out.done == nil || len(recorder.recs) != 1 || recorder.recs[0].QueryID != rec.QueryID {
 		t.Fatalf("after answer: status %s, done %v, %d records", rec.Status, out.done != nil, len(recorder.recs))
 	}
 	var text string
@@ -242,7 +244,7 @@ func TestRunEventsAndDerivedNumbers(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
-	if rec.Status != StatusOK || out.done == nil || len(recorder.recs) != 1 {
+	if rec.Status != ragtime.StatusOK || out.done == nil || len(recorder.recs) != 1 {
 		t.Fatalf("status %s, done %v, recorded %d", rec.Status, out.done != nil, len(recorder.recs))
 	}
 	if rec.TTFTMs == nil || rec.FirstTokenMs == nil || rec.OverheadMs == nil {
@@ -272,7 +274,7 @@ func TestRunEventsAndDerivedNumbers(t *testing.T) {
 		if s.Seq != i {
 			t.Errorf("stage %s seq %d, want %d", s.Name, s.Seq, i)
 		}
-		if s.StartMs < prev-0.001 && s.Name != StageLLMDecode {
+		if s.StartMs < prev-0.001 && s.Name != ragtime.StageLLMDecode {
 			t.Errorf("stage %s starts at %v before the previous %v", s.Name, s.StartMs, prev)
 		}
 		prev = s.StartMs
@@ -302,7 +304,7 @@ func TestRerankOffAndContextBudget(t *testing.T) {
 		t.Fatalf("sources %+v", gen.got.Sources)
 	}
 	asm := rec.Stages[4]
-	if asm.Name != StageAssemble || asm.Attrs["dropped"] != 3 || asm.Attrs["chunks"] != 2 {
+	if asm.Name != ragtime.StageAssemble || asm.Attrs["dropped"] != 3 || asm.Attrs["chunks"] != 2 {
 		t.Errorf("assemble attrs %v", asm.Attrs)
 	}
 	if rr := rec.Stages[3].Attrs["reranker"]; rr != "off" {
@@ -324,14 +326,14 @@ func TestLoneChunkTrimmedToBudget(t *testing.T) {
 }
 
 func TestGeneratorErrorIsReported(t *testing.T) {
-	gen := &scriptGenerator{err: &Error{Code: "llm_auth", Message: "401", Hint: "check RAGTIME_LLM_API_KEY", Status: 401}}
+	gen := &scriptGenerator{err: &ragtime.Error{Code: "llm_auth", Message: "401", Hint: "check RAGTIME_LLM_API_KEY", Status: 401}}
 	p, recorder := newTestPipeline(t, gen, nil)
 	out := &recStream{}
 	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
-	if rec.Status != StatusError || rec.ErrorCode != "llm_auth" || rec.UpstreamStatus != 401 {
+	if rec.Status != ragtime.StatusError || rec.ErrorCode != "llm_auth" || rec.UpstreamStatus != 401 {
 		t.Fatalf("record %+v", rec)
 	}
-	if out.fail == nil || out.fail.Stage != StageLLMPrefill || out.done != nil {
+	if out.fail == nil || out.fail.Stage != ragtime.StageLLMPrefill || out.done != nil {
 		t.Fatalf("fail %+v done %v", out.fail, out.done)
 	}
 	if rec.TTFTMs != nil || len(recorder.recs) != 1 {
@@ -343,7 +345,7 @@ func TestEmbedErrorNamesStage(t *testing.T) {
 	p, _ := newTestPipeline(t, &scriptGenerator{}, func(c *Config) { c.Embedder = fixedEmbedder{err: errors.New("boom")} })
 	out := &recStream{}
 	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
-	if rec.Status != StatusError || rec.ErrorCode != "embed_failed" || out.fail.Stage != StageEmbed {
+	if rec.Status != ragtime.StatusError || rec.ErrorCode != "embed_failed" || out.fail.Stage != ragtime.StageEmbed {
 		t.Fatalf("record %+v fail %+v", rec, out.fail)
 	}
 }
@@ -388,10 +390,10 @@ func TestClientGoneIsCancelled(t *testing.T) {
 	p, recorder := newTestPipeline(t, gen, nil)
 	out := &recStream{failAt: 8} // meta, 5 stages, sources, first token
 	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
-	if rec.Status != StatusCancelled || out.done != nil || out.fail != nil {
+	if rec.Status != ragtime.StatusCancelled || out.done != nil || out.fail != nil {
 		t.Fatalf("status %s done %v fail %v", rec.Status, out.done, out.fail)
 	}
-	if len(recorder.recs) != 1 || recorder.recs[0].Status != StatusCancelled {
+	if len(recorder.recs) != 1 || recorder.recs[0].Status != ragtime.StatusCancelled {
 		t.Fatalf("recorded %+v", recorder.recs)
 	}
 }
@@ -430,7 +432,7 @@ func TestQueueStageIsTheCallersWait(t *testing.T) {
 	req.Queue = &QueueWait{Start: end.Add(-40 * time.Millisecond), End: end, Attrs: map[string]any{"limit": 8}}
 	rec := p.Run(context.Background(), req, &recStream{})
 	q := rec.Stages[0]
-	if q.Name != StageQueue || q.StartMs != 0 || q.DurationMs != 40 || rec.QueueMs != 40 || q.Attrs["limit"] != 8 {
+	if q.Name != ragtime.StageQueue || q.StartMs != 0 || q.DurationMs != 40 || rec.QueueMs != 40 || q.Attrs["limit"] != 8 {
 		t.Fatalf("queue stage %+v, queue_ms %v", q, rec.QueueMs)
 	}
 	// The clock started at the arrival: the waited time is inside TTFT.
@@ -452,7 +454,7 @@ func (g blockingGenerator) Generate(ctx context.Context, req *GenerateRequest, e
 func (g blockingGenerator) generate(ctx context.Context, _ GenerateRequest, _ func(Delta) error) (Generation, error) {
 	close(g.started)
 	<-ctx.Done()
-	return Generation{RequestStart: time.Now(), GotConn: time.Now()}, &Error{Code: "llm_cancelled", Message: "cancelled", Err: ctx.Err()}
+	return Generation{RequestStart: time.Now(), GotConn: time.Now()}, &ragtime.Error{Code: "llm_cancelled", Message: "cancelled", Err: ctx.Err()}
 }
 
 func TestCancelCauseIsStoredAndToldWhenAsked(t *testing.T) {
@@ -472,13 +474,13 @@ func TestCancelCauseIsStoredAndToldWhenAsked(t *testing.T) {
 			go func() { <-gen.started; cancel(tt.cause) }()
 			out := &recStream{}
 			rec := p.Run(ctx, request(t, "q", 3, 1), out)
-			if rec.Status != StatusCancelled || rec.ErrorCode != tt.cause.Code {
+			if rec.Status != ragtime.StatusCancelled || rec.ErrorCode != tt.cause.Code {
 				t.Fatalf("status %s code %s, want cancelled %s", rec.Status, rec.ErrorCode, tt.cause.Code)
 			}
 			if told := out.fail != nil && out.fail.Code == tt.cause.Code; told != tt.told {
 				t.Fatalf("error event sent: %v (%+v), want %v", told, out.fail, tt.told)
 			}
-			if tt.told && out.fail.Stage != StageLLMPrefill {
+			if tt.told && out.fail.Stage != ragtime.StageLLMPrefill {
 				t.Errorf("error event stage %q, want the stage that was cut", out.fail.Stage)
 			}
 		})
@@ -490,7 +492,7 @@ func TestStalledWriteIsStoredAsClientStalled(t *testing.T) {
 	p, _ := newTestPipeline(t, &scriptGenerator{deltas: []Delta{{Text: "x"}, {Text: "y"}}}, nil)
 	out := &stallStream{recStream: recStream{failAt: 3}}
 	rec := p.Run(context.Background(), request(t, "q", 3, 1), out)
-	if rec.Status != StatusCancelled || rec.ErrorCode != CodeClientStalled {
+	if rec.Status != ragtime.StatusCancelled || rec.ErrorCode != ragtime.CodeClientStalled {
 		t.Fatalf("status %s code %s", rec.Status, rec.ErrorCode)
 	}
 }
@@ -638,13 +640,13 @@ func TestDeadlineIsATimeoutNotACancellation(t *testing.T) {
 	defer cancel()
 	out := &recStream{}
 	rec := p.Run(ctx, request(t, "q", 3, 1), out)
-	if rec.Status != StatusError || rec.ErrorCode != "embed_timeout" || out.fail == nil {
+	if rec.Status != ragtime.StatusError || rec.ErrorCode != "embed_timeout" || out.fail == nil {
 		t.Fatalf("status %s code %s fail %+v, want an embed_timeout error", rec.Status, rec.ErrorCode, out.fail)
 	}
 	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
 	rec = p.Run(ctx, request(t, "q", 3, 1), &recStream{})
-	if rec.Status != StatusCancelled {
+	if rec.Status != ragtime.StatusCancelled {
 		t.Fatalf("a cancelled context gave status %s", rec.Status)
 	}
 }
@@ -666,7 +668,7 @@ func TestGenerationStagesGoOutWithTheFirstToken(t *testing.T) {
 	if got := strings.Join(kinds, " "); got != want {
 		t.Fatalf("events:\n got %s\nwant %s", got, want)
 	}
-	if n := len(rec.Stages); n != 8 || rec.Stages[6].Name != StageLLMPrefill || rec.Stages[7].Name != StageLLMDecode {
+	if n := len(rec.Stages); n != 8 || rec.Stages[6].Name != ragtime.StageLLMPrefill || rec.Stages[7].Name != ragtime.StageLLMDecode {
 		t.Fatalf("stages %+v", rec.Stages)
 	}
 	sum := rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs + *rec.ReasoningMs
@@ -689,7 +691,7 @@ func (s *orderStream) Done(r Record) error {
 	return s.recStream.Done(r)
 }
 
-func (s *orderStream) Fail(e *Error) error {
+func (s *orderStream) Fail(e *ragtime.Error) error {
 	s.rec.mu.Lock()
 	s.recordedAtEnd = len(s.rec.recs)
 	s.rec.mu.Unlock()
@@ -703,7 +705,7 @@ func TestRecordedBeforeDone(t *testing.T) {
 	t.Parallel()
 	for name, gen := range map[string]*scriptGenerator{
 		"done":  {deltas: []Delta{{Text: "x"}}},
-		"error": {err: &Error{Code: "llm_unavailable", Message: "down"}},
+		"error": {err: &ragtime.Error{Code: "llm_unavailable", Message: "down"}},
 	} {
 		p, recorder := newTestPipeline(t, gen, nil)
 		out := &orderStream{rec: recorder}
@@ -750,13 +752,13 @@ func TestArrivalStartsTheClock(t *testing.T) {
 	out := &recStream{}
 	ctx := WithArrival(context.Background(), time.Now().Add(-30*time.Millisecond))
 	rec := p.Run(ctx, request(t, "What is TTFT?", 5, 2), out)
-	if rec.Status != StatusOK || len(rec.Stages) == 0 {
+	if rec.Status != ragtime.StatusOK || len(rec.Stages) == 0 {
 		t.Fatalf("status %s, stages %v", rec.Status, rec.Stages)
 	}
-	if s := rec.Stages[0]; s.Name != StageAccept || s.Seq != 0 || s.StartMs != 0 || s.DurationMs < 30 || rec.AcceptMs != s.DurationMs {
+	if s := rec.Stages[0]; s.Name != ragtime.StageAccept || s.Seq != 0 || s.StartMs != 0 || s.DurationMs < 30 || rec.AcceptMs != s.DurationMs {
 		t.Errorf("first stage %+v, accept_ms %v: want accept from 0, at least 30 ms", s, rec.AcceptMs)
 	}
-	if rec.Stages[1].Name != StageQueue || rec.Stages[1].StartMs < rec.AcceptMs-0.001 {
+	if rec.Stages[1].Name != ragtime.StageQueue || rec.Stages[1].StartMs < rec.AcceptMs-0.001 {
 		t.Errorf("queue %+v starts before the pipeline did", rec.Stages[1])
 	}
 	sum := rec.AcceptMs + rec.QueueMs + rec.RetrievalMs + rec.GenTTFTMs + *rec.OverheadMs + *rec.ReasoningMs
@@ -768,7 +770,7 @@ func TestArrivalStartsTheClock(t *testing.T) {
 	}
 	// A future arrival (another clock) is ignored, not a negative stage.
 	rec = p.Run(WithArrival(context.Background(), time.Now().Add(time.Hour)), request(t, "What is TTFT?", 5, 2), &recStream{})
-	if rec.Stages[0].Name == StageAccept || rec.AcceptMs != 0 {
+	if rec.Stages[0].Name == ragtime.StageAccept || rec.AcceptMs != 0 {
 		t.Errorf("a future arrival made stage %+v", rec.Stages[0])
 	}
 }
@@ -854,7 +856,7 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
 	counted := func(r *Record) int {
 		for _, s := range r.Stages {
-			if s.Name == StageAssemble {
+			if s.Name == ragtime.StageAssemble {
 				return s.Attrs["prompt_tokens"].(int)
 			}
 		}
@@ -949,7 +951,7 @@ func TestFlushedBeforeEveryWait(t *testing.T) {
 		c.Embedder, c.Searcher, c.Reranker = notingEmbedder{h}, notingSearcher{h}, notingReranker{h}
 	})
 	rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), out)
-	if rec.Status != StatusOK {
+	if rec.Status != ragtime.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
 	if want := []int{0, 0, 0, 0, 0, 0}; !slices.Equal(h.held, want) {
@@ -986,7 +988,7 @@ func TestDeltasMarkedMore(t *testing.T) {
 			gen := &scriptGenerator{deltas: tc.deltas}
 			p, _ := newTestPipeline(t, gen, func(c *Config) { c.HideReasoning = tc.hide })
 			rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), heldAtGenerationEnd{out, &out.heldAtEnd})
-			if rec.Status != StatusOK {
+			if rec.Status != ragtime.StatusOK {
 				t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 			}
 			if !slices.Equal(out.more, tc.want) || out.heldAtEnd != tc.held {
@@ -1027,7 +1029,7 @@ type heldAtGenerationEnd struct {
 }
 
 func (h heldAtGenerationEnd) Stage(sp Span) error {
-	if sp.Name == StageLLMDecode {
+	if sp.Name == ragtime.StageLLMDecode {
 		*h.at = h.holding
 	}
 	return h.moreStream.Stage(sp)
@@ -1082,19 +1084,19 @@ func TestWritesOfAnAsk(t *testing.T) {
 		want     [][]string
 	}{
 		{"in-process search", inProcessSearcher{listSearcher{hits(10)}}, [][]string{
-			{"meta", StageQueue},
-			{StageEmbed, StageSearch, StageRerank, StageAssemble, "sources"},
-			{"token a", StageLLMConnect, StageLLMPrefill},
+			{"meta", ragtime.StageQueue},
+			{ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank, ragtime.StageAssemble, "sources"},
+			{"token a", ragtime.StageLLMConnect, ragtime.StageLLMPrefill},
 			{"token b"},
-			{StageLLMDecode, "done"},
+			{ragtime.StageLLMDecode, "done"},
 		}},
 		{"search of unknown reach", listSearcher{hits(10)}, [][]string{
-			{"meta", StageQueue},
-			{StageEmbed},
-			{StageSearch, StageRerank, StageAssemble, "sources"},
-			{"token a", StageLLMConnect, StageLLMPrefill},
+			{"meta", ragtime.StageQueue},
+			{ragtime.StageEmbed},
+			{ragtime.StageSearch, ragtime.StageRerank, ragtime.StageAssemble, "sources"},
+			{"token a", ragtime.StageLLMConnect, ragtime.StageLLMPrefill},
 			{"token b"},
-			{StageLLMDecode, "done"},
+			{ragtime.StageLLMDecode, "done"},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1103,7 +1105,7 @@ func TestWritesOfAnAsk(t *testing.T) {
 			gen := &scriptGenerator{timing: true, deltas: []Delta{{Text: "a"}, {Text: "b"}}}
 			p, _ := newTestPipeline(t, gen, func(c *Config) { c.Searcher, c.Reranker = tc.searcher, nil })
 			rec := p.Run(context.Background(), request(t, "What is TTFT?", 5, 2), out)
-			if rec.Status != StatusOK {
+			if rec.Status != ragtime.StatusOK {
 				t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 			}
 			if !slices.EqualFunc(out.writes, tc.want, slices.Equal) {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"time"
+
+	"ragtime"
 )
 
 // Embedder turns texts into vectors.
@@ -124,7 +126,7 @@ type Stream interface {
 	Sources(sources []Source) error
 	Delta(d Delta) error
 	Done(rec Record) error
-	Fail(e *Error) error
+	Fail(e *ragtime.Error) error
 }
 
 // Flusher is a Stream that holds events (see Stream) and sends them on
@@ -402,5 +404,5 @@ type Trace interface {
 	TraceID() string
 	Stage(ctx context.Context, name string) context.Context
 	Generation(ctx context.Context, model string) context.Context
-	End(rec Record, err *Error)
+	End(rec Record, err *ragtime.Error)
 }

@@ -2,19 +2,6 @@ package pipeline
 
 import "time"
 
-// Stage names, in pipeline order (docs/design.md's measurement contract).
-const (
-	StageAccept     = "accept"
-	StageQueue      = "queue"
-	StageEmbed      = "embed"
-	StageSearch     = "search"
-	StageRerank     = "rerank"
-	StageAssemble   = "assemble"
-	StageLLMConnect = "llm_connect"
-	StageLLMPrefill = "llm_prefill"
-	StageLLMDecode  = "llm_decode"
-)
-
 // Keys of Generation.ServerTimings and of the llm_prefill attrs, for the
 // timings a model server reports about itself, in milliseconds.
 const (
@@ -22,13 +9,6 @@ const (
 	ServerPrefillMs = "server_prefill_ms"
 	ServerLoadMs    = "server_load_ms"
 	ServerDecodeMs  = "server_decode_ms"
-)
-
-// Query statuses as stored.
-const (
-	StatusOK        = "ok"
-	StatusError     = "error"
-	StatusCancelled = "cancelled"
 )
 
 // Span is one finished stage on the query's clock. Milliseconds are relative

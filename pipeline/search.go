@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"ragtime"
 )
 
 // search runs the search stage: the legs the request's retrieval names
@@ -66,7 +68,7 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	}
 	fuseDur := q.now().Sub(fuseStart)
 	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
-	attrs := q.figs.attrsMap(StageSearch)
+	attrs := q.figs.attrsMap(ragtime.StageSearch)
 	attrs["retrieval"] = mode
 	attrs["lexical"] = cfg.Lexical.LexicalName()
 	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(lhits), roundMs(ldur)
@@ -140,7 +142,7 @@ func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, err
 	for i := range q.spans {
 		q.spans[i].materialize()
 		switch q.spans[i].Name {
-		case StageEmbed, StageSearch, StageRerank:
+		case ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank:
 			res.RetrievalMs += q.spans[i].DurationMs
 		}
 	}
@@ -148,18 +150,18 @@ func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, err
 	res.Stages = q.spans
 	rec := SearchRecord{QueryID: q.id, CreatedAt: q.t0.UTC(), KeyID: q.req.KeyID, Retrieval: res.Retrieval,
 		TopK: q.req.TopK, VectorK: q.req.VectorK, LexicalK: q.req.LexicalK, RerankTopN: q.req.RerankTopN,
-		Hits: len(q.hits), Status: StatusOK, RetrievalMs: res.RetrievalMs, Stages: q.spans}
+		Hits: len(q.hits), Status: ragtime.StatusOK, RetrievalMs: res.RetrievalMs, Stages: q.spans}
 	sum := sha256.Sum256([]byte(q.req.Question))
 	rec.QuestionSHA256 = hex.EncodeToString(sum[:])
 	if p.cfg.StoreQuestion {
 		rec.Question = q.req.Question
 	}
-	var perr *Error
+	var perr *ragtime.Error
 	if err != nil {
 		perr = AsError("", err)
-		rec.Status, rec.ErrorCode = StatusError, perr.Code
+		rec.Status, rec.ErrorCode = ragtime.StatusError, perr.Code
 		if IsCancelled(err) {
-			rec.Status = StatusCancelled
+			rec.Status = ragtime.StatusCancelled
 		}
 	}
 	rec.E2EMs = q.ms(q.now())

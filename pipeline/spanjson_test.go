@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"ragtime"
 )
 
 // reflected is what encoding/json writes for v through reflection alone.
@@ -92,29 +94,29 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 		attrs map[string]any
 		set   func(f *stageFigs)
 	}{
-		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0,
+		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0,
 			"fresh_retry": true, "retries": 2, "server_wait_ms": 5.9},
 			func(f *stageFigs) { f.embed, f.dim, f.dimKnown = call, 512, true }},
-		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
+		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
 			func(f *stageFigs) { f.embed = Call{Made: true, Conn: ConnInfo{Reused: true}} }},
-		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3},
+		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3},
 			func(f *stageFigs) { f.dim, f.dimKnown = 3, true }},
-		{StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3, "cache": "hit"},
+		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3, "cache": "hit"},
 			func(f *stageFigs) { f.dim, f.dimKnown, f.embed.Cache = 3, true, CacheHit }},
-		{StageSearch, map[string]any{"k": 4, "hits": 3, "store": "embedded", "exact": false, "ef": 64, "a": "<x>", "z": 1.5},
+		{ragtime.StageSearch, map[string]any{"k": 4, "hits": 3, "store": "embedded", "exact": false, "ef": 64, "a": "<x>", "z": 1.5},
 			func(f *stageFigs) { f.k, f.hits = 4, 3 }},
-		{StageRerank, map[string]any{"candidates": 4, "top_n": 0, "reranker": "off"},
+		{ragtime.StageRerank, map[string]any{"candidates": 4, "top_n": 0, "reranker": "off"},
 			func(f *stageFigs) { f.candidates, f.reranker = 4, "off" }},
-		{StageAssemble, map[string]any{"chunks": 4, "dropped": 1, "context_tokens": 316, "prompt_tokens": 381},
+		{ragtime.StageAssemble, map[string]any{"chunks": 4, "dropped": 1, "context_tokens": 316, "prompt_tokens": 381},
 			func(f *stageFigs) { f.chunks, f.dropped, f.contextTokens, f.promptTokens = 4, 1, 316, 381 }},
-		{StageLLMConnect, map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
+		{ragtime.StageLLMConnect, map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
 			func(f *stageFigs) { f.conn = ConnInfo{Reused: true} }},
-		{StageLLMConnect, map[string]any{"reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0, "fresh_retry": true, "retries": 2},
+		{ragtime.StageLLMConnect, map[string]any{"reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0, "fresh_retry": true, "retries": 2},
 			func(f *stageFigs) { f.conn, f.retries = call.Conn, 2 }},
-		{StageLLMConnect, map[string]any{"reused": false, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "prewarmed": true, "prewarm_connect_ms": 0.25},
+		{ragtime.StageLLMConnect, map[string]any{"reused": false, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "prewarmed": true, "prewarm_connect_ms": 0.25},
 			func(f *stageFigs) { f.conn = ConnInfo{Prewarmed: true, Prewarm: 250 * time.Microsecond} }},
-		{StageLLMPrefill, map[string]any{"status": 200}, func(f *stageFigs) { f.status = 200 }},
-		{StageLLMPrefill, map[string]any{}, func(*stageFigs) {}},
+		{ragtime.StageLLMPrefill, map[string]any{"status": 200}, func(f *stageFigs) { f.status = 200 }},
+		{ragtime.StageLLMPrefill, map[string]any{}, func(*stageFigs) {}},
 	} {
 		p := &Pipeline{cfg: Config{EmbedderName: "openai:<m&x>", StoreName: "embedded",
 			SearchAttrs: map[string]any{"exact": false, "ef": 64, "a": "<x>", "z": 1.5, "k": "shadowed", "store": "shadowed"}}}
@@ -139,13 +141,13 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 		// (callAttrs, connAttrs) must say the same as the figures.
 		var kept map[string]any
 		switch c.name {
-		case StageEmbed:
+		case ragtime.StageEmbed:
 			kept = map[string]any{"embedder": f.p.cfg.EmbedderName}
 			if f.dimKnown {
 				kept["dim"] = f.dim
 			}
 			kept = callAttrs(f.embed, kept)
-		case StageLLMConnect:
+		case ragtime.StageLLMConnect:
 			kept = connAttrs(&Generation{Conn: f.conn, Retries: f.retries})
 		default:
 			continue

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 
+	"ragtime"
 	"ragtime/internal/jsonappend"
 )
 
@@ -134,7 +135,7 @@ func (o *attrOut) value(k string, v any) {
 // those callAttrs, connAttrs, prefillAttrs and the stages' maps made.
 func (f *stageFigs) attrs(name string, o *attrOut) {
 	switch name {
-	case StageEmbed:
+	case ragtime.StageEmbed:
 		c := &f.embed
 		if c.Cache != "" {
 			o.str("cache", c.Cache)
@@ -162,7 +163,7 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 			}
 			o.ms("tls_ms", roundMs(c.Conn.TLS))
 		}
-	case StageSearch:
+	case ragtime.StageSearch:
 		fixed := 0
 		for _, k := range f.p.searchKeys {
 			for ; fixed < len(searchFixed) && searchFixed[fixed] < k; fixed++ {
@@ -173,18 +174,18 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 		for ; fixed < len(searchFixed); fixed++ {
 			f.searchFixed(fixed, o)
 		}
-	case StageRerank: // a call made adds its connection's to these (callAttrs)
+	case ragtime.StageRerank:
 		o.int("candidates", f.candidates)
 		o.str("reranker", f.reranker)
 		o.int("top_n", f.topN)
-	case StageAssemble:
+	case ragtime.StageAssemble:
 		o.int("chunks", f.chunks)
 		o.int("context_tokens", f.contextTokens)
 		o.int("dropped", f.dropped)
 		o.int("prompt_tokens", f.promptTokens)
-	case StageLLMConnect:
+	case ragtime.StageLLMConnect:
 		connFigs(o, f.conn, f.retries)
-	case StageLLMPrefill: // without server timings: a generation with them keeps its map
+	case ragtime.StageLLMPrefill:
 		if f.status != 0 {
 			o.int("status", f.status)
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 )
@@ -28,7 +29,7 @@ func BenchmarkNewRow(b *testing.B) {
 	ttft := 43.5
 	rec := pipeline.Record{
 		QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7", CreatedAt: time.Now(), Question: "What does a reused keep-alive connection skip?",
-		TopK: 4, MaxTokens: 64, MaxContextTokens: 6000, Model: "sim", Provider: "openai", Status: pipeline.StatusOK, UpstreamStatus: 200,
+		TopK: 4, MaxTokens: 64, MaxContextTokens: 6000, Model: "sim", Provider: "openai", Status: ragtime.StatusOK, UpstreamStatus: 200,
 		Stages:  pipelinetest.TypicalStages(),
 		Figures: pipeline.Figures{TTFTMs: &ttft, E2EMs: 342.5},
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/goleak"
 
+	"ragtime"
 	"ragtime/migrations"
 	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
@@ -56,7 +57,7 @@ func record(i int) pipeline.Record {
 		MaxContextTokens: 6000,
 		Model:            "llmsim-8b",
 		Provider:         "llmsim",
-		Status:           pipeline.StatusOK,
+		Status:           ragtime.StatusOK,
 		ConnReused:       ptr(true),
 		UpstreamStatus:   200,
 		RequestID:        "req-" + fmt.Sprint(i),
@@ -64,14 +65,14 @@ func record(i int) pipeline.Record {
 		ServerPrefillMs:  ptr(340.25),
 		ServerLoadMs:     ptr(0.125),
 		Stages: []pipeline.Span{
-			{Name: pipeline.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
-			{Name: pipeline.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
-			{Name: pipeline.StageSearch, Seq: 2, StartMs: 3.3, DurationMs: 12.5, Attrs: map[string]any{"k": 8.0, "hits": 8.0, "store": "embedded"}},
-			{Name: pipeline.StageRerank, Seq: 3, StartMs: 15.9, DurationMs: 9.1, Attrs: map[string]any{"candidates": 8.0, "top_n": 4.0}},
-			{Name: pipeline.StageAssemble, Seq: 4, StartMs: 25.1, DurationMs: 10.025, Attrs: map[string]any{"chunks": 4.0, "context_tokens": 1800.0, "prompt_tokens": 2048.0}},
-			{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 35.2, DurationMs: 11.301, Attrs: map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0}},
-			{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 46.6, DurationMs: 365.9, Attrs: map[string]any{"server_queue_ms": 1.5, "server_prefill_ms": 340.25, "nested": map[string]any{"list": []any{1.0, "a", nil}}}},
-			{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 412.5, DurationMs: 1477.9, Attrs: map[string]any{"chunks": 180.0, "completion_tokens": 180.0, "itl_p50_ms": 8.1, "itl_p95_ms": 12.7, "itl_max_ms": 30.003}},
+			{Name: ragtime.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
+			{Name: ragtime.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
+			{Name: ragtime.StageSearch, Seq: 2, StartMs: 3.3, DurationMs: 12.5, Attrs: map[string]any{"k": 8.0, "hits": 8.0, "store": "embedded"}},
+			{Name: ragtime.StageRerank, Seq: 3, StartMs: 15.9, DurationMs: 9.1, Attrs: map[string]any{"candidates": 8.0, "top_n": 4.0}},
+			{Name: ragtime.StageAssemble, Seq: 4, StartMs: 25.1, DurationMs: 10.025, Attrs: map[string]any{"chunks": 4.0, "context_tokens": 1800.0, "prompt_tokens": 2048.0}},
+			{Name: ragtime.StageLLMConnect, Seq: 5, StartMs: 35.2, DurationMs: 11.301, Attrs: map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0}},
+			{Name: ragtime.StageLLMPrefill, Seq: 6, StartMs: 46.6, DurationMs: 365.9, Attrs: map[string]any{"server_queue_ms": 1.5, "server_prefill_ms": 340.25, "nested": map[string]any{"list": []any{1.0, "a", nil}}}},
+			{Name: ragtime.StageLLMDecode, Seq: 7, StartMs: 412.5, DurationMs: 1477.9, Attrs: map[string]any{"chunks": 180.0, "completion_tokens": 180.0, "itl_p50_ms": 8.1, "itl_p95_ms": 12.7, "itl_max_ms": 30.003}},
 		},
 		Figures: pipeline.Figures{
 			TTFTMs:         ptr(412.731),
@@ -100,12 +101,12 @@ func failedRecord() pipeline.Record {
 		TopK:           3,
 		Model:          "gpt-x",
 		Provider:       "openai",
-		Status:         pipeline.StatusError,
+		Status:         ragtime.StatusError,
 		ErrorCode:      "llm_auth",
 		ErrorMessage:   "the provider refused the API key",
 		Stages: []pipeline.Span{
-			{Name: pipeline.StageEmbed, Seq: 0, StartMs: 0, DurationMs: 10.5},
-			{Name: pipeline.StageSearch, Seq: 1, StartMs: 10.5, DurationMs: 9.75, Attrs: map[string]any{}},
+			{Name: ragtime.StageEmbed, Seq: 0, StartMs: 0, DurationMs: 10.5},
+			{Name: ragtime.StageSearch, Seq: 1, StartMs: 10.5, DurationMs: 9.75, Attrs: map[string]any{}},
 		},
 		Figures: pipeline.Figures{
 			E2EMs:       120.5,
@@ -325,7 +326,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 		want = append(want, record(i))
 	}
 	cancelled := record(99)
-	cancelled.Status, cancelled.ErrorCode, cancelled.ErrorMessage = pipeline.StatusCancelled, pipeline.CodeCancelled, "client went away"
+	cancelled.Status, cancelled.ErrorCode, cancelled.ErrorMessage = ragtime.StatusCancelled, ragtime.CodeCancelled, "client went away"
 	cancelled.TTFTMs, cancelled.OverheadMs, cancelled.RetrievalShare, cancelled.PrefillShare, cancelled.ConnReused = nil, nil, nil, nil, ptr(false)
 	cancelled.Question, cancelled.Stages = "", nil
 	want = append(want, cancelled)

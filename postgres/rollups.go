@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -113,7 +114,7 @@ func rollupsOf(recs []*pipeline.Record) []*rollupRow {
 			add(rollupTTFT, *rec.TTFTMs)
 		}
 		add(rollupE2E, rec.E2EMs)
-		if rec.Status != pipeline.StatusOK {
+		if rec.Status != ragtime.StatusOK {
 			add(rollupE2EPrefix+rec.Status, rec.E2EMs)
 		}
 		// As /v1/stats' series computes them from the raw rows.

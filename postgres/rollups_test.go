@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -48,9 +49,9 @@ func TestRollupPercentilesWithinOnePercent(t *testing.T) {
 		r.Stages[6].DurationMs = ttft * 0.8
 		switch i % 50 {
 		case 0:
-			r.Status, r.ErrorCode = pipeline.StatusError, "llm_unavailable"
+			r.Status, r.ErrorCode = ragtime.StatusError, "llm_unavailable"
 		case 1:
-			r.Status = pipeline.StatusCancelled
+			r.Status = ragtime.StatusCancelled
 		}
 		recs[i] = r
 	}
@@ -152,7 +153,7 @@ func TestRollupFillMatchesRecorder(t *testing.T) {
 	for i := range 40 {
 		r := record(i)
 		if i%4 == 0 {
-			r.Status, r.TTFTMs = pipeline.StatusCancelled, nil
+			r.Status, r.TTFTMs = ragtime.StatusCancelled, nil
 		}
 		recs = append(recs, r)
 	}
@@ -303,9 +304,9 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 		case 0:
 			r.Usage.CachedTokens = nil // a provider that does not say
 		case 1:
-			r.Status, r.TTFTMs, r.OverheadMs, r.RetrievalShare, r.PrefillShare = pipeline.StatusError, nil, nil, nil, nil
+			r.Status, r.TTFTMs, r.OverheadMs, r.RetrievalShare, r.PrefillShare = ragtime.StatusError, nil, nil, nil, nil
 		case 2:
-			r.Status = pipeline.StatusCancelled
+			r.Status = ragtime.StatusCancelled
 		}
 		if i%4 == 3 {
 			r.Model = "other-model"

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -128,15 +129,15 @@ func queueSearch(b *pgx.Batch, rec *pipeline.SearchRecord) error {
 	for _, s := range rec.Stages {
 		d := s.DurationMs
 		switch s.Name {
-		case pipeline.StageEmbed:
+		case ragtime.StageEmbed:
 			embed = &d
-		case pipeline.StageSearch:
+		case ragtime.StageSearch:
 			search = &d
 			vector, lexical, fusion = attrMs(s.Attrs, "vector_ms"), attrMs(s.Attrs, "lexical_ms"), attrMs(s.Attrs, "fusion_ms")
 			if vector == nil && rec.Retrieval == pipeline.RetrievalVector {
 				vector = &d // the leg is the stage
 			}
-		case pipeline.StageRerank:
+		case ragtime.StageRerank:
 			rerank = &d
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -82,7 +83,7 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	}
 	prefill := map[string]pipeline.StagePercentile{}
 	for _, sp := range st.StagePercentiles {
-		if sp.Stage == pipeline.StageLLMPrefill {
+		if sp.Stage == ragtime.StageLLMPrefill {
 			prefill[sp.Provider+"/"+sp.Model] = sp
 		}
 	}

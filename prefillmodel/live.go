@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -77,7 +78,7 @@ func (l *Live) Fit(provider, model string) (pipeline.PrefillFit, bool) {
 // against the fitted line for its uncached prompt tokens, so that Fit's
 // RecentRatioP50 follows the server within a few queries.
 func (l *Live) Observe(rec pipeline.Record) {
-	if rec.Status != pipeline.StatusOK || rec.LLMPrefillMs <= 0 || rec.Usage.PromptTokens <= 0 {
+	if rec.Status != ragtime.StatusOK || rec.LLMPrefillMs <= 0 || rec.Usage.PromptTokens <= 0 {
 		return
 	}
 	m := l.fits.Load()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -30,7 +31,7 @@ func record(t *testing.T, rec *postgres.Recorder, provider, model string, n int,
 		connect := 0.2 + r.Float64()*0.1
 		rec.Record(pipeline.Record{
 			QueryID: uuid.Must(uuid.NewV7()).String(), CreatedAt: now.Add(-time.Duration(n-i) * time.Second).UTC(),
-			QuestionSHA256: strings.Repeat("ab", 32), TopK: 5, MaxTokens: 16, Model: model, Provider: provider, Status: pipeline.StatusOK,
+			QuestionSHA256: strings.Repeat("ab", 32), TopK: 5, MaxTokens: 16, Model: model, Provider: provider, Status: ragtime.StatusOK,
 			Figures: pipeline.Figures{LLMPrefillMs: p, GenTTFTMs: p + connect, Usage: pipeline.Usage{PromptTokens: tokens, CachedTokens: &cached}},
 		})
 	}
@@ -113,7 +114,7 @@ func TestObserveFollowsTheServer(t *testing.T) {
 	cached := 0
 	for i := range minLatest {
 		x := 500 + 100*i
-		r.Record(pipeline.Record{Provider: "openai", Model: "m", Status: pipeline.StatusOK,
+		r.Record(pipeline.Record{Provider: "openai", Model: "m", Status: ragtime.StatusOK,
 			Figures: pipeline.Figures{LLMPrefillMs: 2 * (10 + 0.1*float64(x)), Usage: pipeline.Usage{PromptTokens: x, CachedTokens: &cached}}})
 	}
 	after, _ := live.Fit("openai", "m")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -30,13 +31,14 @@ const (
 	ShapeCohere = "cohere"
 )
 
-// Error codes of the HTTP reranker.
+// Error codes of the HTTP reranker, declared in package ragtime with the
+// other codes.
 const (
-	CodeRerankAuth        = "rerank_auth"
-	CodeRerankUnavailable = "rerank_unavailable"
-	CodeRerankTimeout     = "rerank_timeout"
-	CodeRerankBadResponse = "rerank_bad_response"
-	CodeRerankRejected    = "rerank_rejected"
+	CodeRerankAuth        = ragtime.CodeRerankAuth
+	CodeRerankUnavailable = ragtime.CodeRerankUnavailable
+	CodeRerankTimeout     = ragtime.CodeRerankTimeout
+	CodeRerankBadResponse = ragtime.CodeRerankBadResponse
+	CodeRerankRejected    = ragtime.CodeRerankRejected
 )
 
 // HTTPConfig configures NewHTTP.
@@ -161,7 +163,7 @@ func (r *HTTP) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 	}
 	scores, err := r.parse(data, len(hits))
 	if err != nil {
-		return nil, &pipeline.Error{Code: CodeRerankBadResponse, Err: err,
+		return nil, &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeRerankBadResponse, Err: err,
 			Message: fmt.Sprintf("the reranker at %s sent an unexpected response: %v", r.shown, err),
 			Hint:    "check --rerank-api (tei or cohere) against the server's API"}
 	}
@@ -217,14 +219,14 @@ func (r *HTTP) parse(data []byte, n int) ([]float64, error) {
 func (r *HTTP) transportError(ctx context.Context, err error) error {
 	err = r.scrub.Wrap(err)
 	switch upstream.TransportKind(ctx, err) {
-	case upstream.KindCancelled:
+	case ragtime.KindCancelled:
 		return fmt.Errorf("reranking: %w", ctx.Err())
-	case upstream.KindTimeout:
-		return &pipeline.Error{Code: CodeRerankTimeout, Err: err,
+	case ragtime.KindTimeout:
+		return &ragtime.Error{Kind: ragtime.KindTimeout, Code: CodeRerankTimeout, Err: err,
 			Message: fmt.Sprintf("the reranker at %s did not answer within %s", r.shown, r.cfg.Timeout),
 			Hint:    "lower top_k (fewer candidates) or check the reranker's load"}
 	}
-	return &pipeline.Error{Code: CodeRerankUnavailable, Err: err,
+	return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeRerankUnavailable, Err: err,
 		Message: fmt.Sprintf("the reranker at %s is unreachable: %v", r.shown, err),
 		Hint:    "check --rerank-url and that the reranker is running"}
 }
@@ -232,17 +234,17 @@ func (r *HTTP) transportError(ctx context.Context, err error) error {
 func (r *HTTP) statusError(status int, body []byte) error {
 	ue := upstream.ParseError(body)
 	detail := ue.Detail(r.scrub)
-	e := &pipeline.Error{Status: status}
-	switch upstream.Classify(status, ue) {
-	case upstream.KindAuth:
+	e := &ragtime.Error{Status: status, Kind: upstream.Classify(status, ue)}
+	switch e.Kind {
+	case ragtime.KindUpstreamAuth:
 		e.Code = CodeRerankAuth
 		e.Message = fmt.Sprintf("the reranker at %s rejected the API key (HTTP %d)", r.shown, status)
 		e.Hint = "check " + r.cfg.KeyVar
-	case upstream.KindTimeout:
+	case ragtime.KindTimeout:
 		e.Code = CodeRerankTimeout
 		e.Message = fmt.Sprintf("the reranker at %s timed out (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "lower top_k (fewer candidates)"
-	case upstream.KindUnavailable, upstream.KindRateLimited:
+	case ragtime.KindUpstream, ragtime.KindRateLimited:
 		e.Code = CodeRerankUnavailable
 		e.Message = fmt.Sprintf("the reranker at %s failed (HTTP %d): %s", r.shown, status, detail)
 		e.Hint = "retry later; the reranker is failing or overloaded"

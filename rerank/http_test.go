@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -131,14 +132,14 @@ func TestHTTPRerankFailures(t *testing.T) {
 	} {
 		srv.status, srv.response = c.status, c.response
 		_, err := r.Rerank(context.Background(), "q", candidates(), 2)
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if !errors.As(err, &pe) || pe.Code != c.code {
 			t.Errorf("status %d response %s: %v, want %s", c.status, c.response, err, c.code)
 		}
 	}
 	down, _ := NewHTTP(HTTPConfig{URL: "http://127.0.0.1:1", Shape: ShapeTEI})
 	_, err := down.Rerank(context.Background(), "q", candidates(), 2)
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) || pe.Code != CodeRerankUnavailable {
 		t.Errorf("down: %v", err)
 	}

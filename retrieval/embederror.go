@@ -11,20 +11,22 @@ import (
 	"sync"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
 // Error codes of the remote embedders (retrieval/openai, retrieval/ollama),
-// carried by *pipeline.Error.
+// carried by *ragtime.Error, declared in package ragtime with the other
+// codes.
 const (
-	CodeEmbedAuth          = "embed_auth"
-	CodeEmbedModelNotFound = "embed_model_not_found"
-	CodeEmbedUnavailable   = "embed_unavailable"
-	CodeEmbedTimeout       = "embed_timeout"
-	CodeEmbedBadResponse   = "embed_bad_response"
-	CodeEmbedRateLimited   = "embed_rate_limited"
-	CodeEmbedBadRequest    = "embed_bad_request"
+	CodeEmbedAuth          = ragtime.CodeEmbedAuth
+	CodeEmbedModelNotFound = ragtime.CodeEmbedModelNotFound
+	CodeEmbedUnavailable   = ragtime.CodeEmbedUnavailable
+	CodeEmbedTimeout       = ragtime.CodeEmbedTimeout
+	CodeEmbedBadResponse   = ragtime.CodeEmbedBadResponse
+	CodeEmbedRateLimited   = ragtime.CodeEmbedRateLimited
+	CodeEmbedBadRequest    = ragtime.CodeEmbedBadRequest
 )
 
 // EmbedRetries is how many times a remote embedding call that failed for a
@@ -74,7 +76,7 @@ type BodyDecoder interface {
 }
 
 // Post sends payload as JSON to BaseURL+path and decodes the answer into
-// out (with its DecodeBody when it is a BodyDecoder). Failures are *pipeline.Error with an embed_* code, except the
+// out (with its DecodeBody when it is a BodyDecoder). Failures are *ragtime.Error with an embed_* code, except the
 // caller's own cancellation, returned as a plain error wrapping it. The
 // connection and retries are reported to the pipeline.Call in ctx.
 func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any) error {
@@ -121,7 +123,7 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 		err = json.Unmarshal(data, out)
 	}
 	if err != nil {
-		return &pipeline.Error{Code: CodeEmbedBadResponse, Err: err,
+		return &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeEmbedBadResponse, Err: err,
 			Message: fmt.Sprintf("%s sent a response that is not %s embeddings JSON: %v", r.Where(), r.Provider, err)}
 	}
 	return nil
@@ -131,12 +133,12 @@ func (r *RemoteEmbedder) Post(ctx context.Context, path string, payload, out any
 // (any non-zero length when dims is 0).
 func (r *RemoteEmbedder) Check(vecs [][]float32, texts, dims int) error {
 	if len(vecs) != texts {
-		return &pipeline.Error{Code: CodeEmbedBadResponse,
+		return &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeEmbedBadResponse,
 			Message: fmt.Sprintf("%s returned %d vectors for %d texts", r.Where(), len(vecs), texts)}
 	}
 	for i, v := range vecs {
 		if len(v) == 0 || (dims > 0 && len(v) != dims) {
-			return &pipeline.Error{Code: CodeEmbedBadResponse,
+			return &ragtime.Error{Kind: ragtime.KindUpstreamMalformed, Code: CodeEmbedBadResponse,
 				Message: fmt.Sprintf("%s returned a vector of %d dimensions for text %d, want %d (--embed-dimensions)", r.Where(), len(v), i, dims),
 				Hint:    "set --embed-dimensions to the model's dimension, or to 0 to accept it"}
 		}
@@ -144,7 +146,7 @@ func (r *RemoteEmbedder) Check(vecs [][]float32, texts, dims int) error {
 	return nil
 }
 
-// failure turns a failed call into a *pipeline.Error with an embed_* code,
+// failure turns a failed call into a *ragtime.Error with an embed_* code,
 // a message naming the endpoint and a hint naming the flag or variable to
 // check.
 func (r *RemoteEmbedder) failure(ctx context.Context, status int, body []byte, err error) error {
@@ -152,41 +154,41 @@ func (r *RemoteEmbedder) failure(ctx context.Context, status int, body []byte, e
 	sc := upstream.NewScrubber(r.Key)
 	if status == 0 {
 		switch upstream.TransportKind(ctx, err) {
-		case upstream.KindCancelled:
+		case ragtime.KindCancelled:
 			return fmt.Errorf("embedding: %w", ctx.Err())
-		case upstream.KindTimeout:
-			return &pipeline.Error{Code: CodeEmbedTimeout, Err: sc.Wrap(err),
+		case ragtime.KindTimeout:
+			return &ragtime.Error{Kind: ragtime.KindTimeout, Code: CodeEmbedTimeout, Err: sc.Wrap(err),
 				Message: where + " did not answer in time",
 				Hint:    "check the embedding server's load, or raise --embed-timeout"}
 		}
-		return &pipeline.Error{Code: CodeEmbedUnavailable, Err: sc.Wrap(err),
+		return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeEmbedUnavailable, Err: sc.Wrap(err),
 			Message: fmt.Sprintf("%s is unreachable: %v", where, sc.Wrap(err)),
 			Hint:    "check --embed-base-url and that the embedding server is running"}
 	}
 	ue := upstream.ParseError(body)
 	detail := ue.Detail(sc)
-	e := &pipeline.Error{Status: status}
-	switch upstream.Classify(status, ue) {
-	case upstream.KindAuth:
+	e := &ragtime.Error{Status: status, Kind: upstream.Classify(status, ue)}
+	switch e.Kind {
+	case ragtime.KindUpstreamAuth:
 		e.Code = CodeEmbedAuth
 		e.Message = fmt.Sprintf("%s rejected the API key (HTTP %d): %s", where, status, detail)
 		e.Hint = fmt.Sprintf("check that %s holds a key for this provider", r.KeyVar)
 		if r.Key == "" {
 			e.Hint = fmt.Sprintf("%s is not set; set it to this provider's API key", r.KeyVar)
 		}
-	case upstream.KindNotFound:
+	case ragtime.KindUpstreamNotFound:
 		e.Code = CodeEmbedModelNotFound
 		e.Message = fmt.Sprintf("%s does not serve model %q (HTTP %d): %s", where, r.Model, status, detail)
 		e.Hint = "check --embed-model (and --embed-base-url: OpenAI-compatible servers usually need the /v1 suffix)"
-	case upstream.KindRateLimited:
+	case ragtime.KindRateLimited:
 		e.Code = CodeEmbedRateLimited
 		e.Message = fmt.Sprintf("%s is rate limiting (HTTP 429): %s", where, detail)
 		e.Hint = "lower --embed-concurrency or --batch-size"
-	case upstream.KindTimeout:
+	case ragtime.KindTimeout:
 		e.Code = CodeEmbedTimeout
 		e.Message = fmt.Sprintf("%s timed out (HTTP %d): %s", where, status, detail)
 		e.Hint = "retry; if it persists, lower --batch-size"
-	case upstream.KindUnavailable:
+	case ragtime.KindUpstream:
 		e.Code = CodeEmbedUnavailable
 		e.Message = fmt.Sprintf("%s failed (HTTP %d): %s", where, status, detail)
 		e.Hint = "the embedding server is failing or overloaded; retry later"

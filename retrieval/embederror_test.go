@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // TestEmbedFailureHidesURLCredentials: the message goes to the SSE error
@@ -18,9 +18,9 @@ func TestEmbedFailureHidesURLCredentials(t *testing.T) {
 		KeyVar: "RAGTIME_EMBED_API_KEY", Key: "sk-key"}
 	for _, status := range []int{0, 401, 404, 429, 504, 500, 400} {
 		err := r.failure(context.Background(), status, []byte(`{"error": {"message": "nope"}}`), errors.New("connection refused"))
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if !errors.As(err, &pe) {
-			t.Fatalf("status %d: %v is not a *pipeline.Error", status, err)
+			t.Fatalf("status %d: %v is not a *ragtime.Error", status, err)
 		}
 		if strings.Contains(pe.Message, "s3cret-pass") || strings.Contains(pe.Error(), "s3cret-pass") {
 			t.Errorf("status %d: the URL's password reached the message: %s", status, pe.Message)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -172,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		if s.Status != pipeline.StatusOK {
+		if s.Status != ragtime.StatusOK {
 			err := fmt.Errorf("warm-up query at %s failed: %s", st, s.Error)
 			if cfg.Store != nil {
 				_ = cfg.Store.Finish(finishCtx, rep.SweepID, StatusFailed, summary{})
@@ -310,14 +311,14 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 	if cfg.Defaults != nil {
 		if err := req.NormalizeWith(pipeline.DefaultMaxQuestion, *cfg.Defaults); err != nil {
 			return Sample{Setting: j.setting, Question: j.question, Run: j.run, Order: j.order,
-				Status: pipeline.StatusError, Error: "invalid_request: " + err.Error()}
+				Status: ragtime.StatusError, Error: "invalid_request: " + err.Error()}
 		}
 	}
 	var out collector
 	rec := cfg.Asker.Run(ctx, &req, &out)
 	s := Sample{Setting: j.setting, Question: j.question, Run: j.run, Order: j.order,
 		QueryID: rec.QueryID, Status: rec.Status, Docs: distinctDocs(out.docs)}
-	if rec.Status != pipeline.StatusOK {
+	if rec.Status != ragtime.StatusOK {
 		s.Error = rec.ErrorCode
 		if rec.ErrorMessage != "" {
 			s.Error += ": " + rec.ErrorMessage
@@ -325,7 +326,7 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 		return s
 	}
 	if rec.TTFTMs == nil {
-		s.Status, s.Error = pipeline.StatusError, "no_answer: the query finished without an answer token"
+		s.Status, s.Error = ragtime.StatusError, "no_answer: the query finished without an answer token"
 		return s
 	}
 	s.TTFTMs = *rec.TTFTMs
@@ -404,4 +405,4 @@ func (c *collector) Sources(src []pipeline.Source) error {
 }
 func (c *collector) Delta(pipeline.Delta) error { return nil }
 func (c *collector) Done(pipeline.Record) error { return nil }
-func (c *collector) Fail(*pipeline.Error) error { return nil }
+func (c *collector) Fail(*ragtime.Error) error  { return nil }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/golden"
 	"ragtime/pipeline"
 )
@@ -206,7 +207,7 @@ func (a fakeAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.
 	ttft := float64(10 * req.TopK)
 	return &pipeline.Record{
 		QueryID: "q",
-		Status:  pipeline.StatusOK,
+		Status:  ragtime.StatusOK,
 		Figures: pipeline.Figures{
 			TTFTMs:       &ttft,
 			LLMPrefillMs: ttft - 1,
@@ -304,7 +305,7 @@ func TestRunFailsOnWarmUpError(t *testing.T) {
 type failingAsker struct{}
 
 func (failingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
-	return &pipeline.Record{Status: pipeline.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
+	return &pipeline.Record{Status: ragtime.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
 }
 
 // cacheAsker stands for a server with a prefix cache: a prompt is its
@@ -328,7 +329,7 @@ func (a *cacheAsker) Run(ctx context.Context, req *pipeline.Request, out pipelin
 	}
 	a.seen[key] = true
 	ttft := float64(prompt-cached) / 10
-	return &pipeline.Record{QueryID: "q", Status: pipeline.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
+	return &pipeline.Record{QueryID: "q", Status: ragtime.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
 		OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: prompt, CachedTokens: &cached}}}
 }
 

@@ -13,6 +13,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -73,13 +74,13 @@ func stageAttrs(s pipeline.Span, rec pipeline.Record) []attribute.KeyValue {
 		kv = append(kv, attrOf(AttrPrefix+k, s.Attrs[k]))
 	}
 	switch s.Name {
-	case pipeline.StageEmbed:
+	case ragtime.StageEmbed:
 		kv = append(kv, semconv.GenAIOperationNameEmbeddings)
-		if store := stageAttr(rec, pipeline.StageSearch, "store"); store != nil && s.Attrs["store"] == nil {
+		if store := stageAttr(rec, ragtime.StageSearch, "store"); store != nil && s.Attrs["store"] == nil {
 			kv = append(kv, attrOf(AttrPrefix+"store", store))
 		}
-	case pipeline.StageSearch:
-		if emb := stageAttr(rec, pipeline.StageEmbed, "embedder"); emb != nil && s.Attrs["embedder"] == nil {
+	case ragtime.StageSearch:
+		if emb := stageAttr(rec, ragtime.StageEmbed, "embedder"); emb != nil && s.Attrs["embedder"] == nil {
 			kv = append(kv, attrOf(AttrPrefix+"embedder", emb))
 		}
 	}
@@ -141,7 +142,7 @@ func (t *Tracer) chatAttrs(rec pipeline.Record, requested string) []attribute.Ke
 
 // setError marks span failed with the stable code as error.type and
 // ragtime.error.code, and the message as the status description.
-func setError(span trace.Span, e *pipeline.Error) {
+func setError(span trace.Span, e *ragtime.Error) {
 	span.SetStatus(codes.Error, e.Message)
 	span.SetAttributes(semconv.ErrorTypeKey.String(e.Code), AttrErrorCode.String(e.Code))
 }

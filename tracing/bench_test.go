@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkAsk(b *testing.B) {
 			var ttft, overhead []float64
 			for b.Loop() {
 				rec := p.Run(context.Background(), req, pipeline.Discard{})
-				if rec.Status != pipeline.StatusOK {
+				if rec.Status != ragtime.StatusOK {
 					b.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 				}
 				ttft, overhead = append(ttft, *rec.TTFTMs), append(overhead, *rec.OverheadMs)

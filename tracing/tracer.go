@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -51,7 +52,7 @@ type Tracer struct {
 type ended struct {
 	q   *queryTrace
 	rec pipeline.Record
-	err *pipeline.Error
+	err *ragtime.Error
 }
 
 // Stats are the tracer's counters, for /metrics.
@@ -203,7 +204,7 @@ func (q *queryTrace) Generation(ctx context.Context, model string) context.Conte
 }
 
 // End queues the finished query for its spans; never blocks.
-func (q *queryTrace) End(rec pipeline.Record, err *pipeline.Error) {
+func (q *queryTrace) End(rec pipeline.Record, err *ragtime.Error) {
 	if !q.root.IsRecording() {
 		return
 	}
@@ -258,7 +259,7 @@ func (t *Tracer) spans(e ended) {
 	t0 := storedTime(rec.CreatedAt)
 	rootCtx := trace.ContextWithSpan(context.Background(), q.root)
 	failed := ""
-	if e.err != nil && rec.Status == pipeline.StatusError {
+	if e.err != nil && rec.Status == ragtime.StatusError {
 		failed = e.err.Stage
 	}
 
@@ -271,7 +272,7 @@ func (t *Tracer) spans(e ended) {
 		chatCtx, chat = t.tracer.Start(withSpanID(rootCtx, q.chatID), ChatOperation+" "+model,
 			trace.WithTimestamp(t0.Add(start)), trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(t.chatAttrs(rec, model)...))
-		if failed == pipeline.StageLLMConnect || failed == pipeline.StageLLMPrefill || failed == pipeline.StageLLMDecode {
+		if failed == ragtime.StageLLMConnect || failed == ragtime.StageLLMPrefill || failed == ragtime.StageLLMDecode {
 			setError(chat, e.err)
 		}
 		chatEnd = t0.Add(end)
@@ -299,10 +300,10 @@ func (t *Tracer) spans(e ended) {
 
 	q.root.SetAttributes(rootAttrs(rec)...)
 	switch {
-	case rec.Status == pipeline.StatusError && e.err != nil:
+	case rec.Status == ragtime.StatusError && e.err != nil:
 		setError(q.root, e.err)
-	case rec.Status == pipeline.StatusError:
-		setError(q.root, &pipeline.Error{Code: rec.ErrorCode, Message: rec.ErrorMessage})
+	case rec.Status == ragtime.StatusError:
+		setError(q.root, &ragtime.Error{Code: rec.ErrorCode, Message: rec.ErrorMessage})
 	}
 	q.root.End(trace.WithTimestamp(t0.Add(msDuration(rec.E2EMs))))
 	t.built.Add(1)
@@ -319,7 +320,7 @@ func (q *queryTrace) presetID(name string) (trace.SpanID, bool) {
 }
 
 func isGeneration(name string) bool {
-	return name == pipeline.StageLLMConnect || name == pipeline.StageLLMPrefill || name == pipeline.StageLLMDecode
+	return name == ragtime.StageLLMConnect || name == ragtime.StageLLMPrefill || name == ragtime.StageLLMDecode
 }
 
 // generationBounds is the start of the first generation stage and the end of

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"ragtime"
 	"ragtime/llm"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
@@ -174,7 +175,7 @@ func TestOneTracePerQueryOnTheStoredClock(t *testing.T) {
 	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1, 2, 3}, SpanID: trace.SpanID{4, 5, 6},
 		TraceFlags: trace.FlagsSampled, Remote: true})
 	rec := p.Run(trace.ContextWithRemoteSpanContext(context.Background(), caller), request(t), pipeline.Discard{})
-	if rec.Status != pipeline.StatusOK {
+	if rec.Status != ragtime.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
 	flush(t, tr)
@@ -229,8 +230,8 @@ func TestOneTracePerQueryOnTheStoredClock(t *testing.T) {
 	}
 
 	// The search's call carried the search span; the model's call the chat span.
-	if len(search.scs) != 1 || search.scs[0].SpanID() != named[pipeline.StageSearch].SpanContext.SpanID() {
-		t.Errorf("the store saw span context %v, want the search span %s", search.scs, named[pipeline.StageSearch].SpanContext.SpanID())
+	if len(search.scs) != 1 || search.scs[0].SpanID() != named[ragtime.StageSearch].SpanContext.SpanID() {
+		t.Errorf("the store saw span context %v, want the search span %s", search.scs, named[ragtime.StageSearch].SpanContext.SpanID())
 	}
 	parents := seen.get()
 	wantParent := "00-" + caller.TraceID().String() + "-" + chat.SpanContext.SpanID().String() + "-01"
@@ -260,7 +261,7 @@ func TestOneTracePerQueryOnTheStoredClock(t *testing.T) {
 		ra[AttrOverhead].AsFloat64() != *rec.OverheadMs || ra[AttrQueryID].AsString() != rec.QueryID {
 		t.Errorf("root attrs %v, record ttft %v share %v overhead %v", ra, *rec.TTFTMs, *rec.RetrievalShare, *rec.OverheadMs)
 	}
-	sa := attrs(named[pipeline.StageSearch])
+	sa := attrs(named[ragtime.StageSearch])
 	if sa["ragtime.k"].AsInt64() != 3 || sa["ragtime.hits"].AsInt64() != 1 || sa["ragtime.store"].AsString() != "list" ||
 		sa["ragtime.embedder"].AsString() != "one" {
 		t.Errorf("search span attrs %v", sa)
@@ -282,21 +283,21 @@ func TestErrorCarriesTheStableCode(t *testing.T) {
 	t.Parallel()
 	base, _ := startSim(t)
 	tr, exp := memTracer(t, 0)
-	p := newPipeline(t, base, &ctxSearcher{err: &pipeline.Error{Code: "store_unavailable", Message: "qdrant at 127.0.0.1:1 refused the connection"}}, tr)
+	p := newPipeline(t, base, &ctxSearcher{err: &ragtime.Error{Code: "store_unavailable", Message: "qdrant at 127.0.0.1:1 refused the connection"}}, tr)
 	rec := p.Run(context.Background(), request(t), pipeline.Discard{})
-	if rec.Status != pipeline.StatusError || rec.TraceID == "" {
+	if rec.Status != ragtime.StatusError || rec.TraceID == "" {
 		t.Fatalf("status %s, trace %q", rec.Status, rec.TraceID)
 	}
 	flush(t, tr)
 	named := byName(exp.GetSpans())
-	for _, name := range []string{RootSpan, pipeline.StageSearch} {
+	for _, name := range []string{RootSpan, ragtime.StageSearch} {
 		s := named[name]
 		if s.Status.Code != codes.Error || attrs(s)["error.type"].AsString() != "store_unavailable" ||
 			attrs(s)[AttrErrorCode].AsString() != "store_unavailable" || !strings.Contains(s.Status.Description, "refused") {
 			t.Errorf("%s: status %+v attrs %v", name, s.Status, attrs(s))
 		}
 	}
-	if s := named[pipeline.StageEmbed]; s.Status.Code == codes.Error {
+	if s := named[ragtime.StageEmbed]; s.Status.Code == codes.Error {
 		t.Errorf("embed marked failed")
 	}
 	if _, ok := named["chat sim-1"]; ok {
@@ -328,7 +329,7 @@ func TestStalledReceiverDropsAndCounts(t *testing.T) {
 	p := newPipeline(t, base, &ctxSearcher{}, tr)
 	const asks = 3000 // 7 spans each: more than the batcher's 2,048 + the queue's 2
 	for range asks {
-		if rec := p.Run(context.Background(), request(t), pipeline.Discard{}); rec.Status != pipeline.StatusOK {
+		if rec := p.Run(context.Background(), request(t), pipeline.Discard{}); rec.Status != ragtime.StatusOK {
 			t.Fatalf("status %s", rec.Status)
 		}
 	}
@@ -492,7 +493,7 @@ func TestSpanIDsFormATree(t *testing.T) {
 	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{7}, SpanID: trace.SpanID{8},
 		TraceFlags: trace.FlagsSampled, Remote: true})
 	for _, ctx := range []context.Context{context.Background(), trace.ContextWithRemoteSpanContext(context.Background(), caller)} {
-		if rec := p.Run(ctx, request(t), pipeline.Discard{}); rec.Status != pipeline.StatusOK {
+		if rec := p.Run(ctx, request(t), pipeline.Discard{}); rec.Status != ragtime.StatusOK {
 			t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 		}
 	}
@@ -543,20 +544,20 @@ func TestZeroLengthStageIsAZeroLengthSpan(t *testing.T) {
 	req := request(t)
 	req.MaxTokens = 1
 	rec := p.Run(context.Background(), req, pipeline.Discard{})
-	if rec.Status != pipeline.StatusOK {
+	if rec.Status != ragtime.StatusOK {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
 	flush(t, tr)
 	var stored *pipeline.Span
 	for i := range rec.Stages {
-		if rec.Stages[i].Name == pipeline.StageLLMDecode {
+		if rec.Stages[i].Name == ragtime.StageLLMDecode {
 			stored = &rec.Stages[i]
 		}
 	}
 	if stored == nil || stored.DurationMs != 0 {
 		t.Fatalf("a one-token answer's llm_decode: %+v, want 0 ms", stored)
 	}
-	s, ok := byName(exp.GetSpans())[pipeline.StageLLMDecode]
+	s, ok := byName(exp.GetSpans())[ragtime.StageLLMDecode]
 	if !ok || !s.EndTime.Equal(s.StartTime) {
 		t.Errorf("llm_decode span %v..%v, want 0 ns", s.StartTime, s.EndTime)
 	}

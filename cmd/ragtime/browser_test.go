@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
+	"ragtime"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -311,7 +312,7 @@ func recordExtractive(t *testing.T, dbURL string, n int) {
 		rec.Record(pipeline.Record{
 			QueryID: uuid.NewString(), CreatedAt: time.Now().Add(-time.Duration(i+2) * time.Minute),
 			Question: fmt.Sprintf("extractive question %d", i), QuestionSHA256: fmt.Sprintf("%064x", i),
-			TopK: 5, RerankTopN: 3, MaxTokens: 64, Model: "extractive", Provider: "extractive", Status: pipeline.StatusOK,
+			TopK: 5, RerankTopN: 3, MaxTokens: 64, Model: "extractive", Provider: "extractive", Status: ragtime.StatusOK,
 			Stages: []pipeline.Span{
 				{Name: "embed", Seq: 0, DurationMs: 0.2},
 				{Name: "search", Seq: 1, StartMs: 0.2, DurationMs: 0.4},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"ragtime"
 	"ragtime/api"
 	"ragtime/eval"
 	"ragtime/pipeline"
@@ -151,7 +152,7 @@ func runEval(ctx context.Context, env *environment, args []string) error {
 	if cfg.checkIDs {
 		known, err := searcher.DocIDs(ctx)
 		if err != nil {
-			var pe *pipeline.Error
+			var pe *ragtime.Error
 			if errors.As(err, &pe) && (pe.Status == http.StatusUnauthorized || pe.Status == http.StatusForbidden) {
 				return fmt.Errorf("%w (the id check needs a key with scope documents in $%s; or skip it with --check-ids=false)", err, cfg.keyEnv)
 			}

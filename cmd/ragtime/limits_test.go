@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 )
@@ -212,7 +213,7 @@ func TestQueuedAskWaitsInTheQueueStage(t *testing.T) {
 	}
 	for _, d := range []doneEvent{first, second} {
 		// The accept stage (arrival to the queue's start) comes first.
-		if d.Stages[0].Name != pipeline.StageAccept || d.Stages[1].Name != pipeline.StageQueue || d.Stages[1].Attrs["caller_limit"] != float64(1) {
+		if d.Stages[0].Name != ragtime.StageAccept || d.Stages[1].Name != ragtime.StageQueue || d.Stages[1].Attrs["caller_limit"] != float64(1) {
 			t.Errorf("accept and queue stages %+v %+v", d.Stages[0], d.Stages[1])
 		}
 		if d.TTFTMs < d.QueueMs {
@@ -456,7 +457,7 @@ func TestShutdownSendsServerShutdown(t *testing.T) {
 			last = e
 		}
 	}
-	var perr pipeline.Error
+	var perr ragtime.Error
 	_ = json.Unmarshal(last.Data, &perr)
 	if last.Name != "error" || perr.Code != "server_shutdown" || perr.Hint == "" {
 		t.Fatalf("last event %s %s, want error server_shutdown with a hint", last.Name, last.Data)

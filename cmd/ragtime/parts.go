@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/lexical"
 	"ragtime/llm"
@@ -311,8 +312,8 @@ func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) 
 	wait := embedWaitFirst
 	for said := false; ; said = true {
 		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
-		var pe *pipeline.Error
-		if err == nil || !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedUnavailable || time.Now().Add(wait).After(deadline) {
+		var pe *ragtime.Error
+		if err == nil || !errors.As(err, &pe) || pe.Kind != ragtime.KindUpstream || time.Now().Add(wait).After(deadline) {
 			if err != nil && said {
 				err = fmt.Errorf("waited %s (--embed-wait): %w", c.embedWait, err)
 			}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/golden"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
@@ -365,7 +366,7 @@ func TestKeyHygieneEndToEnd(t *testing.T) {
 			t.Errorf("--hide-reasoning forwarded %s", e.Data)
 		}
 	}
-	var fail pipeline.Error
+	var fail ragtime.Error
 	badEvents[len(badEvents)-1].decode(t, &fail)
 	if fail.Code != "llm_auth" {
 		t.Fatalf("the bad query failed with %+v", fail)

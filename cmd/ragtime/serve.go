@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
@@ -812,7 +813,7 @@ func databaseReady(boot *postgres.Bootstrap, store *postgres.Store, rec *postgre
 func storeReady(s store) api.ReadyCheck {
 	return func(ctx context.Context) error {
 		err := s.Ready(ctx)
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if errors.As(err, &pe) && pe.Code == qdrant.CodeCollectionMissing {
 			return fmt.Errorf("%w; POST /v1/documents or `ragtime ingest --store qdrant` creates it (%w)", err, api.ErrDegraded)
 		}

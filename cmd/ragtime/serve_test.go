@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 	"ragtime/postgres/postgrestest"
@@ -127,12 +128,12 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 		}
 		// The clock starts when the request's first byte arrived: the
 		// accept stage comes first and covers the time before the pipeline.
-		if first := d.Stages[0]; first.Name != pipeline.StageAccept || first.StartMs != 0 || d.AcceptMs != first.DurationMs || d.AcceptMs < 0 {
+		if first := d.Stages[0]; first.Name != ragtime.StageAccept || first.StartMs != 0 || d.AcceptMs != first.DurationMs || d.AcceptMs < 0 {
 			t.Errorf("first stage %+v, accept_ms %v: want the accept stage from 0", first, d.AcceptMs)
 		}
 		var stageSum float64
 		for _, s := range d.Stages {
-			if s.Name != pipeline.StageLLMDecode {
+			if s.Name != ragtime.StageLLMDecode {
 				stageSum += s.DurationMs
 			}
 		}
@@ -387,7 +388,7 @@ func TestUpstreamFailuresBecomeErrorEvents(t *testing.T) {
 			if last.Name != "error" {
 				t.Fatalf("last event %s %s", last.Name, last.Data)
 			}
-			var e pipeline.Error
+			var e ragtime.Error
 			last.decode(t, &e)
 			if e.Code != tt.code || !strings.Contains(e.Hint, tt.hint) || e.Stage == "" {
 				t.Fatalf("error event %+v, want code %s and a hint naming %s", e, tt.code, tt.hint)
@@ -597,9 +598,9 @@ func connectToFirstTokenMs(stages []pipeline.Span) float64 {
 	var connect, prefill pipeline.Span
 	for _, s := range stages {
 		switch s.Name {
-		case pipeline.StageLLMConnect:
+		case ragtime.StageLLMConnect:
 			connect = s
-		case pipeline.StageLLMPrefill:
+		case ragtime.StageLLMPrefill:
 			prefill = s
 		}
 	}

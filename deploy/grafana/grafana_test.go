@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -168,7 +169,7 @@ func record(i int, now time.Time) pipeline.Record {
 		MaxTokens:      256,
 		Model:          []string{"sim-a", "sim-b"}[i%2],
 		Provider:       "llmsim",
-		Status:         pipeline.StatusOK,
+		Status:         ragtime.StatusOK,
 		ConnReused:     &reused,
 		UpstreamStatus: 200,
 		Stages: []pipeline.Span{
@@ -339,7 +340,7 @@ func TestShareOfTTFTCoversTheIdentity(t *testing.T) {
 	}
 	// The identity's parts: the stages before the first token that are
 	// parts on their own, the groups of the others, and what is not a stage.
-	want := []string{pipeline.StageAccept, pipeline.StageQueue, "retrieval", pipeline.StageLLMConnect, pipeline.StageLLMPrefill,
+	want := []string{ragtime.StageAccept, ragtime.StageQueue, "retrieval", ragtime.StageLLMConnect, ragtime.StageLLMPrefill,
 		"overhead", "reasoning"}
 	if !slices.Equal(cols, want) {
 		t.Errorf("the panel's parts %v, want the TTFT identity's %v", cols, want)

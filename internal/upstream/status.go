@@ -8,62 +8,42 @@ import (
 	"io"
 	"net"
 	"strings"
+
+	"ragtime"
 )
 
-// Kind is what an upstream failure means, whichever service failed; each
-// caller names it with its own error code (llm_auth, embed_auth, …).
-type Kind int
-
-// The kinds of failure.
-const (
-	// KindAuth: the credential was refused (HTTP 401, 403).
-	KindAuth Kind = iota + 1
-	// KindNotFound: the path or the model does not exist (HTTP 404, or an
-	// error body saying the model is missing).
-	KindNotFound
-	// KindRateLimited: HTTP 429.
-	KindRateLimited
-	// KindTimeout: the server or a gateway timed out (HTTP 408, 504), or
-	// no answer came in time.
-	KindTimeout
-	// KindUnavailable: the server failed (other 5xx) or could not be
-	// reached.
-	KindUnavailable
-	// KindRejected: any other 4xx; the request itself was refused.
-	KindRejected
-	// KindCancelled: the caller's context was cancelled.
-	KindCancelled
-)
-
-// Classify maps an error response to its Kind.
-func Classify(status int, body ErrorBody) Kind {
+// Classify maps an error response to its Kind: 401 and 403
+// KindUpstreamAuth, 404 (or a body saying the model is missing)
+// KindUpstreamNotFound, 429 KindRateLimited, 408 and 504 KindTimeout, other
+// 5xx KindUpstream, any other 4xx KindUpstreamRejected.
+func Classify(status int, body ErrorBody) ragtime.Kind {
 	switch {
 	case status == 401 || status == 403:
-		return KindAuth
+		return ragtime.KindUpstreamAuth
 	case status == 404 || body.MentionsMissingModel():
-		return KindNotFound
+		return ragtime.KindUpstreamNotFound
 	case status == 429:
-		return KindRateLimited
+		return ragtime.KindRateLimited
 	case status == 408 || status == 504:
-		return KindTimeout
+		return ragtime.KindTimeout
 	case status >= 500:
-		return KindUnavailable
+		return ragtime.KindUpstream
 	}
-	return KindRejected
+	return ragtime.KindUpstreamRejected
 }
 
 // TransportKind maps a failure to get or read a response: the caller's
 // cancellation, a timeout (a passed deadline, a network timeout) or an
 // unreachable server.
-func TransportKind(ctx context.Context, err error) Kind {
+func TransportKind(ctx context.Context, err error) ragtime.Kind {
 	var ne net.Error
 	switch {
 	case ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled):
-		return KindCancelled
+		return ragtime.KindCancelled
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return KindTimeout
+		return ragtime.KindTimeout
 	}
-	return KindUnavailable
+	return ragtime.KindUpstream
 }
 
 // ErrorBody is the error object of an upstream error body, in the shapes

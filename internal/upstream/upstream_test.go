@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"ragtime"
 	"ragtime/internal/upstream/upstreamtest"
 )
 
@@ -210,13 +211,13 @@ func TestClassify(t *testing.T) {
 	for _, c := range []struct {
 		status int
 		body   string
-		want   Kind
+		want   ragtime.Kind
 	}{
-		{401, "", KindAuth}, {403, "", KindAuth}, {404, "", KindNotFound},
-		{400, `{"error":{"message":"model nope not found"}}`, KindNotFound},
-		{400, `{"error":{"message":"bad","code":"model_not_found"}}`, KindNotFound},
-		{429, "", KindRateLimited}, {408, "", KindTimeout}, {504, "", KindTimeout},
-		{500, "", KindUnavailable}, {503, "overloaded", KindUnavailable}, {422, "", KindRejected},
+		{401, "", ragtime.KindUpstreamAuth}, {403, "", ragtime.KindUpstreamAuth}, {404, "", ragtime.KindUpstreamNotFound},
+		{400, `{"error":{"message":"model nope not found"}}`, ragtime.KindUpstreamNotFound},
+		{400, `{"error":{"message":"bad","code":"model_not_found"}}`, ragtime.KindUpstreamNotFound},
+		{429, "", ragtime.KindRateLimited}, {408, "", ragtime.KindTimeout}, {504, "", ragtime.KindTimeout},
+		{500, "", ragtime.KindUpstream}, {503, "overloaded", ragtime.KindUpstream}, {422, "", ragtime.KindUpstreamRejected},
 	} {
 		if got := Classify(c.status, ParseError([]byte(c.body))); got != c.want {
 			t.Errorf("Classify(%d, %s) = %d, want %d", c.status, c.body, got, c.want)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -25,13 +26,13 @@ func FullRecord(sweepID string) pipeline.Record {
 	fill(reflect.ValueOf(&rec).Elem(), &n)
 	rec.QueryID = uuid.NewString()
 	rec.SweepID = sweepID
-	rec.Status = pipeline.StatusOK
+	rec.Status = ragtime.StatusOK
 	rec.QuestionSHA256 = strings.Repeat("5e", 32)
 	rec.TraceID = strings.Repeat("7a", 16) // 32 hex digits, as the column checks
 	rec.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
 	rec.Stages = []pipeline.Span{
-		{Name: pipeline.StageEmbed, Seq: 0, StartMs: 0.5, DurationMs: 1.25, Attrs: map[string]any{"dim": 384.0}},
-		{Name: pipeline.StageSearch, Seq: 1, StartMs: 1.75, DurationMs: 2.5, Attrs: map[string]any{"store": "embedded"}},
+		{Name: ragtime.StageEmbed, Seq: 0, StartMs: 0.5, DurationMs: 1.25, Attrs: map[string]any{"dim": 384.0}},
+		{Name: ragtime.StageSearch, Seq: 1, StartMs: 1.75, DurationMs: 2.5, Attrs: map[string]any{"store": "embedded"}},
 	}
 	return rec
 }
@@ -77,13 +78,13 @@ func fill(v reflect.Value, n *int) {
 // carry the kinds of values the pipeline sets.
 func TypicalStages() []pipeline.Span {
 	return []pipeline.Span{
-		{Name: pipeline.StageAccept, Seq: 0, DurationMs: 0.052},
-		{Name: pipeline.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
-		{Name: pipeline.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},
-		{Name: pipeline.StageSearch, Seq: 3, StartMs: 6.2, DurationMs: 0.3, Attrs: map[string]any{"hits": 4, "k": 4, "store": "embedded"}},
-		{Name: pipeline.StageAssemble, Seq: 4, StartMs: 6.5, DurationMs: 0.2, Attrs: map[string]any{"chunks": 4, "context_tokens": 316, "dropped": 0, "prompt_tokens": 381}},
-		{Name: pipeline.StageLLMConnect, Seq: 5, StartMs: 6.8, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}},
-		{Name: pipeline.StageLLMPrefill, Seq: 6, StartMs: 6.8, DurationMs: 15.2, Attrs: map[string]any{"status": 200}},
-		{Name: pipeline.StageLLMDecode, Seq: 7, StartMs: 22.0, DurationMs: 320.5, Attrs: map[string]any{"chunks": 64, "completion_tokens": 64, "itl_p50_ms": 5.01, "itl_p95_ms": 5.9, "itl_max_ms": 9.3}},
+		{Name: ragtime.StageAccept, Seq: 0, DurationMs: 0.052},
+		{Name: ragtime.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
+		{Name: ragtime.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},
+		{Name: ragtime.StageSearch, Seq: 3, StartMs: 6.2, DurationMs: 0.3, Attrs: map[string]any{"hits": 4, "k": 4, "store": "embedded"}},
+		{Name: ragtime.StageAssemble, Seq: 4, StartMs: 6.5, DurationMs: 0.2, Attrs: map[string]any{"chunks": 4, "context_tokens": 316, "dropped": 0, "prompt_tokens": 381}},
+		{Name: ragtime.StageLLMConnect, Seq: 5, StartMs: 6.8, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}},
+		{Name: ragtime.StageLLMPrefill, Seq: 6, StartMs: 6.8, DurationMs: 15.2, Attrs: map[string]any{"status": 200}},
+		{Name: ragtime.StageLLMDecode, Seq: 7, StartMs: 22.0, DurationMs: 320.5, Attrs: map[string]any{"chunks": 64, "completion_tokens": 64, "itl_p50_ms": 5.01, "itl_p95_ms": 5.9, "itl_max_ms": 9.3}},
 	}
 }

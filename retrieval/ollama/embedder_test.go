@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"ragtime/pipeline"
+	"ragtime"
 	"ragtime/retrieval"
 )
 
@@ -73,7 +73,7 @@ func TestOllamaEmbedBatches(t *testing.T) {
 		t.Errorf("batches %v: want [a bb] [ccc]", srv.inputs)
 	}
 	wrong, _ := New(Config{BaseURL: ts.URL, Model: "nomic-embed-text", Dimensions: 768})
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if _, err := wrong.Embed(context.Background(), []string{"x"}); !errors.As(err, &pe) || !strings.Contains(pe.Hint, "--embed-dimensions") {
 		t.Errorf("dimension mismatch: %v", err)
 	}
@@ -86,14 +86,14 @@ func TestOllamaErrorsAreClassified(t *testing.T) {
 	for model, code := range map[string]string{"missing": retrieval.CodeEmbedModelNotFound, "broken": retrieval.CodeEmbedUnavailable} {
 		e, _ := New(Config{BaseURL: ts.URL, Model: model})
 		_, err := e.Embed(context.Background(), []string{"x"})
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if !errors.As(err, &pe) || pe.Code != code {
 			t.Errorf("model %s: %v, want %s", model, err, code)
 		}
 	}
 	e, _ := New(Config{BaseURL: "http://127.0.0.1:1", Model: "m"})
 	_, err := e.Embed(context.Background(), []string{"x"})
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedUnavailable {
 		t.Errorf("no server: %v", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"ragtime"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
@@ -162,8 +163,8 @@ func (e *Embedder) post(ctx context.Context, part []string) (response, error) {
 // refusesBase64 reports whether err is the server rejecting the request
 // for its encoding_format.
 func refusesBase64(err error) bool {
-	var pe *pipeline.Error
-	return errors.As(err, &pe) && pe.Code == retrieval.CodeEmbedBadRequest && strings.Contains(pe.Message, "encoding_format")
+	var pe *ragtime.Error
+	return errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamRejected && strings.Contains(pe.Message, "encoding_format")
 }
 
 // DecodeBody reads an embeddings response whose vectors are base64

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/pipeline"
+	"ragtime"
 	"ragtime/retrieval"
 )
 
@@ -177,7 +177,7 @@ func TestEmbedErrorsAreClassified(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.Embed(context.Background(), []string{"x"})
-		var pe *pipeline.Error
+		var pe *ragtime.Error
 		if !errors.As(err, &pe) || pe.Code != c.code || pe.Status != c.status || !strings.Contains(pe.Hint, c.hint) {
 			t.Errorf("HTTP %d %s: got %v (hint %q), want %s", c.status, c.body, err, hintOf(pe), c.code)
 		}
@@ -187,7 +187,7 @@ func TestEmbedErrorsAreClassified(t *testing.T) {
 	}
 }
 
-func hintOf(pe *pipeline.Error) string {
+func hintOf(pe *ragtime.Error) string {
 	if pe == nil {
 		return ""
 	}
@@ -200,7 +200,7 @@ func TestEmbedTransportErrors(t *testing.T) {
 	srv.set(0, "", 300*time.Millisecond)
 	e, _ := New(Config{BaseURL: url, Model: "m", Timeout: 50 * time.Millisecond})
 	_, err := e.Embed(context.Background(), []string{"x"})
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedTimeout {
 		t.Errorf("slow server: %v, want embed_timeout", err)
 	}
@@ -315,7 +315,7 @@ func TestBadBase64IsABadResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = e.Embed(context.Background(), []string{"x"})
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedBadResponse || !strings.Contains(pe.Message, "data[0].embedding") {
 		t.Fatalf("error %v, want %s naming data[0].embedding", err, retrieval.CodeEmbedBadResponse)
 	}

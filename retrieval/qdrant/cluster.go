@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // SharedShardKey is the shard key of documents without a tenant when the
@@ -228,7 +228,7 @@ func (s *Store) checkCluster(info *qc.CollectionInfo) error {
 }
 
 func (s *Store) settingsMismatch(setting, want, have, hint string) error {
-	return &pipeline.Error{Code: CodeSettingsMismatch,
+	return &ragtime.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeSettingsMismatch,
 		Message: fmt.Sprintf("qdrant collection %q has %s %s, configured %s", s.cfg.Collection, setting, have, want),
 		Hint:    hint}
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
 	"ragtime/retrieval/qdrant/qdranttest"
@@ -47,9 +48,9 @@ func ids(hits []pipeline.Hit) []string {
 	return out
 }
 
-func wantCode(t *testing.T, err error, code string) *pipeline.Error {
+func wantCode(t *testing.T, err error, code string) *ragtime.Error {
 	t.Helper()
-	var pe *pipeline.Error
+	var pe *ragtime.Error
 	if !errors.As(err, &pe) || pe.Code != code {
 		t.Fatalf("error %v: want code %s", err, code)
 	}

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
 )
@@ -36,17 +37,18 @@ var (
 // StoreName is the `store` attribute of the search stage.
 const StoreName = "qdrant"
 
-// Error codes carried by *pipeline.Error.
+// Error codes carried by *ragtime.Error, declared in package ragtime with
+// the other codes.
 const (
-	CodeUnavailable       = "store_unavailable"
-	CodeCollectionMissing = "store_collection_missing"
-	CodeDimensionMismatch = "store_dimension_mismatch"
-	CodeTimeout           = "store_timeout"
-	CodeAuth              = "store_auth"
+	CodeUnavailable       = ragtime.CodeStoreUnavailable
+	CodeCollectionMissing = ragtime.CodeStoreCollectionMissing
+	CodeDimensionMismatch = ragtime.CodeStoreDimensionMismatch
+	CodeTimeout           = ragtime.CodeStoreTimeout
+	CodeAuth              = ragtime.CodeStoreAuth
 	// CodeSettingsMismatch: the existing collection was created with a
 	// cluster setting Qdrant cannot change afterwards (shard_number, the
 	// sharding method) that differs from the configured one.
-	CodeSettingsMismatch = "store_settings_mismatch"
+	CodeSettingsMismatch = ragtime.CodeStoreSettingsMismatch
 )
 
 // Payload keys of every point.
@@ -173,7 +175,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{cfg: cfg, client: client, shardKeys: map[string]bool{}}
-	if err := s.ensure(ctx, cfg.Create); err != nil && !isCode(err, CodeCollectionMissing) {
+	if err := s.ensure(ctx, cfg.Create); err != nil && !collectionMissing(err) {
 		client.Close()
 		return nil, err
 	}
@@ -189,9 +191,11 @@ func (s *Store) Name() string { return StoreName }
 // Ready checks that Qdrant answers and the collection is usable.
 func (s *Store) Ready(ctx context.Context) error { return s.ensure(ctx, false) }
 
-func isCode(err error, code string) bool {
-	var pe *pipeline.Error
-	return errors.As(err, &pe) && pe.Code == code
+// collectionMissing reports whether err says the collection does not
+// exist (CodeCollectionMissing, the store's one KindUpstreamNotFound).
+func collectionMissing(err error) bool {
+	var pe *ragtime.Error
+	return errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamNotFound
 }
 
 // call bounds one request by the configured timeout.
@@ -241,7 +245,7 @@ func (s *Store) ensure(ctx context.Context, create bool) error {
 }
 
 func (s *Store) missing(err error) error {
-	return &pipeline.Error{Code: CodeCollectionMissing,
+	return &ragtime.Error{Kind: ragtime.KindUpstreamNotFound, Code: CodeCollectionMissing,
 		Message: fmt.Sprintf("qdrant collection %q does not exist at %s", s.cfg.Collection, s.cfg.Addr),
 		Hint:    "run `ragtime ingest --store qdrant` (or POST /v1/documents) to create and fill it, or check --qdrant-collection",
 		Err:     err}
@@ -268,7 +272,7 @@ func (s *Store) check(info *qc.CollectionInfo) error {
 }
 
 func (s *Store) mismatch(why string) error {
-	return &pipeline.Error{Code: CodeDimensionMismatch,
+	return &ragtime.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeDimensionMismatch,
 		Message: fmt.Sprintf("qdrant collection %q cannot be searched with this embedder: %s", s.cfg.Collection, why),
 		Hint:    "use the embedder the collection was built with, or another --qdrant-collection (or delete it and re-ingest)"}
 }
@@ -329,7 +333,7 @@ func ptr[T any](v T) *T { return &v }
 // Search returns the k points nearest to query (cosine), best first.
 func (s *Store) Search(ctx context.Context, query []float32, k int, filter pipeline.Filter) ([]pipeline.Hit, error) {
 	if len(query) != s.cfg.Dimension {
-		return nil, &pipeline.Error{Code: CodeDimensionMismatch,
+		return nil, &ragtime.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeDimensionMismatch,
 			Message: fmt.Sprintf("query vector has %d dimensions, collection %q has %d", len(query), s.cfg.Collection, s.cfg.Dimension)}
 	}
 	if k <= 0 {
@@ -417,7 +421,7 @@ func toChunk(p map[string]*qc.Value) pipeline.Chunk {
 // StoredHash returns the content hash stored with docID's first point.
 func (s *Store) StoredHash(ctx context.Context, docID string) (string, bool, error) {
 	if err := s.ensure(ctx, false); err != nil {
-		if isCode(err, CodeCollectionMissing) {
+		if collectionMissing(err) {
 			return "", false, nil
 		}
 		return "", false, err
@@ -465,7 +469,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 	points := make([]*qc.PointStruct, len(doc.Chunks))
 	for i, c := range doc.Chunks {
 		if len(doc.Vectors[i]) != s.cfg.Dimension {
-			return &pipeline.Error{Code: CodeDimensionMismatch,
+			return &ragtime.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeDimensionMismatch,
 				Message: fmt.Sprintf("chunk %d of %q has %d dimensions, collection %q has %d", i, doc.DocID, len(doc.Vectors[i]), s.cfg.Collection, s.cfg.Dimension)}
 		}
 		title := c.Title
@@ -530,7 +534,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 // DeleteDocument deletes docID's points, reporting whether it had any.
 func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) {
 	if err := s.ensure(ctx, false); err != nil {
-		if isCode(err, CodeCollectionMissing) {
+		if collectionMissing(err) {
 			return false, nil
 		}
 		return false, err
@@ -557,7 +561,7 @@ func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) 
 // doc id, scrolling through every point's doc_id, title and hash.
 func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) {
 	if err := s.ensure(ctx, false); err != nil {
-		if isCode(err, CodeCollectionMissing) {
+		if collectionMissing(err) {
 			return nil, nil
 		}
 		return nil, err
@@ -600,7 +604,7 @@ func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) 
 // Flush does nothing: every write waits for Qdrant to apply it.
 func (s *Store) Flush(context.Context) error { return nil }
 
-// classify turns a gRPC failure into a *pipeline.Error with a store_* code.
+// classify turns a gRPC failure into a *ragtime.Error with a store_* code.
 // The caller's own cancellation stays a plain wrapped error.
 func (s *Store) classify(ctx context.Context, doing string, err error) error {
 	if ctx.Err() != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -610,22 +614,22 @@ func (s *Store) classify(ctx context.Context, doing string, err error) error {
 	msg := st.Message()
 	switch {
 	case st.Code() == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded):
-		return &pipeline.Error{Code: CodeTimeout, Err: err,
+		return &ragtime.Error{Kind: ragtime.KindTimeout, Code: CodeTimeout, Err: err,
 			Message: fmt.Sprintf("qdrant at %s did not answer within %s while %s", s.cfg.Addr, s.cfg.Timeout, doing),
 			Hint:    "check Qdrant's load, or lower top_k / --qdrant-hnsw-ef"}
 	case st.Code() == codes.Unavailable:
-		return &pipeline.Error{Code: CodeUnavailable, Err: err,
+		return &ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeUnavailable, Err: err,
 			Message: fmt.Sprintf("qdrant at %s is unreachable while %s", s.cfg.Addr, doing),
 			Hint:    "check --qdrant-url (the gRPC port, usually 6334), --qdrant-tls and that Qdrant is running"}
 	case st.Code() == codes.Unauthenticated || st.Code() == codes.PermissionDenied:
-		return &pipeline.Error{Code: CodeAuth, Err: err,
+		return &ragtime.Error{Kind: ragtime.KindUpstreamAuth, Code: CodeAuth, Err: err,
 			Message: fmt.Sprintf("qdrant at %s refused the API key while %s", s.cfg.Addr, doing),
 			Hint:    "check the variable named by --qdrant-api-key-env"}
 	case st.Code() == codes.NotFound && strings.Contains(strings.ToLower(msg), "collection"):
 		s.ready.Store(false) // the next call checks (or creates) it again
 		return s.missing(err)
 	case st.Code() == codes.InvalidArgument && strings.Contains(strings.ToLower(msg), "dimension"):
-		return &pipeline.Error{Code: CodeDimensionMismatch, Err: err,
+		return &ragtime.Error{Kind: ragtime.KindUpstreamRejected, Code: CodeDimensionMismatch, Err: err,
 			Message: fmt.Sprintf("qdrant collection %q rejected the vector while %s: %s", s.cfg.Collection, doing, msg),
 			Hint:    "use the embedder the collection was built with, or another --qdrant-collection"}
 	}

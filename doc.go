@@ -1,0 +1,11 @@
+// Package ragtime is the vocabulary every other package speaks: the stage
+// and status names a query is measured and stored with, the error codes a
+// client reads, and Error with its Kind, which says what a failure means
+// whichever part reported it. It holds types and names only, no behaviour
+// beyond them, and imports nothing of ragtime, so any package can import it
+// without pulling in the runner (pipeline) or a part.
+//
+// The api maps a Kind to its HTTP status in one table (api/status.go); the
+// parts set the Kind where they know it, so nothing downstream infers a
+// failure's meaning from its code's spelling.
+package ragtime
