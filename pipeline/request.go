@@ -49,6 +49,10 @@ type Defaults struct {
 	// Lexical says the store has a lexical leg; without it a request for
 	// hybrid or lexical retrieval is refused.
 	Lexical bool
+	// LexicalMissing, when set, is asked before a hybrid or lexical
+	// retrieval is accepted: an error (HybridSearcher.LexicalMissing) says
+	// why the store's data has no lexical leg, and the request is refused.
+	LexicalMissing func() error
 	// TTFTBudgetMs is the ttft_budget_ms of an ask that gives none (an API
 	// key's --ttft-budget, else serve's --ttft-budget-ms); 0: none.
 	TTFTBudgetMs int
@@ -323,6 +327,12 @@ func (r *Request) normalizeRetrieval(d Defaults) error {
 	}
 	if err := CheckRetrieval("retrieval", r.Retrieval, d.Lexical); err != nil {
 		return err
+	}
+	if r.Retrieval != RetrievalVector && d.LexicalMissing != nil {
+		if err := d.LexicalMissing(); err != nil {
+			return &ValidationError{Field: "retrieval", Code: "retrieval_unsupported",
+				Message: fmt.Sprintf("retrieval %q: %s", r.Retrieval, err)}
+		}
 	}
 	r.VectorK = legK(r.VectorK, d.VectorK, r.TopK, r.Retrieval)
 	r.LexicalK = legK(r.LexicalK, d.LexicalK, r.TopK, r.Retrieval)
