@@ -41,7 +41,7 @@ const SparseName = "lexical"
 const MetaLexical = "ragtime_lexical"
 
 // LexicalEncoding names the sparse encoding: analyzer, hash, weighting.
-const LexicalEncoding = "bm25:" + lexical.Analyzer + ":fnv1a:k1=1.2,b=0.75,avgdl=100"
+const LexicalEncoding = "bm25:" + lexical.Analyzer + ":fnv1a:k1=1.2,b=0.75,avgdl=85"
 
 // CodeLexicalMissing: a hybrid or lexical retrieval was asked of a
 // collection that has no sparse vector (created before ragtime stored one).
