@@ -24,8 +24,8 @@ import (
 const SparseAvgLen = 85
 
 // SparseHash is a term's index in a sparse vector: its 32-bit FNV-1a hash.
-// Two terms that hash alike share an entry (over a vocabulary of 100,000
-// terms some one pair in a million does).
+// Two terms that hash alike share an entry (a vocabulary of 100,000 terms
+// has about one such pair: n²/2³³).
 func SparseHash(term string) uint32 {
 	const offset, prime = 2166136261, 16777619
 	h := uint32(offset)
