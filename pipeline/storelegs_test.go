@@ -25,6 +25,14 @@ func TestLexicalMissingRefusesTheRequest(t *testing.T) {
 	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != RetrievalVector {
 		t.Errorf("vector (the default) on such a store: %v, %q", err, r.Retrieval)
 	}
+	// A default of hybrid (serve read the collection before it was
+	// re-created without the leg) falls back to vector: the request did
+	// not ask for the leg.
+	d.Retrieval = RetrievalHybrid
+	r = Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}
+	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != RetrievalVector || r.LexicalK != r.TopK {
+		t.Errorf("a hybrid default on a store without its leg: %v, %q (lexical_k %d)", err, r.Retrieval, r.LexicalK)
+	}
 }
 
 // withLegs gives the store's fused hits each leg's rank and score from
