@@ -42,6 +42,45 @@ type LexicalSearcher interface {
 	LexicalName() string
 }
 
+// HybridSearcher is a Searcher whose store holds the lexical leg itself
+// (Qdrant: a sparse vector in the same collection), so a hybrid retrieval
+// is one call to it, with the legs and (for the fusions it can run) their
+// fusion inside the store. The pipeline uses it when Config.Lexical is nil.
+//
+// Contract: SearchLegs returns each leg's own hits best first, Score the
+// leg's score (Vector up to q.VectorK in a hybrid, Lexical up to
+// q.LexicalK), and, when the store fused them (q.Fusion is one it runs),
+// Fused: the fused top q.K, Score the fused score. LexicalName names the
+// leg in stage attrs. LexicalMissing says, without a call to the store,
+// why the data it searches has no lexical leg (a collection created before
+// it had one), naming the fix; nil when it has one or it is not known yet.
+type HybridSearcher interface {
+	Searcher
+	SearchLegs(ctx context.Context, q LegsQuery) (LegsResult, error)
+	LexicalName() string
+	LexicalMissing() error
+}
+
+// LegsQuery is a hybrid or lexical retrieval as a HybridSearcher runs it.
+type LegsQuery struct {
+	// Retrieval is RetrievalHybrid or RetrievalLexical.
+	Retrieval string
+	// Vector is the question's vector (nil in a lexical retrieval).
+	Vector   []float32
+	Question string
+	// K is top_k; VectorK and LexicalK are the legs' depths.
+	K, VectorK, LexicalK int
+	Filter               Filter
+	Fusion               Fusion
+}
+
+// LegsResult is what a HybridSearcher found.
+type LegsResult struct {
+	// Fused is the store's fusion of the legs, nil when it did not fuse.
+	Fused           []Hit
+	Vector, Lexical []Hit
+}
+
 // InProcessSearcher is a Searcher whose search waits on nothing outside the
 // process (the embedded index): the pipeline sends the events held before
 // it with the next flush instead of flushing them before it, as it does

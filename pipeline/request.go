@@ -49,6 +49,11 @@ type Defaults struct {
 	// Lexical says the store has a lexical leg; without it a request for
 	// hybrid or lexical retrieval is refused.
 	Lexical bool
+	// LexicalMissing, when set, is asked before a hybrid or lexical
+	// retrieval is accepted: an error (HybridSearcher.LexicalMissing) says
+	// why the store's data has no lexical leg, and a request that named
+	// the retrieval is refused; one that left it to Retrieval gets vector.
+	LexicalMissing func() error
 	// TTFTBudgetMs is the ttft_budget_ms of an ask that gives none (an API
 	// key's --ttft-budget, else serve's --ttft-budget-ms); 0: none.
 	TTFTBudgetMs int
@@ -315,6 +320,7 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 // normalizeRetrieval resolves and checks the retrieval mode and the leg
 // depths (after top_k).
 func (r *Request) normalizeRetrieval(d Defaults) error {
+	named := r.Retrieval != ""
 	if r.Retrieval == "" {
 		r.Retrieval = d.Retrieval
 	}
@@ -323,6 +329,14 @@ func (r *Request) normalizeRetrieval(d Defaults) error {
 	}
 	if err := CheckRetrieval("retrieval", r.Retrieval, d.Lexical); err != nil {
 		return err
+	}
+	if r.Retrieval != RetrievalVector && d.LexicalMissing != nil {
+		if err := d.LexicalMissing(); err != nil && !named {
+			r.Retrieval = RetrievalVector // the default, where the data has no lexical leg
+		} else if err != nil {
+			return &ValidationError{Field: "retrieval", Code: "retrieval_unsupported",
+				Message: fmt.Sprintf("retrieval %q: %s", r.Retrieval, err)}
+		}
 	}
 	r.VectorK = legK(r.VectorK, d.VectorK, r.TopK, r.Retrieval)
 	r.LexicalK = legK(r.LexicalK, d.LexicalK, r.TopK, r.Retrieval)

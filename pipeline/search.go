@@ -36,6 +36,9 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 		return hits, nil, err
 	}
 	if cfg.Lexical == nil {
+		if hs, isHybrid := cfg.Searcher.(HybridSearcher); isHybrid {
+			return q.searchInStore(ctx, hs, vecs, mode, vk, lk, filter, ok)
+		}
 		return nil, nil, fmt.Errorf("retrieval %q needs a lexical leg, and the store has none", mode)
 	}
 	var vhits, lhits []Hit

@@ -31,6 +31,11 @@ func analyseChunk(c *pipeline.Chunk) lexical.Doc {
 	return lexical.Analyse(c.Title+"\n"+heading(c.Text), c.Text)
 }
 
+// AnalyseChunk is the lexical view of a chunk that the embedded store's
+// lexical leg indexes, for a store that keeps the leg itself (Qdrant's
+// sparse vectors), so both stores see the same terms.
+func AnalyseChunk(c *pipeline.Chunk) lexical.Doc { return analyseChunk(c) }
+
 // heading returns text's first line when it is a Markdown ATX heading.
 func heading(text string) string {
 	line, _, _ := strings.Cut(text, "\n")

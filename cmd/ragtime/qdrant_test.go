@@ -37,7 +37,7 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 
 	// Its own --data-dir: serve keeps its spool and key snapshot there.
 	srv := startServe(t, env, append(qflags, "--data-dir", t.TempDir())...)
-	d := lastDone(t, ask(t, srv.url, "q=what+is+prefill&top_k=3"))
+	d := lastDone(t, ask(t, srv.url, "q=what+is+prefill&top_k=3&retrieval=vector"))
 	var search map[string]any
 	for _, s := range d.Stages {
 		if s.Name == "search" {
@@ -126,7 +126,8 @@ read_consistency = "quorum"
 		!c.GetOnDiskPayload() || !c.GetVectorsConfig().GetParams().GetOnDisk() {
 		t.Errorf("CreateCollection %v: want clustered, 6 shards, replication 3 (env over file), write consistency 1 (flag), on-disk vectors and payload", c)
 	}
-	qs := qdranttest.Recorded[*qc.QueryPoints](q)
+	// The default retrieval is hybrid: one QueryBatch.
+	qs := qdranttest.Recorded[*qc.QueryBatchPoints](q)
 	if len(qs) == 0 || qs[len(qs)-1].GetReadConsistency().GetType() != qc.ReadConsistencyType_Quorum {
 		t.Errorf("search read consistency %v, want quorum", qs)
 	}
@@ -190,15 +191,21 @@ func TestQdrantTenantKeyReadsOnlyItsShards(t *testing.T) {
 	if src := sourcesOf(t, askWith(t, srv.url, "/ask?q=what+does+the+kv+cache+keep&top_k=5", acme.token, nil)); len(src) != 1 || src[0] != "acme-kv.md" {
 		t.Errorf("acme's ask found %v, want only acme-kv.md", src)
 	}
-	qs := qdranttest.Recorded[*qc.QueryPoints](q)
-	if sel := qs[len(qs)-1].GetShardKeySelector().GetShardKeys(); len(sel) != 1 || sel[0].GetKeyword() != "acme" {
-		t.Errorf("acme's search went to shard keys %v, want acme's only", sel)
+	// The default retrieval is hybrid: one QueryBatch, each query of it
+	// limited to the tenant's shard.
+	qs := qdranttest.Recorded[*qc.QueryBatchPoints](q)
+	for _, bq := range qs[len(qs)-1].GetQueryPoints() {
+		if sel := bq.GetShardKeySelector().GetShardKeys(); len(sel) != 1 || sel[0].GetKeyword() != "acme" {
+			t.Errorf("acme's search went to shard keys %v, want acme's only", sel)
+		}
 	}
 	if src := sourcesOf(t, askWith(t, srv.url, "/ask?q=what+does+the+kv+cache+keep&top_k=5", admin.token, nil)); len(src) != 2 {
 		t.Errorf("the admin's ask found %v, want both tenants' documents", src)
 	}
-	qs = qdranttest.Recorded[*qc.QueryPoints](q)
-	if qs[len(qs)-1].ShardKeySelector != nil {
-		t.Errorf("the admin's search was limited to %v", qs[len(qs)-1].ShardKeySelector)
+	qs = qdranttest.Recorded[*qc.QueryBatchPoints](q)
+	for _, bq := range qs[len(qs)-1].GetQueryPoints() {
+		if bq.ShardKeySelector != nil {
+			t.Errorf("the admin's search was limited to %v", bq.ShardKeySelector)
+		}
 	}
 }

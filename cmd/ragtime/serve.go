@@ -144,7 +144,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.budget.register(fs)
 	fs.IntVar(&c.topK, "top-k", pipeline.DefaultTopK, fmt.Sprintf("top_k of an ask that gives none: chunks the search returns (1-%d; serve.top_k in --config)", pipeline.MaxTopK))
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", pipeline.DefaultRerankTopN, "rerank_top_n of an ask that gives none: reranked chunks kept for the context, capped at the ask's top_k (0: reranking off; serve.rerank_top_n in --config)")
-	fs.StringVar(&c.retrieval, "retrieval", "", "retrieval of an ask that names none: hybrid (vector and BM25 legs, fused), vector or lexical (default: hybrid when the store has a lexical leg, as the embedded store does; vector for Qdrant)")
+	fs.StringVar(&c.retrieval, "retrieval", "", "retrieval of an ask that names none: hybrid (vector and BM25 legs, fused), vector or lexical (default: hybrid when the store has a lexical leg: the embedded store, and a Qdrant collection created with its sparse vector; vector otherwise)")
 	fs.IntVar(&c.vectorK, "vector-k", 0, fmt.Sprintf("vector leg's depth for an ask that gives no vector_k (1-%d; 0: top_k alone, max(top_k, %d) in a hybrid)", pipeline.MaxLegK, pipeline.DefaultLegK))
 	fs.IntVar(&c.lexicalK, "lexical-k", 0, fmt.Sprintf("lexical leg's depth for an ask that gives no lexical_k (1-%d; 0: top_k alone, max(top_k, %d) in a hybrid)", pipeline.MaxLegK, pipeline.DefaultLegK))
 	fs.StringVar(&c.fusion, "fusion", "", "how a hybrid retrieval merges its legs: rrf (reciprocal rank fusion) or weighted (min-max normalised scores, weighted); unset: weighted with the vector leg at 0.3 over the hash embedder (its vectors hash the same words BM25 reads, so they add little beside it), rrf over a model's embeddings")
@@ -267,14 +267,16 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 
 // defaults are the knobs (ttft_budget_ms among them) an ask without them gets; lexical says whether
 // the store has a lexical leg.
-func (c *serveConfig) defaults(lexical bool) pipeline.Defaults {
+func (c *serveConfig) defaults(leg lexicalLeg) pipeline.Defaults {
 	mode := c.retrieval
-	if mode == "" && lexical {
-		mode = pipeline.RetrievalHybrid
+	if mode == "" {
+		mode = leg.defaultMode()
 	}
-	return pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0,
-		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK, Lexical: lexical,
+	d := pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0,
+		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK,
 		TTFTBudgetMs: c.budget.budgetMs}
+	leg.apply(&d)
+	return d
 }
 
 // fusionConfig is how a hybrid retrieval merges its legs over embedder's
@@ -428,9 +430,9 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		mx.Tracing(tracer)
 		defer shutdownTracer(tracer, log)
 	}
-	lexLeg, _ := parts.store.(pipeline.LexicalSearcher) // the embedded store's BM25; Qdrant has none
-	if lexLeg == nil && cfg.retrieval != "" && cfg.retrieval != pipeline.RetrievalVector {
-		return &usageError{msg: fmt.Sprintf("--retrieval %s needs a store with a lexical leg; --store %s has only vectors", cfg.retrieval, parts.storeName)}
+	leg := lexicalLegOf(parts.store) // the embedded store's BM25, or Qdrant's sparse vectors
+	if err := leg.check("--retrieval", cfg.retrieval, parts.storeName); err != nil {
+		return err
 	}
 	embedder, cache, err := cfg.embedCache.wrap(parts, &cfg.parts)
 	if err != nil {
@@ -441,7 +443,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	}
 	live := cfg.budget.live(ctx, postgres.NewStore(db), log)
 	pl, err := pipeline.New(pipeline.Config{
-		Embedder: embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: cfg.fusionConfig(parts.embedderName),
+		Embedder: embedder, Searcher: parts.store, Lexical: leg.lex, Fusion: cfg.fusionConfig(parts.embedderName),
 		Reranker: parts.reranker, SearchRecorder: searches,
 		Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(mx.Recorder(rec)),
 		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
@@ -496,7 +498,7 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 		DefaultModel:         parts.model,
 		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
 		MaxQuestionChars:     cfg.maxQuestionChars,
-		Defaults:             cfg.defaults(lexLeg != nil),
+		Defaults:             cfg.defaults(leg),
 		Admission:            admit,
 		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
 		BodyTimeout:          cfg.bodyTimeout,

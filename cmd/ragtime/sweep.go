@@ -293,15 +293,19 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		}
 		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
 		// The lexical leg and the default retrieval are serve's: hybrid
-		// when the store has a lexical leg (the embedded store).
-		lexLeg, _ := parts.store.(pipeline.LexicalSearcher)
-		defaults := pipeline.Defaults{Lexical: lexLeg != nil, Retrieval: pipeline.RetrievalVector}
-		if lexLeg != nil {
-			defaults.Retrieval = pipeline.RetrievalHybrid
+		// when the store has a lexical leg and its data has it (not a
+		// Qdrant collection created before its sparse vector).
+		leg := lexicalLegOf(parts.store)
+		for _, s := range settings {
+			if err := leg.check("--retrieval", s.Retrieval, parts.storeName); err != nil {
+				return err
+			}
 		}
+		defaults := pipeline.Defaults{Retrieval: leg.defaultMode()}
+		leg.apply(&defaults)
 		run.Defaults = &defaults
 		pl, err := pipeline.New(pipeline.Config{
-			Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
+			Embedder: parts.embedder, Searcher: parts.store, Lexical: leg.lex, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
 			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
 			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 			SearchAttrs: parts.store.SearchAttrs(),

@@ -321,10 +321,12 @@ func TestQdrantIntegration(t *testing.T) {
 		c, err := qc.NewClient(&qc.Config{Host: host, Port: p, APIKey: os.Getenv("QDRANT_API_KEY"), SkipCompatibilityCheck: true})
 		if err == nil {
 			c.DeleteCollection(context.Background(), name)
+			c.DeleteCollection(context.Background(), name+"_hybrid")
 			c.Close()
 		}
 	})
 	runSuite(t, addr, name)
+	runHybridSuite(t, addr, name+"_hybrid")
 }
 
 // TestSearchCarriesTheTraceContext: a search made within a traced query

@@ -30,8 +30,9 @@ import (
 )
 
 var (
-	_ pipeline.Searcher = (*Store)(nil)
-	_ retrieval.Store   = (*Store)(nil)
+	_ pipeline.Searcher       = (*Store)(nil)
+	_ pipeline.HybridSearcher = (*Store)(nil)
+	_ retrieval.Store         = (*Store)(nil)
 )
 
 // StoreName is the `store` attribute of the search stage.
@@ -117,6 +118,9 @@ type Store struct {
 
 	ensureMu sync.Mutex  // serialises the collection check and creation
 	ready    atomic.Bool // the collection exists and matches the embedder
+	// lexical is whether the collection has the sparse vector SparseName:
+	// lexUnknown until the collection was read or created.
+	lexical atomic.Int32
 
 	shardMu   sync.Mutex      // guards shardKeys
 	shardKeys map[string]bool // tenant shard keys known to exist
@@ -227,6 +231,7 @@ func (s *Store) ensure(ctx context.Context, create bool) error {
 		if err := s.create(cctx); err != nil {
 			return err
 		}
+		s.lexical.CompareAndSwap(lexUnknown, lexPresent)
 		s.ready.Store(true)
 		return nil
 	}
@@ -254,6 +259,7 @@ func (s *Store) missing(err error) error {
 // check refuses a collection whose vectors are not the configured
 // embedder's: searching it would return noise.
 func (s *Store) check(info *qc.CollectionInfo) error {
+	s.noteLexical(info)
 	params := info.GetConfig().GetParams().GetVectorsConfig().GetParams()
 	if params == nil {
 		return s.mismatch("it has no single unnamed dense vector")
@@ -283,8 +289,9 @@ func (s *Store) create(ctx context.Context) error {
 		VectorsConfig: qc.NewVectorsConfig(&qc.VectorParams{
 			Size: uint64(s.cfg.Dimension), Distance: qc.Distance_Cosine, OnDisk: s.cfg.Cluster.onDiskVectors(),
 		}),
+		SparseVectorsConfig: sparseConfig(),
 		Metadata: qc.NewValueMap(map[string]any{
-			MetaEmbedder: s.cfg.Embedder, MetaDimension: int64(s.cfg.Dimension),
+			MetaEmbedder: s.cfg.Embedder, MetaDimension: int64(s.cfg.Dimension), MetaLexical: LexicalEncoding,
 		}),
 	}
 	if s.cfg.HNSWM > 0 || s.cfg.HNSWEfConstruct > 0 {
@@ -489,7 +496,7 @@ func (s *Store) ReplaceDocument(ctx context.Context, doc retrieval.Document) err
 		}
 		points[i] = &qc.PointStruct{
 			Id:      qc.NewID(PointID(doc.DocID, i)),
-			Vectors: qc.NewVectorsDense(slices.Clone(doc.Vectors[i])),
+			Vectors: s.pointVectors(title, c.Text, doc.Vectors[i]),
 			Payload: qc.NewValueMap(payload),
 		}
 	}

@@ -60,9 +60,11 @@ type fakeCollection struct {
 }
 
 type fakePoint struct {
-	id      string
-	shard   string
-	vec     []float32
+	id    string
+	shard string
+	vec   []float32
+	// sparse are the point's named sparse vectors, index → value.
+	sparse  map[string]map[uint32]float32
 	payload map[string]*qc.Value
 }
 
@@ -189,7 +191,7 @@ func (f fakeCollections) Get(_ context.Context, r *qc.GetCollectionInfoRequest) 
 	return &qc.GetCollectionInfoResponse{Result: &qc.CollectionInfo{
 		Status: qc.CollectionStatus_Green, PointsCount: &n,
 		Config: &qc.CollectionConfig{
-			Params: &qc.CollectionParams{VectorsConfig: c.create.GetVectorsConfig(), ShardNumber: shards,
+			Params: &qc.CollectionParams{VectorsConfig: c.create.GetVectorsConfig(), SparseVectorsConfig: c.create.GetSparseVectorsConfig(), ShardNumber: shards,
 				ReplicationFactor: &rf, WriteConsistencyFactor: &wcf, OnDiskPayload: c.create.GetOnDiskPayload(),
 				ShardingMethod: c.create.GetShardingMethod().Enum()},
 			Metadata: c.create.GetMetadata(),
@@ -248,12 +250,11 @@ func (f fakePoints) UpdateBatch(_ context.Context, r *qc.UpdateBatchPoints) (*qc
 	if err != nil {
 		return nil, err
 	}
-	dim := int(c.create.GetVectorsConfig().GetParams().GetSize())
 	// Validate everything first: Qdrant rejects a batch with a bad vector.
 	for _, op := range r.GetOperations() {
 		for _, p := range op.GetUpsert().GetPoints() {
-			if got := len(p.GetVectors().GetVector().GetDense().GetData()); got != dim {
-				return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, got)
+			if _, _, err := c.vectors(p.GetVectors()); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -280,7 +281,8 @@ func (f fakePoints) UpdateBatch(_ context.Context, r *qc.UpdateBatchPoints) (*qc
 			}
 			for _, p := range op.GetUpsert().GetPoints() {
 				id := p.GetId().GetUuid()
-				c.points[shard+"/"+id] = &fakePoint{id: id, shard: shard, vec: p.GetVectors().GetVector().GetDense().GetData(), payload: p.GetPayload()}
+				vec, sparse, _ := c.vectors(p.GetVectors())
+				c.points[shard+"/"+id] = &fakePoint{id: id, shard: shard, vec: vec, sparse: sparse, payload: p.GetPayload()}
 			}
 		case op.GetDeletePoints() != nil:
 			if op.GetDeletePoints().GetShardKeySelector() != nil {
@@ -357,42 +359,246 @@ func (f fakePoints) Count(_ context.Context, r *qc.CountPoints) (*qc.CountRespon
 func (f fakePoints) Query(ctx context.Context, r *qc.QueryPoints) (*qc.QueryResponse, error) {
 	f.mu.Lock()
 	f.record(r)
-	md, _ := metadata.FromIncomingContext(ctx)
-	f.traceparents = append(f.traceparents, strings.Join(md.Get("traceparent"), ","))
-	if f.block {
-		f.mu.Unlock()
-		<-ctx.Done()
-		return nil, status.FromContextError(ctx.Err()).Err()
+	if err := f.enter(ctx); err != nil {
+		return nil, err
 	}
 	defer f.mu.Unlock()
 	c, err := f.collection(r.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
-	q := r.GetQuery().GetNearest().GetDense().GetData()
-	if dim := int(c.create.GetVectorsConfig().GetParams().GetSize()); len(q) != dim {
-		return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, len(q))
+	out, err := c.query(r)
+	if err != nil {
+		return nil, err
 	}
+	return &qc.QueryResponse{Result: out}, nil
+}
+
+// QueryBatch answers each query of the batch as Query would, in order;
+// one failing query fails the batch, as in Qdrant.
+func (f fakePoints) QueryBatch(ctx context.Context, r *qc.QueryBatchPoints) (*qc.QueryBatchResponse, error) {
+	f.mu.Lock()
+	f.record(r)
+	if err := f.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer f.mu.Unlock()
+	c, err := f.collection(r.GetCollectionName())
+	if err != nil {
+		return nil, err
+	}
+	resp := &qc.QueryBatchResponse{}
+	for _, q := range r.GetQueryPoints() {
+		out, err := c.query(q)
+		if err != nil {
+			return nil, err
+		}
+		resp.Result = append(resp.Result, &qc.BatchResult{Result: out})
+	}
+	return resp, nil
+}
+
+// enter notes a search's traceparent and, when the server blocks, waits
+// for the caller's deadline (unlocking f.mu); it is called with f.mu held
+// and returns with it held unless it returns an error.
+func (f *Server) enter(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.traceparents = append(f.traceparents, strings.Join(md.Get("traceparent"), ","))
+	if f.block {
+		f.mu.Unlock()
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return nil
+}
+
+// DefaultRRFK is the k of Qdrant's Fusion_RRF (and of an Rrf without k).
+const DefaultRRFK = 2
+
+// RRF is Qdrant's reciprocal rank fusion score of a point at 0-based
+// position pos of one prefetch's list: 1/(k + pos). A point's fused score
+// is the sum over the lists that hold it.
+func RRF(k uint32, pos int) float32 { return 1 / (float32(pos) + float32(k)) }
+
+// query answers one QueryPoints: a nearest query on the dense vector or a
+// named sparse one, or a fusion (Fusion_RRF, or Rrf with its k) of its
+// prefetches, each searched with its own query, filter (and the query's)
+// and limit.
+func (c *fakeCollection) query(r *qc.QueryPoints) ([]*qc.ScoredPoint, error) {
 	shards, err := c.selected(r.GetShardKeySelector())
 	if err != nil {
 		return nil, err
 	}
+	var threshold *float32
+	if r.ScoreThreshold != nil {
+		threshold = r.ScoreThreshold
+	}
 	var out []*qc.ScoredPoint
-	for _, p := range c.sorted(r.GetFilter()) {
+	if len(r.GetPrefetch()) > 0 {
+		var k uint32
+		switch v := r.GetQuery().GetVariant().(type) {
+		case *qc.Query_Fusion:
+			if v.Fusion != qc.Fusion_RRF {
+				return nil, status.Error(codes.Unimplemented, "fake qdrant: only RRF fusion")
+			}
+			k = DefaultRRFK
+		case *qc.Query_Rrf:
+			k = cmp.Or(v.Rrf.GetK(), DefaultRRFK)
+		default:
+			return nil, status.Error(codes.Unimplemented, "fake qdrant: a query over prefetches must be RRF")
+		}
+		fused := map[string]*qc.ScoredPoint{}
+		for _, pf := range r.GetPrefetch() {
+			var pfThreshold *float32
+			if pf.ScoreThreshold != nil {
+				pfThreshold = pf.ScoreThreshold
+			}
+			list, err := c.nearest(pf.GetQuery(), pf.GetUsing(), []*qc.Filter{r.GetFilter(), pf.GetFilter()}, shards, pfThreshold, int(pf.GetLimit()))
+			if err != nil {
+				return nil, err
+			}
+			for pos, p := range list {
+				key := p.GetId().GetUuid()
+				if fp := fused[key]; fp != nil {
+					fp.Score += RRF(k, pos)
+				} else {
+					fused[key] = &qc.ScoredPoint{Id: p.Id, Score: RRF(k, pos), Payload: p.Payload}
+				}
+			}
+		}
+		for _, p := range fused {
+			out = append(out, p)
+		}
+		slices.SortFunc(out, func(a, b *qc.ScoredPoint) int {
+			return cmp.Or(cmp.Compare(b.Score, a.Score), cmp.Compare(a.GetId().GetUuid(), b.GetId().GetUuid()))
+		})
+		if l := int(cmp.Or(r.GetLimit(), 10)); len(out) > l {
+			out = out[:l]
+		}
+		return out, nil
+	}
+	return c.nearest(r.GetQuery(), r.GetUsing(), []*qc.Filter{r.GetFilter()}, shards, threshold, int(cmp.Or(r.GetLimit(), 10)))
+}
+
+// nearest scores every point that passes the filters against a nearest
+// query: cosine on the dense vector, or on the named sparse vector the dot
+// product with each index weighed by its idf when the sparse vector has
+// the idf modifier (ln(1 + (N − n + 0.5)/(n + 0.5)), N the points, n
+// those holding the index), as Qdrant does. A sparse search returns only
+// points sharing an index with the query. Best first, ties by id.
+func (c *fakeCollection) nearest(q *qc.Query, using string, filters []*qc.Filter, shards map[string]bool, threshold *float32, limit int) ([]*qc.ScoredPoint, error) {
+	in := q.GetNearest()
+	var score func(p *fakePoint) (float32, bool)
+	switch {
+	case in.GetSparse() != nil:
+		params := c.create.GetSparseVectorsConfig().GetMap()[using]
+		if params == nil {
+			return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Not existing vector name error: %s", using)
+		}
+		sq := in.GetSparse()
+		if len(sq.GetIndices()) != len(sq.GetValues()) {
+			return nil, status.Error(codes.InvalidArgument, "Wrong input: sparse vector indices and values differ in length")
+		}
+		weight := make([]float64, len(sq.GetIndices()))
+		for i, ix := range sq.GetIndices() {
+			weight[i] = float64(sq.GetValues()[i])
+			if params.GetModifier() == qc.Modifier_Idf {
+				var n float64
+				for _, p := range c.points {
+					if _, ok := p.sparse[using][ix]; ok {
+						n++
+					}
+				}
+				total := float64(len(c.points))
+				weight[i] *= math.Log(1 + (total-n+0.5)/(n+0.5))
+			}
+		}
+		score = func(p *fakePoint) (float32, bool) {
+			var s float64
+			hit := false
+			for i, ix := range sq.GetIndices() {
+				if v, ok := p.sparse[using][ix]; ok {
+					s += weight[i] * float64(v)
+					hit = true
+				}
+			}
+			return float32(s), hit
+		}
+	case in.GetDense() != nil:
+		if using != "" {
+			return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Not existing vector name error: %s", using)
+		}
+		dq := in.GetDense().GetData()
+		if dim := int(c.create.GetVectorsConfig().GetParams().GetSize()); len(dq) != dim {
+			return nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, len(dq))
+		}
+		score = func(p *fakePoint) (float32, bool) { return Cosine(dq, p.vec), true }
+	default:
+		return nil, status.Error(codes.Unimplemented, "fake qdrant: unsupported query "+q.String())
+	}
+	var out []*qc.ScoredPoint
+	for _, p := range c.sorted(nil) {
 		if shards != nil && !shards[p.shard] {
 			continue
 		}
-		s := Cosine(q, p.vec)
-		if r.ScoreThreshold != nil && s < r.GetScoreThreshold() {
+		pass := true
+		for _, f := range filters {
+			pass = pass && matches(f, p.payload)
+		}
+		if !pass {
+			continue
+		}
+		s, ok := score(p)
+		if !ok || (threshold != nil && s < *threshold) {
 			continue
 		}
 		out = append(out, &qc.ScoredPoint{Id: qc.NewID(p.id), Score: s, Payload: p.payload})
 	}
 	slices.SortStableFunc(out, func(a, b *qc.ScoredPoint) int { return cmp.Compare(b.Score, a.Score) })
-	if l := int(r.GetLimit()); len(out) > l {
-		out = out[:l]
+	if len(out) > limit {
+		out = out[:limit]
 	}
-	return &qc.QueryResponse{Result: out}, nil
+	return out, nil
+}
+
+// vectors checks a point's vectors against the collection and returns its
+// dense vector and sparse ones: either the one unnamed dense vector, or a
+// named map whose "" entry is the dense vector and whose other entries
+// are sparse vectors the collection declares (indices unique).
+func (c *fakeCollection) vectors(v *qc.Vectors) ([]float32, map[string]map[uint32]float32, error) {
+	dim := int(c.create.GetVectorsConfig().GetParams().GetSize())
+	dense := v.GetVector().GetDense().GetData()
+	var sparse map[string]map[uint32]float32
+	if named := v.GetVectors().GetVectors(); named != nil {
+		dense = named[""].GetDense().GetData()
+		for name, vec := range named {
+			if name == "" {
+				continue
+			}
+			if c.create.GetSparseVectorsConfig().GetMap()[name] == nil {
+				return nil, nil, status.Errorf(codes.InvalidArgument, "Wrong input: Not existing vector name error: %s", name)
+			}
+			sv := vec.GetSparse()
+			if sv == nil || len(sv.GetIndices()) != len(sv.GetValues()) {
+				return nil, nil, status.Errorf(codes.InvalidArgument, "Wrong input: vector %s is not a sparse vector with as many values as indices", name)
+			}
+			m := make(map[uint32]float32, len(sv.GetIndices()))
+			for i, ix := range sv.GetIndices() {
+				if _, dup := m[ix]; dup {
+					return nil, nil, status.Errorf(codes.InvalidArgument, "Wrong input: sparse vector %s: indices must be unique, %d repeats", name, ix)
+				}
+				m[ix] = sv.GetValues()[i]
+			}
+			if sparse == nil {
+				sparse = map[string]map[uint32]float32{}
+			}
+			sparse[name] = m
+		}
+	}
+	if len(dense) != dim {
+		return nil, nil, status.Errorf(codes.InvalidArgument, "Wrong input: Vector dimension error: expected dim: %d, got %d", dim, len(dense))
+	}
+	return dense, sparse, nil
 }
 
 // Cosine is the cosine similarity the server scores with.
