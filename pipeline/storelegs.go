@@ -1,6 +1,10 @@
 package pipeline
 
-import "context"
+import (
+	"context"
+
+	"ragtime"
+)
 
 // searchInStore runs a hybrid or lexical retrieval through a store that
 // holds both legs (HybridSearcher): one call, which runs the legs and, when
@@ -38,7 +42,7 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 		fusionMs, fusedBy = roundMs(q.now().Sub(start)), "ragtime"
 	}
 	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
-	attrs := q.figs.attrsMap(StageSearch)
+	attrs := q.figs.attrsMap(ragtime.StageSearch)
 	attrs["retrieval"] = mode
 	attrs["lexical"] = hs.LexicalName()
 	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(res.Lexical), nil

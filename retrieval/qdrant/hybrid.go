@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"ragtime"
 	"ragtime/lexical"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
@@ -90,7 +91,7 @@ func (s *Store) LexicalMissing() error {
 
 func (s *Store) lexicalMissing(err error) error {
 	msg := fmt.Sprintf("qdrant collection %q has no sparse vector %q (it was created before ragtime stored the lexical leg)", s.cfg.Collection, SparseName)
-	return &pipeline.Error{Code: CodeLexicalMissing, Message: msg, Hint: lexicalFix, Err: err}
+	return &ragtime.Error{Kind: ragtime.KindInvalid, Code: CodeLexicalMissing, Message: msg, Hint: lexicalFix, Err: err}
 }
 
 // LexicalName names the leg in stage attrs: the embedded store's BM25 name,
@@ -131,7 +132,7 @@ func (s *Store) SearchLegs(ctx context.Context, q pipeline.LegsQuery) (pipeline.
 	var res pipeline.LegsResult
 	hybrid := q.Retrieval == pipeline.RetrievalHybrid
 	if hybrid && len(q.Vector) != s.cfg.Dimension {
-		return res, &pipeline.Error{Code: CodeDimensionMismatch,
+		return res, &ragtime.Error{Code: CodeDimensionMismatch,
 			Message: fmt.Sprintf("query vector has %d dimensions, collection %q has %d", len(q.Vector), s.cfg.Collection, s.cfg.Dimension)}
 	}
 	if err := s.ensure(ctx, false); err != nil {
