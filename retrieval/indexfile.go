@@ -55,7 +55,7 @@ func fileIDOf(fi fs.FileInfo) fileID {
 
 // writeState encodes st as a snapshot of generation gen; the caller keeps
 // st from changing.
-func (ix *Index) writeState(f *os.File, st *state, gen uint64) error {
+func (ix *Index) writeState(f io.Writer, st *state, gen uint64) error {
 	crc := crc32.New(castagnoli)
 	w := &fileWriter{w: bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)}
 	w.bytes([]byte(fileMagic))
@@ -133,22 +133,33 @@ func (w *fileWriter) str(s string) {
 	}
 }
 
-// readFile decodes the index file into a fresh state. Every length is
-// checked against what is left of the file before anything is allocated,
-// so a corrupt or truncated file yields ErrCorrupt naming the file.
+// readFile decodes the index file into a fresh state (see readFileAt).
 func (ix *Index) readFile() (*state, uint64, fileID, error) {
-	f, err := os.Open(ix.path)
+	st, gen, id, err := ix.readFileAt(ix.path)
+	if err == nil {
+		st.indexAll()
+	}
+	return st, gen, id, err
+}
+
+// readFileAt decodes the snapshot at path into a fresh state, its lexical
+// index still empty (st.indexAll fills it). Every length
+// is checked against what is left of the file before anything is
+// allocated, so a corrupt or truncated file yields ErrCorrupt naming the
+// file.
+func (ix *Index) readFileAt(path string) (*state, uint64, fileID, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, fileID{}, fmt.Errorf("opening index file: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, 0, fileID{}, fmt.Errorf("reading index file %s: %w", ix.path, err)
+		return nil, 0, fileID{}, fmt.Errorf("reading index file %s: %w", path, err)
 	}
 	r := &fileReader{r: bufio.NewReaderSize(f, 1<<20), crc: crc32.New(castagnoli), left: fi.Size() - 4}
 	corrupt := func(what string) error {
-		return fmt.Errorf("reading index file %s: %s: %w (delete it and re-ingest)", ix.path, what, ErrCorrupt)
+		return fmt.Errorf("reading index file %s: %s: %w (delete it and re-ingest)", path, what, ErrCorrupt)
 	}
 	if r.left < int64(len(fileMagic))+4+8+4+4 {
 		return nil, 0, fileID{}, corrupt("file too short")
@@ -162,7 +173,7 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	if err := ix.compatible(ix.path, dim, embedder); err != nil {
+	if err := ix.compatible(path, dim, embedder); err != nil {
 		return nil, 0, fileID{}, err
 	}
 
@@ -219,7 +230,6 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 		st.alive[i] = true
 	}
 	st.live = n
-	st.indexAll()
 	return st, gen, fileIDOf(fi), nil
 }
 
