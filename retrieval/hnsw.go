@@ -92,6 +92,21 @@ func (g *graph) clone() *graph {
 	return c
 }
 
+// reserve gives g's layer-0 arrays room for n nodes.
+func (g *graph) reserve(n int) {
+	if add := n - len(g.count0); add > 0 {
+		if l := growCap(g.links0, add*hnswCap0); l != nil {
+			g.links0 = l
+		}
+		if d := growCap(g.dists0, add*hnswCap0); d != nil {
+			g.dists0 = d
+		}
+		if c := growCap(g.count0, add); c != nil {
+			g.count0 = c
+		}
+	}
+}
+
 func (g *graph) level(s int32) int { return len(g.upper[s]) }
 
 // neighbours returns s's neighbour ids on level l.

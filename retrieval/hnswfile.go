@@ -309,6 +309,9 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 		ix.writeMu.Lock()
 		defer ix.writeMu.Unlock()
 	}
+	if ix.st == st { // the graph's arrays grow here, not under the write lock
+		ix.reserve(0)
+	}
 	// Linked a few at a time, so no search waits behind a whole wave.
 	for lo := 0; lo < n; lo += linkStep {
 		ix.mu.Lock()

@@ -135,7 +135,7 @@ func (w *fileWriter) str(s string) {
 
 // readFile decodes the index file into a fresh state (see readFileAt).
 func (ix *Index) readFile() (*state, uint64, fileID, error) {
-	st, gen, id, err := ix.readFileAt(ix.path)
+	st, gen, id, err := ix.readFileAt(ix.path, 0)
 	if err == nil {
 		st.indexAll()
 	}
@@ -143,11 +143,14 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 }
 
 // readFileAt decodes the snapshot at path into a fresh state, its lexical
-// index still empty (st.indexAll fills it). Every length
+// index still empty (st.indexAll fills it), with room in its slab for
+// extra more chunks (those of the log about to be replayed: growing the
+// slab then would copy it, a cost of the snapshot's size rather than the
+// log's). Every length
 // is checked against what is left of the file before anything is
 // allocated, so a corrupt or truncated file yields ErrCorrupt naming the
 // file.
-func (ix *Index) readFileAt(path string) (*state, uint64, fileID, error) {
+func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, fileID{}, fmt.Errorf("opening index file: %w", err)
@@ -210,7 +213,7 @@ func (ix *Index) readFileAt(path string) (*state, uint64, fileID, error) {
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	st.vecs = make([]float32, n*dim)
+	st.vecs = make([]float32, n*dim, (n+extra)*dim)
 	r.floats(st.vecs)
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
@@ -225,7 +228,10 @@ func (ix *Index) readFileAt(path string) (*state, uint64, fileID, error) {
 			return nil, 0, fileID{}, corrupt("non-finite vector component")
 		}
 	}
-	st.alive = make([]bool, n)
+	st.alive = make([]bool, n, n+extra)
+	if cap(st.chunks) < n+extra {
+		st.chunks = append(make([]pipeline.Chunk, 0, n+extra), st.chunks...)
+	}
 	for i := range st.alive {
 		st.alive[i] = true
 	}

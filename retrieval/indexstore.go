@@ -90,8 +90,15 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 	case err != nil:
 		return nil, fmt.Errorf("checking index file: %w", err)
 	default:
+		// Room for the logs' chunks: at most one per vector's bytes.
+		var logBytes int64
+		for _, p := range []string{ix.logPath, ix.nextPath} {
+			if fi, err := os.Stat(p); err == nil {
+				logBytes += fi.Size()
+			}
+		}
 		t := time.Now()
-		st, gen, id, err := ix.readFileAt(ix.path)
+		st, gen, id, err := ix.readFileAt(ix.path, int(logBytes/int64(4*ix.dim)))
 		if err != nil {
 			return nil, err
 		}
@@ -120,6 +127,9 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 			return nil, err
 		}
 		ld.segT = time.Since(t)
+	}
+	if ld.st.graph != nil {
+		ld.st.graph.grow(len(ld.st.alive)) // here, not under the write lock once visible
 	}
 	switch {
 	case ld.rebuilt:
@@ -588,6 +598,10 @@ type CompactStats struct {
 	// BytesBefore and BytesAfter are the index's size on disk.
 	BytesBefore, BytesAfter int64
 	Took                    time.Duration
+	// Freeze and Swap are how long the compaction held the writer mutex
+	// (writes wait for it) to switch the writes to its log segment, and to
+	// apply the last writes and swap the new state in.
+	Freeze, Swap time.Duration
 }
 
 // Compact writes the index as a new snapshot and graph and starts an empty
@@ -648,6 +662,10 @@ func (ix *Index) CompactIfLogOver(ctx context.Context, n int64) (CompactStats, b
 	return st, err == nil, err
 }
 
+// catchUpRoom is how many chunks written during a compaction the state it
+// reads back has room for before its arrays grow.
+const catchUpRoom = 4096
+
 // catchUpLocked is the number of records written during a compaction that
 // it applies to the new state under the writer lock, at its end; while
 // more are waiting it applies them without the lock and looks again.
@@ -701,7 +719,16 @@ func (ix *Index) compact() (CompactStats, error) {
 	// synced (the commit must not become durable before the writes it
 	// folds in), writes go to the segment from now on, and the snapshot
 	// is written from a frozen copy of the state.
+	// The bulk of that fsync happens before the lock (an ingest saves
+	// every 100 documents): the one under it flushes what came since.
 	ix.writeMu.Lock()
+	cur := ix.log
+	ix.writeMu.Unlock()
+	if cur != nil && cur.f != nil {
+		cur.f.Sync() // its descriptor stays open: Close waits for compactMu
+	}
+	ix.writeMu.Lock()
+	held := time.Now()
 	if ix.log == nil {
 		ix.writeMu.Unlock()
 		seg.f.Close()
@@ -721,6 +748,7 @@ func (ix *Index) compact() (CompactStats, error) {
 	ix.prevLog, ix.log = old, seg
 	frozen := live.freeze()
 	ix.pending, ix.catching = nil, true
+	stats.Freeze = time.Since(held)
 	ix.writeMu.Unlock()
 	ix.step("frozen")
 	stats.Documents, stats.Chunks, stats.Reclaimed = len(frozen.docs), frozen.live, len(frozen.alive)-frozen.live
@@ -742,12 +770,15 @@ func (ix *Index) compact() (CompactStats, error) {
 	if err == nil {
 		// The reclaimed state: the live chunks only, renumbered, and the
 		// graph without the deleted nodes.
-		nst, _, id, err = ix.readFileAt(idxTmp)
+		nst, _, id, err = ix.readFileAt(idxTmp, catchUpRoom)
 		if err == nil {
 			nst.indexAll()
 			if !ix.exact {
 				nst.graph, err = readGraph(graphTmp, len(nst.chunks), gen)
 			}
+		}
+		if err == nil && nst.graph != nil {
+			nst.graph.reserve(len(nst.chunks) + catchUpRoom)
 		}
 		if err != nil {
 			err = fmt.Errorf("reading back the new snapshot: %w", err)
@@ -786,8 +817,9 @@ func (ix *Index) compact() (CompactStats, error) {
 	var recs []*logRecord
 	for {
 		ix.writeMu.Lock()
+		held = time.Now()
 		recs, ix.pending = ix.pending, nil
-		if len(recs) <= catchUpLocked {
+		if len(recs) <= catchUpLocked && nst.hasRoom(ix.dim, recs) {
 			break
 		}
 		ix.writeMu.Unlock()
@@ -802,12 +834,17 @@ func (ix *Index) compact() (CompactStats, error) {
 	ix.mu.Unlock()
 	ix.generation.Store(gen)
 	ix.snap, ix.snapBytes = id, id.size
+	stats.Swap = time.Since(held)
+	ix.writeMu.Unlock()
+	// Writes go on appending to the segment, through its descriptor,
+	// while it is renamed over the log.
 	if derr == nil {
 		derr = os.Rename(ix.nextPath, ix.logPath)
 	}
 	if derr == nil {
 		derr = syncDir(ix.dir)
 	}
+	ix.writeMu.Lock()
 	if derr != nil {
 		// Appending to the segment would be lost if it never became the
 		// log: refuse writes until an open finishes the compaction.
@@ -828,6 +865,20 @@ func (ix *Index) compact() (CompactStats, error) {
 	stats.BytesAfter, _ = ix.DiskSize()
 	stats.Took = time.Since(start)
 	return stats, nil
+}
+
+// hasRoom reports whether st's slab and graph arrays have room for the
+// chunks of recs without growing (a copy of the whole slab).
+func (st *state) hasRoom(dim int, recs []*logRecord) bool {
+	n := len(st.alive)
+	for _, r := range recs {
+		n += len(r.chunks)
+	}
+	ok := n <= cap(st.alive) && n <= cap(st.chunks) && n <= cap(st.lexID) && n*dim <= cap(st.vecs)
+	if g := st.graph; ok && g != nil {
+		ok = n <= cap(g.count0) && n*hnswCap0 <= cap(g.links0) && n*hnswCap0 <= cap(g.dists0)
+	}
+	return ok
 }
 
 // unfreeze undoes a compaction that failed before its commit point: the
@@ -927,7 +978,8 @@ func (ix *Index) startCompaction() {
 		}
 		ix.logger.Info("compacted the index", "dir", ix.dir, "generation", st.Generation, "documents", st.Documents,
 			"chunks", st.Chunks, "reclaimed_chunks", st.Reclaimed, "log_bytes", st.LogBytes,
-			"bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter, "took", st.Took.Round(time.Millisecond))
+			"bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter, "took", st.Took.Round(time.Millisecond),
+			"writes_held_freeze", st.Freeze.Round(time.Millisecond), "writes_held_swap", st.Swap.Round(time.Millisecond))
 	}()
 }
 

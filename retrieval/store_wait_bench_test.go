@@ -99,6 +99,8 @@ func BenchmarkAddDuringCompact300MB(b *testing.B) {
 		b.ReportMetric(pct(idle, 99), "p99-ms-idle")
 		b.ReportMetric(float64(len(during)), "adds-during")
 		b.ReportMetric(stats.Took.Seconds(), "compact-s")
+		b.ReportMetric(float64(stats.Freeze.Microseconds())/1000, "freeze-hold-ms")
+		b.ReportMetric(float64(stats.Swap.Microseconds())/1000, "swap-hold-ms")
 		b.StartTimer()
 	}
 }
@@ -148,6 +150,21 @@ func BenchmarkSearchDuringUpload300MB(b *testing.B) {
 		var stop atomic.Bool
 		got := make(chan []time.Duration)
 		go func() { got <- search(&stop, time.Hour) }()
+		// How long a search waits for the read lock, apart from the CPU
+		// the upload takes from it: a probe takes it every millisecond.
+		waits := make(chan []time.Duration)
+		go func() {
+			var w []time.Duration
+			for !stop.Load() {
+				t0 := time.Now()
+				ix.mu.RLock()
+				w = append(w, time.Since(t0))
+				ix.mu.RUnlock()
+				time.Sleep(time.Millisecond)
+			}
+			slices.Sort(w)
+			waits <- w
+		}()
 		b.StartTimer()
 		t0 := time.Now()
 		for d := range uploadDocs {
@@ -167,6 +184,7 @@ func BenchmarkSearchDuringUpload300MB(b *testing.B) {
 		b.StopTimer()
 		stop.Store(true)
 		during := <-got
+		lockWait := <-waits
 		ix.Close()
 		b.ReportMetric(pct(idle, 50), "search-p50-ms-idle")
 		b.ReportMetric(pct(idle, 99), "search-p99-ms-idle")
@@ -175,6 +193,8 @@ func BenchmarkSearchDuringUpload300MB(b *testing.B) {
 		b.ReportMetric(pct(during, 100), "search-max-ms-upload")
 		b.ReportMetric(pct(during, 99)/pct(idle, 99), "p99-ratio")
 		b.ReportMetric(took.Seconds(), "upload-s")
+		b.ReportMetric(pct(lockWait, 99), "rlock-wait-p99-ms")
+		b.ReportMetric(pct(lockWait, 100), "rlock-wait-max-ms")
 		b.StartTimer()
 	}
 }
