@@ -255,8 +255,9 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 const linkWave = 256
 
 // linkStep is how many planned chunks are linked per hold of the write
-// lock.
-const linkStep = 16
+// lock: linking one can take milliseconds (each of its neighbours may
+// prune its own list).
+const linkStep = 4
 
 // liveFrom lists st's live slots from first on, in slot order (documents
 // in the order they were stored, chunks in order).

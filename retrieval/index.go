@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -443,9 +444,10 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 // upsert stores rec in the visible state, linking its chunks into the
 // graph with plans (made by ix.plan against the current state). The
 // document becomes visible whole in one hold of the write lock; its chunks
-// are linked linkStep per hold, searches scanning those not linked yet
-// (st.linking), so a large document never holds searches up for long. The
-// caller holds writeMu.
+// are then linked in holds of about linkHold each (linking one chunk can
+// take milliseconds: each of its neighbours may prune its own list),
+// searches scanning those not linked yet (st.linking), so a large document
+// never holds searches up for long. The caller holds writeMu.
 func (ix *Index) upsert(rec *logRecord, plans []plan) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -456,10 +458,12 @@ func (ix *Index) upsert(rec *logRecord, plans []plan) {
 		return
 	}
 	st.linking = slots
+	held := time.Now()
 	for i, slot := range slots {
-		if i > 0 && i%linkStep == 0 {
+		if i > 0 && time.Since(held) >= linkHold {
 			ix.mu.Unlock()
 			ix.mu.Lock()
+			held = time.Now()
 		}
 		p := plans[i]
 		if p.links == nil && st.graph.entry >= 0 && i == 0 {
@@ -471,6 +475,10 @@ func (ix *Index) upsert(rec *logRecord, plans []plan) {
 	}
 	st.linking = nil
 }
+
+// linkHold bounds how long upsert holds the write lock to link a
+// document's chunks before it lets waiting searches in.
+const linkHold = time.Millisecond
 
 // reserve makes room for n more slots in the visible state's arrays (and
 // its graph's) when they are full. The copy into larger arrays is made
