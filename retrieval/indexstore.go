@@ -826,6 +826,7 @@ func (ix *Index) compact() (CompactStats, error) {
 		nst.catchUp(ix.dim, recs)
 	}
 	nst.catchUp(ix.dim, recs)
+	linkLater := len(nst.unlinked) > 0
 	ix.catching = false
 	ix.prevLog = nil
 	ix.mu.Lock()
@@ -859,7 +860,7 @@ func (ix *Index) compact() (CompactStats, error) {
 	if derr != nil {
 		return stats, wrap(derr)
 	}
-	if len(nst.unlinked) > 0 {
+	if linkLater {
 		ix.linkInBackground(nst, nil)
 	}
 	stats.BytesAfter, _ = ix.DiskSize()
