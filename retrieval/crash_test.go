@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -200,54 +201,72 @@ func TestCrashSafety(t *testing.T) {
 		}
 		seq += 1000 // versions of a killed round never repeat
 
-		before, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp"))
-		if len(before) > 0 {
-			seen["temporary files"]++
-		}
-		var logged strings.Builder
-		ix, err := OpenIndex(dataDir, IndexOptions{Dimension: crashDim, Embedder: "test", Writable: true, CompactAfter: -1,
-			Logger: slog.New(slog.NewTextHandler(&logged, nil))})
-		for _, what := range []string{"dropped an interrupted record", "replacing an index log", "rebuilding the index's HNSW graph", "replayed the index log"} {
-			if strings.Contains(logged.String(), what) {
-				seen[what]++
-			}
-		}
-		if err != nil {
-			t.Fatalf("round %d: the index does not open after a kill: %v", round, err)
-		}
-		tmps, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp"))
-		if len(tmps) > 0 {
-			t.Errorf("round %d: temporary files left after open: %v", round, tmps)
-		}
-		alt := map[string]int{}
-		for k, v := range want {
-			alt[k] = v
-		}
+		var inflights [][]string
 		if inflight != nil {
-			applyCrashOp(alt, inflight)
+			inflights = append(inflights, inflight)
 		}
-		checkCrashIndex(t, round, ix, want, alt)
-		// What is there now is the truth the next round builds on.
-		for _, d := range ix.Documents() {
-			v, _ := strconv.Atoi(strings.TrimPrefix(d.ContentHash, "v"))
-			want[d.DocID] = v
-		}
-		for id := range want {
-			if _, ok := ix.DocumentHash(id); !ok {
-				want[id] = 0
-			}
-		}
-		if err := ix.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if tmps, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp")); len(tmps) > 0 {
-			t.Errorf("round %d: temporary files left after close: %v", round, tmps)
-		}
+		reopenAndCheck(t, round, dataDir, want, inflights, seen)
 	}
 	if acked < kills*5 {
 		t.Errorf("only %d writes acknowledged over %d runs: the kills came too early to test much", acked, kills)
 	}
 	t.Logf("%d kills, %d acknowledged writes (%d explicit compactions); opens after a kill found: %v", kills, acked, compactions, seen)
+}
+
+// crashRepairs are what an open after a kill may say it repaired, counted
+// by the crash tests.
+var crashRepairs = []string{"dropped an interrupted record", "replacing an index log", "rebuilding the index's HNSW graph",
+	"appended the log segment of a compaction a crash interrupted", "finished a compaction a crash interrupted"}
+
+// reopenAndCheck opens the index a killed writer left, as the next writer
+// would, and checks it against want, the acknowledged versions, with any
+// of the in-flight operations applied or not (each writer's in flight is
+// on documents no other writer touches); then sets want to what is there.
+func reopenAndCheck(t *testing.T, round int, dataDir string, want map[string]int, inflights [][]string, seen map[string]int) {
+	t.Helper()
+	before, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp"))
+	if len(before) > 0 {
+		seen["temporary files"]++
+	}
+	var logged strings.Builder
+	ix, err := OpenIndex(dataDir, IndexOptions{Dimension: crashDim, Embedder: "test", Writable: true, CompactAfter: -1,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+	for _, what := range crashRepairs {
+		if strings.Contains(logged.String(), what) {
+			seen[what]++
+		}
+	}
+	if err != nil {
+		t.Fatalf("round %d: the index does not open after a kill: %v", round, err)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp"))
+	if len(tmps) > 0 {
+		t.Errorf("round %d: temporary files left after open: %v", round, tmps)
+	}
+	alt := map[string]int{}
+	for k, v := range want {
+		alt[k] = v
+	}
+	for _, op := range inflights {
+		applyCrashOp(alt, op)
+	}
+	checkCrashIndex(t, round, ix, want, alt)
+	// What is there now is the truth the next round builds on.
+	for _, d := range ix.Documents() {
+		v, _ := strconv.Atoi(strings.TrimPrefix(d.ContentHash, "v"))
+		want[d.DocID] = v
+	}
+	for id := range want {
+		if _, ok := ix.DocumentHash(id); !ok {
+			want[id] = 0
+		}
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if tmps, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp")); len(tmps) > 0 {
+		t.Errorf("round %d: temporary files left after close: %v", round, tmps)
+	}
 }
 
 func applyCrashOp(m map[string]int, op []string) {
@@ -342,4 +361,170 @@ func lexicalHits(t *testing.T, round int, ix *Index, q string) []string {
 		ids[i] = h.ID
 	}
 	return ids
+}
+
+// crashEnvWriters, set for the child, makes it TestCrashConcurrentChild's
+// writer: that many goroutines writing at once while compactions run.
+const (
+	crashEnvWriters = "RAGTIME_CRASH_WRITERS"
+	crashWriters    = 3
+)
+
+// TestCrashConcurrentChild is the writer half of TestCrashSafetyConcurrent;
+// run on its own it skips. Each of crashWriters goroutines writes the
+// documents whose number is its own modulo crashWriters, printing
+// "B <writer> op doc ver" before a write and "A <writer>" once it is saved,
+// while the main goroutine compacts without pause (and the log's small
+// threshold starts background compactions too), printing "C" after each.
+func TestCrashConcurrentChild(t *testing.T) {
+	dir := os.Getenv(crashEnvDir)
+	if dir == "" || os.Getenv(crashEnvWriters) == "" {
+		t.Skip("the writer TestCrashSafetyConcurrent runs as a child process")
+	}
+	seq, _ := strconv.Atoi(os.Getenv(crashEnvSeq))
+	var mu sync.Mutex
+	say := func(format string, a ...any) {
+		mu.Lock()
+		fmt.Printf(format, a...)
+		mu.Unlock()
+	}
+	ix, err := OpenIndex(dir, IndexOptions{Dimension: crashDim, Embedder: "test", Writable: true, CompactAfter: crashCompact})
+	if err != nil {
+		say("E %v\n", err)
+		os.Exit(3)
+	}
+	ctx := context.Background()
+	for w := range crashWriters {
+		go func() {
+			r := rand.New(rand.NewPCG(uint64(seq), uint64(w)))
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("doc-%02d", w+crashWriters*r.IntN(crashDocs/crashWriters))
+				var err error
+				if r.IntN(100) < 20 {
+					say("B %d delete %s 0\n", w, id)
+					_, err = ix.DeleteDocument(ctx, id)
+				} else {
+					ver := seq + i*crashWriters + w
+					say("B %d put %s %d\n", w, id, ver)
+					err = ix.ReplaceDocument(ctx, crashDoc(id, ver))
+				}
+				if err == nil {
+					err = ix.Save()
+				}
+				if err != nil {
+					say("E %v\n", err)
+					os.Exit(3)
+				}
+				say("A %d\n", w)
+			}
+		}()
+	}
+	r := rand.New(rand.NewPCG(uint64(seq), 99))
+	for {
+		if _, err := ix.Compact(ctx); err != nil {
+			say("E %v\n", err)
+			os.Exit(3)
+		}
+		say("C\n")
+		time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond)
+	}
+}
+
+// TestCrashSafetyConcurrent is TestCrashSafety with several writers at
+// once and compactions running back to back: 40 SIGKILLs, each after a
+// random number of acknowledged writes and a random moment more, so they
+// land in writes, fsyncs, and every step of a compaction (its freeze, its
+// files, its commit, its catching up). After each, the index must open and
+// hold every acknowledged write, whole in both legs, and of the writes in
+// flight (one per writer) each either whole or not at all.
+func TestCrashSafetyConcurrent(t *testing.T) {
+	if os.Getenv(crashEnvDir) != "" {
+		t.Skip("in the child")
+	}
+	dataDir := t.TempDir()
+	want := map[string]int{}
+	r := rand.New(rand.NewPCG(21, 22))
+	seq := 1
+	const kills = 40
+	acked, compactions := 0, 0
+	seen := map[string]int{}
+	for round := range kills {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashConcurrentChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), crashEnvDir+"="+dataDir, crashEnvSeq+"="+strconv.Itoa(seq), crashEnvWriters+"=1")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		linec := make(chan string)
+		go func() {
+			defer close(linec)
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				linec <- sc.Text()
+			}
+		}()
+		var lines []string
+		killAfter := r.IntN(80)
+		deadline := time.After(10 * time.Second)
+		acks := 0
+	collect:
+		for {
+			select {
+			case l, ok := <-linec:
+				if !ok {
+					break collect
+				}
+				lines = append(lines, l)
+				if strings.HasPrefix(l, "A ") {
+					acks++
+				}
+				if acks >= killAfter {
+					time.Sleep(time.Duration(r.IntN(8000)) * time.Microsecond)
+					break collect
+				}
+			case <-deadline:
+				break collect
+			}
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		for l := range linec {
+			lines = append(lines, l)
+		}
+		cmd.Wait()
+
+		inflight := map[string][]string{}
+		for _, l := range lines {
+			f := strings.Fields(l)
+			switch {
+			case strings.HasPrefix(l, "E "):
+				t.Fatalf("round %d: the writer failed: %s", round, l)
+			case f[0] == "B":
+				inflight[f[1]] = f[2:]
+				if f[2] == "put" {
+					v, _ := strconv.Atoi(f[4])
+					seq = max(seq, v+1)
+				}
+			case f[0] == "A":
+				applyCrashOp(want, inflight[f[1]])
+				delete(inflight, f[1])
+				acked++
+			case f[0] == "C":
+				compactions++
+			}
+		}
+		seq += 1000
+		var ops [][]string
+		for _, op := range inflight {
+			ops = append(ops, op)
+		}
+		reopenAndCheck(t, round, dataDir, want, ops, seen)
+	}
+	if acked < kills*10 {
+		t.Errorf("only %d writes acknowledged over %d runs: the kills came too early to test much", acked, kills)
+	}
+	t.Logf("%d kills, %d acknowledged writes by %d writers, %d compactions; opens after a kill found: %v",
+		kills, acked, crashWriters, compactions, seen)
 }

@@ -72,6 +72,41 @@ func (g *graph) grow(n int) {
 	g.count0 = append(g.count0, make([]uint8, n-len(g.count0))...)
 }
 
+// clone returns a deep copy of g.
+func (g *graph) clone() *graph {
+	c := &graph{
+		links0: slices.Clone(g.links0),
+		dists0: slices.Clone(g.dists0),
+		count0: slices.Clone(g.count0),
+		upper:  make(map[int32][]nodeLinks, len(g.upper)),
+		entry:  g.entry,
+		top:    g.top,
+	}
+	for s, lv := range g.upper {
+		cl := make([]nodeLinks, len(lv))
+		for i, nl := range lv {
+			cl[i] = nodeLinks{ids: slices.Clone(nl.ids), dists: slices.Clone(nl.dists)}
+		}
+		c.upper[s] = cl
+	}
+	return c
+}
+
+// reserve gives g's layer-0 arrays room for n nodes.
+func (g *graph) reserve(n int) {
+	if add := n - len(g.count0); add > 0 {
+		if l := growCap(g.links0, add*hnswCap0); l != nil {
+			g.links0 = l
+		}
+		if d := growCap(g.dists0, add*hnswCap0); d != nil {
+			g.dists0 = d
+		}
+		if c := growCap(g.count0, add); c != nil {
+			g.count0 = c
+		}
+	}
+}
+
 func (g *graph) level(s int32) int { return len(g.upper[s]) }
 
 // neighbours returns s's neighbour ids on level l.

@@ -27,10 +27,7 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -42,7 +39,7 @@ const (
 // writeGraph writes st's graph for the file layout given by order (the live
 // slots in file order); the caller keeps st from changing. Deleted nodes
 // are left out, their links repaired (see liveLinks).
-func writeGraph(f *os.File, st *state, dim int, order []int32, gen uint64) error {
+func writeGraph(f io.Writer, st *state, dim int, order []int32, gen uint64) error {
 	g := st.graph
 	newID := make(map[int32]uint32, len(order))
 	for i, s := range order {
@@ -258,8 +255,9 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 const linkWave = 256
 
 // linkStep is how many planned chunks are linked per hold of the write
-// lock.
-const linkStep = 16
+// lock: linking one can take milliseconds (each of its neighbours may
+// prune its own list).
+const linkStep = 4
 
 // liveFrom lists st's live slots from first on, in slot order (documents
 // in the order they were stored, chunks in order).
@@ -289,25 +287,31 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 		n = min(n, 16) // plans against a near-empty graph are mostly redone below
 	}
 	part := slices.Clone(st.unlinked[:n])
+	ix.mu.RUnlock()
 	plans := make([]plan, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), n) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				s := part[i]
-				if st.alive[s] {
-					c := &st.chunks[s]
-					plans[i] = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], levelFor(c.DocID, c.Index))
-				}
+	// Planned planStep at a time per hold of the read lock (see plan).
+	for lo := 0; lo < n; lo += planStep {
+		hi := min(lo+planStep, n)
+		ix.mu.RLock()
+		if ix.st != st {
+			ix.mu.RUnlock()
+			return false
+		}
+		parallel(hi-lo, func(i int) {
+			s := part[lo+i]
+			if st.alive[s] {
+				c := &st.chunks[s]
+				plans[lo+i] = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], levelFor(c.DocID, c.Index))
 			}
 		})
+		ix.mu.RUnlock()
 	}
-	wg.Wait()
-	ix.mu.RUnlock()
 	if !haveWriteMu {
 		ix.writeMu.Lock()
 		defer ix.writeMu.Unlock()
+	}
+	if ix.st == st { // the graph's arrays grow here, not under the write lock
+		ix.reserve(0)
 	}
 	// Linked a few at a time, so no search waits behind a whole wave.
 	for lo := 0; lo < n; lo += linkStep {
@@ -316,8 +320,15 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 			ix.mu.Unlock()
 			return false
 		}
-		st.graph.grow(len(st.alive))
 		hi := min(lo+linkStep, n)
+		if len(st.unlinked) < hi-lo || st.unlinked[0] != part[lo] {
+			// Another linker (a compaction's, the background one) took
+			// these: plan afresh from what is left.
+			more := len(st.unlinked) > 0
+			ix.mu.Unlock()
+			return more
+		}
+		st.graph.grow(len(st.alive))
 		for i, s := range part[lo:hi] {
 			if !st.alive[s] { // replaced or deleted since
 				continue

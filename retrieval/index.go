@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gofrs/flock"
 
@@ -113,6 +114,7 @@ type Index struct {
 	dir      string // <data dir>/index
 	path     string // the snapshot file
 	logPath  string
+	nextPath string // a running compaction's log segment
 	dim      int
 	embedder string
 	writable bool
@@ -142,6 +144,16 @@ type Index struct {
 	// never take it.
 	writeMu sync.Mutex
 	log     *indexLog // the writer's log; nil when read-only or closed
+	// While a compaction runs (catching set), prevLog is the log its
+	// snapshot folds in, which no longer takes writes, and pending the
+	// records written since its freeze, for the state it reads back.
+	prevLog  *indexLog
+	pending  []*logRecord
+	catching bool
+	// hook, set by tests, is called at the steps of a compaction (step).
+	hook func(step string) error
+	// compactMu serialises compactions; writes never wait for it.
+	compactMu sync.Mutex
 	// compacting is set while a background compaction runs; bg waits for it.
 	compacting atomic.Bool
 	bg         sync.WaitGroup
@@ -173,10 +185,18 @@ type state struct {
 	// unlinked lists, in slot order, loaded chunks not yet in the graph
 	// (see linkSome): searches scan them exactly.
 	unlinked []int32
+	// linking lists the slots of the document being linked by its writer,
+	// a few per hold of the write lock (upsert): visible, so searches scan
+	// them exactly like unlinked ones.
+	linking []int32
 	// lex is the lexical leg's inverted index over the live slots, and
 	// lexID each live slot's id in it (lexical.go).
 	lex   *lexical.Index
 	lexID []uint32
+	// frozen is set while a compaction writes a copy of this state made
+	// by freeze, which shares its vectors and chunks: slots freed
+	// meanwhile keep their chunk and are not reused. Guarded by writeMu.
+	frozen bool
 }
 
 type docEntry struct {
@@ -223,6 +243,7 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 		dir:          dir,
 		path:         filepath.Join(dir, indexFileName),
 		logPath:      filepath.Join(dir, logFileName),
+		nextPath:     filepath.Join(dir, nextLogFileName),
 		dim:          opts.Dimension,
 		embedder:     opts.Embedder,
 		writable:     opts.Writable,
@@ -283,6 +304,8 @@ func (ix *Index) Close() error {
 	ix.closing = true
 	ix.bgMu.Unlock()
 	ix.bg.Wait()
+	ix.compactMu.Lock() // an explicit Compact finishes first
+	ix.compactMu.Unlock()
 	ix.writeMu.Lock()
 	var err error
 	if ix.log != nil {
@@ -409,30 +432,112 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 	if err := ix.log.append(frame); err != nil {
 		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
 	}
+	ix.reserve(len(chunks))
 	ix.upsert(rec, plans)
+	if ix.catching {
+		ix.pending = append(ix.pending, rec)
+	}
 	ix.maybeCompact()
 	return nil
 }
 
 // upsert stores rec in the visible state, linking its chunks into the
-// graph with plans (made by ix.plan against the current state). The caller
-// holds writeMu.
+// graph with plans (made by ix.plan against the current state). The
+// document becomes visible whole in one hold of the write lock; its chunks
+// are then linked in holds of about linkHold each (linking one chunk can
+// take milliseconds: each of its neighbours may prune its own list),
+// searches scanning those not linked yet (st.linking), so a large document
+// never holds searches up for long. The caller holds writeMu.
 func (ix *Index) upsert(rec *logRecord, plans []plan) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	st := ix.st
 	slots := st.put(ix.dim, rec)
-	if st.graph != nil {
-		for i, slot := range slots {
-			p := plans[i]
-			if p.links == nil && st.graph.entry >= 0 && i == 0 {
-				// Planned against an empty graph that has filled since.
-				p = st.planInsert(ix.dim, rec.vecs[:ix.dim], p.level)
-			}
-			st.link(ix.dim, slot, p, slots[:i])
-		}
-	}
 	ix.version++
+	if st.graph == nil {
+		return
+	}
+	st.linking = slots
+	held := time.Now()
+	for i, slot := range slots {
+		if i > 0 && time.Since(held) >= linkHold {
+			ix.mu.Unlock()
+			ix.mu.Lock()
+			held = time.Now()
+		}
+		p := plans[i]
+		if p.links == nil && st.graph.entry >= 0 && i == 0 {
+			// Planned against an empty graph that has filled since.
+			p = st.planInsert(ix.dim, rec.vecs[:ix.dim], p.level)
+		}
+		st.link(ix.dim, slot, p, slots[:i])
+		st.linking = slots[i+1:]
+	}
+	st.linking = nil
+}
+
+// linkHold bounds how long upsert holds the write lock to link a
+// document's chunks before it lets waiting searches in.
+const linkHold = time.Millisecond
+
+// reserve makes room for n more slots in the visible state's arrays (and
+// its graph's) when they are full. The copy into larger arrays is made
+// holding writeMu only (no other writer changes the state; searches go on
+// reading the old arrays) and swapped in under the write lock, so searches
+// never wait for a copy of the slab. The caller holds writeMu.
+func (ix *Index) reserve(n int) {
+	st, dim := ix.st, ix.dim
+	vecs := growCap(st.vecs, n*dim)
+	chunks := growCap(st.chunks, n)
+	alive := growCap(st.alive, n)
+	lexID := growCap(st.lexID, n)
+	var links0 []int32
+	var dists0 []float32
+	var count0 []uint8
+	if g := st.graph; g != nil {
+		// The graph grows to the slab's length (graph.grow).
+		add := len(st.alive) + n - len(g.count0)
+		links0 = growCap(g.links0, add*hnswCap0)
+		dists0 = growCap(g.dists0, add*hnswCap0)
+		count0 = growCap(g.count0, add)
+	}
+	if vecs == nil && chunks == nil && alive == nil && lexID == nil && links0 == nil && dists0 == nil && count0 == nil {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if vecs != nil {
+		st.vecs = vecs
+	}
+	if chunks != nil {
+		st.chunks = chunks
+	}
+	if alive != nil {
+		st.alive = alive
+	}
+	if lexID != nil {
+		st.lexID = lexID
+	}
+	if links0 != nil {
+		st.graph.links0 = links0
+	}
+	if dists0 != nil {
+		st.graph.dists0 = dists0
+	}
+	if count0 != nil {
+		st.graph.count0 = count0
+	}
+}
+
+// growCap returns a copy of s with room for add more elements (and half as
+// many again), or nil when s has that room already.
+func growCap[T any](s []T, add int) []T {
+	if add <= 0 || len(s)+add <= cap(s) {
+		return nil
+	}
+	out := make([]T, len(s), max(len(s)+add, cap(s)+cap(s)/2, 256))
+	copy(out, s)
+	return out
 }
 
 // DeleteDocument removes docID and its chunks, reporting whether it was
@@ -452,13 +557,17 @@ func (ix *Index) DeleteDocument(ctx context.Context, docID string) (bool, error)
 	if _, ok := ix.st.docs[docID]; !ok { // only writers change docs, and we are the writer
 		return false, nil
 	}
-	if err := ix.log.append(encodeRecord(ix.dim, &logRecord{op: opDelete, docID: docID})); err != nil {
+	rec := &logRecord{op: opDelete, docID: docID}
+	if err := ix.log.append(encodeRecord(ix.dim, rec)); err != nil {
 		return false, fmt.Errorf("deleting document %q: %w", docID, err)
 	}
 	ix.mu.Lock()
 	ix.st.remove(docID)
 	ix.version++
 	ix.mu.Unlock()
+	if ix.catching {
+		ix.pending = append(ix.pending, rec)
+	}
 	ix.maybeCompact()
 	return true, nil
 }
@@ -475,6 +584,9 @@ func (st *state) remove(docID string) bool {
 	for _, s := range e.slots {
 		st.alive[s] = false
 		st.lex.Delete(st.lexID[s])
+		if st.frozen { // a compaction reads the slot's chunk and vector
+			continue
+		}
 		st.chunks[s] = pipeline.Chunk{} // release the text
 		if st.graph == nil {
 			st.free = append(st.free, s)
@@ -508,6 +620,43 @@ func (st *state) put(dim int, rec *logRecord) []int32 {
 	st.live += len(rec.chunks)
 	st.docs[rec.docID] = e
 	return e.slots
+}
+
+// freeze returns a copy of st for a compaction to write while writes go
+// on: its documents, liveness and graph are copied, its vectors and chunks
+// shared, which writes leave alone while st.frozen is set (they append past
+// the copy's end, or reuse slots freed before the freeze, which the copy
+// does not list). The caller holds writeMu.
+func (st *state) freeze() *state {
+	n := len(st.alive)
+	f := &state{
+		vecs:   st.vecs[:len(st.vecs):len(st.vecs)],
+		chunks: st.chunks[:n:n],
+		alive:  slices.Clone(st.alive),
+		docs:   maps.Clone(st.docs),
+		live:   st.live,
+	}
+	if st.graph != nil {
+		f.graph = st.graph.clone()
+	}
+	st.frozen = true
+	return f
+}
+
+// catchUp applies the records written during a compaction to the state it
+// read back, which no search sees yet; their chunks are linked into the
+// graph in the background (searches scan them exactly meanwhile).
+func (st *state) catchUp(dim int, recs []*logRecord) {
+	for _, rec := range recs {
+		if rec.op == opDelete {
+			st.remove(rec.docID)
+			continue
+		}
+		slots := st.put(dim, rec)
+		if st.graph != nil {
+			st.unlinked = append(st.unlinked, slots...)
+		}
+	}
 }
 
 // apply replays one log record into st, which is not visible yet.
@@ -569,38 +718,57 @@ func (ix *Index) Ef() int { return ix.ef }
 
 // plan draws each vector's level (from its document and position, so a
 // rebuild makes the same graph) and finds its neighbours, in parallel for
-// a document of several chunks, under the read lock. It returns the state
-// it planned against: the plans hold its slot numbers.
+// a document of several chunks, under the read lock, taken per planStep
+// chunks: a read lock held long would make searches wait behind a writer
+// waiting for the write lock. It returns the state it planned against (the
+// plans hold its slot numbers), nil when that changed midway.
 func (ix *Index) plan(docID string, vecs []float32) ([]plan, *state) {
 	n := len(vecs) / ix.dim
 	plans := make([]plan, n)
 	ix.mu.RLock()
-	defer ix.mu.RUnlock()
 	st := ix.st
+	ix.mu.RUnlock()
 	if st.graph == nil {
 		return plans, st
 	}
-	one := func(i int) {
-		plans[i] = st.planInsert(ix.dim, vecs[i*ix.dim:(i+1)*ix.dim], levelFor(docID, i))
+	for lo := 0; lo < n; lo += planStep {
+		hi := min(lo+planStep, n)
+		ix.mu.RLock()
+		if ix.st != st {
+			ix.mu.RUnlock()
+			return plans, nil
+		}
+		parallel(hi-lo, func(i int) {
+			plans[lo+i] = st.planInsert(ix.dim, vecs[(lo+i)*ix.dim:(lo+i+1)*ix.dim], levelFor(docID, lo+i))
+		})
+		ix.mu.RUnlock()
 	}
+	return plans, st
+}
+
+// planStep is how many chunks plan and linkSome plan per hold of the read
+// lock.
+const planStep = 16
+
+// parallel calls fn(0) … fn(n-1) across the cores.
+func parallel(n int, fn func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n)
 	if workers <= 1 {
 		for i := range n {
-			one(i)
+			fn(i)
 		}
-		return plans, st
+		return
 	}
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				one(i)
+				fn(i)
 			}
 		})
 	}
 	wg.Wait()
-	return plans, st
 }
 
 // levelFor draws the HNSW level of chunk i of docID from a hash of both:
@@ -660,16 +828,18 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	switch {
 	case len(filter.DocIDs) > 0 || len(filter.Metadata) > 0:
 		top, err = st.searchFiltered(ctx, ix.dim, q, k, filter)
-	case st.graph != nil && len(st.alive) >= exactBelow && len(st.unlinked) > 0:
-		// Loaded chunks still being linked: the graph's best and the
-		// unlinked ones', scored exactly, merged.
+	case st.graph != nil && len(st.alive) >= exactBelow && (len(st.unlinked) > 0 || len(st.linking) > 0):
+		// Chunks still being linked (loaded ones, a large document's):
+		// the graph's best and theirs, scored exactly, merged.
 		top = topK{k: k, items: make([]scored, 0, k)}
 		for _, c := range st.annSearch(ix.dim, q, k, ix.ef) {
 			top.offer(scored{slot: c.s, score: 1 - c.d})
 		}
-		for _, s := range st.unlinked {
-			if st.alive[s] {
-				top.offer(scored{slot: s, score: simdDot(q, st.vecs[int(s)*ix.dim:(int(s)+1)*ix.dim])})
+		for _, list := range [][]int32{st.unlinked, st.linking} {
+			for _, s := range list {
+				if st.alive[s] {
+					top.offer(scored{slot: s, score: simdDot(q, st.vecs[int(s)*ix.dim:(int(s)+1)*ix.dim])})
+				}
 			}
 		}
 	case st.graph != nil && len(st.alive) >= exactBelow:

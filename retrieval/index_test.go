@@ -100,8 +100,9 @@ func checkAgainst(t *testing.T, got []pipeline.Hit, want []refHit) {
 	}
 }
 
+// TestSearchMatchesBruteForce is not parallel: it sets parallelMin, which
+// every search reads.
 func TestSearchMatchesBruteForce(t *testing.T) {
-	t.Parallel()
 	tests := []struct {
 		name        string
 		n, dim, k   int

@@ -55,7 +55,7 @@ func fileIDOf(fi fs.FileInfo) fileID {
 
 // writeState encodes st as a snapshot of generation gen; the caller keeps
 // st from changing.
-func (ix *Index) writeState(f *os.File, st *state, gen uint64) error {
+func (ix *Index) writeState(f io.Writer, st *state, gen uint64) error {
 	crc := crc32.New(castagnoli)
 	w := &fileWriter{w: bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)}
 	w.bytes([]byte(fileMagic))
@@ -133,22 +133,36 @@ func (w *fileWriter) str(s string) {
 	}
 }
 
-// readFile decodes the index file into a fresh state. Every length is
-// checked against what is left of the file before anything is allocated,
-// so a corrupt or truncated file yields ErrCorrupt naming the file.
+// readFile decodes the index file into a fresh state (see readFileAt).
 func (ix *Index) readFile() (*state, uint64, fileID, error) {
-	f, err := os.Open(ix.path)
+	st, gen, id, err := ix.readFileAt(ix.path, 0)
+	if err == nil {
+		st.indexAll()
+	}
+	return st, gen, id, err
+}
+
+// readFileAt decodes the snapshot at path into a fresh state, its lexical
+// index still empty (st.indexAll fills it), with room in its slab for
+// extra more chunks (those of the log about to be replayed: growing the
+// slab then would copy it, a cost of the snapshot's size rather than the
+// log's). Every length
+// is checked against what is left of the file before anything is
+// allocated, so a corrupt or truncated file yields ErrCorrupt naming the
+// file.
+func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, 0, fileID{}, fmt.Errorf("opening index file: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, 0, fileID{}, fmt.Errorf("reading index file %s: %w", ix.path, err)
+		return nil, 0, fileID{}, fmt.Errorf("reading index file %s: %w", path, err)
 	}
 	r := &fileReader{r: bufio.NewReaderSize(f, 1<<20), crc: crc32.New(castagnoli), left: fi.Size() - 4}
 	corrupt := func(what string) error {
-		return fmt.Errorf("reading index file %s: %s: %w (delete it and re-ingest)", ix.path, what, ErrCorrupt)
+		return fmt.Errorf("reading index file %s: %s: %w (delete it and re-ingest)", path, what, ErrCorrupt)
 	}
 	if r.left < int64(len(fileMagic))+4+8+4+4 {
 		return nil, 0, fileID{}, corrupt("file too short")
@@ -162,7 +176,7 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	if err := ix.compatible(ix.path, dim, embedder); err != nil {
+	if err := ix.compatible(path, dim, embedder); err != nil {
 		return nil, 0, fileID{}, err
 	}
 
@@ -199,7 +213,7 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	st.vecs = make([]float32, n*dim)
+	st.vecs = make([]float32, n*dim, (n+extra)*dim)
 	r.floats(st.vecs)
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
@@ -214,12 +228,14 @@ func (ix *Index) readFile() (*state, uint64, fileID, error) {
 			return nil, 0, fileID{}, corrupt("non-finite vector component")
 		}
 	}
-	st.alive = make([]bool, n)
+	st.alive = make([]bool, n, n+extra)
+	if cap(st.chunks) < n+extra {
+		st.chunks = append(make([]pipeline.Chunk, 0, n+extra), st.chunks...)
+	}
 	for i := range st.alive {
 		st.alive[i] = true
 	}
 	st.live = n
-	st.indexAll()
 	return st, gen, fileIDOf(fi), nil
 }
 

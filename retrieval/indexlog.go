@@ -170,14 +170,14 @@ type logScan struct {
 	recs int
 }
 
-// scanLog reads the log at path from offset from (0: the header first; else
+// scanLog reads the log f (at path) from offset from (0: the header first; else
 // base is the header's size) up to size bytes, calling fn for each complete
 // record. When the header says the log follows another snapshot generation
 // than wantGen it stops there, reporting that generation. A corrupt header
 // or record is an error wrapping ErrCorrupt that names the file and offset;
 // a mismatched dimension or embedder one wrapping ErrIncompatible.
-func (ix *Index) scanLog(f *os.File, from, base, size int64, wantGen uint64, fn func(*logRecord) error) (logScan, error) {
-	path, dim := ix.logPath, ix.dim
+func (ix *Index) scanLog(f *os.File, path string, from, base, size int64, wantGen uint64, fn func(*logRecord) error) (logScan, error) {
+	dim := ix.dim
 	corrupt := func(off int64, what string) error {
 		return fmt.Errorf("reading index log %s at offset %d: %s: %w (move the file away to open the index without the writes it holds)", path, off, what, ErrCorrupt)
 	}
@@ -327,6 +327,34 @@ func (l *indexLog) append(rec []byte) error {
 	l.size += int64(len(rec))
 	l.dirty = true
 	return nil
+}
+
+// fold appends the records in [from, to) of the log file at path (a log
+// segment) to l and syncs l. On failure it cuts l back to where it was.
+func (l *indexLog) fold(path string, from, to int64) error {
+	if l.broken != nil {
+		return fmt.Errorf("appending to index log %s: an earlier failed write could not be undone: %w", l.path, l.broken)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("appending index log segment %s to %s: %w", path, l.path, err)
+	}
+	defer src.Close()
+	n, err := io.Copy(l.f, io.NewSectionReader(src, from, to-from))
+	if err == nil && n != to-from {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		if terr := l.f.Truncate(l.size); terr != nil {
+			l.broken = terr
+		} else if _, serr := l.f.Seek(l.size, io.SeekStart); serr != nil {
+			l.broken = serr
+		}
+		return fmt.Errorf("appending index log segment %s to %s: %w", path, l.path, err)
+	}
+	l.size += n
+	l.dirty = true
+	return l.sync()
 }
 
 // sync makes every appended record durable.

@@ -1,16 +1,29 @@
 package retrieval
 
-// How the index's three files work together (docs/index.md has the whole
+// How the index's files work together (docs/index.md has the whole
 // story): embedded.idx is a snapshot of generation G, embedded.hnsw its
 // HNSW graph (also G), embedded.log the writes made since (its header says
 // it follows G). Opening reads the snapshot and the graph and replays the
-// log; a write appends one record to the log; Save fsyncs the log; a
-// compaction writes generation G+1 of all three as temporary files and
-// renames them into place — the graph, then the snapshot (the commit
-// point), then the empty log — so a crash between two renames leaves a
-// graph of the next generation (rebuilt on open, with a log line) or a log
-// of the previous one (whose records are all in the new snapshot:
-// replaced on open).
+// log; a write appends one record to the log; Save fsyncs the log.
+//
+// A compaction to G+1 never makes writers wait for it. It first starts a
+// new log segment, embedded.next.log (header: follows G+1), and switches
+// the writes to it in one short hold of the writer lock, taking a frozen
+// copy of the state's bookkeeping (the vectors and chunk texts are shared:
+// they are not overwritten meanwhile). It then writes the snapshot and the
+// graph of that frozen state as temporary files, reads them back (the
+// reclaimed state), and commits: the graph, then the snapshot (the commit
+// point), a directory fsync, then the segment renamed over the log. The
+// writes made meanwhile are applied to the new state, and it replaces the
+// old one in one more short hold. A crash leaves one of:
+//   - snapshot G, log G, segment G+1 (before the commit point): the open
+//     replays both logs and appends the segment's records to the log;
+//   - snapshot G+1, log G, segment G+1 (after it): the log is folded into
+//     the snapshot, so the open replays the segment and renames it over
+//     the log;
+//   - snapshot G+1 and log G+1: an ordinary open.
+// A graph of the next generation beside snapshot G is rebuilt on open,
+// with a log line.
 
 import (
 	"bytes"
@@ -25,6 +38,10 @@ import (
 	"strings"
 	"time"
 )
+
+// nextLogFileName is the log segment a running compaction sends the writes
+// to (see the top of this file).
+const nextLogFileName = "embedded.next.log"
 
 // errNotYet means a follower saw the files between two renames of a
 // writer's compaction: it tries again at its next Reload.
@@ -43,12 +60,28 @@ type loaded struct {
 	logEnd  int64
 	torn    bool // the log ends in an interrupted record
 	rebuilt bool // the graph was rebuilt from the vectors
+	// seg is the log segment of a compaction a crash interrupted (writer
+	// only).
+	seg segment
+	// What the open did and how long each phase took.
+	logRecs, logChunks                          int
+	readT, lexT, graphT, replayT, segT, finishT time.Duration
 }
 
-// load reads the snapshot, its graph and the log into a fresh state. A
-// follower (follow set) gets errNotYet rather than rebuilding a graph that
-// does not match the snapshot, since that happens while a compaction
-// renames its files.
+// segment is what load found of embedded.next.log.
+type segment struct {
+	present   bool
+	base, end int64
+	torn      bool
+	recs      int
+}
+
+// load reads the snapshot, its graph and the log into a fresh state; a
+// writer (follow unset) also replays the segment of an interrupted
+// compaction. A follower gets errNotYet rather than rebuilding a graph
+// that does not match the snapshot, since that happens while a compaction
+// renames its files; it leaves a segment alone (its records reach it once
+// the compaction renames the segment over the log).
 func (ix *Index) load(follow bool) (*loaded, error) {
 	ld := &loaded{st: ix.newState()}
 	_, err := os.Stat(ix.path)
@@ -57,22 +90,52 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 	case err != nil:
 		return nil, fmt.Errorf("checking index file: %w", err)
 	default:
-		st, gen, id, err := ix.readFile()
+		// Room for the logs' chunks: at most one per vector's bytes.
+		var logBytes int64
+		for _, p := range []string{ix.logPath, ix.nextPath} {
+			if fi, err := os.Stat(p); err == nil {
+				logBytes += fi.Size()
+			}
+		}
+		t := time.Now()
+		st, gen, id, err := ix.readFileAt(ix.path, int(logBytes/int64(4*ix.dim)))
 		if err != nil {
 			return nil, err
 		}
+		ld.readT = time.Since(t)
+		t = time.Now()
+		st.indexAll()
+		ld.lexT = time.Since(t)
 		ld.st, ld.gen, ld.snap = st, gen, id
 		if !ix.exact {
+			t = time.Now()
 			if err := ix.loadGraph(ld, follow); err != nil {
 				return nil, err
 			}
+			ld.graphT = time.Since(t)
 		}
 	}
+	first := len(ld.st.alive)
+	t := time.Now()
 	if err := ix.replayLog(ld); err != nil {
 		return nil, err
 	}
-	if ld.rebuilt {
+	ld.replayT = time.Since(t)
+	if !follow {
+		t = time.Now()
+		if err := ix.replaySegment(ld); err != nil {
+			return nil, err
+		}
+		ld.segT = time.Since(t)
+	}
+	if ld.st.graph != nil {
+		ld.st.graph.grow(len(ld.st.alive)) // here, not under the write lock once visible
+	}
+	switch {
+	case ld.rebuilt:
 		ld.st.unlinked = liveFrom(ld.st, 0)
+	case ld.st.graph != nil && len(ld.st.alive) > first:
+		ld.st.unlinked = liveFrom(ld.st, first)
 	}
 	if follow && ld.logID != (fileID{}) && ld.logGen > ld.gen {
 		return nil, errNotYet
@@ -110,7 +173,9 @@ func (ix *Index) loadGraph(ld *loaded, follow bool) error {
 }
 
 // replayLog applies the log's records to ld's state when the log follows
-// ld's snapshot, then links the chunks they added into the graph.
+// ld's snapshot. Its cost is that of the records: each is decoded, its
+// chunks analysed and filed; linking them into the graph is left to the
+// background (load lists them in unlinked).
 func (ix *Index) replayLog(ld *loaded) error {
 	f, err := os.Open(ix.logPath)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -125,12 +190,9 @@ func (ix *Index) replayLog(ld *loaded) error {
 		return fmt.Errorf("reading index log %s: %w", ix.logPath, err)
 	}
 	ld.logID = fileIDOf(fi)
-	first := int32(len(ld.st.alive))
-	start := time.Now()
-	chunks := 0
-	sc, err := ix.scanLog(f, 0, 0, fi.Size(), ld.gen, func(rec *logRecord) error {
+	sc, err := ix.scanLog(f, ix.logPath, 0, 0, fi.Size(), ld.gen, func(rec *logRecord) error {
 		ld.st.apply(ix.dim, rec)
-		chunks += len(rec.chunks)
+		ld.logChunks += len(rec.chunks)
 		return nil
 	})
 	if err != nil {
@@ -141,18 +203,51 @@ func (ix *Index) replayLog(ld *loaded) error {
 		return nil
 	}
 	ld.logEnd, ld.torn = sc.end, sc.torn
-	if sc.recs > 0 {
-		if ld.st.graph != nil && !ld.rebuilt {
-			ld.st.unlinked = liveFrom(ld.st, int(first))
-		}
-		ix.logger.Info("replayed the index log", "file", ix.logPath, "records", sc.recs, "chunks", chunks,
-			"took", time.Since(start).Round(time.Millisecond))
+	ld.logRecs += sc.recs
+	return nil
+}
+
+// replaySegment applies the records of the log segment an interrupted
+// compaction left (see the top of this file): it follows the next
+// generation when the log follows the snapshot (the compaction had not
+// committed), else the snapshot's own.
+func (ix *Index) replaySegment(ld *loaded) error {
+	f, err := os.Open(ix.nextPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
+	if err != nil {
+		return fmt.Errorf("opening index log segment: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("reading index log segment %s: %w", ix.nextPath, err)
+	}
+	want := ld.gen
+	if ld.logEnd > 0 {
+		want = ld.gen + 1
+	}
+	sc, err := ix.scanLog(f, ix.nextPath, 0, 0, fi.Size(), want, func(rec *logRecord) error {
+		ld.st.apply(ix.dim, rec)
+		ld.logChunks += len(rec.chunks)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if sc.gen != want {
+		return fmt.Errorf("opening index: log segment %s follows snapshot generation %d, but %s is generation %d and %s follows %d: %w",
+			ix.nextPath, sc.gen, ix.path, ld.gen, ix.logPath, ld.logGen, ErrCorrupt)
+	}
+	ld.seg = segment{present: true, base: sc.base, end: sc.end, torn: sc.torn, recs: sc.recs}
+	ld.logRecs += sc.recs
 	return nil
 }
 
 // open loads the index at OpenIndex and, for a writer, readies the log.
 func (ix *Index) open() error {
+	start := time.Now()
 	var ld *loaded
 	for try := 0; ; try++ {
 		var err error
@@ -169,37 +264,94 @@ func (ix *Index) open() error {
 			ix.logPath, ld.logGen, ix.path, ld.gen, ErrCorrupt)
 	}
 	ix.publish(ld)
-	if !ix.writable {
-		ix.startLinking(ld)
-		return nil
+	if ix.writable {
+		t := time.Now()
+		if err := ix.readyLog(ld); err != nil {
+			return err
+		}
+		ld.finishT = time.Since(t)
+	}
+	ix.logger.Info("opened the index", "dir", ix.dir, "generation", ld.gen, "chunks", ld.st.live,
+		"log_records", ld.logRecs, "log_chunks", ld.logChunks,
+		"snapshot_read", ld.readT.Round(time.Millisecond), "lexical_rebuild", ld.lexT.Round(time.Millisecond),
+		"graph_read", ld.graphT.Round(time.Millisecond), "log_replay", ld.replayT.Round(time.Millisecond),
+		"segment_replay", ld.segT.Round(time.Millisecond), "log_ready", ld.finishT.Round(time.Millisecond),
+		"took", time.Since(start).Round(time.Millisecond))
+	ix.startLinking(ld)
+	return nil
+}
+
+// readyLog opens (or starts) the log a writer appends to, finishing what a
+// crash interrupted: a torn record, a compaction's last steps.
+func (ix *Index) readyLog(ld *loaded) error {
+	if ld.torn {
+		ix.logger.Warn("dropped an interrupted record from the end of the index log (a write cut by a crash, never acknowledged)",
+			"file", ix.logPath, "offset", ld.logEnd)
+	}
+	if ld.seg.torn {
+		ix.logger.Warn("dropped an interrupted record from the end of the index log segment (a write cut by a crash, never acknowledged)",
+			"file", ix.nextPath, "offset", ld.seg.end)
 	}
 	switch {
+	case ld.seg.present && ld.logEnd > 0:
+		// Cut before its commit point: the segment's records go back to
+		// the end of the log they follow (a crash while copying leaves
+		// some twice, which replays to the same state: each record sets a
+		// whole document).
+		l, err := openLogForAppend(ix.logPath, ld.logEnd, ld.logBase)
+		if err != nil {
+			return err
+		}
+		if err := l.fold(ix.nextPath, ld.seg.base, ld.seg.end); err != nil {
+			l.f.Close()
+			return err
+		}
+		if err := os.Remove(ix.nextPath); err != nil {
+			l.f.Close()
+			return fmt.Errorf("removing index log segment: %w", err)
+		}
+		if err := syncDir(ix.dir); err != nil {
+			l.f.Close()
+			return fmt.Errorf("syncing index directory %s: %w", ix.dir, err)
+		}
+		ix.logger.Info("appended the log segment of a compaction a crash interrupted to the index log",
+			"file", ix.nextPath, "records", ld.seg.recs, "generation", ld.gen)
+		ix.log = l
+	case ld.seg.present:
+		// Cut after its commit point: the segment is the new log.
+		l, err := openLogForAppend(ix.nextPath, ld.seg.end, ld.seg.base)
+		if err != nil {
+			return err
+		}
+		if err := os.Rename(ix.nextPath, ix.logPath); err != nil {
+			l.f.Close()
+			return fmt.Errorf("finishing an interrupted compaction: %w", err)
+		}
+		if err := syncDir(ix.dir); err != nil {
+			l.f.Close()
+			return fmt.Errorf("syncing index directory %s: %w", ix.dir, err)
+		}
+		l.path = ix.logPath
+		ix.logger.Info("finished a compaction a crash interrupted after its commit point: its log segment is now the log",
+			"file", ix.logPath, "records", ld.seg.recs, "generation", ld.gen)
+		ix.log = l
 	case ld.logID == (fileID{}):
 		if ld.snap != (fileID{}) {
 			ix.logger.Info("migrating the index to the log-structured layout: starting a log beside the snapshot",
 				"file", ix.logPath, "generation", ld.gen)
 		}
-		if err := ix.newLog(ld.gen); err != nil {
-			return err
-		}
+		return ix.newLog(ld.gen)
 	case ld.logEnd == 0:
 		ix.logger.Info("replacing an index log the last compaction had folded into the snapshot (it was cut before its last step)",
 			"file", ix.logPath, "log_generation", ld.logGen, "generation", ld.gen)
-		if err := ix.newLog(ld.gen); err != nil {
-			return err
-		}
+		return ix.newLog(ld.gen)
 	default:
-		if ld.torn {
-			ix.logger.Warn("dropped an interrupted record from the end of the index log (a write cut by a crash, never acknowledged)",
-				"file", ix.logPath, "offset", ld.logEnd)
-		}
 		l, err := openLogForAppend(ix.logPath, ld.logEnd, ld.logBase)
 		if err != nil {
 			return err
 		}
 		ix.log = l
 	}
-	ix.startLinking(ld)
 	return nil
 }
 
@@ -376,7 +528,7 @@ func (ix *Index) follow(id fileID, from int64) (bool, error) {
 	defer ix.writeMu.Unlock()
 	gen := ix.generation.Load()
 	applied := 0
-	sc, err := ix.scanLog(f, from, ix.logBase, fi.Size(), gen, func(rec *logRecord) error {
+	sc, err := ix.scanLog(f, ix.logPath, from, ix.logBase, fi.Size(), gen, func(rec *logRecord) error {
 		ix.applyLive(rec)
 		applied++
 		return nil
@@ -446,12 +598,17 @@ type CompactStats struct {
 	// BytesBefore and BytesAfter are the index's size on disk.
 	BytesBefore, BytesAfter int64
 	Took                    time.Duration
+	// Freeze and Swap are how long the compaction held the writer mutex
+	// (writes wait for it) to switch the writes to its log segment, and to
+	// apply the last writes and swap the new state in.
+	Freeze, Swap time.Duration
 }
 
 // Compact writes the index as a new snapshot and graph and starts an empty
 // log, dropping the chunks of replaced and deleted documents on disk and in
-// memory. Searches run on meanwhile; writes wait for it. A writable index
-// also compacts on its own, in the background, once the log passes
+// memory. Searches and writes go on meanwhile: writes wait only for two
+// short holds of the writer lock (see the top of this file). A writable
+// index also compacts on its own, in the background, once the log passes
 // IndexOptions.CompactAfter.
 func (ix *Index) Compact(ctx context.Context) (CompactStats, error) {
 	if !ix.writable {
@@ -460,12 +617,19 @@ func (ix *Index) Compact(ctx context.Context) (CompactStats, error) {
 	if err := ctx.Err(); err != nil {
 		return CompactStats{}, fmt.Errorf("compacting index: %w", err)
 	}
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	if ix.log == nil {
+	ix.compactMu.Lock()
+	defer ix.compactMu.Unlock()
+	if ix.isClosed() {
 		return CompactStats{}, fmt.Errorf("compacting index: the index was closed")
 	}
 	return ix.compact()
+}
+
+// isClosed reports whether Close has closed the log.
+func (ix *Index) isClosed() bool {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	return ix.log == nil
 }
 
 // IngestCompactAfter is the log size (bytes) past which `ragtime ingest`
@@ -479,12 +643,16 @@ func (ix *Index) CompactIfLogOver(ctx context.Context, n int64) (CompactStats, b
 	if !ix.writable {
 		return CompactStats{}, false, fmt.Errorf("compacting index: %w", ErrReadOnly)
 	}
+	ix.compactMu.Lock()
+	defer ix.compactMu.Unlock()
 	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
 	if ix.log == nil {
+		ix.writeMu.Unlock()
 		return CompactStats{}, false, fmt.Errorf("compacting index: the index was closed")
 	}
-	if ix.log.size-ix.log.base <= n {
+	size := ix.log.size - ix.log.base
+	ix.writeMu.Unlock()
+	if size <= n {
 		return CompactStats{}, false, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -494,110 +662,287 @@ func (ix *Index) CompactIfLogOver(ctx context.Context, n int64) (CompactStats, b
 	return st, err == nil, err
 }
 
-// compact is Compact; the caller holds writeMu, so st cannot change, and
-// reads it under the read lock, which searches share.
+// catchUpRoom is how many chunks written during a compaction the state it
+// reads back has room for before its arrays grow.
+const catchUpRoom = 4096
+
+// catchUpLocked is the number of records written during a compaction that
+// it applies to the new state under the writer lock, at its end; while
+// more are waiting it applies them without the lock and looks again.
+const catchUpLocked = 64
+
+// compact is Compact; the caller holds compactMu (not writeMu).
 func (ix *Index) compact() (CompactStats, error) {
 	start := time.Now()
-	stats := CompactStats{Generation: ix.generation.Load() + 1, LogBytes: ix.log.size - ix.log.base}
+	gen := ix.generation.Load() + 1 // only compactions change it, one at a time
+	stats := CompactStats{Generation: gen}
 	stats.BytesBefore, _ = ix.DiskSize()
-	gen := stats.Generation
-	graphPath := filepath.Join(ix.dir, graphFileName)
-	var tmps []string
-	fail := func(err error) (CompactStats, error) {
-		for _, t := range tmps {
-			os.Remove(t)
-		}
-		return stats, fmt.Errorf("compacting the index in %s: %w", ix.dir, err)
-	}
-	// Anything not yet synced goes to disk first: the renames below must
-	// not become durable before the writes they fold in.
-	if err := ix.log.sync(); err != nil {
-		return fail(err)
-	}
-	// The graph file must hold every chunk: finish linking first.
-	for ix.linkSome(ix.st, true) {
-	}
-	ix.mu.RLock()
-	st := ix.st
-	stats.Documents, stats.Chunks, stats.Reclaimed = len(st.docs), st.live, len(st.alive)-st.live
-	var graphTmp string
-	idxTmp, err := writeTemp(ix.dir, indexFileName, func(f *os.File) error { return ix.writeState(f, st, gen) })
-	if err == nil {
-		tmps = append(tmps, idxTmp)
-		if st.graph != nil {
-			graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
-				return writeGraph(f, st, ix.dim, st.fileOrder(), gen)
-			})
-			tmps = append(tmps, graphTmp)
+	wrap := func(err error) error { return fmt.Errorf("compacting the index in %s: %w", ix.dir, err) }
+
+	// The graph file must hold every chunk: chunks loaded but not linked
+	// yet are linked first, a wave per hold of the locks.
+	for {
+		ix.mu.RLock()
+		st := ix.st
+		ix.mu.RUnlock()
+		if !ix.linkSome(st, false) {
+			break
 		}
 	}
-	ix.mu.RUnlock()
-	if err != nil {
-		return fail(err)
-	}
+	// The new segment, made durable before any writer waits for it.
 	h := logHeader(ix.dim, gen, ix.embedder)
-	logTmp, err := writeTemp(ix.dir, logFileName, func(f *os.File) error {
+	segTmp, err := writeTemp(ix.dir, nextLogFileName, func(f *os.File) error {
 		_, err := f.Write(h)
 		return err
 	})
-	if err != nil {
-		return fail(err)
+	if err == nil {
+		if err = os.Rename(segTmp, ix.nextPath); err != nil {
+			os.Remove(segTmp)
+		}
 	}
-	tmps = append(tmps, logTmp)
-	// The graph first: a crash right after it leaves a graph the snapshot
-	// does not match, which the next open rebuilds.
-	if graphTmp != "" {
-		err = os.Rename(graphTmp, graphPath)
-	} else if err = os.Remove(graphPath); errors.Is(err, fs.ErrNotExist) {
-		err = nil
+	if err == nil {
+		if err = syncDir(ix.dir); err != nil {
+			os.Remove(ix.nextPath)
+		}
+	}
+	var seg *indexLog
+	if err == nil {
+		if seg, err = openLogForAppend(ix.nextPath, int64(len(h)), int64(len(h))); err != nil {
+			os.Remove(ix.nextPath)
+		}
+	}
+	if err != nil {
+		return stats, wrap(fmt.Errorf("starting log segment %s: %w", ix.nextPath, err))
+	}
+
+	// The freeze, in one short hold of the writer lock: the old log is
+	// synced (the commit must not become durable before the writes it
+	// folds in), writes go to the segment from now on, and the snapshot
+	// is written from a frozen copy of the state.
+	// The bulk of that fsync happens before the lock (an ingest saves
+	// every 100 documents): the one under it flushes what came since.
+	ix.writeMu.Lock()
+	cur := ix.log
+	ix.writeMu.Unlock()
+	if cur != nil && cur.f != nil {
+		cur.f.Sync() // its descriptor stays open: Close waits for compactMu
+	}
+	ix.writeMu.Lock()
+	held := time.Now()
+	if ix.log == nil {
+		ix.writeMu.Unlock()
+		seg.f.Close()
+		os.Remove(ix.nextPath)
+		return stats, wrap(errors.New("the index was closed"))
+	}
+	for ix.linkSome(ix.st, true) { // what a write may have loaded since: normally nothing
+	}
+	if err := ix.log.sync(); err != nil {
+		ix.writeMu.Unlock()
+		seg.f.Close()
+		os.Remove(ix.nextPath)
+		return stats, wrap(err)
+	}
+	old, live := ix.log, ix.st
+	stats.LogBytes = old.size - old.base
+	ix.prevLog, ix.log = old, seg
+	frozen := live.freeze()
+	ix.pending, ix.catching = nil, true
+	stats.Freeze = time.Since(held)
+	ix.writeMu.Unlock()
+	ix.step("frozen")
+	stats.Documents, stats.Chunks, stats.Reclaimed = len(frozen.docs), frozen.live, len(frozen.alive)-frozen.live
+
+	// Written and read back with no lock held.
+	graphPath := filepath.Join(ix.dir, graphFileName)
+	var idxTmp, graphTmp string
+	var nst *state
+	var id fileID
+	idxTmp, err = writeTemp(ix.dir, indexFileName, func(f *os.File) error {
+		return ix.writeState(&chunkSyncer{f: f}, frozen, gen)
+	})
+	if err == nil && frozen.graph != nil {
+		graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
+			return writeGraph(&chunkSyncer{f: f}, frozen, ix.dim, frozen.fileOrder(), gen)
+		})
+	}
+	frozen = nil
+	if err == nil {
+		// The reclaimed state: the live chunks only, renumbered, and the
+		// graph without the deleted nodes.
+		nst, _, id, err = ix.readFileAt(idxTmp, catchUpRoom)
+		if err == nil {
+			nst.indexAll()
+			if !ix.exact {
+				nst.graph, err = readGraph(graphTmp, len(nst.chunks), gen)
+			}
+		}
+		if err == nil && nst.graph != nil {
+			nst.graph.reserve(len(nst.chunks) + catchUpRoom)
+		}
+		if err != nil {
+			err = fmt.Errorf("reading back the new snapshot: %w", err)
+		}
+	}
+	if err == nil {
+		err = ix.step("commit")
+	}
+	// The commit: the graph first (a crash right after it leaves a graph
+	// the old snapshot does not match, which the next open rebuilds), then
+	// the snapshot.
+	if err == nil {
+		if graphTmp != "" {
+			err = os.Rename(graphTmp, graphPath)
+		} else if err = os.Remove(graphPath); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
 	}
 	if err == nil {
 		err = os.Rename(idxTmp, ix.path) // the commit point
 	}
 	if err != nil {
-		return fail(err)
+		for _, t := range []string{idxTmp, graphTmp} {
+			if t != "" {
+				os.Remove(t)
+			}
+		}
+		return stats, wrap(errors.Join(err, ix.unfreeze(live)))
 	}
-	ix.generation.Store(gen)
-	old := ix.log
-	if err := os.Rename(logTmp, ix.logPath); err != nil {
-		// Appending to the old log would be lost: it now precedes the snapshot.
-		old.broken = fmt.Errorf("the compaction to generation %d could not replace the log: %w", gen, err)
-		return fail(err)
-	}
-	old.f.Close() // its records are all in the snapshot
-	ix.log = &indexLog{path: ix.logPath, broken: errors.New("the log could not be reopened after a compaction")}
-	if err := syncDir(ix.dir); err != nil {
-		return fail(err)
-	}
-	l, err := openLogForAppend(ix.logPath, int64(len(h)), int64(len(h)))
-	if err != nil {
-		return fail(err)
-	}
-	ix.log = l
+	// The snapshot's rename must be durable before the segment's: the other
+	// way round, a crash could leave the old snapshot without the old log.
+	derr := syncDir(ix.dir)
+	ix.step("committed")
 
-	// Reclaim memory: the snapshot just written, read back, holds the live
-	// chunks only, renumbered, and the graph without the deleted nodes.
-	nst, _, id, err := ix.readFile()
-	if err == nil && !ix.exact {
-		nst.graph, err = readGraph(graphPath, len(nst.chunks), gen)
+	// Catch up with the writes made meanwhile, the bulk without the lock.
+	var recs []*logRecord
+	for {
+		ix.writeMu.Lock()
+		held = time.Now()
+		recs, ix.pending = ix.pending, nil
+		if len(recs) <= catchUpLocked && nst.hasRoom(ix.dim, recs) {
+			break
+		}
+		ix.writeMu.Unlock()
+		nst.catchUp(ix.dim, recs)
 	}
-	if err != nil {
-		return fail(fmt.Errorf("reading back the new snapshot: %w", err))
-	}
+	nst.catchUp(ix.dim, recs)
+	linkLater := len(nst.unlinked) > 0
+	ix.catching = false
+	ix.prevLog = nil
 	ix.mu.Lock()
 	ix.st = nst
 	ix.version++
 	ix.mu.Unlock()
+	ix.generation.Store(gen)
 	ix.snap, ix.snapBytes = id, id.size
+	stats.Swap = time.Since(held)
+	ix.writeMu.Unlock()
+	// Writes go on appending to the segment, through its descriptor,
+	// while it is renamed over the log.
+	if derr == nil {
+		derr = os.Rename(ix.nextPath, ix.logPath)
+	}
+	if derr == nil {
+		derr = syncDir(ix.dir)
+	}
+	ix.writeMu.Lock()
+	if derr != nil {
+		// Appending to the segment would be lost if it never became the
+		// log: refuse writes until an open finishes the compaction.
+		if ix.log != nil {
+			ix.log.broken = fmt.Errorf("the compaction to generation %d could not rename %s over the log: %w", gen, ix.nextPath, derr)
+		}
+	} else if ix.log != nil {
+		ix.log.path = ix.logPath
+	}
+	ix.writeMu.Unlock()
+	old.f.Close() // its records are all in the snapshot
+	if derr != nil {
+		return stats, wrap(derr)
+	}
+	if linkLater {
+		ix.linkInBackground(nst, nil)
+	}
 	stats.BytesAfter, _ = ix.DiskSize()
 	stats.Took = time.Since(start)
 	return stats, nil
 }
 
+// hasRoom reports whether st's slab and graph arrays have room for the
+// chunks of recs without growing (a copy of the whole slab).
+func (st *state) hasRoom(dim int, recs []*logRecord) bool {
+	n := len(st.alive)
+	for _, r := range recs {
+		n += len(r.chunks)
+	}
+	ok := n <= cap(st.alive) && n <= cap(st.chunks) && n <= cap(st.lexID) && n*dim <= cap(st.vecs)
+	if g := st.graph; ok && g != nil {
+		ok = n <= cap(g.count0) && n*hnswCap0 <= cap(g.links0) && n*hnswCap0 <= cap(g.dists0)
+	}
+	return ok
+}
+
+// unfreeze undoes a compaction that failed before its commit point: the
+// records written to the segment meanwhile are appended to the log, which
+// takes the writes again. If that fails too, writes are refused (the
+// segment must not be overwritten by the next compaction), and the next
+// open does it.
+func (ix *Index) unfreeze(live *state) error {
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	ix.catching, ix.pending = false, nil
+	live.frozen = false
+	seg, old := ix.log, ix.prevLog
+	ix.prevLog = nil
+	if seg == nil {
+		old.f.Close()
+		return nil
+	}
+	if err := old.fold(ix.nextPath, seg.base, seg.size); err != nil {
+		seg.broken = fmt.Errorf("a failed compaction could not return its log segment to the log: %w", err)
+		old.f.Close()
+		return err
+	}
+	ix.log = old
+	seg.f.Close()
+	if err := os.Remove(ix.nextPath); err != nil {
+		return fmt.Errorf("removing index log segment: %w", err)
+	}
+	return syncDir(ix.dir)
+}
+
+// step calls the test hook, if any, at a named step of a compaction.
+func (ix *Index) step(name string) error {
+	if ix.hook == nil {
+		return nil
+	}
+	return ix.hook(name)
+}
+
+// chunkSyncer writes to f and fsyncs it every syncChunk bytes, so a
+// compaction's files reach the disk as they are written and the fsync
+// before the commit has little left to flush.
+type chunkSyncer struct {
+	f *os.File
+	n int64
+}
+
+const syncChunk = 8 << 20
+
+func (w *chunkSyncer) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.n += int64(n)
+	if err == nil && w.n >= syncChunk {
+		w.n = 0
+		err = w.f.Sync()
+	}
+	return n, err
+}
+
 // maybeCompact starts a background compaction when the log has outgrown
 // its threshold. The caller holds writeMu.
 func (ix *Index) maybeCompact() {
-	if ix.compactAfter < 0 {
+	if ix.compactAfter < 0 || ix.catching {
 		return
 	}
 	if ix.log.size-ix.log.base >= max(ix.compactAfter, ix.snapBytes/4) {
@@ -622,9 +967,9 @@ func (ix *Index) startCompaction() {
 	go func() {
 		defer ix.bg.Done()
 		defer ix.compacting.Store(false)
-		ix.writeMu.Lock()
-		defer ix.writeMu.Unlock()
-		if ix.log == nil || ix.isClosing() {
+		ix.compactMu.Lock()
+		defer ix.compactMu.Unlock()
+		if ix.isClosing() || ix.isClosed() {
 			return
 		}
 		st, err := ix.compact()
@@ -634,7 +979,8 @@ func (ix *Index) startCompaction() {
 		}
 		ix.logger.Info("compacted the index", "dir", ix.dir, "generation", st.Generation, "documents", st.Documents,
 			"chunks", st.Chunks, "reclaimed_chunks", st.Reclaimed, "log_bytes", st.LogBytes,
-			"bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter, "took", st.Took.Round(time.Millisecond))
+			"bytes_before", st.BytesBefore, "bytes_after", st.BytesAfter, "took", st.Took.Round(time.Millisecond),
+			"writes_held_freeze", st.Freeze.Round(time.Millisecond), "writes_held_swap", st.Swap.Round(time.Millisecond))
 	}()
 }
 
@@ -644,11 +990,11 @@ func (ix *Index) isClosing() bool {
 	return ix.closing
 }
 
-// DiskSize returns the bytes the index's files (snapshot, graph and log)
-// take.
+// DiskSize returns the bytes the index's files (snapshot, graph, log and
+// a compaction's log segment) take.
 func (ix *Index) DiskSize() (int64, error) {
 	var total int64
-	for _, name := range []string{indexFileName, graphFileName, logFileName} {
+	for _, name := range []string{indexFileName, graphFileName, logFileName, nextLogFileName} {
 		fi, err := os.Stat(filepath.Join(ix.dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue

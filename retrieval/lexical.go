@@ -66,7 +66,7 @@ func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
 // index.
 func (st *state) indexAll() {
 	docs := analyseAll(st.chunks)
-	st.lexID = make([]uint32, len(st.chunks))
+	st.lexID = make([]uint32, len(st.chunks), cap(st.alive))
 	for s, d := range docs {
 		if st.alive[s] {
 			st.lexID[s] = st.lex.Add(d, int32(s))
