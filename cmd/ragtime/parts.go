@@ -313,7 +313,8 @@ func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) 
 	for said := false; ; said = true {
 		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
 		var pe *ragtime.Error
-		if err == nil || !errors.As(err, &pe) || pe.Kind != ragtime.KindUpstream || time.Now().Add(wait).After(deadline) {
+		left := time.Until(deadline)
+		if err == nil || !errors.As(err, &pe) || pe.Kind != ragtime.KindUpstream || left <= 0 {
 			if err != nil && said {
 				err = fmt.Errorf("waited %s (--embed-wait): %w", c.embedWait, err)
 			}
@@ -327,7 +328,9 @@ func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) 
 			log.Warn("waiting for the embedding server to answer, to learn the embedding dimension (--embed-dimensions skips this)",
 				"embed_base_url", upstream.RedactURL(c.embedURL), "up_to", c.embedWait.String(), "err", pe.Message)
 		}
-		t := time.NewTimer(wait)
+		// The last try is at the deadline, so serve waits the whole
+		// --embed-wait, not up to one backoff less.
+		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
