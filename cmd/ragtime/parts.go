@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"time"
 
@@ -255,11 +256,15 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 	if c.embedBatch < 1 {
 		return nil, &usageError{msg: fmt.Sprintf("--embed-batch-size must be at least 1, got %d", c.embedBatch)}
 	}
+	stored, err := c.storedDimension()
+	if err != nil {
+		return nil, err
+	}
 	var emb pipeline.Embedder
 	var name string
 	switch c.embedder {
 	case "hash":
-		e, err := retrieval.NewHashEmbedder(cmpOr(c.embedDim, 512))
+		e, err := retrieval.NewHashEmbedder(cmpOr(c.embedDim, cmpOr(stored, 512)))
 		if err != nil {
 			return nil, fmt.Errorf("--embed-dimensions: %w", err)
 		}
@@ -294,6 +299,30 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 		dim = len(vecs[0])
 	}
 	return &embedderInfo{Embedder: emb, name: name, dim: dim}, nil
+}
+
+// storedDimension returns the vector dimension the embedded index under
+// --data-dir records, 0 when there is no index yet (or the store is not the
+// embedded one). The hash embedder takes it when --embed-dimensions is not
+// given; a remote embedder's dimension is learnt from the server and the
+// index refuses a different one when it opens. A --embed-dimensions that
+// differs from the index's is an error naming both.
+func (c *partsConfig) storedDimension() (int, error) {
+	if c.store != "embedded" {
+		return 0, nil
+	}
+	_, dim, err := retrieval.StoredEmbedder(c.dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading the embedding dimension of the index under --data-dir %s: %w", c.dataDir, err)
+	}
+	if c.embedDim != 0 && c.embedDim != dim {
+		return 0, &usageError{msg: fmt.Sprintf("--embed-dimensions %d conflicts with the index under --data-dir %s, which holds %d-dimensional vectors: "+
+			"leave --embed-dimensions out (the index's %d is used) or ingest into a fresh --data-dir", c.embedDim, c.dataDir, dim, dim)}
+	}
+	return dim, nil
 }
 
 // Backoff of probeEmbedder's retries.
