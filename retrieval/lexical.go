@@ -28,7 +28,7 @@ var (
 // document's title and its own heading (a Markdown chunk's first line,
 // when that is a heading), its body the text.
 func analyseChunk(c *pipeline.Chunk) lexical.Doc {
-	return lexical.Analyse(c.Title+"\n"+heading(c.Text), c.Text)
+	return lexical.AnalyseFields(c.Text, c.Title, heading(c.Text))
 }
 
 // heading returns text's first line when it is a Markdown ATX heading.
