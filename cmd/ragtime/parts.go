@@ -167,7 +167,7 @@ func (c *partsConfig) register(fs *flag.FlagSet) {
 func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory holding the embedded vector index")
 	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing of words and word pairs; no model, no semantics), openai (any OpenAI-compatible /embeddings) or ollama (/api/embed)")
-	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "`n`: the vector dimension: for hash the bucket count (0: 512); for openai sent as the request's dimensions (0: the model's own, learnt by one request at start)")
+	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "`n`: the vector dimension: for hash the bucket count (0: the one the embedded index under --data-dir records, else 512); for openai sent as the request's dimensions (0: the model's own, learnt by one request at start); a value other than the embedded index's is an error naming both")
 	fs.StringVar(&c.embedURL, "embed-base-url", "", "embedding server: OpenAI-compatible base URL with /v1 (e.g. https://api.openai.com/v1), or Ollama's root (default http://127.0.0.1:11434)")
 	fs.StringVar(&c.embedModel, "embed-model", "", "embedding model (e.g. text-embedding-3-small, nomic-embed-text)")
 	fs.StringVar(&c.embedKey, "embed-api-key-env", EmbedKeyEnvDefault, "NAME of the environment variable holding the embedding API key")
