@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -318,9 +319,8 @@ func (r *ingestRun) emit() {
 func (r *ingestRun) all(sources []source) error {
 	batch := cmpOr(r.in.BatchSize, DefaultBatchSize)
 	wave := batch * cmpOr(r.in.Concurrency, 1)
-	ctx, cancel := context.WithCancel(r.ctx)
-	defer cancel() // stops the workers when the run stops early
-	ready, done := r.prepareAll(ctx, sources)
+	ready, done, stop := r.prepareAll(r.ctx, sources)
+	defer stop() // the workers are gone before the caller may close the store
 	for i, s := range sources {
 		if err := r.ctx.Err(); err != nil {
 			return fmt.Errorf("ingesting: %w", err)
@@ -374,9 +374,11 @@ const preparedAhead = 4
 // prepareAll starts Workers goroutines that read, extract and split the
 // sources (the work that is independent per file) and returns one channel
 // per source, on which its result arrives; done must be called once per
-// result taken, which lets the next file start. The workers stop when ctx
-// ends.
-func (r *ingestRun) prepareAll(ctx context.Context, sources []source) (ready []chan prepared, done func()) {
+// result taken, which lets the next file start, and stop once at the end:
+// it stops the workers and waits for them (each finishes the file in hand).
+func (r *ingestRun) prepareAll(parent context.Context, sources []source) (ready []chan prepared, done, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	var wg sync.WaitGroup
 	workers := max(1, min(cmpOr(r.in.Workers, runtime.GOMAXPROCS(0)), len(sources)))
 	ready = make([]chan prepared, len(sources))
 	for i := range ready {
@@ -384,7 +386,7 @@ func (r *ingestRun) prepareAll(ctx context.Context, sources []source) (ready []c
 	}
 	slots := make(chan struct{}, workers*preparedAhead)
 	jobs := make(chan int)
-	go func() {
+	wg.Go(func() {
 		defer close(jobs)
 		for i := range sources {
 			select {
@@ -398,16 +400,19 @@ func (r *ingestRun) prepareAll(ctx context.Context, sources []source) (ready []c
 				return
 			}
 		}
-	}()
+	})
 	for range workers {
-		go func() {
+		wg.Go(func() {
 			splitter := r.in.splitter()
 			for i := range jobs {
 				ready[i] <- r.prepareFile(ctx, splitter, sources[i])
 			}
-		}()
+		})
 	}
-	return ready, func() { <-slots }
+	return ready, func() { <-slots }, func() {
+		cancel()
+		wg.Wait()
+	}
 }
 
 // prepareFile reads, extracts and chunks one file. Its errors are the
