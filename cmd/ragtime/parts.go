@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"time"
 
@@ -312,11 +311,10 @@ func (c *partsConfig) storedDimension() (int, error) {
 		return 0, nil
 	}
 	_, dim, err := retrieval.StoredEmbedder(c.dataDir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
-	}
 	if err != nil {
-		return 0, fmt.Errorf("reading the embedding dimension of the index under --data-dir %s: %w", c.dataDir, err)
+		// No index yet, or one whose header cannot be read: opening it
+		// says what is wrong (and recovers what it can), as before.
+		return 0, nil
 	}
 	if c.embedDim != 0 && c.embedDim != dim {
 		return 0, &usageError{msg: fmt.Sprintf("--embed-dimensions %d conflicts with the index under --data-dir %s, which holds %d-dimensional vectors: "+
