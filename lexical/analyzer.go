@@ -16,14 +16,10 @@ const Analyzer = "english-snowball"
 // Terms returns the index terms of text under Analyzer, in text order:
 // "Configuring the caches" gives "configur", "cach".
 func Terms(text string) []string {
-	words := Words(text)
-	out := words[:0]
-	for _, w := range words {
-		if IsStopword(w) {
-			continue
-		}
-		out = append(out, Stem(w))
-	}
+	a := getAnalyzer()
+	defer putAnalyzer(a)
+	out := make([]string, 0, len(text)/8)
+	a.Each(text, func(t string) { out = append(out, t) })
 	return out
 }
 
@@ -40,10 +36,7 @@ func Stem(w string) string {
 	if ok {
 		return s
 	}
-	s = english.Stem(w, true)
-	if s == w {
-		s = w // keep one string, not the stemmer's copy
-	}
+	s = stem(w)
 	stems.mu.Lock()
 	if len(stems.m) < stemCacheMax {
 		stems.m[strings.Clone(w)] = s
@@ -62,6 +55,117 @@ var stems = struct {
 	mu sync.RWMutex
 	m  map[string]string
 }{m: make(map[string]string, 1024)}
+
+// stem is Stem without the cache.
+func stem(w string) string {
+	if len(w) <= 2 || !asciiLetters(w) {
+		return w
+	}
+	s := english.Stem(w, true)
+	if s == w {
+		s = w // keep one string, not the stemmer's copy
+	}
+	return s
+}
+
+// TermAnalyzer applies Analyzer without allocating per word: words are
+// scanned into a reused buffer and looked up in the analyzer's own cache of
+// terms (word → stem, or stop word), so a word met before costs one map
+// lookup and no string, and concurrent analyzers (one per worker) share no
+// lock. It is not safe for concurrent use.
+type TermAnalyzer struct {
+	sc     WordScanner
+	terms  map[string]termEntry
+	counts map[string]int
+}
+
+type termEntry struct {
+	term string
+	stop bool
+}
+
+// analyzerCacheMax bounds each TermAnalyzer's cache; past it words are
+// looked up in Stem's shared cache.
+const analyzerCacheMax = 1 << 16
+
+// NewTermAnalyzer returns an analyzer with an empty cache.
+func NewTermAnalyzer() *TermAnalyzer {
+	return &TermAnalyzer{terms: make(map[string]termEntry, 1024), counts: make(map[string]int, 128)}
+}
+
+// term returns the term of a scanned word and whether it is a stop word.
+func (a *TermAnalyzer) term(w []byte) termEntry {
+	if e, ok := a.terms[string(w)]; ok {
+		return e
+	}
+	word := string(w)
+	e := termEntry{stop: IsStopword(word)}
+	if !e.stop {
+		e.term = stem(word)
+	}
+	if len(a.terms) < analyzerCacheMax {
+		a.terms[word] = e
+	} else if !e.stop {
+		e.term = Stem(word)
+	}
+	return e
+}
+
+// Each calls f with each index term of text under Analyzer, in text
+// order (the terms of Terms).
+func (a *TermAnalyzer) Each(text string, f func(term string)) {
+	a.sc.Reset(text)
+	for w, ok := a.sc.Next(); ok; w, ok = a.sc.Next() {
+		if e := a.term(w); !e.stop {
+			f(e.term)
+		}
+	}
+}
+
+// Analyse is Analyse(strings.Join(titles, "\n"), body) on the analyzer's
+// cache.
+func (a *TermAnalyzer) Analyse(body string, titles ...string) Doc {
+	clear(a.counts)
+	n := 0
+	for _, title := range titles {
+		a.sc.Reset(title)
+		for w, ok := a.sc.Next(); ok; w, ok = a.sc.Next() {
+			if e := a.term(w); !e.stop {
+				a.counts[e.term] += TitleBoost
+				n += TitleBoost
+			}
+		}
+	}
+	a.sc.Reset(body)
+	for w, ok := a.sc.Next(); ok; w, ok = a.sc.Next() {
+		if e := a.term(w); !e.stop {
+			a.counts[e.term]++
+			n++
+		}
+	}
+	return newDoc(a.counts, n)
+}
+
+// analyzers keeps TermAnalyzers, with their caches, between Analyse
+// calls: a channel rather than a sync.Pool, which a garbage collection
+// would empty along with the caches.
+var analyzers = make(chan *TermAnalyzer, 16)
+
+func getAnalyzer() *TermAnalyzer {
+	select {
+	case a := <-analyzers:
+		return a
+	default:
+		return NewTermAnalyzer()
+	}
+}
+
+func putAnalyzer(a *TermAnalyzer) {
+	select {
+	case analyzers <- a:
+	default:
+	}
+}
 
 func asciiLetters(w string) bool {
 	for i := 0; i < len(w); i++ {

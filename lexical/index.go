@@ -25,16 +25,21 @@ type Doc struct {
 // Analyse returns the Doc of a chunk whose title field is title and whose
 // body is body, both under Analyzer.
 func Analyse(title, body string) Doc {
-	counts := make(map[string]int, 64)
-	n := 0
-	for _, t := range Terms(title) {
-		counts[t] += TitleBoost
-		n += TitleBoost
-	}
-	for _, t := range Terms(body) {
-		counts[t]++
-		n++
-	}
+	a := getAnalyzer()
+	defer putAnalyzer(a)
+	return a.Analyse(body, title)
+}
+
+// AnalyseFields is Analyse with the title field given in parts (joined
+// with a line break), so the caller need not concatenate them.
+func AnalyseFields(body string, titles ...string) Doc {
+	a := getAnalyzer()
+	defer putAnalyzer(a)
+	return a.Analyse(body, titles...)
+}
+
+// newDoc makes the Doc of term counts summing to n.
+func newDoc(counts map[string]int, n int) Doc {
 	d := Doc{terms: make([]string, 0, len(counts)), tfs: make([]uint16, 0, len(counts)), len: uint32(n)}
 	for t, c := range counts {
 		d.terms = append(d.terms, t)

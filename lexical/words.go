@@ -12,42 +12,74 @@ import (
 // those scripts do not separate words with spaces.
 func Words(text string) []string {
 	words := make([]string, 0, len(text)/6)
-	var b strings.Builder
-	flush := func() {
-		if b.Len() > 0 {
-			words = append(words, b.String())
-			b.Reset()
-		}
+	var sc WordScanner
+	sc.Reset(text)
+	for w, ok := sc.Next(); ok; w, ok = sc.Next() {
+		words = append(words, string(w))
 	}
-	for _, r := range text {
-		if r < utf8.RuneSelf {
+	return words
+}
+
+// WordScanner yields the words of Words one at a time without allocating:
+// each is returned in a buffer the next call overwrites. The zero value
+// scans the empty text; Reset starts on another (keeping the buffer).
+type WordScanner struct {
+	text string
+	pos  int
+	buf  []byte
+}
+
+// Reset starts scanning text.
+func (s *WordScanner) Reset(text string) {
+	s.text, s.pos = text, 0
+}
+
+// Next returns the next normalised word, valid until the next call, and
+// false at the end of the text.
+func (s *WordScanner) Next() ([]byte, bool) {
+	s.buf = s.buf[:0]
+	for s.pos < len(s.text) {
+		c := s.text[s.pos]
+		if c < utf8.RuneSelf {
 			// ASCII fast path: most text is ASCII, and the unicode tables
 			// below cost several times more per character.
+			s.pos++
 			switch {
-			case 'a' <= r && r <= 'z', '0' <= r && r <= '9':
-				b.WriteByte(byte(r))
-			case 'A' <= r && r <= 'Z':
-				b.WriteByte(byte(r) + 'a' - 'A')
-			case r == '\'':
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+				s.buf = append(s.buf, c)
+			case 'A' <= c && c <= 'Z':
+				s.buf = append(s.buf, c+'a'-'A')
+			case c == '\'':
 			default:
-				flush()
+				if len(s.buf) > 0 {
+					return s.buf, true
+				}
 			}
 			continue
 		}
+		r, size := utf8.DecodeRuneInString(s.text[s.pos:])
 		switch {
 		case isIdeographic(r):
-			flush()
-			words = append(words, string(r))
+			if len(s.buf) > 0 {
+				return s.buf, true // the character is the next word
+			}
+			s.pos += size
+			s.buf = utf8.AppendRune(s.buf, r)
+			return s.buf, true
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(unicode.ToLower(r))
+			s.pos += size
+			s.buf = utf8.AppendRune(s.buf, unicode.ToLower(r))
 		case r == '’':
 			// keep contractions together: "don’t" → "dont"
+			s.pos += size
 		default:
-			flush()
+			s.pos += size
+			if len(s.buf) > 0 {
+				return s.buf, true
+			}
 		}
 	}
-	flush()
-	return words
+	return s.buf, len(s.buf) > 0
 }
 
 func isIdeographic(r rune) bool {
@@ -59,6 +91,13 @@ func isIdeographic(r rune) bool {
 // function word that carries no topic.
 func IsStopword(w string) bool {
 	_, ok := stopwords[w]
+	return ok
+}
+
+// IsStopwordBytes is IsStopword of a word WordScanner returned (without
+// allocating).
+func IsStopwordBytes(w []byte) bool {
+	_, ok := stopwords[string(w)]
 	return ok
 }
 

@@ -64,7 +64,7 @@ func (e *HashEmbedder) Dimension() int { return e.dim }
 func (e *HashEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	slab := make([]float32, len(texts)*e.dim)
-	var feats []uint64
+	var sc hashScratch
 	for i, text := range texts {
 		if i%64 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -72,10 +72,17 @@ func (e *HashEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, 
 			}
 		}
 		vec := slab[i*e.dim : (i+1)*e.dim : (i+1)*e.dim]
-		feats = e.embedInto(vec, text, feats[:0])
+		e.embedInto(vec, text, &sc)
 		out[i] = vec
 	}
 	return out, nil
+}
+
+// hashScratch is what embedInto reuses from one text to the next: the word
+// scanner's buffer and the feature list.
+type hashScratch struct {
+	words lexical.WordScanner
+	feats []uint64
 }
 
 // FNV-1a, 64-bit. Written out rather than using hash/fnv so that a feature
@@ -85,9 +92,9 @@ const (
 	fnvPrime64  = 1099511628211
 )
 
-func fnvAdd(h uint64, s string) uint64 {
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
+func fnvAddBytes(h uint64, s []byte) uint64 {
+	for _, c := range s {
+		h ^= uint64(c)
 		h *= fnvPrime64
 	}
 	return h
@@ -104,38 +111,22 @@ func mix64(h uint64) uint64 {
 	return h
 }
 
-// embedInto writes the embedding of text into vec (which must be zero) and
-// returns feats, reused as scratch space.
-func (e *HashEmbedder) embedInto(vec []float32, text string, feats []uint64) []uint64 {
-	words := lexical.Words(text)
-	content := words[:0:0]
-	for _, w := range words {
-		if !lexical.IsStopword(w) {
-			content = append(content, w)
-		}
+// embedInto writes the embedding of text into vec (which must be zero),
+// with sc as scratch space. Words are hashed as they are scanned, so no
+// word becomes a string.
+func (e *HashEmbedder) embedInto(vec []float32, text string, sc *hashScratch) {
+	feats := sc.features(text, true)
+	if len(feats) == 0 {
+		// A text of stop words only is embedded by all its words.
+		feats = sc.features(text, false)
 	}
-	if len(content) == 0 {
-		content = words
-	}
-	if len(content) == 0 {
-		return feats
-	}
-	for i, w := range content {
-		feats = append(feats, fnvAdd(fnvOffset64, w))
-		if i > 0 {
-			// A pair hashes as "previous\x00word": the NUL cannot occur in a
-			// word, so a pair never collides with a single word by design.
-			h := fnvAdd(fnvOffset64, content[i-1])
-			h ^= 0
-			h *= fnvPrime64
-			feats = append(feats, fnvAdd(h, w))
-		}
+	if len(feats) == 0 {
+		return
 	}
 	// Sorting groups equal features so term frequencies are counted without
 	// a map; texts have a few hundred features at most.
 	slices.Sort(feats)
 	dim := uint64(e.dim)
-	var sum float64
 	for i := 0; i < len(feats); {
 		j := i + 1
 		for j < len(feats) && feats[j] == feats[i] {
@@ -150,6 +141,7 @@ func (e *HashEmbedder) embedInto(vec []float32, text string, feats []uint64) []u
 		vec[b] += w
 		i = j
 	}
+	var sum float64
 	for _, v := range vec {
 		sum += float64(v) * float64(v)
 	}
@@ -159,5 +151,31 @@ func (e *HashEmbedder) embedInto(vec []float32, text string, feats []uint64) []u
 			vec[i] *= inv
 		}
 	}
+}
+
+// features returns the hashes of text's words (without stop words when
+// content is set) and of each pair of adjacent such words, in sc.feats.
+func (sc *hashScratch) features(text string, content bool) []uint64 {
+	feats := sc.feats[:0]
+	sc.words.Reset(text)
+	var prev uint64 // the previous word's hash; 0 before the first
+	first := true
+	for w, ok := sc.words.Next(); ok; w, ok = sc.words.Next() {
+		if content && lexical.IsStopwordBytes(w) {
+			continue
+		}
+		h := fnvAddBytes(fnvOffset64, w)
+		feats = append(feats, h)
+		if !first {
+			// A pair hashes as "previous\x00word": the NUL cannot occur in a
+			// word, so a pair never collides with a single word by design.
+			p := prev
+			p ^= 0
+			p *= fnvPrime64
+			feats = append(feats, fnvAddBytes(p, w))
+		}
+		prev, first = h, false
+	}
+	sc.feats = feats
 	return feats
 }

@@ -129,6 +129,10 @@ type cand struct {
 // per search.
 type visitedSet struct {
 	bits []uint64
+	// The candidate heap and the fresh-neighbour list of a search, kept
+	// with the set so a search allocates only the results it returns.
+	cands candHeap
+	fresh []int32
 }
 
 var visitedPool = sync.Pool{New: func() any { return &visitedSet{} }}
@@ -165,12 +169,15 @@ var touchSink atomic.Uint32
 func (st *state) searchLayer(dim int, q []float32, eps []cand, ef, l int, aliveOnly bool) []cand {
 	g := st.graph
 	vis := getVisited(len(st.alive))
-	defer visitedPool.Put(vis)
 	// candidates: a min-heap by distance; results: a max-heap by distance.
-	cands := make(candHeap, 0, ef*2)
-	fresh := make([]int32, 0, hnswCap0)
+	cands := vis.cands[:0]
+	fresh := vis.fresh[:0]
 	var touch uint32
-	defer func() { touchSink.Store(touch) }()
+	defer func() {
+		touchSink.Store(touch)
+		vis.cands, vis.fresh = cands[:0], fresh[:0]
+		visitedPool.Put(vis)
+	}()
 	res := make(candHeap, 0, ef+1)
 	for _, e := range eps {
 		vis.visit(e.s)

@@ -11,8 +11,10 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -68,6 +70,11 @@ type Ingester struct {
 	// (a remote embedder is mostly waiting on the network; the hash
 	// embedder uses the cores); 0 means 1.
 	Concurrency int
+	// Workers is how many files Ingest reads, extracts and splits at once,
+	// ahead of the store; the documents are still stored one at a time in
+	// the order the files were found, so the store ends up the same for
+	// any number. 0 means GOMAXPROCS.
+	Workers int
 }
 
 // Progress is reported after every file and once at the end.
@@ -165,6 +172,8 @@ func (in *Ingester) validate() error {
 		return errors.New("ingesting: no embedder")
 	case in.Store == nil:
 		return errors.New("ingesting: no store")
+	case in.Workers < 0:
+		return fmt.Errorf("ingesting: workers %d: --workers must be positive", in.Workers)
 	case in.Concurrency < 0:
 		return fmt.Errorf("ingesting: concurrency %d: --concurrency must be positive", in.Concurrency)
 	case isReadOnly(in.Store):
@@ -310,16 +319,27 @@ func (r *ingestRun) emit() {
 func (r *ingestRun) all(sources []source) error {
 	batch := cmpOr(r.in.BatchSize, DefaultBatchSize)
 	wave := batch * cmpOr(r.in.Concurrency, 1)
-	for _, s := range sources {
+	ready, done, stop := r.prepareAll(r.ctx, sources)
+	defer stop() // the workers are gone before the caller may close the store
+	for i, s := range sources {
 		if err := r.ctx.Err(); err != nil {
 			return fmt.Errorf("ingesting: %w", err)
 		}
-		if err := r.file(s); err != nil {
+		var pr prepared
+		select {
+		case pr = <-ready[i]:
+			done()
+		case <-r.ctx.Done():
+			return fmt.Errorf("ingesting: %w", r.ctx.Err())
+		}
+		if err := pr.err; err != nil {
 			var se storeError
 			if errors.As(err, &se) {
 				return err
 			}
 			r.failed = append(r.failed, FileError{Path: s.path, Err: err})
+		} else {
+			r.enqueue(pr)
 		}
 		for len(r.queue) >= wave {
 			if err := r.embed(batch, wave); err != nil {
@@ -338,17 +358,73 @@ func (r *ingestRun) all(sources []source) error {
 	return r.embed(batch, 0) // stores documents without chunks still pending
 }
 
-// file reads, extracts and chunks one file and queues its chunks. Its
-// errors are the file's own (unreadable, not text, refused by the parser),
-// after which nothing is queued and the run can go on, except a
-// storeError, which stops the run.
-func (r *ingestRun) file(s source) error {
+// prepared is a file read, extracted and split by a worker, waiting for
+// its turn: doc is nil when the file is unchanged (or failed, with err).
+type prepared struct {
+	doc   *pendingDoc
+	texts []string // what is embedded for each chunk, in order
+	err   error
+}
+
+// preparedAhead is how many files per worker may wait, prepared, for the
+// store: enough to keep the workers busy while a large document is
+// stored, few enough to hold little memory.
+const preparedAhead = 4
+
+// prepareAll starts Workers goroutines that read, extract and split the
+// sources (the work that is independent per file) and returns one channel
+// per source, on which its result arrives; done must be called once per
+// result taken, which lets the next file start, and stop once at the end:
+// it stops the workers and waits for them (each finishes the file in hand).
+func (r *ingestRun) prepareAll(parent context.Context, sources []source) (ready []chan prepared, done, stop func()) {
+	ctx, cancel := context.WithCancel(parent)
+	var wg sync.WaitGroup
+	workers := max(1, min(cmpOr(r.in.Workers, runtime.GOMAXPROCS(0)), len(sources)))
+	ready = make([]chan prepared, len(sources))
+	for i := range ready {
+		ready[i] = make(chan prepared, 1)
+	}
+	slots := make(chan struct{}, workers*preparedAhead)
+	jobs := make(chan int)
+	wg.Go(func() {
+		defer close(jobs)
+		for i := range sources {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	for range workers {
+		wg.Go(func() {
+			splitter := r.in.splitter()
+			for i := range jobs {
+				ready[i] <- r.prepareFile(ctx, splitter, sources[i])
+			}
+		})
+	}
+	return ready, func() { <-slots }, func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// prepareFile reads, extracts and chunks one file. Its errors are the
+// file's own (unreadable, not text, refused by the parser), after which
+// the run can go on with the next, except a storeError, which stops the
+// run.
+func (r *ingestRun) prepareFile(ctx context.Context, splitter textsplitter.TextSplitter, s source) prepared {
 	content, err := os.ReadFile(s.path)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", s.path, err)
+		return prepared{err: fmt.Errorf("reading %s: %w", s.path, err)}
 	}
-	_, err = r.content(s, content, "", nil)
-	return err
+	return r.in.prepare(ctx, splitter, s, content, "", nil)
 }
 
 // content extracts and chunks one document and queues its chunks, unless
@@ -356,6 +432,33 @@ func (r *ingestRun) file(s source) error {
 // empty, replaces the extracted title; meta is added to every chunk's
 // metadata.
 func (r *ingestRun) content(s source, content []byte, title string, meta map[string]string) (*pendingDoc, error) {
+	pr := r.in.prepare(r.ctx, r.splitter, s, content, title, meta)
+	if pr.err != nil {
+		return nil, pr.err
+	}
+	r.enqueue(pr)
+	return pr.doc, nil
+}
+
+// enqueue queues a prepared document's chunks for the embedder, or counts
+// it as skipped when it is unchanged.
+func (r *ingestRun) enqueue(pr prepared) {
+	p := pr.doc
+	if p == nil {
+		r.progress.Skipped++
+		return
+	}
+	for i, t := range pr.texts {
+		r.queue = append(r.queue, queued{doc: p, i: i, text: t})
+	}
+	r.pending = append(r.pending, p)
+}
+
+// prepare extracts and chunks one document, unless its hash matches the
+// stored one (then doc is nil). title, when not empty, replaces the
+// extracted title; meta is added to every chunk's metadata. It is safe to
+// call from several goroutines (each with its own splitter).
+func (in *Ingester) prepare(ctx context.Context, splitter textsplitter.TextSplitter, s source, content []byte, title string, meta map[string]string) prepared {
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
 	if len(meta) > 0 { // the same text with other metadata is another version
@@ -364,29 +467,28 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 			hash = hex.EncodeToString(sum[:])
 		}
 	}
-	old, ok, err := r.in.Store.StoredHash(r.ctx, s.docID)
+	old, ok, err := in.Store.StoredHash(ctx, s.docID)
 	if err != nil {
-		return nil, storeError{fmt.Errorf("checking %s: %w", s.docID, err)}
+		return prepared{err: storeError{fmt.Errorf("checking %s: %w", s.docID, err)}}
 	}
 	if ok && old == hash {
-		r.progress.Skipped++
-		return nil, nil
+		return prepared{}
 	}
 	// The title falls back to the base of the id, not of the path: for a
 	// file they agree, and content sent through the API has Source "api"
 	// as its path.
 	ex, err := extract(s.kind, s.docID, content)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.path, err)
+		return prepared{err: fmt.Errorf("reading %s: %w", s.path, err)}
 	}
 	if title != "" {
 		ex.title = title
 	}
 	var texts []string
 	if ex.text != "" {
-		texts, err = r.splitter.SplitText(ex.text)
+		texts, err = splitter.SplitText(ex.text)
 		if err != nil {
-			return nil, fmt.Errorf("chunking %s: %w", s.path, err)
+			return prepared{err: fmt.Errorf("chunking %s: %w", s.path, err)}
 		}
 	}
 	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash, Source: s.path}}
@@ -395,6 +497,7 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 		chunkMeta = map[string]string{}
 	}
 	chunkMeta["type"] = s.kind
+	embed := make([]string, 0, len(texts))
 	for _, t := range texts {
 		// Kept separators start the piece after them; a sentence's ". "
 		// belongs to the sentence before, so it is not left to open a chunk.
@@ -402,16 +505,14 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 		if strings.TrimSpace(t) == "" {
 			continue
 		}
-		i := len(p.doc.Chunks)
 		p.doc.Chunks = append(p.doc.Chunks, pipeline.Chunk{Text: t, Metadata: chunkMeta})
 		// The title goes into what is embedded (not into the stored text):
 		// a chunk deep in a document still matches questions naming it.
-		r.queue = append(r.queue, queued{doc: p, i: i, text: ex.title + "\n\n" + t})
+		embed = append(embed, ex.title+"\n\n"+t)
 	}
 	p.doc.Vectors = make([][]float32, len(p.doc.Chunks))
 	p.missing = len(p.doc.Chunks)
-	r.pending = append(r.pending, p)
-	return p, nil
+	return prepared{doc: p, texts: embed}
 }
 
 // storeError is a failure of the store rather than of a document: it stops

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -659,5 +660,89 @@ func TestProgressAfter(t *testing.T) {
 	fast(Progress{Files: 1, TotalFiles: 1, Done: true})
 	if len(quick) != 0 {
 		t.Errorf("a quick ingest showed %+v", quick)
+	}
+}
+
+// TestIngestWorkersWriteTheSameIndex: 1, 3 and 8 workers write
+// byte-identical index files (log, and after a compaction snapshot and
+// graph) from a corpus large enough for the HNSW graph, with a file left
+// out and an unchanged one skipped on the way, and list the same failures.
+func TestIngestWorkersWriteTheSameIndex(t *testing.T) {
+	t.Parallel()
+	corpus := t.TempDir()
+	words := strings.Fields("index graph vector chunk query token stream cache prefill decode latency replica " +
+		"postgres redis shard tenant compaction snapshot log record embedding lexical stem analyser worker order")
+	seed := uint64(1)
+	next := func() int {
+		seed = seed*6364136223846793005 + 1442695040888963407
+		return int(seed >> 33)
+	}
+	for f := range 90 {
+		var b strings.Builder
+		fmt.Fprintf(&b, "# Page %d\n\n", f)
+		for range 60 + next()%200 {
+			b.WriteString(words[next()%len(words)])
+			if next()%9 == 0 {
+				b.WriteString(". ")
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		if err := os.WriteFile(filepath.Join(corpus, fmt.Sprintf("page%02d.md", f)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(corpus, "binary.txt"), []byte("\x00\x01\x02 not text"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files := func(workers int) map[string][]byte {
+		dir := t.TempDir()
+		in, _ := newIngester(t, dir)
+		in.ChunkSize, in.ChunkOverlap, in.Workers = 60, 10, workers
+		ix := in.Store.(*Index)
+		// One file first, so the full run skips it as unchanged.
+		if _, err := in.Ingest(context.Background(), []string{filepath.Join(corpus, "page07.md")}, nil); err != nil {
+			t.Fatal(err)
+		}
+		st, err := in.Ingest(context.Background(), []string{corpus}, nil)
+		if err != nil || len(st.Failed) != 1 || st.Skipped != 1 || !strings.Contains(fmt.Sprint(st.Failed), "binary.txt") {
+			t.Fatalf("%d workers: %+v, %v; want page07.md skipped and binary.txt left out", workers, st, err)
+		}
+		if st.Documents != 89 || ix.Len() < 1100 {
+			t.Fatalf("%d workers stored %d documents, %d chunks; want 89 and enough chunks for the graph", workers, st.Documents, ix.Len())
+		}
+		out := map[string][]byte{}
+		read := func(when string) {
+			ents, err := os.ReadDir(filepath.Join(dir, indexDirName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				if b, err := os.ReadFile(filepath.Join(dir, indexDirName, e.Name())); err == nil {
+					out[when+"/"+e.Name()] = b
+				}
+			}
+		}
+		read("logged")
+		if _, err := ix.Compact(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		read("compacted")
+		return out
+	}
+	one := files(1)
+	if one["compacted/"+graphFileName] == nil || one["logged/"+logFileName] == nil {
+		t.Fatalf("wrote %v: want the log, then a snapshot and its graph", slices.Sorted(maps.Keys(one)))
+	}
+	for _, w := range []int{3, 8} {
+		got := files(w)
+		if len(got) != len(one) {
+			t.Errorf("%d workers wrote files %v, 1 worker %v", w, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(one)))
+		}
+		for name, b := range one {
+			if !bytes.Equal(got[name], b) {
+				t.Errorf("%s differs between 1 and %d workers (%d and %d bytes)", name, w, len(b), len(got[name]))
+			}
+		}
 	}
 }

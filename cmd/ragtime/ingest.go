@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -22,6 +24,8 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	chunkOverlap := fs.Int("chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks")
 	batchSize := fs.Int("batch-size", retrieval.DefaultBatchSize, "chunks embedded per call")
 	concurrency := fs.Int("concurrency", 2, "embedding calls in flight at once")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files read, extracted and split at once, ahead of the store, which still stores them one at a time in the order found (the index is the same for any number); default: GOMAXPROCS")
+	cpuProfile := fs.String("cpuprofile", "", "`file` to write a CPU profile of the whole ingest to (read it with go tool pprof)")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
@@ -32,6 +36,9 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	if *concurrency < 1 {
 		return &usageError{msg: fmt.Sprintf("--concurrency must be at least 1, got %d", *concurrency)}
 	}
+	if *workers < 1 {
+		return &usageError{msg: fmt.Sprintf("--workers must be at least 1, got %d", *workers)}
+	}
 	// Every path must exist before anything is opened: a typo must not
 	// create the index directory nor print a summary.
 	for _, path := range fs.Args() {
@@ -41,6 +48,13 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 			}
 			return fmt.Errorf("ingest: cannot read %s (nothing was ingested): %w", path, err)
 		}
+	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	emb, err := pc.buildEmbedder(ctx, env)
 	if err != nil {
@@ -53,7 +67,7 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	}
 	defer p.Close()
 	in := retrieval.Ingester{Embedder: emb, Store: p.store, ChunkSize: *chunkSize, ChunkOverlap: *chunkOverlap,
-		BatchSize: *batchSize, Concurrency: *concurrency}
+		BatchSize: *batchSize, Concurrency: *concurrency, Workers: *workers}
 	progress := retrieval.ProgressAfter(retrieval.ProgressBar(env.stderr, isTerminal(env.stderr)), progressDelay, time.Now)
 	st, err := in.Ingest(ctx, fs.Args(), progress)
 	if err != nil {
@@ -81,6 +95,23 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 			len(st.Failed), len(st.Failed)+st.Documents+st.Skipped)
 	}
 	return nil
+}
+
+// startCPUProfile writes a CPU profile to path until the returned stop is
+// called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // reportFailed lists the files an ingest left out, one a line with its

@@ -167,7 +167,7 @@ func (c *partsConfig) register(fs *flag.FlagSet) {
 func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 	fs.StringVar(&c.dataDir, "data-dir", "./data", "directory holding the embedded vector index")
 	fs.StringVar(&c.embedder, "embedder", "hash", "query and chunk embedder: hash (lexical feature hashing of words and word pairs; no model, no semantics), openai (any OpenAI-compatible /embeddings) or ollama (/api/embed)")
-	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "`n`: the vector dimension: for hash the bucket count (0: 512); for openai sent as the request's dimensions (0: the model's own, learnt by one request at start)")
+	fs.IntVar(&c.embedDim, "embed-dimensions", 0, "`n`: the vector dimension: for hash the bucket count (0: the one the embedded index under --data-dir records, else 512); for openai sent as the request's dimensions (0: the model's own, learnt by one request at start); a value other than the embedded index's is an error naming both")
 	fs.StringVar(&c.embedURL, "embed-base-url", "", "embedding server: OpenAI-compatible base URL with /v1 (e.g. https://api.openai.com/v1), or Ollama's root (default http://127.0.0.1:11434)")
 	fs.StringVar(&c.embedModel, "embed-model", "", "embedding model (e.g. text-embedding-3-small, nomic-embed-text)")
 	fs.StringVar(&c.embedKey, "embed-api-key-env", EmbedKeyEnvDefault, "NAME of the environment variable holding the embedding API key")
@@ -256,11 +256,15 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 	if c.embedBatch < 1 {
 		return nil, &usageError{msg: fmt.Sprintf("--embed-batch-size must be at least 1, got %d", c.embedBatch)}
 	}
+	stored, err := c.storedDimension()
+	if err != nil {
+		return nil, err
+	}
 	var emb pipeline.Embedder
 	var name string
 	switch c.embedder {
 	case "hash":
-		e, err := retrieval.NewHashEmbedder(cmpOr(c.embedDim, 512))
+		e, err := retrieval.NewHashEmbedder(cmpOr(c.embedDim, cmpOr(stored, 512)))
 		if err != nil {
 			return nil, fmt.Errorf("--embed-dimensions: %w", err)
 		}
@@ -295,6 +299,29 @@ func (c *partsConfig) buildEmbedder(ctx context.Context, env *environment) (*emb
 		dim = len(vecs[0])
 	}
 	return &embedderInfo{Embedder: emb, name: name, dim: dim}, nil
+}
+
+// storedDimension returns the vector dimension the embedded index under
+// --data-dir records, 0 when there is no index yet (or the store is not the
+// embedded one). The hash embedder takes it when --embed-dimensions is not
+// given; a remote embedder's dimension is learnt from the server and the
+// index refuses a different one when it opens. A --embed-dimensions that
+// differs from the index's is an error naming both.
+func (c *partsConfig) storedDimension() (int, error) {
+	if c.store != "embedded" {
+		return 0, nil
+	}
+	_, dim, err := retrieval.StoredEmbedder(c.dataDir)
+	if err != nil {
+		// No index yet, or one whose header cannot be read: opening it
+		// says what is wrong (and recovers what it can), as before.
+		return 0, nil
+	}
+	if c.embedDim != 0 && c.embedDim != dim {
+		return 0, &usageError{msg: fmt.Sprintf("--embed-dimensions %d conflicts with the index under --data-dir %s, which holds %d-dimensional vectors: "+
+			"leave --embed-dimensions out (the index's %d is used) or ingest into a fresh --data-dir", c.embedDim, c.dataDir, dim, dim)}
+	}
+	return dim, nil
 }
 
 // Backoff of probeEmbedder's retries.
