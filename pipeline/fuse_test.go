@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +82,47 @@ func TestFusionCheck(t *testing.T) {
 	}
 	if err := (Fusion{}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// docHits is a leg's hits, each "doc/chunk": chunk id the whole, document
+// id the part before the slash.
+func docHits(ids ...string) []Hit {
+	hits := make([]Hit, len(ids))
+	for i, id := range ids {
+		doc, _, _ := strings.Cut(id, "/")
+		hits[i] = Hit{Chunk: Chunk{ID: id, DocID: doc}, Score: float64(10 - i)}
+	}
+	return hits
+}
+
+func TestFuseDocs(t *testing.T) {
+	t.Parallel()
+	// The vector leg ranks documents x, y, z (x twice); the lexical leg y,
+	// x, w (y three times, one long page filling its top).
+	vec := docHits("x/1", "x/2", "y/1", "z/1")
+	lex := docHits("y/2", "y/3", "y/1", "x/2", "w/1")
+	got := Fusion{}.FuseDocs(vec, lex, 10)
+	// By document ranks: x 1/61 + 1/62, y 1/62 + 1/61 (tie: x has the
+	// better vector rank), z 1/63, w 1/63 (tie: z has a vector rank).
+	if want := []string{"x/1", "y/2", "z/1", "w/1"}; !slices.Equal(idsOf(got), want) {
+		t.Fatalf("documents %v, want %v", idsOf(got), want)
+	}
+	// y's chunk is the lexical leg's, which ranks y first; x keeps the
+	// vector leg's best; the ranks are the documents' in each leg.
+	if y := got[1]; y.DocID != "y" || *y.VectorRank != 2 || *y.LexicalRank != 1 || *y.LexicalScore != 10 {
+		t.Errorf("y: %+v %+v", y.Chunk, y.Legs)
+	}
+	if x := got[0]; *x.VectorRank != 1 || *x.LexicalRank != 2 || *x.LexicalScore != 7 {
+		t.Errorf("x: %+v %+v", x.Chunk, x.Legs)
+	}
+	// Chunk fusion of the same legs lets y's chunks crowd the top.
+	chunks := Fusion{}.Fuse(docHits("x/1", "x/2", "y/1", "z/1"), docHits("y/2", "y/3", "y/1", "x/2", "w/1"), 4)
+	docs := map[string]bool{}
+	for _, h := range chunks {
+		docs[h.DocID] = true
+	}
+	if len(docs) == len(chunks) {
+		t.Errorf("chunk fusion %v has one chunk per document: the test shows nothing", idsOf(chunks))
 	}
 }
