@@ -38,3 +38,14 @@ func collapseDocs(hits []Hit) []Hit {
 	}
 	return out
 }
+
+// knownRetrieval is mode when it is a retrieval mode, else empty: what a
+// record stores, so that a request refused before its mode was checked
+// cannot break the column's CHECK and lose the record.
+func knownRetrieval(mode string) string {
+	switch mode {
+	case RetrievalHybrid, RetrievalVector, RetrievalLexical:
+		return mode
+	}
+	return ""
+}
