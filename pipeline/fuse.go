@@ -75,11 +75,12 @@ func (f Fusion) Fuse(vector, lexical []Hit, k int) []Hit {
 }
 
 // FuseDocs is Fuse by document: each leg is first cut to the best chunk of
-// each document (its ranks become the documents' ranks in that leg), and
-// a document both legs found appears once, with the chunk of the leg that
-// ranks it better (the vector leg's on a tie).
+// each document (the lexical leg's documents scored and ranked by
+// DocSumWeight's rule), its ranks becoming the documents' ranks in that
+// leg, and a document both legs found appears once, with the chunk of the
+// leg that ranks it better (the vector leg's on a tie).
 func (f Fusion) FuseDocs(vector, lexical []Hit, k int) []Hit {
-	return f.fuse(collapseDocs(vector), collapseDocs(lexical), k, true)
+	return f.fuse(collapseDocs(vector), collapseLexical(lexical), k, true)
 }
 
 func (f Fusion) fuse(vector, lexical []Hit, k int, byDoc bool) []Hit {

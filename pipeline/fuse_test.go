@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -109,8 +110,9 @@ func TestFuseDocs(t *testing.T) {
 		t.Fatalf("documents %v, want %v", idsOf(got), want)
 	}
 	// y's chunk is the lexical leg's, which ranks y first; x keeps the
-	// vector leg's best; the ranks are the documents' in each leg.
-	if y := got[1]; y.DocID != "y" || *y.VectorRank != 2 || *y.LexicalRank != 1 || *y.LexicalScore != 10 {
+	// vector leg's best; the ranks are the documents' in each leg, and y's
+	// lexical score is its best chunk's plus DocSumWeight × its others'.
+	if y := got[1]; y.DocID != "y" || *y.VectorRank != 2 || *y.LexicalRank != 1 || math.Abs(*y.LexicalScore-(10+DocSumWeight*(9+8))) > 1e-9 {
 		t.Errorf("y: %+v %+v", y.Chunk, y.Legs)
 	}
 	if x := got[0]; *x.VectorRank != 1 || *x.LexicalRank != 2 || *x.LexicalScore != 7 {
@@ -124,5 +126,26 @@ func TestFuseDocs(t *testing.T) {
 	}
 	if len(docs) == len(chunks) {
 		t.Errorf("chunk fusion %v has one chunk per document: the test shows nothing", idsOf(chunks))
+	}
+}
+
+// TestCollapseLexicalSumsADocumentsChunks: a page that matches in several
+// chunks outranks one whose single chunk scores a little higher, but not
+// one whose best chunk is far better.
+func TestCollapseLexicalSumsADocumentsChunks(t *testing.T) {
+	t.Parallel()
+	hits := docHits("a/1", "b/1", "b/2", "b/3", "b/4", "c/1") // scores 10, 9, 8, 7, 6, 5
+	got := collapseLexical(hits)
+	// a 10, b 9 + 0.1 × (8 + 7) = 10.5 (its fourth chunk not counted), c 5
+	if want := []string{"b/1", "a/1", "c/1"}; !slices.Equal(idsOf(got), want) {
+		t.Errorf("collapsed %v, want %v", idsOf(got), want)
+	}
+	if b := got[0].Score; math.Abs(b-(9+DocSumWeight*(8+7))) > 1e-9 {
+		t.Errorf("b scores %v: want its best chunk and its next %d", b, DocSumChunks)
+	}
+	hits = docHits("a/1", "b/1", "b/2", "b/3")
+	hits[0].Score = 20
+	if got := collapseLexical(hits); !slices.Equal(idsOf(got), []string{"a/1", "b/1"}) {
+		t.Errorf("a far better single chunk: %v", idsOf(got))
 	}
 }

@@ -65,7 +65,7 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	switch {
 	case mode == RetrievalLexical:
 		if q.req.Collapse == CollapseDoc {
-			lhits = collapseDocs(lhits)
+			lhits = collapseLexical(lhits)
 		}
 		markLeg(lhits, false)
 		hits = lhits[:min(len(lhits), q.req.TopK)]
