@@ -28,11 +28,11 @@ func CheckCollapse(field, mode string) error {
 		Message: fmt.Sprintf("%s must be doc or none, got %.40q", field, mode)}
 }
 
-// collapseDocs keeps the first (best) hit of each document in hits, in
-// order, reusing hits' array.
+// collapseDocs returns the first (best) hit of each document in hits, in
+// order, in a new slice (a Searcher may keep the one it returned).
 func collapseDocs(hits []Hit) []Hit {
 	seen := make(map[string]struct{}, len(hits))
-	out := hits[:0]
+	out := make([]Hit, 0, len(hits))
 	for _, h := range hits {
 		if _, ok := seen[h.DocID]; ok {
 			continue

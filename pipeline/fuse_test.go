@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"math"
 	"slices"
 	"strings"
@@ -147,5 +148,37 @@ func TestCollapseLexicalSumsADocumentsChunks(t *testing.T) {
 	hits[0].Score = 20
 	if got := collapseLexical(hits); !slices.Equal(idsOf(got), []string{"a/1", "b/1"}) {
 		t.Errorf("a far better single chunk: %v", idsOf(got))
+	}
+}
+
+// TestSearchCollapsesByDefault: a vector search ranks documents unless the
+// request says collapse none, and leaves the searcher's own hits as they
+// were.
+func TestSearchCollapsesByDefault(t *testing.T) {
+	t.Parallel()
+	stored := docHits("x/1", "x/2", "y/1", "x/3", "z/1")
+	p, _ := newTestPipeline(t, panickingGenerator{}, func(c *Config) { c.Searcher = listSearcher{stored} }) // never called
+	for _, tc := range []struct {
+		collapse string
+		want     []string
+	}{
+		{"", []string{"x/1", "y/1", "z/1"}},
+		{CollapseDoc, []string{"x/1", "y/1", "z/1"}},
+		{CollapseNone, []string{"x/1", "x/2", "y/1"}},
+	} {
+		req := Request{Question: "q", TopK: 3, RerankTopN: 0, MaxTokens: Unset, Retrieval: RetrievalVector, Collapse: tc.collapse}
+		if err := req.NormalizeWith(0, Defaults{}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Search(context.Background(), &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := idsOf(res.Hits); !slices.Equal(got, tc.want) {
+			t.Errorf("collapse %q: %v, want %v", tc.collapse, got, tc.want)
+		}
+	}
+	if got := idsOf(stored); !slices.Equal(got, []string{"x/1", "x/2", "y/1", "x/3", "z/1"}) {
+		t.Errorf("the searcher's hits were changed: %v", got)
 	}
 }
