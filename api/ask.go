@@ -46,14 +46,14 @@ func (s *server) handleAskGet(c echo.Context) error {
 	// the query run with the default, as POST /ask refuses unknown fields.
 	for name := range qs {
 		switch name {
-		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", "retrieval", "vector_k", "lexical_k", "ttft_budget_ms", "min_chunks", keyParam:
+		case "q", "question", "top_k", "rerank_top_n", "max_tokens", "model", "doc_id", "prompt_nonce", "retrieval", "vector_k", "lexical_k", "collapse", "ttft_budget_ms", "min_chunks", keyParam:
 		default:
 			return badRequest(nameOf(name), "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks", name))
+				fmt.Sprintf("unknown parameter %q; known: q, top_k, rerank_top_n, max_tokens, model, doc_id, prompt_nonce, retrieval, vector_k, lexical_k, collapse, ttft_budget_ms, min_chunks", name))
 		}
 	}
 	req := pipeline.Request{Question: qs.Get("q"), Model: qs.Get("model"), Filter: pipeline.Filter{DocIDs: qs["doc_id"]}, PromptNonce: qs.Get("prompt_nonce"),
-		Retrieval: qs.Get("retrieval")}
+		Retrieval: qs.Get("retrieval"), Collapse: qs.Get("collapse")}
 	if req.Question == "" {
 		req.Question = qs.Get("question")
 	}
@@ -167,7 +167,7 @@ func bodyError(err error, limit int64) error {
 		return badRequest("question", "question_required", "the body is empty; send {\"question\": \"...\"}")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks", field))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: question, top_k, rerank_top_n, max_tokens, model, filters, prompt_nonce, retrieval, vector_k, lexical_k, collapse, ttft_budget_ms, min_chunks", field))
 	default:
 		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
 	}

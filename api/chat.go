@@ -161,7 +161,7 @@ func chatBodyError(err error, limit int64) error {
 		if why, ok := chatUnsupported[field]; ok {
 			return badRequest(field, "unsupported_parameter", fmt.Sprintf("%s is an OpenAI parameter ragtime does not support (%s); leave it out", field, why))
 		}
-		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k, ttft_budget_ms, min_chunks, resumable)", field, chatKnownFields))
+		return badRequest(nameOf(field), "unknown_field", fmt.Sprintf("unknown field %q; known: %s (ragtime: top_k, rerank_top_n, filters, prompt_nonce, retrieval, vector_k, lexical_k, collapse, ttft_budget_ms, min_chunks, resumable)", field, chatKnownFields))
 	}
 	if errors.Is(err, io.EOF) {
 		return badRequest("messages", "messages_required", `the body is empty; send {"model": "...", "messages": [{"role": "user", "content": "..."}]}`)
@@ -365,7 +365,7 @@ func renameChatField(err error, last int) error {
 	case strings.HasPrefix(field, "history["):
 		field = "messages[" + strings.TrimPrefix(field, "history[")
 	case field == "top_k", field == "rerank_top_n", field == "prompt_nonce", strings.HasPrefix(field, "filters"),
-		field == "retrieval", field == "vector_k", field == "lexical_k",
+		field == "retrieval", field == "vector_k", field == "lexical_k", field == "collapse",
 		field == "ttft_budget_ms", field == "min_chunks":
 		field = "ragtime." + field
 	}

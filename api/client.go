@@ -74,6 +74,9 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 	if req.Retrieval != "" {
 		body["retrieval"] = req.Retrieval
 	}
+	if req.Collapse != "" {
+		body["collapse"] = req.Collapse
+	}
 	if req.VectorK > 0 {
 		body["vector_k"] = req.VectorK
 	}

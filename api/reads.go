@@ -83,10 +83,10 @@ func (s *server) handleListQueries(c echo.Context) error {
 	qs := c.QueryParams()
 	for name := range qs {
 		switch name {
-		case "since", "until", "status", "provider", "model", "top_k", "limit", "cursor":
+		case "since", "until", "status", "provider", "model", "top_k", "retrieval", "limit", "cursor":
 		default:
 			return badRequest(nameOf(name), "unknown_parameter",
-				fmt.Sprintf("unknown parameter %q; known: since, until, status, provider, model, top_k, limit, cursor", name))
+				fmt.Sprintf("unknown parameter %q; known: since, until, status, provider, model, top_k, retrieval, limit, cursor", name))
 		}
 	}
 	now := timeNow()
@@ -116,6 +116,11 @@ func (s *server) handleListQueries(c echo.Context) error {
 			return badRequest("top_k", "top_k_invalid", fmt.Sprintf("top_k must be a whole number from 1 to %d, got %q", pipeline.MaxTopK, v))
 		}
 		f.TopK = k
+	}
+	switch f.Retrieval = qs.Get("retrieval"); f.Retrieval {
+	case "", pipeline.RetrievalHybrid, pipeline.RetrievalVector, pipeline.RetrievalLexical:
+	default:
+		return badRequest("retrieval", "retrieval_invalid", fmt.Sprintf("retrieval must be hybrid, vector or lexical, got %.40q", f.Retrieval))
 	}
 	if v := qs.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)

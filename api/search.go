@@ -28,12 +28,13 @@ type retrievalKnobs struct {
 	Retrieval string `json:"retrieval"`
 	VectorK   *int   `json:"vector_k"`
 	LexicalK  *int   `json:"lexical_k"`
+	Collapse  string `json:"collapse"`
 }
 
 // apply checks the leg depths given and sets them, and the mode, in req
 // (the mode is checked with the rest of req).
 func (k retrievalKnobs) apply(req *pipeline.Request) error {
-	req.Retrieval = k.Retrieval
+	req.Retrieval, req.Collapse = k.Retrieval, k.Collapse
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -61,7 +62,7 @@ type searchBody struct {
 	Filter     *pipeline.Filter `json:"filter"`
 }
 
-const searchFields = "query, top_k, retrieval, vector_k, lexical_k, rerank, rerank_top_n, filter"
+const searchFields = "query, top_k, retrieval, vector_k, lexical_k, collapse, rerank, rerank_top_n, filter"
 
 // searchResult is one chunk of a /v1/search answer.
 type searchResult struct {

@@ -16,10 +16,13 @@ import (
 type Config struct {
 	// Retrieval is pipeline.RetrievalHybrid, RetrievalVector or
 	// RetrievalLexical; empty is the server's default.
-	Retrieval  string `json:"retrieval,omitempty"`
-	TopK       int    `json:"top_k"`
-	VectorK    int    `json:"vector_k,omitempty"`
-	LexicalK   int    `json:"lexical_k,omitempty"`
+	Retrieval string `json:"retrieval,omitempty"`
+	TopK      int    `json:"top_k"`
+	VectorK   int    `json:"vector_k,omitempty"`
+	LexicalK  int    `json:"lexical_k,omitempty"`
+	// Collapse is pipeline.CollapseDoc or CollapseNone; empty is the
+	// server's default.
+	Collapse   string `json:"collapse,omitempty"`
 	Rerank     bool   `json:"rerank"`
 	RerankTopN int    `json:"rerank_top_n,omitempty"`
 }
@@ -33,6 +36,9 @@ func (c Config) String() string {
 	}
 	if c.LexicalK > 0 {
 		parts = append(parts, "lk="+strconv.Itoa(c.LexicalK))
+	}
+	if c.Collapse != "" {
+		parts = append(parts, "collapse="+c.Collapse)
 	}
 	if c.Rerank {
 		r := "+rerank"
@@ -58,6 +64,7 @@ type Request struct {
 	Retrieval  string `json:"retrieval,omitempty"`
 	VectorK    int    `json:"vector_k,omitempty"`
 	LexicalK   int    `json:"lexical_k,omitempty"`
+	Collapse   string `json:"collapse,omitempty"`
 	Rerank     bool   `json:"rerank"`
 	RerankTopN int    `json:"rerank_top_n,omitempty"`
 }
@@ -234,5 +241,5 @@ loop:
 
 func request(q Question, c Config) Request {
 	return Request{Query: q.Text, TopK: c.TopK, Retrieval: c.Retrieval, VectorK: c.VectorK, LexicalK: c.LexicalK,
-		Rerank: c.Rerank, RerankTopN: c.RerankTopN}
+		Collapse: c.Collapse, Rerank: c.Rerank, RerankTopN: c.RerankTopN}
 }

@@ -71,16 +71,36 @@ func markLeg(hits []Hit, vector bool) {
 // then the better lexical rank, then the chunk id's order, so the result
 // is deterministic.
 func (f Fusion) Fuse(vector, lexical []Hit, k int) []Hit {
+	return f.fuse(vector, lexical, k, false)
+}
+
+// FuseDocs is Fuse by document: each leg is first cut to the best chunk of
+// each document (the lexical leg's documents scored and ranked by
+// DocSumWeight's rule), its ranks becoming the documents' ranks in that
+// leg, and a document both legs found appears once, with the chunk of the
+// leg that ranks it better (the vector leg's on a tie).
+func (f Fusion) FuseDocs(vector, lexical []Hit, k int) []Hit {
+	return f.fuse(collapseDocs(vector), collapseLexical(lexical), k, true)
+}
+
+func (f Fusion) fuse(vector, lexical []Hit, k int, byDoc bool) []Hit {
 	markLeg(vector, true)
 	markLeg(lexical, false)
+	key := func(h *Hit) string { return h.ID }
+	if byDoc {
+		key = func(h *Hit) string { return h.DocID }
+	}
 	byID := make(map[string]int, len(vector)+len(lexical))
 	out := make([]Hit, 0, len(vector)+len(lexical))
 	for _, h := range vector {
-		byID[h.ID] = len(out)
+		byID[key(&h)] = len(out)
 		out = append(out, h)
 	}
 	for _, h := range lexical {
-		if i, ok := byID[h.ID]; ok {
+		if i, ok := byID[key(&h)]; ok {
+			if o := &out[i]; o.ID != h.ID && *h.LexicalRank < *o.VectorRank {
+				o.Chunk = h.Chunk // the leg that ranks the document better names its chunk
+			}
 			out[i].LexicalRank, out[i].LexicalScore = h.LexicalRank, h.LexicalScore
 			continue
 		}

@@ -1,7 +1,10 @@
 package pipeline
 
 import (
+	"context"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -81,5 +84,101 @@ func TestFusionCheck(t *testing.T) {
 	}
 	if err := (Fusion{}).Check(); err != nil {
 		t.Error(err)
+	}
+}
+
+// docHits is a leg's hits, each "doc/chunk": chunk id the whole, document
+// id the part before the slash.
+func docHits(ids ...string) []Hit {
+	hits := make([]Hit, len(ids))
+	for i, id := range ids {
+		doc, _, _ := strings.Cut(id, "/")
+		hits[i] = Hit{Chunk: Chunk{ID: id, DocID: doc}, Score: float64(10 - i)}
+	}
+	return hits
+}
+
+func TestFuseDocs(t *testing.T) {
+	t.Parallel()
+	// The vector leg ranks documents x, y, z (x twice); the lexical leg y,
+	// x, w (y three times, one long page filling its top).
+	vec := docHits("x/1", "x/2", "y/1", "z/1")
+	lex := docHits("y/2", "y/3", "y/1", "x/2", "w/1")
+	got := Fusion{}.FuseDocs(vec, lex, 10)
+	// By document ranks: x 1/61 + 1/62, y 1/62 + 1/61 (tie: x has the
+	// better vector rank), z 1/63, w 1/63 (tie: z has a vector rank).
+	if want := []string{"x/1", "y/2", "z/1", "w/1"}; !slices.Equal(idsOf(got), want) {
+		t.Fatalf("documents %v, want %v", idsOf(got), want)
+	}
+	// y's chunk is the lexical leg's, which ranks y first; x keeps the
+	// vector leg's best; the ranks are the documents' in each leg, and y's
+	// lexical score is its best chunk's plus DocSumWeight × its others'.
+	if y := got[1]; y.DocID != "y" || *y.VectorRank != 2 || *y.LexicalRank != 1 || math.Abs(*y.LexicalScore-(10+DocSumWeight*(9+8))) > 1e-9 {
+		t.Errorf("y: %+v %+v", y.Chunk, y.Legs)
+	}
+	if x := got[0]; *x.VectorRank != 1 || *x.LexicalRank != 2 || *x.LexicalScore != 7 {
+		t.Errorf("x: %+v %+v", x.Chunk, x.Legs)
+	}
+	// Chunk fusion of the same legs lets y's chunks crowd the top.
+	chunks := Fusion{}.Fuse(docHits("x/1", "x/2", "y/1", "z/1"), docHits("y/2", "y/3", "y/1", "x/2", "w/1"), 4)
+	docs := map[string]bool{}
+	for _, h := range chunks {
+		docs[h.DocID] = true
+	}
+	if len(docs) == len(chunks) {
+		t.Errorf("chunk fusion %v has one chunk per document: the test shows nothing", idsOf(chunks))
+	}
+}
+
+// TestCollapseLexicalSumsADocumentsChunks: a page that matches in several
+// chunks outranks one whose single chunk scores a little higher, but not
+// one whose best chunk is far better.
+func TestCollapseLexicalSumsADocumentsChunks(t *testing.T) {
+	t.Parallel()
+	hits := docHits("a/1", "b/1", "b/2", "b/3", "b/4", "c/1") // scores 10, 9, 8, 7, 6, 5
+	got := collapseLexical(hits)
+	// a 10, b 9 + 0.1 × (8 + 7) = 10.5 (its fourth chunk not counted), c 5
+	if want := []string{"b/1", "a/1", "c/1"}; !slices.Equal(idsOf(got), want) {
+		t.Errorf("collapsed %v, want %v", idsOf(got), want)
+	}
+	if b := got[0].Score; math.Abs(b-(9+DocSumWeight*(8+7))) > 1e-9 {
+		t.Errorf("b scores %v: want its best chunk and its next %d", b, DocSumChunks)
+	}
+	hits = docHits("a/1", "b/1", "b/2", "b/3")
+	hits[0].Score = 20
+	if got := collapseLexical(hits); !slices.Equal(idsOf(got), []string{"a/1", "b/1"}) {
+		t.Errorf("a far better single chunk: %v", idsOf(got))
+	}
+}
+
+// TestSearchCollapsesByDefault: a vector search ranks documents unless the
+// request says collapse none, and leaves the searcher's own hits as they
+// were.
+func TestSearchCollapsesByDefault(t *testing.T) {
+	t.Parallel()
+	stored := docHits("x/1", "x/2", "y/1", "x/3", "z/1")
+	p, _ := newTestPipeline(t, panickingGenerator{}, func(c *Config) { c.Searcher = listSearcher{stored} }) // never called
+	for _, tc := range []struct {
+		collapse string
+		want     []string
+	}{
+		{"", []string{"x/1", "y/1", "z/1"}},
+		{CollapseDoc, []string{"x/1", "y/1", "z/1"}},
+		{CollapseNone, []string{"x/1", "x/2", "y/1"}},
+	} {
+		req := Request{Question: "q", TopK: 3, RerankTopN: 0, MaxTokens: Unset, Retrieval: RetrievalVector, Collapse: tc.collapse}
+		if err := req.NormalizeWith(0, Defaults{}); err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Search(context.Background(), &req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := idsOf(res.Hits); !slices.Equal(got, tc.want) {
+			t.Errorf("collapse %q: %v, want %v", tc.collapse, got, tc.want)
+		}
+	}
+	if got := idsOf(stored); !slices.Equal(got, []string{"x/1", "x/2", "y/1", "x/3", "z/1"}) {
+		t.Errorf("the searcher's hits were changed: %v", got)
 	}
 }

@@ -764,7 +764,8 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	cfg := q.p.cfg
 	rec := Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
-		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), SweepID: q.req.SweepID, KeyID: q.req.KeyID,
+		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), Retrieval: knownRetrieval(q.req.Retrieval),
+		SweepID: q.req.SweepID, KeyID: q.req.KeyID,
 		Model: model, Provider: cfg.Provider, Status: ragtime.StatusOK,
 		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
 		FinishReason: safeFinishReason(q.gen.FinishReason),

@@ -163,10 +163,13 @@ func (m *memRecorder) Record(r Record) {
 	m.recs = append(m.recs, r)
 }
 
+// hits returns n hits best first, each of a document of its own (so that
+// the default collapse by document keeps them all).
 func hits(n int) []Hit {
 	out := make([]Hit, n)
 	for i := range out {
-		out[i] = Hit{Chunk: Chunk{ID: string(rune('a' + i)), DocID: "doc", Title: "T", Text: "some words here"}, Score: 1 - float64(i)/10}
+		id := string(rune('a' + i))
+		out[i] = Hit{Chunk: Chunk{ID: id, DocID: "doc-" + id, Title: "T", Text: "some words here"}, Score: 1 - float64(i)/10}
 	}
 	return out
 }

@@ -49,6 +49,8 @@ type QueryFilter struct {
 	Model string
 	// TopK is the top_k the query asked for.
 	TopK int
+	// Retrieval is the retrieval mode (hybrid, vector or lexical).
+	Retrieval string
 	// Limit is the page size: DefaultListLimit when 0, at most MaxListLimit.
 	Limit int
 	// Cursor is a previous page's NextCursor: the page after it.
@@ -70,6 +72,7 @@ type QuerySummary struct {
 	ErrorCode        string             `json:"error_code,omitempty" db:"error_code"`
 	TopK             int                `json:"top_k" db:"top_k"`
 	RerankTopN       int                `json:"rerank_top_n" db:"rerank_top_n"`
+	Retrieval        string             `json:"retrieval,omitempty" db:"retrieval"`
 	TTFTMs           *float64           `json:"ttft_ms" db:"ttft_ms"`
 	FirstTokenMs     *float64           `json:"first_token_ms" db:"first_token_ms"`
 	E2EMs            float64            `json:"e2e_ms" db:"e2e_ms"`

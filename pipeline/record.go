@@ -52,6 +52,10 @@ type Record struct {
 	// MaxContextTokens is the context budget the prompt was assembled
 	// under; 0 when unknown.
 	MaxContextTokens int `json:"max_context_tokens,omitempty" db:"max_context_tokens,null"`
+	// Retrieval is the retrieval mode the search ran (RetrievalHybrid,
+	// RetrievalVector or RetrievalLexical); empty when the request never
+	// reached a known one.
+	Retrieval string `json:"retrieval,omitempty" db:"retrieval,null"`
 	// SweepID is the sweep that made the query; empty for ordinary queries.
 	SweepID string `json:"sweep_id,omitempty" db:"sweep_id,uuid,null"`
 	// KeyID is the API key the query was asked with; empty without one.

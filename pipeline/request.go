@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -46,6 +47,9 @@ type Defaults struct {
 	// VectorK and LexicalK are the default leg depths (serve's --vector-k,
 	// --lexical-k); 0 means LegKFor's rule.
 	VectorK, LexicalK int
+	// Collapse is the default collapse mode (serve's --collapse); empty
+	// means CollapseDoc.
+	Collapse string
 	// Lexical says the store has a lexical leg; without it a request for
 	// hybrid or lexical retrieval is refused.
 	Lexical bool
@@ -92,15 +96,17 @@ func CheckRetrieval(field, mode string, lexical bool) error {
 }
 
 // legK resolves one leg's depth: the request's (0 or Unset: none), else
-// serve's, else top_k when the leg runs alone and max(top_k, DefaultLegK)
-// in a hybrid.
-func legK(k, def, topK int, mode string) int {
+// serve's, else max(top_k, DefaultLegK) when deep (a hybrid, whose fusion
+// needs candidates below each leg's top_k, or a collapse by document, which
+// needs more chunks than top_k to find top_k documents) and top_k
+// otherwise.
+func legK(k, def, topK int, deep bool) int {
 	switch {
 	case k != Unset && k != 0:
 		return k
 	case def > 0:
 		return def
-	case mode == RetrievalHybrid:
+	case deep:
 		return max(topK, DefaultLegK)
 	}
 	return topK
@@ -153,6 +159,10 @@ type Request struct {
 	// the fusion (1–MaxLegK); 0 or Unset takes the default (legK).
 	VectorK  int `json:"vector_k"`
 	LexicalK int `json:"lexical_k"`
+	// Collapse is CollapseDoc (one chunk per document in the result, the
+	// legs fused by document) or CollapseNone (chunks ranked as they are);
+	// empty takes the default.
+	Collapse string `json:"collapse"`
 	// RerankDefaulted is set by NormalizeWith when RerankTopN came from
 	// the defaults (Meta.RerankNote).
 	RerankDefaulted bool `json:"-"`
@@ -338,8 +348,15 @@ func (r *Request) normalizeRetrieval(d Defaults) error {
 				Message: fmt.Sprintf("retrieval %q: %s", r.Retrieval, err)}
 		}
 	}
-	r.VectorK = legK(r.VectorK, d.VectorK, r.TopK, r.Retrieval)
-	r.LexicalK = legK(r.LexicalK, d.LexicalK, r.TopK, r.Retrieval)
+	if r.Collapse == "" {
+		r.Collapse = cmp.Or(d.Collapse, CollapseDoc)
+	}
+	if err := CheckCollapse("collapse", r.Collapse); err != nil {
+		return err
+	}
+	deep := r.Retrieval == RetrievalHybrid || r.Collapse == CollapseDoc
+	r.VectorK = legK(r.VectorK, d.VectorK, r.TopK, deep)
+	r.LexicalK = legK(r.LexicalK, d.LexicalK, r.TopK, deep)
 	if err := CheckLegK("vector_k", r.VectorK); err != nil {
 		return err
 	}

@@ -36,9 +36,19 @@ func TestRetrievalDefaultsAndNote(t *testing.T) {
 	if note := rerankNote(&r); note == "" {
 		t.Error("a default rerank_top_n of 3 under top_k 10 says nothing in meta")
 	}
-	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: RetrievalVector, LexicalK: 7}
+	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: RetrievalVector, LexicalK: 7, Collapse: CollapseNone}
 	if err := r.NormalizeWith(0, lex); err != nil || r.VectorK != 10 || r.LexicalK != 7 || rerankNote(&r) != "" {
 		t.Fatalf("vector with the caller's rerank_top_n: %+v (%v), note %q", r, err, rerankNote(&r))
+	}
+	// Collapsing by document needs more chunks than top_k to find top_k
+	// documents, so a vector leg alone searches as deep as a hybrid's.
+	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: RetrievalVector}
+	if err := r.NormalizeWith(0, lex); err != nil || r.Collapse != CollapseDoc || r.VectorK != DefaultLegK {
+		t.Fatalf("vector collapsed by document: %+v (%v)", r, err)
+	}
+	r = Request{Question: "q", TopK: 10, MaxTokens: Unset}
+	if err := r.NormalizeWith(0, Defaults{Collapse: CollapseNone}); err != nil || r.Collapse != CollapseNone {
+		t.Fatalf("serve's collapse none: %+v (%v)", r, err)
 	}
 	for _, tc := range []struct {
 		r     Request
@@ -49,6 +59,7 @@ func TestRetrievalDefaultsAndNote(t *testing.T) {
 		{Request{Retrieval: RetrievalHybrid}, Defaults{}, "retrieval"},
 		{Request{VectorK: MaxLegK + 1}, lex, "vector_k"},
 		{Request{LexicalK: -3}, lex, "lexical_k"},
+		{Request{Collapse: "page"}, lex, "collapse"},
 	} {
 		tc.r.Question, tc.r.TopK, tc.r.RerankTopN, tc.r.MaxTokens = "q", Unset, Unset, Unset
 		err := tc.r.NormalizeWith(0, tc.d)

@@ -30,6 +30,9 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 		if ok {
 			hits, err = cfg.Searcher.Search(ctx, vecs[0], vk, filter)
 		}
+		if q.req.Collapse == CollapseDoc {
+			hits = collapseDocs(hits)
+		}
 		hits = hits[:min(len(hits), q.req.TopK)]
 		markLeg(hits, true)
 		q.figs.k, q.figs.hits = q.req.TopK, len(hits)
@@ -63,18 +66,25 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	}
 	fuseStart := q.now()
 	var hits []Hit
-	if mode == RetrievalLexical {
+	nlex := len(lhits)
+	switch {
+	case mode == RetrievalLexical:
+		if q.req.Collapse == CollapseDoc {
+			lhits = collapseLexical(lhits)
+		}
 		markLeg(lhits, false)
 		hits = lhits[:min(len(lhits), q.req.TopK)]
-	} else {
+	case q.req.Collapse == CollapseDoc:
+		hits = cfg.Fusion.FuseDocs(vhits, lhits, q.req.TopK)
+	default:
 		hits = cfg.Fusion.Fuse(vhits, lhits, q.req.TopK)
 	}
 	fuseDur := q.now().Sub(fuseStart)
 	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
 	attrs := q.figs.attrsMap(ragtime.StageSearch)
-	attrs["retrieval"] = mode
+	attrs["retrieval"], attrs["collapse"] = mode, q.req.Collapse
 	attrs["lexical"] = cfg.Lexical.LexicalName()
-	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(lhits), roundMs(ldur)
+	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, nlex, roundMs(ldur)
 	if mode == RetrievalHybrid {
 		attrs["vector_k"], attrs["vector_hits"], attrs["vector_ms"] = vk, len(vhits), roundMs(vdur)
 		attrs["fusion"], attrs["fusion_ms"] = cfg.Fusion.Name(), roundMs(fuseDur)

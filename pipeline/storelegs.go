@@ -14,9 +14,14 @@ import (
 // (weighted) is made here over the legs it returned, and timed.
 func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]float32, mode string, vk, lk int, filter Filter, ok bool) ([]Hit, map[string]any, error) {
 	cfg := q.p.cfg
+	collapse := q.req.Collapse == CollapseDoc
 	var res LegsResult
 	if ok {
-		lq := LegsQuery{Retrieval: mode, Question: q.req.Question, K: q.req.TopK, VectorK: vk, LexicalK: lk,
+		k := q.req.TopK
+		if collapse {
+			k = max(k, vk, lk) // deep enough for top_k documents once collapsed
+		}
+		lq := LegsQuery{Retrieval: mode, Question: q.req.Question, K: k, VectorK: vk, LexicalK: lk,
 			Filter: filter, Fusion: cfg.Fusion}
 		if mode == RetrievalHybrid && len(vecs) > 0 {
 			lq.Vector = vecs[0]
@@ -31,11 +36,23 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 	fusedBy := "store"
 	switch {
 	case mode == RetrievalLexical:
-		markLeg(res.Lexical, false)
-		hits = res.Lexical[:min(len(res.Lexical), q.req.TopK)]
+		lex := res.Lexical
+		if collapse {
+			lex = collapseLexical(lex)
+		}
+		markLeg(lex, false)
+		hits = lex[:min(len(lex), q.req.TopK)]
 	case res.Fused != nil:
+		// The store fused chunks; by document, each keeps its best chunk.
 		hits = withLegs(res.Fused, res.Vector, res.Lexical)
+		if collapse {
+			hits = collapseDocs(hits)
+		}
 		hits = hits[:min(len(hits), q.req.TopK)]
+	case collapse:
+		start := q.now()
+		hits = cfg.Fusion.FuseDocs(res.Vector, res.Lexical, q.req.TopK)
+		fusionMs, fusedBy = roundMs(q.now().Sub(start)), "ragtime"
 	default:
 		start := q.now()
 		hits = cfg.Fusion.Fuse(res.Vector, res.Lexical, q.req.TopK)
@@ -43,7 +60,7 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 	}
 	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
 	attrs := q.figs.attrsMap(ragtime.StageSearch)
-	attrs["retrieval"] = mode
+	attrs["retrieval"], attrs["collapse"] = mode, q.req.Collapse
 	attrs["lexical"] = hs.LexicalName()
 	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(res.Lexical), nil
 	if mode == RetrievalHybrid {

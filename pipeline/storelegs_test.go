@@ -27,10 +27,10 @@ func TestLexicalMissingRefusesTheRequest(t *testing.T) {
 	}
 	// A default of hybrid (serve read the collection before it was
 	// re-created without the leg) falls back to vector: the request did
-	// not ask for the leg.
+	// not ask for the leg; collapse by document keeps the legs deep.
 	d.Retrieval = RetrievalHybrid
 	r = Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}
-	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != RetrievalVector || r.LexicalK != r.TopK {
+	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != RetrievalVector || r.LexicalK != max(r.TopK, DefaultLegK) {
 		t.Errorf("a hybrid default on a store without its leg: %v, %q (lexical_k %d)", err, r.Retrieval, r.LexicalK)
 	}
 }

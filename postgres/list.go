@@ -54,6 +54,9 @@ func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeli
 	if f.TopK != 0 {
 		add("q.top_k = ?", int32(f.TopK))
 	}
+	if f.Retrieval != "" {
+		add("q.retrieval = ?", f.Retrieval)
+	}
 	if f.KeyID != "" {
 		id, err := uuid.Parse(f.KeyID)
 		if err != nil {
@@ -70,7 +73,7 @@ func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeli
 	}
 	sql := `SELECT q.id::text AS id, q.created_at, coalesce(q.question, '') AS question, q.model, q.provider,
 	q.status, coalesce(q.error_code, '') AS error_code, q.top_k, q.rerank_top_n,
-	q.ttft_ms, q.first_token_ms, q.e2e_ms, q.queue_ms, q.retrieval_ms, q.gen_ttft_ms, q.llm_prefill_ms,
+	coalesce(q.retrieval, '') AS retrieval, q.ttft_ms, q.first_token_ms, q.e2e_ms, q.queue_ms, q.retrieval_ms, q.gen_ttft_ms, q.llm_prefill_ms,
 	q.overhead_ms, q.retrieval_share, q.prefill_share, q.prompt_tokens, q.completion_tokens, q.cached_tokens,
 	(SELECT jsonb_object_agg(s.name, s.duration_ms) FROM query_stages s WHERE s.query_id = q.id AND s.created_at = q.created_at) AS stages
 FROM queries q`

@@ -30,9 +30,12 @@ func dashboardData(t *testing.T) (*postgres.Store, []pipeline.Record) {
 		ttft := 100 * float64(i+1)
 		r.TTFTMs = ptr(ttft)
 		r.Model = "sim-a"
-		r.TopK = 5
+		r.TopK, r.Retrieval = 5, pipeline.RetrievalHybrid
 		if i >= 5 {
 			r.TopK = 10
+		}
+		if i%3 == 0 {
+			r.Retrieval = pipeline.RetrievalLexical
 		}
 		r.RetrievalMs = 10
 		r.QueueMs = 0
@@ -106,7 +109,8 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 		t.Errorf("newest = %+v, want the failed query", seen[0])
 	}
 	first := seen[1] // recs[0]
-	if first.ID != recs[0].QueryID || !near(first.TTFTMs, 100) || first.Stages["llm_prefill"] != 80 || len(first.Stages) != 8 {
+	if first.ID != recs[0].QueryID || !near(first.TTFTMs, 100) || first.Stages["llm_prefill"] != 80 || len(first.Stages) != 8 ||
+		first.Retrieval != pipeline.RetrievalLexical {
 		t.Errorf("second = %+v, want recs[0] with its 8 stage durations", first)
 	}
 
@@ -118,6 +122,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 		{"status", pipeline.QueryFilter{Status: "error"}, 1},
 		{"model", pipeline.QueryFilter{Model: "sim-a"}, 11},
 		{"top_k", pipeline.QueryFilter{TopK: 10}, 5},
+		{"retrieval", pipeline.QueryFilter{Retrieval: pipeline.RetrievalLexical}, 4},
 		{"since", pipeline.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
 		{"until", pipeline.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
 		{"window", pipeline.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},

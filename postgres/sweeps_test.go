@@ -1,12 +1,15 @@
 package postgres_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -74,5 +77,64 @@ func TestSweepsStartTagFinish(t *testing.T) {
 	}
 	if status != "done" || queries != 2 || ok != 2 || recall != 0.75 || p50 != 412.731 {
 		t.Errorf("sweep_results: %s %d %d %v %v", status, queries, ok, recall, p50)
+	}
+}
+
+// TestSweepResultsByRetrieval: a sweep comparing retrieval modes gets one
+// sweep_results row per mode, labelled with it and joined to that mode's
+// relevance figures; the queries column refuses a mode it does not know.
+func TestSweepResultsByRetrieval(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	sw := postgres.NewSweeps(pool)
+	id := uuid.NewString()
+	if err := sw.Start(ctx, id, "in-process", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
+	var ids []string
+	for i, mode := range []string{pipeline.RetrievalHybrid, pipeline.RetrievalHybrid, pipeline.RetrievalLexical, "dense"} {
+		r := record(100 + i)
+		r.SweepID, r.Retrieval = id, mode
+		rec.Record(r)
+		ids = append(ids, r.QueryID)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rec.Stats(); st.Written != 3 || st.Failed != 1 {
+		t.Errorf("recorder stats %+v, want 3 written and the unknown mode refused", st)
+	}
+	if got, err := postgres.NewStore(pool).GetQuery(ctx, ids[2]); err != nil || got.Retrieval != pipeline.RetrievalLexical {
+		t.Errorf("stored retrieval %q, %v", got.Retrieval, err)
+	}
+	summary := map[string]any{"settings": []map[string]any{
+		{"retrieval": "lexical", "top_k": 8, "rerank_top_n": 4, "recall": 0.5, "hit_rate": 0.5, "mrr": 0.25},
+		{"retrieval": "hybrid", "top_k": 8, "rerank_top_n": 4, "recall": 0.75, "hit_rate": 1, "mrr": 0.5},
+	}}
+	if err := sw.Finish(ctx, id, postgres.SweepDone, summary); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT retrieval, queries, recall FROM sweep_results WHERE sweep_id = $1 ORDER BY retrieval`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var mode string
+		var n int
+		var recall float64
+		if err := rows.Scan(&mode, &n, &recall); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %d %g", mode, n, recall))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"hybrid 2 0.75", "lexical 1 0.5"}; !slices.Equal(got, want) {
+		t.Errorf("sweep_results by mode %q, want %q", got, want)
 	}
 }

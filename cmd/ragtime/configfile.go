@@ -40,6 +40,7 @@ var serveConfigKeys = map[string]string{
 	"retrieval":          "retrieval",
 	"vector_k":           "vector-k",
 	"lexical_k":          "lexical-k",
+	"collapse":           "collapse",
 	"otlp_endpoint":      "otlp-endpoint",
 	"otlp_protocol":      "otlp-protocol",
 	"trace_url_template": "trace-url-template",

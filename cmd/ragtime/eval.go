@@ -24,6 +24,7 @@ type evalConfig struct {
 	rerank     listFlag
 	vectorK    listFlag
 	lexicalK   listFlag
+	collapse   listFlag
 	topK       int
 	rerankTopN int
 	runs       int
@@ -41,6 +42,7 @@ func (c *evalConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.rerank, "rerank", "comma-separated: off, on (measure each mode without and with the reranker)")
 	fs.Var(&c.vectorK, "vector-k", "comma-separated candidate depths of the vector leg (default: the server's)")
 	fs.Var(&c.lexicalK, "lexical-k", "comma-separated candidate depths of the lexical leg (default: the server's)")
+	fs.Var(&c.collapse, "collapse", "comma-separated collapse modes to measure: doc (one chunk per document), none (chunks as ranked), or default (the server's; the default)")
 	fs.IntVar(&c.topK, "top-k", 10, "results per search (1-100); the figures are @1, @5 and @10 of these")
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", 0, "with --rerank on: results kept after reranking (0: the server's default)")
 	fs.IntVar(&c.runs, "runs", 1, "times each question is searched per configuration (more runs, steadier latency figures)")
@@ -68,40 +70,56 @@ func (c *evalConfig) configs() ([]eval.Config, error) {
 	if len(c.retrieval) == 0 || len(c.rerank) == 0 {
 		return nil, &usageError{msg: "--retrieval and --rerank need at least one value"}
 	}
+	collapses := []string{""}
+	if len(c.collapse) > 0 {
+		collapses = collapses[:0]
+	}
+	for _, cm := range c.collapse {
+		switch cm {
+		case pipeline.CollapseDoc, pipeline.CollapseNone:
+			collapses = append(collapses, cm)
+		case "default":
+			collapses = append(collapses, "")
+		default:
+			return nil, &usageError{msg: fmt.Sprintf("--collapse: %q is not doc, none or default", cm)}
+		}
+	}
 	var out []eval.Config
 	seen := map[eval.Config]bool{}
-	for _, mode := range c.retrieval {
-		switch mode {
-		case pipeline.RetrievalVector, pipeline.RetrievalLexical, pipeline.RetrievalHybrid:
-		case "default":
-			mode = ""
-		default:
-			return nil, &usageError{msg: fmt.Sprintf("--retrieval: %q is not vector, lexical, hybrid or default", mode)}
-		}
-		for _, rr := range c.rerank {
-			var rerank bool
-			switch rr {
-			case "on", "true":
-				rerank = true
-			case "off", "false":
+	for _, cm := range collapses {
+		for _, mode := range c.retrieval {
+			switch mode {
+			case pipeline.RetrievalVector, pipeline.RetrievalLexical, pipeline.RetrievalHybrid:
+			case "default":
+				mode = ""
 			default:
-				return nil, &usageError{msg: fmt.Sprintf("--rerank: %q is not off or on", rr)}
+				return nil, &usageError{msg: fmt.Sprintf("--retrieval: %q is not vector, lexical, hybrid or default", mode)}
 			}
-			for _, vk := range vks {
-				for _, lk := range lks {
-					cfg := eval.Config{Retrieval: mode, TopK: c.topK, VectorK: vk, LexicalK: lk, Rerank: rerank}
-					if rerank {
-						cfg.RerankTopN = c.rerankTopN
-					}
-					if mode == pipeline.RetrievalVector {
-						cfg.LexicalK = 0
-					}
-					if mode == pipeline.RetrievalLexical {
-						cfg.VectorK = 0
-					}
-					if !seen[cfg] {
-						seen[cfg] = true
-						out = append(out, cfg)
+			for _, rr := range c.rerank {
+				var rerank bool
+				switch rr {
+				case "on", "true":
+					rerank = true
+				case "off", "false":
+				default:
+					return nil, &usageError{msg: fmt.Sprintf("--rerank: %q is not off or on", rr)}
+				}
+				for _, vk := range vks {
+					for _, lk := range lks {
+						cfg := eval.Config{Retrieval: mode, TopK: c.topK, VectorK: vk, LexicalK: lk, Collapse: cm, Rerank: rerank}
+						if rerank {
+							cfg.RerankTopN = c.rerankTopN
+						}
+						if mode == pipeline.RetrievalVector {
+							cfg.LexicalK = 0
+						}
+						if mode == pipeline.RetrievalLexical {
+							cfg.VectorK = 0
+						}
+						if !seen[cfg] {
+							seen[cfg] = true
+							out = append(out, cfg)
+						}
 					}
 				}
 			}

@@ -138,6 +138,10 @@ func TestHybridRetrievalEndToEnd(t *testing.T) {
 		{"GET", "/ask?q=x&retrieval=both", "", "retrieval"},
 		{"POST", "/v1/chat/completions", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "ragtime": {"retrieval": "bm25"}}`, "ragtime.retrieval"},
 		{"POST", "/v1/chat/completions", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "ragtime": {"lexical_k": 0}}`, "ragtime.lexical_k"},
+		{"POST", "/v1/search", `{"query": "x", "collapse": "page"}`, "collapse"},
+		{"POST", "/ask", `{"question": "x", "collapse": "chunk"}`, "collapse"},
+		{"GET", "/ask?q=x&collapse=docs", "", "collapse"},
+		{"POST", "/v1/chat/completions", `{"model": "m", "messages": [{"role": "user", "content": "x"}], "ragtime": {"collapse": "all"}}`, "ragtime.collapse"},
 	} {
 		var body *strings.Reader
 		if c.body != "" {
@@ -239,5 +243,30 @@ func TestHybridRetrievalEndToEnd(t *testing.T) {
 				t.Errorf("sources %s: want a pool doc first, with its lexical rank", e.Data)
 			}
 		}
+	}
+	// The ask's record names its retrieval mode, in the row and in
+	// /v1/queries, which lists by it.
+	postAskWith(t, srv.url, admin.token, `{"question": "reconnecting", "top_k": 3, "rerank_top_n": 0, "retrieval": "lexical"}`)
+	var modes string
+	deadline = time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		pool.QueryRow(context.Background(), `SELECT string_agg(coalesce(retrieval, 'null'), ',' ORDER BY created_at) FROM queries`).Scan(&modes)
+		if strings.Count(modes, ",") >= 1 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if modes != "hybrid,lexical" {
+		t.Errorf("queries.retrieval %q, want hybrid,lexical", modes)
+	}
+	status, _, b = call(t, "GET", srv.url+"/v1/queries?retrieval=lexical", admin.token, nil, nil)
+	var list struct {
+		Queries []struct{ Retrieval string } `json:"queries"`
+	}
+	if err := json.Unmarshal(b, &list); status != 200 || err != nil || len(list.Queries) != 1 || list.Queries[0].Retrieval != "lexical" {
+		t.Errorf("GET /v1/queries?retrieval=lexical: %d %s", status, b)
+	}
+	if status, _, b := call(t, "GET", srv.url+"/v1/queries?retrieval=bm25", admin.token, nil, nil); status != 400 {
+		t.Errorf("GET /v1/queries?retrieval=bm25: %d %s", status, b)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	qc "github.com/qdrant/go-client/qdrant"
 
+	"ragtime/pipeline"
 	"ragtime/retrieval/qdrant/qdranttest"
 )
 
@@ -47,8 +48,15 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 	if search["store"] != "qdrant" || search["ef"] != float64(48) || search["hits"] != float64(3) || search["k"] != float64(3) {
 		t.Errorf("search attrs %v", search)
 	}
-	if qs := qdranttest.Recorded[*qc.QueryPoints](q); len(qs) == 0 || qs[len(qs)-1].GetLimit() != 3 {
+	// Collapsed by document (the default), the vector leg searches
+	// max(top_k, 50) chunks deep to find top_k documents; collapse=none
+	// asks Qdrant for top_k.
+	if qs := qdranttest.Recorded[*qc.QueryPoints](q); len(qs) == 0 || qs[len(qs)-1].GetLimit() != pipeline.DefaultLegK {
 		t.Errorf("queries %v", qs)
+	}
+	lastDone(t, ask(t, srv.url, "q=what+is+prefill&top_k=3&retrieval=vector&collapse=none"))
+	if qs := qdranttest.Recorded[*qc.QueryPoints](q); len(qs) == 0 || qs[len(qs)-1].GetLimit() != 3 {
+		t.Errorf("queries with collapse=none %v", qs)
 	}
 
 	// Another collection that nobody ingested: the stream ends with an

@@ -61,6 +61,7 @@ type serveConfig struct {
 	// leg depths; fusion, rrfK and fusionWeight merge a hybrid's legs.
 	retrieval         string
 	vectorK, lexicalK int
+	collapse          string
 	fusion            string
 	rrfK              float64
 	fusionWeight      float64
@@ -147,6 +148,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.retrieval, "retrieval", "", "retrieval of an ask that names none: hybrid (vector and BM25 legs, fused), vector or lexical (default: hybrid when the store has a lexical leg: the embedded store, and a Qdrant collection created with its sparse vector; vector otherwise)")
 	fs.IntVar(&c.vectorK, "vector-k", 0, fmt.Sprintf("vector leg's depth for an ask that gives no vector_k (1-%d; 0: top_k alone, max(top_k, %d) in a hybrid)", pipeline.MaxLegK, pipeline.DefaultLegK))
 	fs.IntVar(&c.lexicalK, "lexical-k", 0, fmt.Sprintf("lexical leg's depth for an ask that gives no lexical_k (1-%d; 0: top_k alone, max(top_k, %d) in a hybrid)", pipeline.MaxLegK, pipeline.DefaultLegK))
+	fs.StringVar(&c.collapse, "collapse", pipeline.CollapseDoc, "collapse of an ask that names none: doc (each leg keeps the best chunk of each document, the legs are fused by document and the result holds one chunk per document, so one long page cannot fill top_k) or none (chunks ranked as they are)")
 	fs.StringVar(&c.fusion, "fusion", "", "how a hybrid retrieval merges its legs: rrf (reciprocal rank fusion) or weighted (min-max normalised scores, weighted); unset: weighted with the vector leg at 0.3 over the hash embedder (its vectors hash the same words BM25 reads, so they add little beside it), rrf over a model's embeddings")
 	fs.Float64Var(&c.rrfK, "rrf-k", pipeline.DefaultRRFK, "reciprocal rank fusion's k: a chunk scores the sum of 1/(k + rank) over the legs that found it")
 	fs.Float64Var(&c.fusionWeight, "fusion-vector-weight", 0.5, "with --fusion weighted, the vector leg's weight (0-1); the lexical leg's is 1 minus it")
@@ -196,6 +198,9 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	}
 	if err := pipeline.CheckRetrieval("--retrieval", c.retrieval, true); err != nil {
 		problems["retrieval"] = err.Error()
+	}
+	if err := pipeline.CheckCollapse("--collapse", c.collapse); err != nil {
+		problems["collapse"] = err.Error()
 	}
 	for name, k := range map[string]int{"vector-k": c.vectorK, "lexical-k": c.lexicalK} {
 		if k < 0 || k > pipeline.MaxLegK {
@@ -273,7 +278,7 @@ func (c *serveConfig) defaults(leg lexicalLeg) pipeline.Defaults {
 		mode = leg.defaultMode()
 	}
 	d := pipeline.Defaults{TopK: c.topK, RerankTopN: c.rerankTopN, RerankOff: c.rerankTopN == 0,
-		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK,
+		Retrieval: mode, VectorK: c.vectorK, LexicalK: c.lexicalK, Collapse: c.collapse,
 		TTFTBudgetMs: c.budget.budgetMs}
 	leg.apply(&d)
 	return d
