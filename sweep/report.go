@@ -162,7 +162,7 @@ func (r *Report) hasTTFTBudget() bool {
 func (r *Report) writeBudgetComparison(w io.Writer) error {
 	fmt.Fprintln(w, "\nfixed top_k against a TTFT budget, on the same questions (halves: the first and second half of the run's queries):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "setting\tok\tttft p95\t1st half p95\t2nd half p95\trecall@k\tbudget held\tchunks dropped\t")
+	fmt.Fprintln(tw, "setting\tok\tttft p95\t1st half p95\t2nd half p95\trecall@k\t1st half recall\t2nd half recall\tbudget held\tchunks dropped\t")
 	opt := func(p *float64) string {
 		if p == nil {
 			return "-"
@@ -182,11 +182,11 @@ func (r *Report) writeBudgetComparison(w io.Writer) error {
 			name = rs + " " + name
 		}
 		if s.OK == 0 {
-			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t-\t\n", name)
+			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t-\t-\t-\t\n", name)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f ms\t%s\t%s\t%s\t%s\t%s\t\n", name, s.OK, s.TTFTP95Ms,
-			opt(s.TTFTP95FirstHalfMs), opt(s.TTFTP95SecondHalfMs), fmtPtr(s.Recall), held, dropped)
+		fmt.Fprintf(tw, "%s\t%d\t%.1f ms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, s.OK, s.TTFTP95Ms,
+			opt(s.TTFTP95FirstHalfMs), opt(s.TTFTP95SecondHalfMs), fmtPtr(s.Recall), fmtPtr(s.RecallFirstHalf), fmtPtr(s.RecallSecondHalf), held, dropped)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the budget comparison: %w", err)
@@ -227,7 +227,7 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 		"p50_retrieval_ms", "p50_llm_connect_ms", "p50_llm_prefill_ms", "p50_other_ms",
 		"p95_retrieval_ms", "p95_llm_connect_ms", "p95_llm_prefill_ms", "p95_other_ms", "recommended",
 		"retrieval", "vector_k", "lexical_k", "ttft_budget_ms", "ttft_p95_first_half_ms", "ttft_p95_second_half_ms",
-		"budget_held", "budget_dropped_mean"})
+		"budget_held", "budget_dropped_mean", "recall_first_half", "recall_second_half"})
 	for _, s := range r.Settings {
 		rec := r.Recommendation.Setting != nil && *r.Recommendation.Setting == s.Setting
 		_ = cw.Write([]string{r.SweepID, strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens),
@@ -238,7 +238,7 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 			ftoa(s.Stack95.Retrieval), ftoa(s.Stack95.LLMConnect), ftoa(s.Stack95.LLMPrefill), ftoa(s.Stack95.Other),
 			strconv.FormatBool(rec), s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK),
 			strconv.Itoa(s.TTFTBudgetMs), ptoa(s.TTFTP95FirstHalfMs), ptoa(s.TTFTP95SecondHalfMs),
-			strconv.Itoa(s.BudgetHeld), ftoa(s.BudgetDroppedMean)})
+			strconv.Itoa(s.BudgetHeld), ftoa(s.BudgetDroppedMean), ptoa(s.RecallFirstHalf), ptoa(s.RecallSecondHalf)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -193,6 +193,10 @@ type Result struct {
 	// two different halves. Nil when a half has no ok query.
 	TTFTP95FirstHalfMs  *float64 `json:"ttft_p95_first_half_ms,omitempty"`
 	TTFTP95SecondHalfMs *float64 `json:"ttft_p95_second_half_ms,omitempty"`
+	// RecallFirstHalf and RecallSecondHalf are recall@k over each half's
+	// labelled queries; nil when a half has none.
+	RecallFirstHalf  *float64 `json:"recall_first_half,omitempty"`
+	RecallSecondHalf *float64 `json:"recall_second_half,omitempty"`
 	// With a TTFT budget: the ok queries whose TTFT stayed within it, and
 	// the mean of the ranked chunks dropped for it.
 	BudgetHeld        int     `json:"budget_held,omitempty"`
@@ -301,11 +305,18 @@ func summarizeOK(r *Result, ok []Sample) {
 func summarizeHalves(r *Result, ok []Sample, last int) {
 	var first, second []float64
 	var dropped float64
+	var recall, labelled [2]float64
 	for _, s := range ok {
+		h := 0
 		if 2*s.Order <= last {
 			first = append(first, s.TTFTMs)
 		} else {
 			second = append(second, s.TTFTMs)
+			h = 1
+		}
+		if s.Recall != nil {
+			recall[h] += *s.Recall
+			labelled[h]++
 		}
 		if s.BudgetOutcome == "held" {
 			r.BudgetHeld++
@@ -320,6 +331,12 @@ func summarizeHalves(r *Result, ok []Sample, last int) {
 			slices.Sort(h.xs)
 			v := round3(Percentile(h.xs, 0.95))
 			*h.dst = &v
+		}
+	}
+	for h, dst := range []**float64{&r.RecallFirstHalf, &r.RecallSecondHalf} {
+		if labelled[h] > 0 {
+			v := round4(recall[h] / labelled[h])
+			*dst = &v
 		}
 	}
 	if r.TTFTBudgetMs > 0 {

@@ -486,6 +486,9 @@ func TestBudgetHalvesAndRecommendation(t *testing.T) {
 	if f.TTFTP95FirstHalfMs == nil || *f.TTFTP95FirstHalfMs != 50 || f.TTFTP95SecondHalfMs == nil || *f.TTFTP95SecondHalfMs != 150 {
 		t.Errorf("fixed halves %v / %v, want 50 / 150", f.TTFTP95FirstHalfMs, f.TTFTP95SecondHalfMs)
 	}
+	if f.RecallFirstHalf == nil || *f.RecallFirstHalf != 1 || b.RecallSecondHalf == nil || *b.RecallSecondHalf != 1 {
+		t.Errorf("recall by half: fixed first %v, budget second %v, want 1", f.RecallFirstHalf, b.RecallSecondHalf)
+	}
 	if b.BudgetHeld != 20 || b.BudgetDroppedMean != 0.95 || f.BudgetHeld != 0 || f.BudgetDroppedMean != 0 {
 		t.Errorf("budget held %d, dropped %.2f; fixed %d, %.2f", b.BudgetHeld, b.BudgetDroppedMean, f.BudgetHeld, f.BudgetDroppedMean)
 	}
