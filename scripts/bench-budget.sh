@@ -59,14 +59,17 @@ enc() { python3 -c 'import sys,urllib.parse;print(urllib.parse.quote(sys.argv[1]
 # 1 and 2: the same question, N times
 q=$(enc "How does prefill time grow with prompt tokens?")
 for _ in $(seq "$n"); do askq "q=$q&top_k=4&max_tokens=8"; done
-# 3: varied questions and top_k, first to fit the model, then with budgets
+# 3: varied questions and top_k, first to fit the model, then with budgets;
+# each with a nonce after the system prompt (as a sweep sends), so the
+# server's prefix cache holds the system prompt and not the contexts these
+# questions share (a cached context is not predicted: see docs/ttft.md)
 words=(prefill decode cache connection network queue tokens prompt latency retrieval)
 for i in $(seq "$n"); do
-  askq "q=$(enc "what about ${words[i % 10]} and ${words[(i * 7) % 10]} $i?")&top_k=$((1 + i % 12))&rerank_top_n=0&max_tokens=8"
+  askq "q=$(enc "what about ${words[i % 10]} and ${words[(i * 7) % 10]} $i?")&top_k=$((1 + i % 12))&rerank_top_n=0&max_tokens=8&prompt_nonce=fit-$i-$$"
 done
 sleep 2 # the replica's model refresh
 for i in $(seq "$n"); do
-  askq "q=$(enc "tell me of ${words[i % 10]} then ${words[(i * 3) % 10]} $i")&top_k=12&rerank_top_n=0&max_tokens=8&ttft_budget_ms=$((40 + (i % 4) * 20))"
+  askq "q=$(enc "tell me of ${words[i % 10]} then ${words[(i * 3) % 10]} $i")&top_k=12&rerank_top_n=0&max_tokens=8&ttft_budget_ms=$((40 + (i % 4) * 20))&prompt_nonce=budget-$i-$$"
 done
 # 4: fixed top_k against a budget, while the prefill cost doubles
 ttfts() { # ttfts TAG: p95 ttft_ms of the asks whose question starts with TAG

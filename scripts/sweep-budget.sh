@@ -12,7 +12,10 @@
 #      TTFT p95 and recall@k of each setting in each half.
 # Bounded: RUNS (default 14) runs of 6 questions per setting. Needs a local
 # PostgreSQL (DATABASE_URL's server; a throw-away database is made), curl
-# and python3. Usage: scripts/sweep-budget.sh
+# and python3. Usage: scripts/sweep-budget.sh (QUANTILE sets serve's
+# --ttft-budget-quantile, default 0.9). It ends with the prefill model's
+# error on the budget's queries of the first half (predicted_prefill_ms
+# against llm_prefill_ms).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-14}
@@ -45,7 +48,8 @@ start_sim
 DATABASE_URL=$db "$bin" ingest --data-dir "$work/data" --chunk-size 300 --chunk-overlap 0 cmd/ragtime/testdata/sweep/corpus >/dev/null
 api_port=$(port)
 DATABASE_URL=$db "$bin" serve --addr "127.0.0.1:$api_port" --data-dir "$work/data" \
-  --llm-provider openai --llm-base-url "$sim" --llm-model llmsim --rate 0 --prefill-model-refresh 1s >"$work/serve.log" 2>&1 &
+  --llm-provider openai --llm-base-url "$sim" --llm-model llmsim --rate 0 --prefill-model-refresh 1s \
+  --ttft-budget-quantile "${QUANTILE:-0.9}" >"$work/serve.log" 2>&1 &
 pids+=($!)
 api=http://127.0.0.1:$api_port
 for _ in $(seq 200); do curl -sf "$api/healthz" >/dev/null && break; sleep 0.1; done
@@ -73,3 +77,10 @@ kill "${pids[0]}"; wait "${pids[0]}" 2>/dev/null || true
 start_sim --prefill-shift-after $(( 1 + settings + planned / 2 )) --prefill-shift-factor 2
 sweep --runs "$runs" --ttft-budgets "$budget" --out "$work/shift" | tee "$work/shift.txt"
 echo "(llmsim --prefill-shift-after $(( 1 + settings + planned / 2 )): the prefill cost doubled after the first half of the $planned measured queries)"
+id=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["sweep_id"])' "$work/shift/sweep.json")
+sleep 1 # the recorder's flush
+psql "$db" -qAt -F ' ' -c "SELECT 'prefill prediction (the budget''s queries, first half; at --ttft-budget-quantile ${QUANTILE:-0.9}): n', count(*),
+  'median |measured - predicted| / measured', round((percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(llm_prefill_ms - predicted_prefill_ms) / llm_prefill_ms))::numeric, 3),
+  'median (predicted - measured) / measured', round((percentile_cont(0.5) WITHIN GROUP (ORDER BY (predicted_prefill_ms - llm_prefill_ms) / llm_prefill_ms))::numeric, 3)
+  FROM (SELECT *, row_number() OVER (ORDER BY created_at) AS n FROM queries WHERE sweep_id = '$id') q
+  WHERE predicted_prefill_ms IS NOT NULL AND 2 * n <= (SELECT count(*) FROM queries WHERE sweep_id = '$id')"
