@@ -507,7 +507,7 @@ func TestSweepAcrossRetrievalModes(t *testing.T) {
 		t.Errorf("samples per mode %v", modes)
 	}
 	b, err := os.ReadFile(filepath.Join(out, sweep.ResultsCSV))
-	if err != nil || !strings.Contains(string(b), ",retrieval,vector_k,lexical_k\n") || !strings.Contains(string(b), ",hybrid,0,7\n") {
+	if err != nil || !strings.Contains(string(b), ",retrieval,vector_k,lexical_k,") || !strings.Contains(string(b), ",hybrid,0,7,") {
 		t.Errorf("results.csv: %v\n%s", err, b)
 	}
 }
