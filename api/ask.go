@@ -188,10 +188,14 @@ func (s *server) ask(c echo.Context, req pipeline.Request) error {
 // request's tail (deferTail). Nothing is run, and no query recorded, when
 // it returns an error.
 func (s *server) admitAsk(c echo.Context, req *pipeline.Request, answer func(*pipeline.Request) (rest func())) error {
-	if err := req.NormalizeWith(s.deps.MaxQuestionChars, s.deps.Defaults); err != nil {
+	caller, _ := auth.CallerFrom(c.Request().Context())
+	defaults := s.deps.Defaults
+	if caller.Key != nil && caller.Key.TTFTBudgetMs > 0 {
+		defaults.TTFTBudgetMs = caller.Key.TTFTBudgetMs // the ask's own, then the key's, then serve's
+	}
+	if err := req.NormalizeWith(s.deps.MaxQuestionChars, defaults); err != nil {
 		return err
 	}
-	caller, _ := auth.CallerFrom(c.Request().Context())
 	if err := caller.AllowModel(req.Model, s.deps.AllowedModels); err != nil {
 		return err
 	}

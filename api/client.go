@@ -50,6 +50,8 @@ const (
 // first. Fields the stream does not carry (question hash, created_at) stay
 // empty; the server stores the full record itself. SweepID and
 // MaxContextTokens of req are not sent: the API does not take them.
+// TTFTBudgetMs is sent unless it is pipeline.Unset: 0 asks with no budget,
+// whatever the server's or the key's default.
 func (c *Client) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	rec := c.run(ctx, req, out)
 	return &rec
@@ -82,6 +84,9 @@ func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.St
 	}
 	if req.LexicalK > 0 {
 		body["lexical_k"] = req.LexicalK
+	}
+	if req.TTFTBudgetMs != pipeline.Unset {
+		body["ttft_budget_ms"] = req.TTFTBudgetMs
 	}
 	b, err := json.Marshal(body)
 	if err != nil {

@@ -174,8 +174,11 @@ type Key struct {
 	// Models, when not empty, are the only models the key may ask for.
 	Models []string
 	// Filter restricts every search made with the key (tenant isolation).
-	Filter    pipeline.Filter
-	CreatedAt time.Time
+	Filter pipeline.Filter
+	// TTFTBudgetMs is the ttft_budget_ms of an ask made with the key that
+	// gives none, over serve's --ttft-budget-ms; 0 is serve's default.
+	TTFTBudgetMs int
+	CreatedAt    time.Time
 	// ExpiresAt, RevokedAt and LastUsedAt are zero when not set.
 	ExpiresAt  time.Time
 	RevokedAt  time.Time
@@ -217,6 +220,9 @@ func (k *Key) Validate() error {
 	}
 	if k.Concurrency < 0 {
 		return fmt.Errorf("--concurrency must be 0 (no per-key limit) or more, got %d", k.Concurrency)
+	}
+	if k.TTFTBudgetMs < 0 || k.TTFTBudgetMs > pipeline.MaxTTFTBudgetMs {
+		return fmt.Errorf("--ttft-budget must be 0 (serve's default) or at most %d milliseconds, got %d", pipeline.MaxTTFTBudgetMs, k.TTFTBudgetMs)
 	}
 	for _, m := range k.Models {
 		if m == "" || len(m) > 200 {

@@ -233,6 +233,16 @@ func (q *query) fitBudget(hits []Hit, prompt promptParts) promptParts {
 	return cut
 }
 
+// PrefillPoint is one query of the prefill model's window: what it
+// measured against what the fit reads (Stats.PrefillPoints).
+type PrefillPoint struct {
+	Provider       string    `json:"provider" db:"provider"`
+	Model          string    `json:"model" db:"model"`
+	CreatedAt      time.Time `json:"created_at" db:"created_at"`
+	UncachedTokens int       `json:"uncached_tokens" db:"uncached_tokens"`
+	PrefillMs      float64   `json:"prefill_ms" db:"prefill_ms"`
+}
+
 // BudgetOutcome is one row of the budget_outcomes view: an hour's asks
 // with a TTFT budget, of one provider and model.
 type BudgetOutcome struct {

@@ -130,6 +130,11 @@ type Stats struct {
 	// PrefillModel is the prefill_model view: the live prefill model of
 	// each provider and model (its own sliding window, whatever Since).
 	PrefillModel []PrefillFit `json:"prefill_model"`
+	// PrefillPoints are the queries of the prefill model's window (the
+	// last 256 ok queries of the past hour per provider and model, whatever
+	// Since): each one's llm_prefill_ms against its uncached prompt tokens,
+	// the points the dashboard draws under the fitted line.
+	PrefillPoints []PrefillPoint `json:"prefill_points"`
 	// BudgetOutcomes is the budget_outcomes view for the hours the window touches.
 	BudgetOutcomes []BudgetOutcome `json:"budget_outcomes"`
 }

@@ -27,7 +27,7 @@ type Keys struct {
 func NewKeys(pool *pgxpool.Pool) *Keys { return &Keys{pool: pool} }
 
 const keyColumns = `id::text, name, kind, prefix, hash, scopes, origins, rate_count, rate_period_ms, concurrency,
-	models, filter_doc_ids, filter_metadata, created_at, expires_at, revoked_at, last_used_at`
+	models, filter_doc_ids, filter_metadata, created_at, expires_at, revoked_at, last_used_at, ttft_budget_ms`
 
 // Create stores k (which must have passed Validate and carry the token's
 // prefix and hash) under a new id, and returns it with its id and creation
@@ -50,12 +50,16 @@ func (s *Keys) Create(ctx context.Context, k auth.Key) (auth.Key, error) {
 	if !k.ExpiresAt.IsZero() {
 		expires = &k.ExpiresAt
 	}
+	var budget *int
+	if k.TTFTBudgetMs > 0 {
+		budget = &k.TTFTBudgetMs
+	}
 	err = s.pool.QueryRow(ctx, `INSERT INTO api_keys
 		(id, name, kind, prefix, hash, scopes, origins, rate_count, rate_period_ms, concurrency, models,
-		 filter_doc_ids, filter_metadata, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) RETURNING created_at`,
+		 filter_doc_ids, filter_metadata, expires_at, ttft_budget_ms)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING created_at`,
 		k.ID, k.Name, string(k.Kind), k.Prefix, k.Hash[:], scopeStrings(k.Scopes), nonNil(k.Origins),
-		rateCount, ratePeriod, k.Concurrency, nonNil(k.Models), nonNil(k.Filter.DocIDs), meta, expires,
+		rateCount, ratePeriod, k.Concurrency, nonNil(k.Models), nonNil(k.Filter.DocIDs), meta, expires, budget,
 	).Scan(&k.CreatedAt)
 	if err != nil {
 		return auth.Key{}, fmt.Errorf("storing the API key: %w", err)
@@ -94,12 +98,16 @@ func scanKey(rows pgx.Rows) (auth.Key, error) {
 		rateCount, ratePeriod    *int64
 		meta                     []byte
 		expires, revoked, usedAt *time.Time
+		budget                   *int32
 	)
 	if err := rows.Scan(&k.ID, &k.Name, &kind, &k.Prefix, &hash, &scopes, &k.Origins, &rateCount, &ratePeriod,
-		&k.Concurrency, &k.Models, &k.Filter.DocIDs, &meta, &k.CreatedAt, &expires, &revoked, &usedAt); err != nil {
+		&k.Concurrency, &k.Models, &k.Filter.DocIDs, &meta, &k.CreatedAt, &expires, &revoked, &usedAt, &budget); err != nil {
 		return auth.Key{}, fmt.Errorf("reading an API key: %w", err)
 	}
 	k.Kind = auth.Kind(kind)
+	if budget != nil {
+		k.TTFTBudgetMs = int(*budget)
+	}
 	if len(hash) != len(k.Hash) {
 		return auth.Key{}, fmt.Errorf("API key %s: stored hash has %d bytes, want %d", k.Prefix, len(hash), len(k.Hash))
 	}

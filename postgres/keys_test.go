@@ -27,7 +27,7 @@ func TestKeysRoundTrip(t *testing.T) {
 		Scopes: []auth.Scope{auth.ScopeAsk, auth.ScopeRead}, Origins: []string{"https://a.example"},
 		Rate: auth.Rate{N: 60, Per: time.Minute}, Concurrency: 4, Models: []string{"m1"},
 		Filter:    pipeline.Filter{DocIDs: []string{"a.md"}, Metadata: map[string]string{"tenant": "a"}},
-		ExpiresAt: time.Now().Add(90 * 24 * time.Hour).Truncate(time.Microsecond),
+		ExpiresAt: time.Now().Add(90 * 24 * time.Hour).Truncate(time.Microsecond), TTFTBudgetMs: 800,
 	}
 	created, err := keys.Create(ctx, in)
 	if err != nil {
@@ -40,7 +40,8 @@ func TestKeysRoundTrip(t *testing.T) {
 	got := loaded[0]
 	if got.ID != created.ID || got.Name != in.Name || got.Prefix != prefix || got.Hash != hash ||
 		got.Rate != in.Rate || got.Concurrency != 4 || got.Models[0] != "m1" || got.Filter.Metadata["tenant"] != "a" ||
-		got.Filter.DocIDs[0] != "a.md" || !got.ExpiresAt.Equal(in.ExpiresAt) || len(got.Scopes) != 2 || got.Origins[0] != "https://a.example" {
+		got.Filter.DocIDs[0] != "a.md" || !got.ExpiresAt.Equal(in.ExpiresAt) || len(got.Scopes) != 2 || got.Origins[0] != "https://a.example" ||
+		got.TTFTBudgetMs != 800 {
 		t.Errorf("loaded %+v\nwant %+v", got, in)
 	}
 

@@ -116,6 +116,16 @@ const modelsSQL = `SELECT provider, model, count(*) AS queries
 FROM queries WHERE created_at >= $1 AND created_at < $2%s
 GROUP BY provider, model ORDER BY provider, model`
 
+// prefillPointsSQL is the window prefill_model fits (migration 0038): per
+// provider and model, the last 256 ok queries of the past hour, each one's
+// llm_prefill_ms against its uncached prompt tokens.
+const prefillPointsSQL = `SELECT provider, model, created_at, uncached_tokens, prefill_ms FROM (
+	SELECT provider, model, created_at, greatest(prompt_tokens - coalesce(cached_tokens, 0), 0) AS uncached_tokens,
+	       round(llm_prefill_ms::numeric, 3)::double precision AS prefill_ms, row_number() OVER (PARTITION BY provider, model ORDER BY created_at DESC) AS age
+	FROM queries
+	WHERE created_at > now() - interval '1 hour' AND status = 'ok' AND prompt_tokens > 0 AND llm_prefill_ms > 0%s
+) w WHERE age <= 256 ORDER BY provider, model, uncached_tokens, created_at`
+
 // Stats reads every dashboard view for the queries f selects: created in
 // [f.Since, now), of f.Provider and f.Model when given. With a KeyID it
 // reads only the queries asked with that API key: totals, series, stage
@@ -189,10 +199,11 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 			reads = append(reads, read(v.name, `SELECT * FROM `+v.name+` WHERE hour >= `+hourFrom+`%s ORDER BY hour, provider, model`,
 				(and([]any{since}, byModel)), v.into))
 		}
-		reads = append(reads, read("prefill_model", `SELECT * FROM prefill_model WHERE true%s ORDER BY provider, model`, and(nil, byModel), collect(&st.PrefillModel)))
+		reads = append(reads, read("prefill_model", `SELECT * FROM prefill_model WHERE true%s ORDER BY provider, model`, and(nil, byModel), collect(&st.PrefillModel)),
+			read("prefill_points", prefillPointsSQL, and(nil, byModel), collect(&st.PrefillPoints)))
 	} else {
 		st.TTFTTail, st.CacheHitRate, st.NetworkHealth = []pipeline.TTFTTail{}, []pipeline.CacheHitRate{}, []pipeline.NetworkHealth{}
-		st.BudgetOutcomes, st.PrefillModel = []pipeline.BudgetOutcome{}, []pipeline.PrefillFit{}
+		st.BudgetOutcomes, st.PrefillModel, st.PrefillPoints = []pipeline.BudgetOutcome{}, []pipeline.PrefillFit{}, []pipeline.PrefillPoint{}
 	}
 	return runStatsReads(ctx, tx, &st, reads)
 }

@@ -231,6 +231,10 @@ func (r *Report) xLabels() [][]string {
 	labels := make([][]string, len(r.Settings))
 	for i, s := range r.Settings {
 		l := []string{strconv.Itoa(s.TopK)}
+		if s.TTFTBudgetMs > 0 {
+			l[0] = fmt.Sprintf("≤%d", s.TopK)
+			l = append(l, fmt.Sprintf("ttft ≤ %d ms", s.TTFTBudgetMs))
+		}
 		if varied {
 			l = append(l, fmt.Sprintf("rerank %d", s.RerankTopN))
 			if s.MaxContextTokens > 0 {
@@ -250,12 +254,13 @@ func (r *Report) xLabels() [][]string {
 	return labels
 }
 
-// variedKnobs reports whether two settings share a top_k, so the x labels
-// must name the other knobs too.
+// variedKnobs reports whether two settings share a top_k, or one has a
+// TTFT budget, so the x labels must name the other knobs too and recall is
+// not joined into a line.
 func (r *Report) variedKnobs() bool {
 	seen := map[int]bool{}
 	for _, s := range r.Settings {
-		if seen[s.TopK] {
+		if seen[s.TopK] || s.TTFTBudgetMs > 0 { // a budget is no point on the k line
 			return true
 		}
 		seen[s.TopK] = true

@@ -33,9 +33,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 			break
 		}
 	}
+	// The TTFT budget column appears when the sweep compares budgets.
+	ttftBudget := func(Setting) string { return "" }
+	if r.hasTTFTBudget() {
+		ttftBudget = func(s Setting) string {
+			if s.TTFTBudgetMs == 0 {
+				return "-\t"
+			}
+			return fmt.Sprintf("%d ms\t", s.TTFTBudgetMs)
+		}
+		fmt.Fprint(tw, "ttft budget\t")
+	}
 	fmt.Fprintln(tw, "top_k\trerank\tbudget\tok\tfailed\tttft p50\tttft p95\tretrieval p50\tprefill p50\tprompt tok\tcached\tretr share\thit@k\trecall@k\tMRR\t")
 	for _, s := range r.Settings {
-		fmt.Fprint(tw, retr(s.Setting))
+		fmt.Fprint(tw, retr(s.Setting), ttftBudget(s.Setting))
 		budget := "server"
 		if s.MaxContextTokens > 0 {
 			budget = strconv.Itoa(s.MaxContextTokens)
@@ -50,6 +61,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing the table: %w", err)
+	}
+	if r.hasTTFTBudget() {
+		if err := r.writeBudgetComparison(w); err != nil {
+			return err
+		}
 	}
 	if r.Params.WarmCache {
 		fmt.Fprintln(w, "\n--warm-cache: queries were sent without a nonce, so the server's prefix cache served what it could.")
@@ -129,6 +145,55 @@ func writeFile(path string, f func(io.Writer) error) error {
 	return nil
 }
 
+// hasTTFTBudget reports whether a setting asks with a TTFT budget.
+func (r *Report) hasTTFTBudget() bool {
+	for _, s := range r.Params.Settings {
+		if s.TTFTBudgetMs > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writeBudgetComparison writes fixed top_k against TTFT budgets on the same
+// questions: TTFT p95 overall and in each half of the run (the schedule is
+// shuffled, so both halves hold every setting; a load change mid-run shows
+// as two different halves), recall@k, and what each budget kept.
+func (r *Report) writeBudgetComparison(w io.Writer) error {
+	fmt.Fprintln(w, "\nfixed top_k against a TTFT budget, on the same questions (halves: the first and second half of the run's queries):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "setting\tok\tttft p95\t1st half p95\t2nd half p95\trecall@k\t1st half recall\t2nd half recall\tbudget held\tchunks dropped\t")
+	opt := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f ms", *p)
+	}
+	for _, s := range r.Settings {
+		name := fmt.Sprintf("top_k %d", s.TopK)
+		held, dropped := "-", "-"
+		if s.TTFTBudgetMs > 0 {
+			name = fmt.Sprintf("ttft_budget_ms %d (top_k ≤ %d)", s.TTFTBudgetMs, s.TopK)
+			if s.OK > 0 {
+				held, dropped = fmt.Sprintf("%d/%d", s.BudgetHeld, s.OK), fmt.Sprintf("%.2f", s.BudgetDroppedMean)
+			}
+		}
+		if rs := s.RetrievalString(); rs != "" {
+			name = rs + " " + name
+		}
+		if s.OK == 0 {
+			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t-\t-\t-\t\n", name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f ms\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, s.OK, s.TTFTP95Ms,
+			opt(s.TTFTP95FirstHalfMs), opt(s.TTFTP95SecondHalfMs), fmtPtr(s.Recall), fmtPtr(s.RecallFirstHalf), fmtPtr(s.RecallSecondHalf), held, dropped)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing the budget comparison: %w", err)
+	}
+	return nil
+}
+
 func ftoa(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 // fmtShare prints a cached share as a percentage, "unknown" when the server
@@ -161,7 +226,8 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 		"retrieval_share_p50", "cached_share", "cache_hits", "hit_rate", "recall", "mrr",
 		"p50_retrieval_ms", "p50_llm_connect_ms", "p50_llm_prefill_ms", "p50_other_ms",
 		"p95_retrieval_ms", "p95_llm_connect_ms", "p95_llm_prefill_ms", "p95_other_ms", "recommended",
-		"retrieval", "vector_k", "lexical_k"})
+		"retrieval", "vector_k", "lexical_k", "ttft_budget_ms", "ttft_p95_first_half_ms", "ttft_p95_second_half_ms",
+		"budget_held", "budget_dropped_mean", "recall_first_half", "recall_second_half"})
 	for _, s := range r.Settings {
 		rec := r.Recommendation.Setting != nil && *r.Recommendation.Setting == s.Setting
 		_ = cw.Write([]string{r.SweepID, strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens),
@@ -170,7 +236,9 @@ func (r *Report) writeResultsCSV(w io.Writer) error {
 			ftoa(s.RetrievalShareP50), ptoa(s.CachedShare), strconv.Itoa(s.CacheHits), ptoa(s.HitRate), ptoa(s.Recall), ptoa(s.MRR),
 			ftoa(s.Stack50.Retrieval), ftoa(s.Stack50.LLMConnect), ftoa(s.Stack50.LLMPrefill), ftoa(s.Stack50.Other),
 			ftoa(s.Stack95.Retrieval), ftoa(s.Stack95.LLMConnect), ftoa(s.Stack95.LLMPrefill), ftoa(s.Stack95.Other),
-			strconv.FormatBool(rec), s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK)})
+			strconv.FormatBool(rec), s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK),
+			strconv.Itoa(s.TTFTBudgetMs), ptoa(s.TTFTP95FirstHalfMs), ptoa(s.TTFTP95SecondHalfMs),
+			strconv.Itoa(s.BudgetHeld), ftoa(s.BudgetDroppedMean), ptoa(s.RecallFirstHalf), ptoa(s.RecallSecondHalf)})
 	}
 	cw.Flush()
 	return cw.Error()
@@ -180,13 +248,14 @@ func (r *Report) writeSamplesCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
 	_ = cw.Write([]string{"order", "query_id", "question", "run", "top_k", "rerank_top_n", "max_context_tokens", "status", "error",
 		"ttft_ms", "retrieval_ms", "llm_connect_ms", "llm_prefill_ms", "other_ms", "prompt_tokens", "cached_tokens", "retrieval_share",
-		"hit", "recall", "rr", "retrieval", "vector_k", "lexical_k"})
+		"hit", "recall", "rr", "retrieval", "vector_k", "lexical_k", "ttft_budget_ms", "budget_outcome", "budget_dropped"})
 	for _, s := range r.Samples {
 		_ = cw.Write([]string{strconv.Itoa(s.Order), s.QueryID, strconv.Itoa(s.Question + 1), strconv.Itoa(s.Run),
 			strconv.Itoa(s.TopK), strconv.Itoa(s.RerankTopN), strconv.Itoa(s.MaxContextTokens), s.Status, s.Error,
 			ftoa(s.TTFTMs), ftoa(s.RetrievalMs), ftoa(s.Stages.LLMConnect), ftoa(s.LLMPrefillMs), ftoa(s.Stages.Other),
 			strconv.Itoa(s.PromptTokens), itoaPtr(s.CachedTokens), ftoa(s.RetrievalShare), ptoa(s.Hit), ptoa(s.Recall), ptoa(s.RR),
-			s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK)})
+			s.Retrieval, strconv.Itoa(s.VectorK), strconv.Itoa(s.LexicalK),
+			strconv.Itoa(s.TTFTBudgetMs), s.BudgetOutcome, strconv.Itoa(s.BudgetDropped)})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -307,6 +307,7 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 		MaxTokens: cfg.MaxTokens, Model: cfg.Model,
 		MaxContextTokens: j.setting.MaxContextTokens, SweepID: sweepID, PromptNonce: j.nonce,
 		Retrieval: j.setting.Retrieval, VectorK: j.setting.VectorK, LexicalK: j.setting.LexicalK,
+		TTFTBudgetMs: j.setting.TTFTBudgetMs,
 	}
 	if cfg.Defaults != nil {
 		if err := req.NormalizeWith(pipeline.DefaultMaxQuestion, *cfg.Defaults); err != nil {
@@ -317,7 +318,10 @@ func (cfg *Config) ask(ctx context.Context, j job, sweepID string) Sample {
 	var out collector
 	rec := cfg.Asker.Run(ctx, &req, &out)
 	s := Sample{Setting: j.setting, Question: j.question, Run: j.run, Order: j.order,
-		QueryID: rec.QueryID, Status: rec.Status, Docs: distinctDocs(out.docs)}
+		QueryID: rec.QueryID, Status: rec.Status, Docs: distinctDocs(out.docs), BudgetOutcome: rec.BudgetOutcome}
+	if rec.BudgetDropped != nil {
+		s.BudgetDropped = *rec.BudgetDropped
+	}
 	if rec.Status != ragtime.StatusOK {
 		s.Error = rec.ErrorCode
 		if rec.ErrorMessage != "" {

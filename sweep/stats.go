@@ -23,12 +23,20 @@ type Setting struct {
 	Retrieval string `json:"retrieval,omitempty"`
 	VectorK   int    `json:"vector_k,omitempty"`
 	LexicalK  int    `json:"lexical_k,omitempty"`
+	// TTFTBudgetMs, when > 0, is the ttft_budget_ms each query is asked
+	// with: TopK is then the most the context may hold, and the budget
+	// keeps the longest prefix of the ranked chunks predicted to fit. 0
+	// asks with no budget (whatever the server's default), a fixed top_k.
+	TTFTBudgetMs int `json:"ttft_budget_ms,omitempty"`
 }
 
 func (s Setting) String() string {
 	out := fmt.Sprintf("k=%d rerank=%d", s.TopK, s.RerankTopN)
 	if s.MaxContextTokens > 0 {
 		out += fmt.Sprintf(" budget=%d", s.MaxContextTokens)
+	}
+	if s.TTFTBudgetMs > 0 {
+		out += fmt.Sprintf(" ttft_budget=%dms", s.TTFTBudgetMs)
 	}
 	if r := s.RetrievalString(); r != "" {
 		out = r + " " + out
@@ -89,6 +97,11 @@ type Sample struct {
 	Stages       Breakdown `json:"stages"`
 	// Docs are the distinct documents of the context's chunks, in rank order.
 	Docs []string `json:"docs"`
+	// BudgetOutcome (held, missed, unmodelled) and BudgetDropped (the
+	// ranked chunks left out for it) are set when the query had a TTFT
+	// budget.
+	BudgetOutcome string `json:"budget_outcome,omitempty"`
+	BudgetDropped int    `json:"budget_dropped,omitempty"`
 	// Hit, Recall and RR (reciprocal rank) are set when the question has
 	// relevance labels.
 	Hit    *float64 `json:"hit,omitempty"`
@@ -173,6 +186,21 @@ type Result struct {
 	MRR     *float64 `json:"mrr"`
 	// Labelled counts the queries the relevance figures average.
 	Labelled int `json:"labelled"`
+
+	// TTFTP95FirstHalfMs and TTFTP95SecondHalfMs split TTFT p95 by the
+	// query's place in the shuffled schedule (the first half of the sweep's
+	// queries, the second): a server whose load changed mid-run shows as
+	// two different halves. Nil when a half has no ok query.
+	TTFTP95FirstHalfMs  *float64 `json:"ttft_p95_first_half_ms,omitempty"`
+	TTFTP95SecondHalfMs *float64 `json:"ttft_p95_second_half_ms,omitempty"`
+	// RecallFirstHalf and RecallSecondHalf are recall@k over each half's
+	// labelled queries; nil when a half has none.
+	RecallFirstHalf  *float64 `json:"recall_first_half,omitempty"`
+	RecallSecondHalf *float64 `json:"recall_second_half,omitempty"`
+	// With a TTFT budget: the ok queries whose TTFT stayed within it, and
+	// the mean of the ranked chunks dropped for it.
+	BudgetHeld        int     `json:"budget_held,omitempty"`
+	BudgetDroppedMean float64 `json:"budget_dropped_mean,omitempty"`
 }
 
 // Percentile is the p-quantile (0..1) of sorted xs, as eval.Percentile
@@ -185,6 +213,10 @@ func Percentile(sorted []float64, p float64) float64 { return eval.Percentile(so
 // the timing and relevance figures.
 func Summarize(settings []Setting, samples []Sample) []Result {
 	out := make([]Result, 0, len(settings))
+	last := 0 // the last order measured: the halves split at its middle
+	for _, s := range samples {
+		last = max(last, s.Order)
+	}
 	for _, st := range settings {
 		r := Result{Setting: st}
 		var ok []Sample
@@ -202,6 +234,7 @@ func Summarize(settings []Setting, samples []Sample) []Result {
 		r.OK = len(ok)
 		if len(ok) > 0 {
 			summarizeOK(&r, ok)
+			summarizeHalves(&r, ok, last)
 		}
 		out = append(out, r)
 	}
@@ -264,6 +297,50 @@ func summarizeOK(r *Result, ok []Sample) {
 		n := float64(r.Labelled)
 		h, rc, m := round4(hit/n), round4(recall/n), round4(rr/n)
 		r.HitRate, r.Recall, r.MRR = &h, &rc, &m
+	}
+}
+
+// summarizeHalves sets the p95 of each half of the schedule (orders up to
+// last/2, and after) and the budget's figures.
+func summarizeHalves(r *Result, ok []Sample, last int) {
+	var first, second []float64
+	var dropped float64
+	var recall, labelled [2]float64
+	for _, s := range ok {
+		h := 0
+		if 2*s.Order <= last {
+			first = append(first, s.TTFTMs)
+		} else {
+			second = append(second, s.TTFTMs)
+			h = 1
+		}
+		if s.Recall != nil {
+			recall[h] += *s.Recall
+			labelled[h]++
+		}
+		if s.BudgetOutcome == "held" {
+			r.BudgetHeld++
+		}
+		dropped += float64(s.BudgetDropped)
+	}
+	for _, h := range []struct {
+		xs  []float64
+		dst **float64
+	}{{first, &r.TTFTP95FirstHalfMs}, {second, &r.TTFTP95SecondHalfMs}} {
+		if len(h.xs) > 0 {
+			slices.Sort(h.xs)
+			v := round3(Percentile(h.xs, 0.95))
+			*h.dst = &v
+		}
+	}
+	for h, dst := range []**float64{&r.RecallFirstHalf, &r.RecallSecondHalf} {
+		if labelled[h] > 0 {
+			v := round4(recall[h] / labelled[h])
+			*dst = &v
+		}
+	}
+	if r.TTFTBudgetMs > 0 {
+		r.BudgetDroppedMean = math.Round(dropped/float64(len(ok))*100) / 100
 	}
 }
 
@@ -404,7 +481,9 @@ type Recommendation struct {
 func Recommend(results []Result, tolerance, budgetMs float64, runs int) Recommendation {
 	var measured []Result
 	for _, r := range results {
-		if r.OK > 0 {
+		// A TTFT budget is compared with the fixed settings, not picked as
+		// one: serve's --top-k cannot apply it.
+		if r.OK > 0 && r.TTFTBudgetMs == 0 {
 			measured = append(measured, r)
 		}
 	}

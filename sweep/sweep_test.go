@@ -461,3 +461,50 @@ func TestProgressQuietWhenFast(t *testing.T) {
 		t.Errorf("a 4 s sweep printed %d lines:\n%s", n, slow.String())
 	}
 }
+
+// TestBudgetHalvesAndRecommendation: each setting's p95 is split by the
+// schedule's halves, a TTFT budget's setting counts what held and what it
+// dropped, and the recommendation is a fixed top_k even when the budget's
+// setting is faster at the same recall.
+func TestBudgetHalvesAndRecommendation(t *testing.T) {
+	t.Parallel()
+	fixed, budget := Setting{TopK: 4}, Setting{TopK: 8, TTFTBudgetMs: 100}
+	one := 1.0
+	var samples []Sample
+	for i := range 20 {
+		order := 2*i + 1
+		ttft := 50.0
+		if 2*order > 40 {
+			ttft = 150 // the server slowed down in the second half
+		}
+		samples = append(samples,
+			Sample{Setting: fixed, Order: order, Status: "ok", TTFTMs: ttft, Hit: &one, Recall: &one, RR: &one},
+			Sample{Setting: budget, Order: order + 1, Status: "ok", TTFTMs: 60, Hit: &one, Recall: &one, RR: &one,
+				BudgetOutcome: "held", BudgetDropped: i % 3})
+	}
+	res := Summarize([]Setting{fixed, budget}, samples)
+	f, b := res[0], res[1]
+	if f.TTFTP95FirstHalfMs == nil || *f.TTFTP95FirstHalfMs != 50 || f.TTFTP95SecondHalfMs == nil || *f.TTFTP95SecondHalfMs != 150 {
+		t.Errorf("fixed halves %v / %v, want 50 / 150", f.TTFTP95FirstHalfMs, f.TTFTP95SecondHalfMs)
+	}
+	if f.RecallFirstHalf == nil || *f.RecallFirstHalf != 1 || b.RecallSecondHalf == nil || *b.RecallSecondHalf != 1 {
+		t.Errorf("recall by half: fixed first %v, budget second %v, want 1", f.RecallFirstHalf, b.RecallSecondHalf)
+	}
+	if b.BudgetHeld != 20 || b.BudgetDroppedMean != 0.95 || f.BudgetHeld != 0 || f.BudgetDroppedMean != 0 {
+		t.Errorf("budget held %d, dropped %.2f; fixed %d, %.2f", b.BudgetHeld, b.BudgetDroppedMean, f.BudgetHeld, f.BudgetDroppedMean)
+	}
+	rec := Recommend(res, 0.02, 0, 1)
+	if rec.Setting == nil || *rec.Setting != fixed {
+		t.Errorf("recommended %v, want the fixed k=4", rec.Setting)
+	}
+	rep := &Report{Params: Params{Settings: []Setting{fixed, budget}}, Settings: res, Recommendation: rec}
+	var out strings.Builder
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fixed top_k against a TTFT budget", "ttft_budget_ms 100 (top_k ≤ 8)", "150.0 ms", "20/20", "0.95"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

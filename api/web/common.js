@@ -426,5 +426,6 @@ const rt = (() => {
     legend(container, series);
   }
 
-  return { stageOrder, colors, fmtMs, pct, tailRatio, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars, fillModels, chosenModel, modelKey };
+  return { stageOrder, colors, fmtMs, pct, tailRatio, esc, time, dateTime, svg, getJSON, apiKey, askForKey, Waterfall, ttftParts, stackedBar, lineChart, stackedColumns, groupedBars, fillModels, chosenModel, modelKey,
+    chartFrame, axisLabel, niceStep, legend, emptyChart };
 })();

@@ -29,6 +29,56 @@
     for (const tr of el.querySelectorAll("tr.link")) tr.addEventListener("click", () => { location.href = "/queries/" + encodeURIComponent(tr.dataset.id); });
   }
 
+  // prefillChart draws llm_prefill_ms against uncached prompt tokens for
+  // the prefill model's window (st.prefill_points) of one model (the one
+  // with most points when several are pooled), with the fitted line
+  // (prefill_model: intercept_ms + ms_per_token × tokens), the band of its
+  // spread (× ratio_p50 to × ratio_p95) and, dashed, × ratio_p90 (the
+  // budget's default quantile).
+  function prefillChart(el, points, fits) {
+    el.innerHTML = "";
+    $("prefill-note").textContent = "";
+    if (!points.length) return rt.emptyChart(el, "no model answered in the past hour: the prefill model is fitted from the last 256 ok queries of the past hour");
+    const keys = [...new Set(points.map(p => rt.modelKey(p.provider, p.model)))];
+    let key = keys[0];
+    if (keys.length > 1) {
+      const count = k => points.filter(p => rt.modelKey(p.provider, p.model) === k).length;
+      key = keys.reduce((a, b) => (count(b) > count(a) ? b : a));
+    }
+    const pts = points.filter(p => rt.modelKey(p.provider, p.model) === key);
+    if (keys.length > 1) $("prefill-note").textContent = ` · ${pts[0].model} (${pts[0].provider}) of ${keys.length} models; pick one above`;
+    const fit = fits.find(f => f.provider === pts[0].provider && f.model === pts[0].model);
+    let xMax = Math.max(...pts.map(p => p.uncached_tokens)) * 1.05 || 1;
+    const xs = rt.niceStep(xMax, 5);
+    xMax = Math.ceil(xMax / xs) * xs;
+    const line = t => fit.intercept_ms + fit.ms_per_token * t;
+    let yMax = Math.max(...pts.map(p => p.prefill_ms));
+    if (fit) yMax = Math.max(yMax, line(0) * fit.ratio_p95, line(xMax) * fit.ratio_p95);
+    yMax = yMax > 0 ? yMax * 1.1 : 1;
+    const ys = rt.niceStep(yMax, 4);
+    yMax = Math.ceil(yMax / ys) * ys;
+    const f = rt.chartFrame(el, { yMax, yFmt: rt.fmtMs });
+    const x = t => f.m.l + (t / xMax) * f.pw;
+    for (let v = 0; v <= xMax + 1e-9; v += xs) rt.axisLabel(f, x(v), v === 0 ? "0 tokens" : String(v));
+    const items = [{ label: `measured (${pts.length} queries)`, color: "#4e79a7" }];
+    if (fit) {
+      const band = [[0, fit.ratio_p50], [xMax, fit.ratio_p50], [xMax, fit.ratio_p95], [0, fit.ratio_p95]];
+      const b = rt.svg("polygon", { points: band.map(([t, r]) => `${x(t)},${f.y(line(t) * r)}`).join(" "), fill: "#f28e2b", "fill-opacity": 0.18, "data-series": "spread" }, f.root);
+      rt.svg("title", {}, b).textContent = `spread: measured ÷ fitted ${fit.ratio_p50.toFixed(2)} (p50) to ${fit.ratio_p95.toFixed(2)} (p95)`;
+      const l = rt.svg("line", { x1: x(0), y1: f.y(line(0)), x2: x(xMax), y2: f.y(line(xMax)), stroke: "#e15759", "stroke-width": 2, "data-series": "fit" }, f.root);
+      rt.svg("title", {}, l).textContent = `fit: ${rt.fmtMs(fit.intercept_ms)} + ${fit.ms_per_token.toFixed(4)} ms a token (${fit.samples} queries)`;
+      rt.svg("line", { x1: x(0), y1: f.y(line(0) * fit.ratio_p90), x2: x(xMax), y2: f.y(line(xMax) * fit.ratio_p90), stroke: "#e15759", "stroke-width": 1.3, "stroke-dasharray": "6 4", "data-series": "fit-p90" }, f.root);
+      items.push({ label: `fit ${rt.fmtMs(fit.intercept_ms)} + ${fit.ms_per_token.toFixed(4)} ms/token`, color: "#e15759" },
+        { label: `× p90 ratio ${fit.ratio_p90.toFixed(2)}`, color: "#e15759" },
+        { label: `spread p50–p95 (× ${fit.ratio_p50.toFixed(2)}–${fit.ratio_p95.toFixed(2)})`, color: "rgba(242,142,43,0.35)" });
+    }
+    for (const p of pts) {
+      const c = rt.svg("circle", { cx: x(p.uncached_tokens), cy: f.y(p.prefill_ms), r: 2.5, fill: "#4e79a7", "fill-opacity": 0.7, class: "point", "data-series": "point" }, f.root);
+      rt.svg("title", {}, c).textContent = `${p.uncached_tokens} uncached tokens: prefill ${rt.fmtMs(p.prefill_ms)} at ${rt.time(p.created_at)}`;
+    }
+    rt.legend(el, items);
+  }
+
   async function get(since, c) {
     const p = new URLSearchParams({ since });
     if (c && c.provider) p.set("provider", c.provider);
@@ -101,6 +151,8 @@
     ], { yFmt: rt.fmtMs, catLabel: "k=" });
     rt.lineChart($("cache-chart"), st.series, [{ key: "cache_hit_rate", label: "hit rate", color: "#59a14f" }],
       { yFmt: v => (100 * v).toFixed(0) + "%", yMax: 1 });
+
+    prefillChart($("prefill-chart"), st.prefill_points || [], st.prefill_model || []);
 
     table($("stage-table"), [
       { label: "model", fmt: modelOf },

@@ -258,8 +258,14 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 			cache: document.querySelectorAll("#cache-chart [data-series]").length,
 			stages: document.querySelectorAll("#stage-table tbody tr").length,
 			slow: document.querySelectorAll("#slow-table tbody tr").length,
+			prefillPoints: document.querySelectorAll("#prefill-chart circle[data-series=point]").length,
+			prefillFit: document.querySelectorAll("#prefill-chart [data-series=fit]").length,
+			prefillSpread: document.querySelectorAll("#prefill-chart [data-series=spread]").length,
 		})`))
-	if charts["ttft"] != 3 || charts["share"] == 0 || charts["topk"] != 12 || charts["cache"] != 1 || charts["stages"] != 9 || charts["slow"] != 3 {
+	// The prefill chart: the three answers of sim-7b (the prefill model's
+	// window), its fitted line and the band of its spread.
+	if charts["ttft"] != 3 || charts["share"] == 0 || charts["topk"] != 12 || charts["cache"] != 1 || charts["stages"] != 9 || charts["slow"] != 3 ||
+		charts["prefillPoints"] != 3 || charts["prefillFit"] != 1 || charts["prefillSpread"] != 1 {
 		t.Errorf("dashboard elements %v", charts)
 	}
 	screenshot(t, ctx, "dashboard.png")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -107,5 +108,76 @@ func TestTTFTBudgetEndToEnd(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), "ttft_budget_ms") {
 		t.Fatalf("ttft_budget_ms -5: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestKeyTTFTBudget: `keys create --ttft-budget` stores a key's default
+// budget, `keys list` shows it, and through a real serve an ask's budget is
+// its own ttft_budget_ms (0 included), else its key's, else serve's
+// --ttft-budget-ms; the record keeps the one applied.
+func TestKeyTTFTBudget(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL}
+	dir := ingestCorpus(t, env)
+	withBudget := createKey(t, env, "--name", "budgeted", "--scopes", "ask,read", "--ttft-budget", "700")
+	plain := createKey(t, env, "--name", "plain", "--scopes", "ask,read")
+	if out := runCmd(t, env, "keys", "list"); !strings.Contains(out, "ttft budget 700 ms") {
+		t.Errorf("keys list does not show the key's budget:\n%s", out)
+	}
+	for _, bad := range []string{"-1", "600001"} {
+		var o, e syncBuffer
+		err := run(context.Background(), []string{"keys", "create", "--name", "x", "--scopes", "ask", "--ttft-budget", bad}, envMap(env), &o, &e)
+		if err == nil || !strings.Contains(err.Error(), "--ttft-budget") || exitCode(err) != 2 {
+			t.Errorf("keys create --ttft-budget %s: %v, want a usage error naming --ttft-budget", bad, err)
+		}
+	}
+	srv := startServe(t, env, "--data-dir", dir, "--ttft-budget-ms", "5000")
+
+	budgetOf := func(events []sseEvent) (id string, budget int) {
+		t.Helper()
+		var m struct {
+			QueryID      string `json:"query_id"`
+			TTFTBudgetMs int    `json:"ttft_budget_ms"`
+		}
+		if len(events) == 0 || events[0].Name != "meta" {
+			t.Fatalf("the stream does not start with meta: %v", events)
+		}
+		events[0].decode(t, &m)
+		if lastName(events) != "done" {
+			t.Fatalf("the stream ends with %s", lastName(events))
+		}
+		return m.QueryID, m.TTFTBudgetMs
+	}
+	want := map[string]int{}
+	for _, tt := range []struct {
+		name, token string
+		events      func(token string) []sseEvent
+		want        int
+	}{
+		{"the key's default", withBudget.token, func(tok string) []sseEvent { return askWith(t, srv.url, "/ask?q=what+is+prefill", tok, nil) }, 700},
+		{"the ask's own over the key's", withBudget.token, func(tok string) []sseEvent {
+			return askWith(t, srv.url, "/ask?q=what+is+prefill&ttft_budget_ms=300", tok, nil)
+		}, 300},
+		{"the ask's own 0 (none) over the key's", withBudget.token, func(tok string) []sseEvent {
+			return postAskWith(t, srv.url, tok, `{"question":"what is decode","ttft_budget_ms":0}`)
+		}, 0},
+		{"serve's default for a key without one", plain.token, func(tok string) []sseEvent { return askWith(t, srv.url, "/ask?q=what+is+decode", tok, nil) }, 5000},
+	} {
+		id, got := budgetOf(tt.events(tt.token))
+		if got != tt.want {
+			t.Errorf("%s: meta ttft_budget_ms %d, want %d", tt.name, got, tt.want)
+		}
+		want[id] = tt.want
+	}
+	eventually(t, "the four queries to be stored", func() bool { return countRows(t, pool, "queries") == len(want) })
+	for id, w := range want {
+		var stored *float64
+		if err := pool.QueryRow(context.Background(), `SELECT ttft_budget_ms FROM queries WHERE id = $1`, id).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if (w == 0) != (stored == nil) || (stored != nil && *stored != float64(w)) {
+			t.Errorf("query %s stored ttft_budget_ms %v, want %d (NULL for none)", id, stored, w)
+		}
 	}
 }

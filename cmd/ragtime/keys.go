@@ -122,6 +122,7 @@ func runKeysCreate(ctx context.Context, env *environment, args []string) error {
 	fs.Var(&models, "models", "comma-separated models the key may ask for (default: any the server allows)")
 	var filter filterFlag
 	fs.Var(&filter, "filter", "tenant filter, repeatable: doc_id=ID[,ID...] or metadata.KEY=VALUE; every search made with the key is restricted to it, whatever the request asks")
+	ttftBudget := fs.Int("ttft-budget", 0, fmt.Sprintf("ttft_budget_ms, in milliseconds, of an ask made with the key that gives none; it wins over serve's --ttft-budget-ms (0: serve's; at most %d; docs/ttft.md)", pipeline.MaxTTFTBudgetMs))
 	var expires expiryFlag
 	fs.Var(&expires, "expires", "when the key stops working: an age (90d, 36h) or an RFC 3339 time (default: never)")
 	if err := parseFlags(fs, env, args); err != nil {
@@ -154,7 +155,7 @@ func runKeysCreate(ctx context.Context, env *environment, args []string) error {
 	now := time.Now()
 	k := auth.Key{
 		Name: strings.TrimSpace(*name), Kind: kind, Scopes: scopes, Rate: rate, Concurrency: *concurrency,
-		Models: models, Filter: filter.f, ExpiresAt: expires.time(now),
+		Models: models, Filter: filter.f, ExpiresAt: expires.time(now), TTFTBudgetMs: *ttftBudget,
 	}
 	for _, o := range origins {
 		k.Origins = append(k.Origins, auth.NormalizeOrigin(o))
@@ -187,6 +188,9 @@ func runKeysCreate(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(env.stdout, "Browsers on %s may send it as ?key= (EventSource) or Authorization: Bearer; %s asks.\n", strings.Join(k.Origins, ", "), k.Rate)
 	} else {
 		fmt.Fprintln(env.stdout, "Send it as: Authorization: Bearer <key>")
+	}
+	if k.TTFTBudgetMs > 0 {
+		fmt.Fprintf(env.stdout, "Its asks that give no ttft_budget_ms get %d ms (over serve's --ttft-budget-ms).\n", k.TTFTBudgetMs)
 	}
 	fmt.Fprintln(env.stdout, "A running serve picks it up within a few seconds.")
 	return nil
@@ -237,6 +241,9 @@ func runKeysList(ctx context.Context, env *environment, args []string) error {
 		}
 		if k.Concurrency > 0 {
 			limits = append(limits, fmt.Sprintf("%d at once", k.Concurrency))
+		}
+		if k.TTFTBudgetMs > 0 {
+			limits = append(limits, fmt.Sprintf("ttft budget %d ms", k.TTFTBudgetMs))
 		}
 		f := filterFlag{f: k.Filter}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Prefix, k.Name, k.Kind, scopeList(k.Scopes),

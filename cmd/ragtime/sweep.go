@@ -20,6 +20,7 @@ import (
 	"ragtime/api"
 	"ragtime/pipeline"
 	"ragtime/postgres"
+	"ragtime/prefillmodel"
 	"ragtime/sweep"
 )
 
@@ -40,6 +41,7 @@ type sweepConfig struct {
 	serverKeyEnv    string
 	recallTolerance float64
 	ttftBudgetMs    float64
+	ttftBudgets     listFlag
 	out             string
 	seed            int64
 	maxTokens       int
@@ -66,6 +68,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.serverKeyEnv, "server-api-key-env", "RAGTIME_API_KEY", "with --server: NAME of the environment variable holding an API key with scope ask, for a server that requires keys")
 	fs.Float64Var(&c.recallTolerance, "recall-tolerance", 0.02, "recommend the smallest k whose recall is within this of the best (0-1)")
 	fs.Float64Var(&c.ttftBudgetMs, "ttft-budget-ms", 0, "recommend only settings whose TTFT p95 is under this, in milliseconds (0: no budget)")
+	fs.Var(&c.ttftBudgets, "ttft-budgets", "comma-separated TTFT budgets in milliseconds to compare with the fixed top_k settings: each is one more setting asked at the largest --top-k with that ttft_budget_ms, on the same questions; the fixed settings are asked with none (docs/tuning.md)")
 	fs.StringVar(&c.out, "out", "", "directory for results.csv, samples.csv, sweep.json and chart.svg (default ./sweep-<id>)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the shuffled order (0: pick one and print it)")
 	fs.IntVar(&c.maxTokens, "max-tokens", pipeline.DefaultMaxTokens, "answer token limit per query")
@@ -101,6 +104,10 @@ func (c *sweepConfig) settings() ([]sweep.Setting, error) {
 	if err != nil {
 		return nil, err
 	}
+	ttftBudgets, err := intList("--ttft-budgets", c.ttftBudgets, 1, pipeline.MaxTTFTBudgetMs)
+	if err != nil {
+		return nil, err
+	}
 	seen := map[sweep.Setting]bool{}
 	var out []sweep.Setting
 	for _, k := range ks {
@@ -127,7 +134,20 @@ func (c *sweepConfig) settings() ([]sweep.Setting, error) {
 			}
 		}
 	}
+	// Each TTFT budget at the largest k, after the fixed settings.
+	fixed := len(out)
+	for _, ms := range ttftBudgets {
+		for _, s := range out[:fixed] {
+			if s.TopK == ks[len(ks)-1] {
+				s.TTFTBudgetMs = ms
+				out = append(out, s)
+			}
+		}
+	}
 	slices.SortStableFunc(out, func(a, b sweep.Setting) int {
+		if a.TTFTBudgetMs != b.TTFTBudgetMs {
+			return a.TTFTBudgetMs - b.TTFTBudgetMs
+		}
 		if a.TopK != b.TopK {
 			return a.TopK - b.TopK
 		}
@@ -304,12 +324,19 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		defaults := pipeline.Defaults{Retrieval: leg.defaultMode()}
 		leg.apply(&defaults)
 		run.Defaults = &defaults
+		// A TTFT budget predicts by the prefill model of the queries
+		// recorded so far, as serve's does (its default refresh and quantile).
+		live := prefillmodel.New(postgres.NewStore(db))
+		liveCtx, stopLive := context.WithCancel(ctx)
+		defer stopLive()
+		go live.Run(liveCtx, time.Second, warnLog)
 		pl, err := pipeline.New(pipeline.Config{
 			Embedder: parts.embedder, Searcher: parts.store, Lexical: leg.lex, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
-			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
+			Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(rec),
 			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
 			SearchAttrs: parts.store.SearchAttrs(),
 			Provider:    parts.provider, Model: parts.model, StoreQuestion: cfg.storeQuestion,
+			Predictor: live,
 		})
 		if err != nil {
 			return err

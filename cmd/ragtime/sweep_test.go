@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -506,7 +507,7 @@ func TestSweepAcrossRetrievalModes(t *testing.T) {
 		t.Errorf("samples per mode %v", modes)
 	}
 	b, err := os.ReadFile(filepath.Join(out, sweep.ResultsCSV))
-	if err != nil || !strings.Contains(string(b), ",retrieval,vector_k,lexical_k\n") || !strings.Contains(string(b), ",hybrid,0,7\n") {
+	if err != nil || !strings.Contains(string(b), ",retrieval,vector_k,lexical_k,") || !strings.Contains(string(b), ",hybrid,0,7,") {
 		t.Errorf("results.csv: %v\n%s", err, b)
 	}
 }
@@ -641,4 +642,71 @@ func TestSweepSnippetRetrievalKeys(t *testing.T) {
 	if !strings.Contains(b.String(), "ragtime serve --top-k 8 --rerank-top-n 0 --retrieval hybrid --vector-k 20 --lexical-k 40") {
 		t.Errorf("apply text:\n%s", b.String())
 	}
+}
+
+// TestSweepComparesTTFTBudgets: `sweep --ttft-budgets` adds a setting per
+// budget at the largest --top-k, asked with ttft_budget_ms on the same
+// questions, while the fixed settings are asked with none even though
+// serve has a default budget; the table compares them by halves, and the
+// recommendation stays a fixed top_k.
+func TestSweepComparesTTFTBudgets(t *testing.T) {
+	t.Parallel()
+	dbURL, pool := testDB(t)
+	env := map[string]string{"DATABASE_URL": dbURL, "RAGTIME_LLM_API_KEY": "sk-test"}
+	dataDir := ingestSweepCorpus(t, env)
+	srv := startServe(t, env, "--data-dir", dataDir, "--llm-provider", "openai", "--llm-base-url", sweepSim(t), "--llm-model", "sim",
+		"--ttft-budget-ms", "5000", "--prefill-model-refresh", "1s", "--rate", "0")
+
+	out := t.TempDir()
+	stdout := runCmd(t, env, "sweep", "--server", srv.url, "--questions", "testdata/sweep/questions.tsv", "--top-k", "1,4",
+		"--rerank-top-n", "0", "--ttft-budgets", "250", "--runs", "2", "--max-tokens", "3", "--out", out)
+	checkFiles(t, out)
+	rep := readReport(t, out)
+	if len(rep.Settings) != 3 || rep.Measured != 18 {
+		t.Fatalf("%d settings, %d measured; want fixed k=1, k=4 and the budget at k=4, 18 queries", len(rep.Settings), rep.Measured)
+	}
+	if b := rep.Settings[2]; b.TTFTBudgetMs != 250 || b.TopK != 4 || b.OK != 6 || b.TTFTP95FirstHalfMs == nil || b.TTFTP95SecondHalfMs == nil {
+		t.Errorf("budget setting %+v", b)
+	}
+	for _, s := range rep.Samples {
+		switch {
+		case s.TTFTBudgetMs == 250 && !slices.Contains([]string{"held", "missed", "unmodelled"}, s.BudgetOutcome):
+			t.Errorf("budget sample %d has outcome %q", s.Order, s.BudgetOutcome)
+		case s.TTFTBudgetMs == 0 && s.BudgetOutcome != "":
+			t.Errorf("fixed sample %d (k=%d) has a budget outcome %q", s.Order, s.TopK, s.BudgetOutcome)
+		}
+	}
+	if rs := rep.Recommendation.Setting; rs == nil || rs.TTFTBudgetMs != 0 {
+		t.Errorf("recommended %+v, want a fixed top_k", rs)
+	}
+	for _, want := range []string{"ttft budget", "fixed top_k against a TTFT budget", "ttft_budget_ms 250 (top_k ≤ 4)", "1st half p95"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("sweep output lacks %q:\n%s", want, stdout)
+		}
+	}
+	// The server recorded the budget asked, and none for the fixed
+	// settings, whatever its own --ttft-budget-ms.
+	rows, err := pool.Query(context.Background(), `SELECT top_k, ttft_budget_ms, count(*) FROM queries WHERE sweep_id = $1 GROUP BY 1, 2 ORDER BY 1, 2`, rep.SweepID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var k, n int
+		var b *float64
+		if err := rows.Scan(&k, &b, &n); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("k=%d budget=%v n=%d", k, derefFloat(b), n))
+	}
+	if want := []string{"k=1 budget=-1 n=6", "k=4 budget=250 n=6", "k=4 budget=-1 n=6"}; !slices.Equal(got, want) {
+		t.Errorf("recorded (top_k, ttft_budget_ms): %v, want %v (-1: none)", got, want)
+	}
+}
+
+func derefFloat(p *float64) float64 {
+	if p == nil {
+		return -1
+	}
+	return *p
 }

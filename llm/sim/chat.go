@@ -220,6 +220,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	// modelled time. Clients see the tokenizer's time on top of the model's
 	// (repeated message contents are memoised).
 	sq := newSeq(time.Now(), len(ids), blocks, reasoning, answer)
+	if n := s.cfg.PrefillShiftAfter; n > 0 && s.engined.Add(1) > int64(n) {
+		sq.scale = s.cfg.PrefillShiftFactor
+	}
 	replica := s.route(blocks)
 	sq.replica = replica
 	d := s.drivers[replica]

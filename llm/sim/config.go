@@ -102,6 +102,13 @@ type Config struct {
 	// CloseAfterStream closes the connection after every streamed answer
 	// (Connection: close), as llama-server does.
 	CloseAfterStream bool
+	// PrefillShiftAfter, when > 0, multiplies the prefill cost (overhead,
+	// per token and quadratic) of every chat request after the first
+	// PrefillShiftAfter that reach the engine by PrefillShiftFactor: a
+	// server whose load changes mid-run, at a known point.
+	PrefillShiftAfter int
+	// PrefillShiftFactor is that multiplier (2: the prefill cost doubles).
+	PrefillShiftFactor float64
 	// CoarseTimers trusts the runtime's timers alone, about 1 ms late on an
 	// idle machine, instead of also arming a kernel timerfd (Linux) that
 	// wakes the scheduler within tens of microseconds. Either way a driver
@@ -161,6 +168,7 @@ func DefaultConfig() Config {
 		EmbedDimensions:    512,
 		RerankMs:           10,
 		RerankMsPerDoc:     1.5,
+		PrefillShiftFactor: 2,
 	}
 }
 
@@ -188,6 +196,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Faults, "faults", c.Faults, "failure rates per request, KIND=RATE,... with KIND 401, 404, 429, 500, stall, drop, malformed, nochoices (the X-Llmsim-Fault header forces one)")
 	fs.Float64Var(&c.StallMs, "stall-ms", c.StallMs, "how long a stall fault holds the first token back, in milliseconds")
 	fs.IntVar(&c.RetryAfterSeconds, "retry-after", c.RetryAfterSeconds, "Retry-After of 429 answers, in seconds")
+	fs.IntVar(&c.PrefillShiftAfter, "prefill-shift-after", c.PrefillShiftAfter, "after this many chat requests have reached the engine, multiply every later one's prefill cost by --prefill-shift-factor, in requests (a load change mid-run; 0: never)")
+	fs.Float64Var(&c.PrefillShiftFactor, "prefill-shift-factor", c.PrefillShiftFactor, "what --prefill-shift-after multiplies the prefill cost by (2: it doubles)")
 	fs.BoolVar(&c.CloseAfterStream, "close-after-stream", c.CloseAfterStream, "close the connection after every streamed answer (Connection: close), as llama-server does")
 	fs.BoolVar(&c.ServerTimings, "server-timings", c.ServerTimings, "add vLLM-style metrics and llama.cpp-style timings to every answer (else only with the header X-Llmsim-Timings: 1)")
 	fs.BoolVar(&c.CoarseTimers, "coarse-timers", c.CoarseTimers, "wake engine steps with the Go runtime's timers alone (about 1 ms late when idle) instead of also arming a kernel timerfd (tens of µs); either way a driver polls the clock only through the last 200 µs before a step ≥ 5 ms away")
@@ -227,6 +237,11 @@ func (c *Config) validate() error {
 	neg("embed-ms-per-input", c.EmbedMsPerInput)
 	neg("rerank-ms", c.RerankMs)
 	neg("rerank-ms-per-doc", c.RerankMsPerDoc)
+	neg("prefill-shift-after", float64(c.PrefillShiftAfter))
+	neg("prefill-shift-factor", c.PrefillShiftFactor)
+	if c.PrefillShiftAfter > 0 && c.PrefillShiftFactor <= 0 {
+		errs = append(errs, fmt.Errorf("prefill-shift-factor must be > 0 with prefill-shift-after, got %g", c.PrefillShiftFactor))
+	}
 	if c.EmbedDimensions != 0 && (c.EmbedDimensions < retrieval.MinHashDimension || c.EmbedDimensions > retrieval.MaxHashDimension) {
 		errs = append(errs, fmt.Errorf("embed-dimensions must be between %d and %d, got %d", retrieval.MinHashDimension, retrieval.MaxHashDimension, c.EmbedDimensions))
 	}

@@ -22,12 +22,15 @@ type seq struct {
 	replica      int
 	cachedTokens int
 	uncached     int // prompt tokens to prefill
-	prefilled    int // of uncached
-	prefillDone  bool
-	admitted     time.Time
-	firstToken   time.Time
-	lastToken    time.Time
-	emitted      int
+	// scale multiplies the sequence's prefill cost (Config.PrefillShiftAfter);
+	// 0 is 1.
+	scale       float64
+	prefilled   int // of uncached
+	prefillDone bool
+	admitted    time.Time
+	firstToken  time.Time
+	lastToken   time.Time
+	emitted     int
 
 	// produced is the number of output tokens released to the writer.
 	produced atomic.Int64
@@ -55,6 +58,14 @@ const releaseRing = 16
 func (s *seq) releaseTime(i, n int) time.Time {
 	i = max(i, n-releaseRing)
 	return time.Unix(0, s.releasedAt[i%releaseRing].Load())
+}
+
+// prefillScale is what the sequence's prefill cost is multiplied by.
+func (s *seq) prefillScale() float64 {
+	if s.scale == 0 {
+		return 1
+	}
+	return s.scale
 }
 
 func newSeq(arrival time.Time, promptTokens int, blocks []uint64, reasoning, answer int) *seq {
@@ -196,7 +207,7 @@ func newIdealEngine(c costs, cache *prefixCache, seed uint64) *idealEngine {
 
 func (e *idealEngine) add(s *seq) {
 	admitPrefill(s, e.cache, s.arrival)
-	first := s.arrival.Add(ms(e.c.prefillMs(0, s.uncached)))
+	first := s.arrival.Add(ms(e.c.prefillMs(0, s.uncached) * s.prefillScale()))
 	if e.cache != nil {
 		e.cache.insert(s.blocks)
 	}
@@ -369,7 +380,7 @@ func (e *batchEngine) plan(start time.Time) {
 	// step that decodes, prefill-ms for a step that only prefills and starts
 	// some prompt. A lone request therefore costs exactly the formula.
 	var dur float64
-	decoding, starting := 0, false
+	decoding, starting, startScale := 0, false, 0.0
 	for _, s := range e.running {
 		switch {
 		case !s.prefillDone:
@@ -377,8 +388,10 @@ func (e *batchEngine) plan(start time.Time) {
 			if e.c.chunk > 0 && n > e.c.chunk {
 				n = e.c.chunk
 			}
-			starting = starting || s.prefilled == 0
-			dur += e.c.prefillMs(s.prefilled, n) - e.c.prefillMs(0, 0)*boolf(s.prefilled == 0)
+			if s.prefilled == 0 {
+				starting, startScale = true, max(startScale, s.prefillScale())
+			}
+			dur += (e.c.prefillMs(s.prefilled, n) - e.c.prefillMs(0, 0)*boolf(s.prefilled == 0)) * s.prefillScale()
 			s.prefilled += n
 			if s.prefilled == s.uncached {
 				e.prefills = append(e.prefills, s)
@@ -396,7 +409,7 @@ func (e *batchEngine) plan(start time.Time) {
 	case decoding > 0:
 		dur += e.c.itlMs(e.rng, decoding)
 	case starting:
-		dur += e.c.overhead
+		dur += e.c.overhead * startScale
 	}
 	e.busy = true
 	e.stepEnd = start.Add(ms(dur))

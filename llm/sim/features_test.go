@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -321,5 +322,30 @@ func TestBatchingOverHTTP(t *testing.T) {
 	}
 	if st := s.Stats(); st.Completed != 8 || st.Steps == 0 || st.TokensSent != 40 {
 		t.Errorf("stats %+v, want 8 completed over engine steps, 40 tokens", st)
+	}
+}
+
+// TestPrefillShift: with --prefill-shift-after 2, the third chat request's
+// modelled prefill (the timings' prompt_ms) costs --prefill-shift-factor
+// times the first two's, on the ideal engine and the batching one.
+func TestPrefillShift(t *testing.T) {
+	t.Parallel()
+	for _, seqs := range []int{0, 4} {
+		_, ts := startSim(t, Config{PrefillMs: 20, PrefillMsPerToken: 0.1, OutputTokens: 1, MaxNumSeqs: seqs,
+			ServerTimings: true, PrefillShiftAfter: 2, PrefillShiftFactor: 2})
+		var got []float64
+		for i := range 3 {
+			lines, _, status, err := streamAll(t, ts.URL, nil, chatBody(true, fmt.Sprintf("the same length question %d", i)))
+			if status != 200 || err != nil {
+				t.Fatalf("max-num-seqs %d: status %d, err %v", seqs, status, err)
+			}
+			got = append(got, usageOf(t, lines)["timings"].(map[string]any)["prompt_ms"].(float64))
+		}
+		if math.Abs(got[0]-got[1]) > 0.01 || math.Abs(got[2]-2*got[0]) > 0.02 || got[0] < 20 {
+			t.Errorf("max-num-seqs %d: modelled prefill %v ms, want the third twice the first two", seqs, got)
+		}
+	}
+	if err := (&Config{PrefillShiftAfter: 5}).validate(); err == nil || !strings.Contains(err.Error(), "prefill-shift-factor") {
+		t.Errorf("shift without a factor: %v, want an error naming prefill-shift-factor", err)
 	}
 }

@@ -91,6 +91,8 @@ type Server struct {
 
 	requests, completed, cancelled, rejected, faultCount, active, tokensSent atomic.Int64
 	embeds, reranks, tokenWrites                                             atomic.Int64
+	// engined counts the chat requests handed to an engine (PrefillShiftAfter).
+	engined atomic.Int64
 }
 
 // New validates cfg, loads the token counter, starts one scheduler
