@@ -14,9 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
-	"github.com/tmc/langchaingo/textsplitter"
 	"golang.org/x/sync/errgroup"
 
 	"ragtime/pipeline"
@@ -188,21 +186,14 @@ func cmpOr(v, def int) int {
 	return v
 }
 
-// splitter returns the chunker. RecursiveCharacter is used for every kind
-// of file rather than langchaingo's Markdown splitter because it keeps the
-// text verbatim (the Markdown splitter re-renders it from a parse and drops
-// code blocks unless told otherwise), it honours ChunkOverlap, and HTML and
-// plain text, once extracted, are the same kind of input. Markdown headings
-// are still preferred split points: they come first among the separators,
-// and separators are kept so a chunk starts with its "## heading".
-func (in *Ingester) splitter() textsplitter.TextSplitter {
-	return textsplitter.NewRecursiveCharacter(
-		textsplitter.WithChunkSize(cmpOr(in.ChunkSize, DefaultChunkSize)),
-		textsplitter.WithChunkOverlap(in.ChunkOverlap),
-		textsplitter.WithSeparators([]string{"\n# ", "\n## ", "\n### ", "\n\n", "\n", ". ", " ", ""}),
-		textsplitter.WithKeepSeparator(true),
-		textsplitter.WithLenFunc(utf8.RuneCountInString),
-	)
+// splitter returns the chunker. One recursive character splitter serves
+// every kind of file: it keeps the text verbatim, honours ChunkOverlap,
+// and HTML and plain text, once extracted, are the same kind of input.
+// Markdown headings are still preferred split points: they come first
+// among the separators, and separators are kept so a chunk starts with its
+// "## heading".
+func (in *Ingester) splitter() chunker {
+	return chunker{size: cmpOr(in.ChunkSize, DefaultChunkSize), overlap: in.ChunkOverlap}
 }
 
 // collect lists the files to ingest, refusing two files that would get the
@@ -277,7 +268,7 @@ func collect(paths []string) ([]source, error) {
 type ingestRun struct {
 	in        *Ingester
 	ctx       context.Context
-	splitter  textsplitter.TextSplitter
+	splitter  chunker
 	progress  Progress
 	report    func(Progress)
 	pending   []*pendingDoc // documents waiting for vectors, in order
@@ -384,10 +375,7 @@ func (r *ingestRun) content(s source, content []byte, title string, meta map[str
 	}
 	var texts []string
 	if ex.text != "" {
-		texts, err = r.splitter.SplitText(ex.text)
-		if err != nil {
-			return nil, fmt.Errorf("chunking %s: %w", s.path, err)
-		}
+		texts = r.splitter.split(ex.text)
 	}
 	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash, Source: s.path}}
 	chunkMeta := maps.Clone(meta)
