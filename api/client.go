@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
@@ -200,16 +200,13 @@ func rejection(resp *http.Response) *pipeline.Error {
 const maxAdmissionRetries = 10
 
 // retryAfter says whether resp is a refusal to retry (429 or 503 with a
-// Retry-After in seconds) and how long to wait, at most a minute.
+// Retry-After) and how long to wait, at most a minute.
 func retryAfter(resp *http.Response) (time.Duration, bool) {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
-	secs, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-	if err != nil || secs < 0 {
-		return 0, false
-	}
-	return min(time.Duration(secs)*time.Second, time.Minute), true
+	wait, _, ok := upstream.RetryAfter(resp.Header)
+	return min(wait, time.Minute), ok
 }
 
 // replay reads the event stream and calls out for each event. The format is
