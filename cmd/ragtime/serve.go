@@ -186,8 +186,8 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if err := api.ValidateHosts(c.allowedHosts); err != nil {
 		problems["allowed-hosts"] = "--allowed-hosts: " + err.Error()
 	}
-	if c.topK < 1 || c.topK > pipeline.MaxTopK {
-		problems["top-k"] = fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, c.topK)
+	if err := pipeline.CheckTopK("--top-k", c.topK); err != nil {
+		problems["top-k"] = err.Error()
 	}
 	if c.rerankTopN < 0 || c.rerankTopN > pipeline.MaxTopK {
 		problems["rerank-top-n"] = fmt.Sprintf("--rerank-top-n must be between 0 and %d, got %d", pipeline.MaxTopK, c.rerankTopN)

@@ -54,7 +54,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	c.topK = listFlag{"1", "2", "4", "8", "16", "32"}
 	c.rerankTopN = listFlag{"default"}
 	fs.StringVar(&c.questions, "questions", "", "questions file: JSONL {\"question\", \"relevant\": [doc_id, ...]} or TSV question<TAB>doc_id,doc_id (relevance optional) (required)")
-	fs.Var(&c.topK, "top-k", "comma-separated top_k values to sweep (1-100)")
+	fs.Var(&c.topK, "top-k", fmt.Sprintf("comma-separated top_k values to sweep (1-%d)", pipeline.MaxTopK))
 	fs.Var(&c.rerankTopN, "rerank-top-n", "comma-separated rerank_top_n values: default (what an ask without rerank_top_n gets from serve's default rule: min(k, 3)), k (rerank and keep all k), 0 (reranking off) or N (keep the best N, at most k)")
 	fs.Var(&c.maxContext, "max-context-tokens", "comma-separated context budgets in tokens to sweep (in-process only; default: 6000)")
 	fs.Var(&c.retrieval, "retrieval", "comma-separated retrieval modes to sweep: hybrid, vector, lexical (default: the server's or serve's --retrieval)")
