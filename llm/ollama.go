@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"time"
 
+	"ragtime/internal/sse"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -146,7 +147,7 @@ func (s *ollamaStream) bad(msg string, cause error) *pipeline.Error {
 }
 
 func (s *ollamaStream) run(body io.Reader) error {
-	sc := newLineScanner(body)
+	sc := sse.NewLineScanner(body, maxLine)
 	clock := clockOf(body)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
