@@ -202,7 +202,7 @@ func collect(paths []string) ([]source, error) {
 	var out []source
 	seen := make(map[string]string)
 	add := func(path, docID string) error {
-		kind := kindOf(path)
+		kind := pipeline.DocumentKind(path)
 		if kind == "" {
 			return nil
 		}
@@ -219,7 +219,7 @@ func collect(paths []string) ([]source, error) {
 			return nil, fmt.Errorf("ingesting %s: %w", root, err)
 		}
 		if !fi.IsDir() {
-			if kindOf(root) == "" {
+			if pipeline.DocumentKind(root) == "" {
 				return nil, fmt.Errorf("ingesting %s: unsupported file type (want .md, .markdown, .txt, .html or .htm)", root)
 			}
 			if err := add(root, filepath.Base(root)); err != nil {
@@ -408,43 +408,14 @@ type storeError struct{ error }
 
 func (e storeError) Unwrap() error { return e.error }
 
-// Content is one document given by its content rather than a path, as the
-// API receives it.
-type Content struct {
-	// DocID names the document; a stored document of that id is replaced.
-	DocID string
-	// Kind is KindMarkdown, KindHTML or KindText (see KindOf).
-	Kind string
-	// Title, when set, replaces the title found in the content.
-	Title string
-	// Body is the raw content.
-	Body []byte
-	// Metadata is stored with every chunk (and can be filtered on).
-	Metadata map[string]string
-	// Source says where the document came from (e.g. "api").
-	Source string
-	// File, when Body is nil, names a file holding the raw content (an
-	// upload spooled to disk). It is read when the document's turn comes,
-	// so a batch holds one raw document in memory at a time.
-	File string
-}
-
-// ContentResult says what IngestContent did.
-type ContentResult struct {
-	DocID     string `json:"doc_id"`
-	Title     string `json:"title"`
-	Chunks    int    `json:"chunks"`
-	Unchanged bool   `json:"unchanged"`
-}
-
 // IngestContent stores one document: it extracts, chunks and embeds all of
 // it before replacing the stored version in one step, so a failure on the
 // way leaves the old version searchable. Unchanged content is left alone.
 // The store is flushed before it returns.
-func (in *Ingester) IngestContent(ctx context.Context, c Content) (ContentResult, error) {
-	res, err := in.IngestContents(ctx, []Content{c})
+func (in *Ingester) IngestContent(ctx context.Context, c pipeline.DocumentInput) (pipeline.DocumentResult, error) {
+	res, err := in.IngestContents(ctx, []pipeline.DocumentInput{c})
 	if err != nil {
-		return ContentResult{}, err
+		return pipeline.DocumentResult{}, err
 	}
 	return res[0], nil
 }
@@ -457,7 +428,7 @@ func (in *Ingester) IngestContent(ctx context.Context, c Content) (ContentResult
 // cut the batch in two), so only the store's own failure can stop it part
 // way, and the error then names the document it stopped at. Unchanged
 // documents are left alone; an id given twice is refused.
-func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]ContentResult, error) {
+func (in *Ingester) IngestContents(ctx context.Context, cs []pipeline.DocumentInput) ([]pipeline.DocumentResult, error) {
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
@@ -466,7 +437,7 @@ func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]Content
 		switch {
 		case c.DocID == "":
 			return nil, errors.New("ingesting: empty document id")
-		case c.Kind != KindMarkdown && c.Kind != KindHTML && c.Kind != KindText:
+		case !pipeline.ValidKind(c.Kind):
 			return nil, fmt.Errorf("ingesting %s: unsupported kind %q", c.DocID, c.Kind)
 		case seen[c.DocID]:
 			return nil, fmt.Errorf("ingesting: document %q is given twice in one batch", c.DocID)
@@ -509,26 +480,22 @@ func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]Content
 	}
 	// Commit: every document is ready.
 	commit := context.WithoutCancel(ctx)
-	results := make([]ContentResult, len(cs))
+	results := make([]pipeline.DocumentResult, len(cs))
 	for i, p := range staged {
 		if p == nil {
-			results[i] = ContentResult{DocID: cs[i].DocID, Unchanged: true}
+			results[i] = pipeline.DocumentResult{DocID: cs[i].DocID, Unchanged: true}
 			continue
 		}
 		if err := in.Store.ReplaceDocument(commit, p.doc); err != nil {
 			return nil, fmt.Errorf("storing %s (%d of %d documents of the batch stored before it): %w", p.doc.DocID, i, len(cs), err)
 		}
-		results[i] = ContentResult{DocID: p.doc.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}
+		results[i] = pipeline.DocumentResult{DocID: p.doc.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}
 	}
 	if err := in.Store.Flush(commit); err != nil {
 		return nil, fmt.Errorf("saving after storing %d documents: %w", len(cs), err)
 	}
 	return results, nil
 }
-
-// KindOf returns the kind of a file name by its extension (KindMarkdown,
-// KindHTML, KindText), or "" for an unsupported one.
-func KindOf(name string) string { return kindOf(name) }
 
 // embed embeds up to n queued chunks, in batches of batch chunks of which
 // up to Concurrency are in flight at once, and stores the documents that are
