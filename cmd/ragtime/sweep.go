@@ -218,17 +218,13 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return &usageError{msg: "--questions is required: a JSONL or TSV file of questions (see docs/tuning.md)"}
 	}
-	switch {
-	case cfg.runs < 1:
-		return &usageError{msg: fmt.Sprintf("--runs must be 1 or more, got %d", cfg.runs)}
-	case cfg.concurrency < 1:
-		return &usageError{msg: fmt.Sprintf("--concurrency must be 1 or more, got %d", cfg.concurrency)}
-	case cfg.recallTolerance < 0 || cfg.recallTolerance > 1:
-		return &usageError{msg: fmt.Sprintf("--recall-tolerance must be between 0 and 1, got %g", cfg.recallTolerance)}
-	case cfg.ttftBudgetMs < 0:
-		return &usageError{msg: fmt.Sprintf("--ttft-budget-ms must be 0 (no budget) or more, got %g", cfg.ttftBudgetMs)}
-	case cfg.maxTokens < 1 || cfg.maxTokens > pipeline.MaxMaxTokens:
-		return &usageError{msg: fmt.Sprintf("--max-tokens must be between 1 and %d, got %d", pipeline.MaxMaxTokens, cfg.maxTokens)}
+	params := sweep.Params{
+		QuestionsFile: cfg.questions, Runs: cfg.runs, Concurrency: cfg.concurrency,
+		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
+		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, WarmCache: cfg.warmCache,
+	}
+	if err := params.Check(); err != nil {
+		return &usageError{msg: err.Error()}
 	}
 	settings, err := cfg.settings()
 	if err != nil {
@@ -238,11 +234,8 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range questions {
-		r := pipeline.Request{Question: q.Text, TopK: 1, MaxTokens: 1}
-		if err := r.Normalize(pipeline.DefaultMaxQuestion); err != nil {
-			return fmt.Errorf("%s:%d: %w", cfg.questions, q.Line, err)
-		}
+	if err := sweep.CheckQuestions(cfg.questions, questions); err != nil {
+		return err
 	}
 	seed := cfg.seed
 	if seed == 0 {
@@ -255,11 +248,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
-	params := sweep.Params{
-		QuestionsFile: cfg.questions, Settings: settings, Runs: cfg.runs, Concurrency: cfg.concurrency,
-		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
-		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, Seed: seed, WarmCache: cfg.warmCache,
-	}
+	params.Settings, params.Seed = settings, seed
 	run := sweep.Config{
 		Params: params, Questions: questions, Store: postgres.NewSweeps(db),
 		Progress: sweep.ProgressBar(env.stderr, isTerminal(env.stderr)), Log: env.stderr,
@@ -362,35 +351,15 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 // recorder to store its check query.
 const serverRecordWait = 10 * time.Second
 
-// checkServerRecordsHere asks the server once and looks the query id up in
-// the sweep's database, so that a sweep whose --database-url is not the
-// server's is refused before it measures (it could tag none of its
-// queries). The check query is an ordinary ask, stored untagged.
+// checkServerRecordsHere refuses, as a usage error, a --server that does
+// not record into the sweep's --database-url (sweep.CheckServerRecords).
 func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postgres.Store, question, serverURL, dbURL string, wait time.Duration) error {
-	req := pipeline.Request{Question: question, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: 1}
-	rec := asker.Run(ctx, &req, pipeline.Discard{})
-	if rec.QueryID == "" {
-		return fmt.Errorf("--server %s: the check question got no query id (%s: %s)", serverURL, rec.ErrorCode, rec.ErrorMessage)
+	err := sweep.CheckServerRecords(ctx, asker, store, question, serverURL, postgres.RedactURL(dbURL), wait)
+	var nr *sweep.NotRecordedError
+	if errors.As(err, &nr) {
+		return &usageError{msg: err.Error()}
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		_, err := store.GetQuery(ctx, rec.QueryID)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, pipeline.ErrNotFound) {
-			return fmt.Errorf("looking up the server's check query %s in --database-url %s: %w", rec.QueryID, postgres.RedactURL(dbURL), err)
-		}
-		if time.Now().After(deadline) {
-			return &usageError{msg: fmt.Sprintf("--server %s does not record into this sweep's database --database-url %s: its query %s is not there after %s, so no measured query could be tagged; "+
-				"run the sweep with --database-url (or DATABASE_URL) set to the server's database", serverURL, postgres.RedactURL(dbURL), rec.QueryID, wait)}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return err
 }
 
 // writeApply prints how to apply the recommended setting (serve's flags and
