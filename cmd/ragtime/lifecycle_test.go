@@ -54,6 +54,17 @@ func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
 	if _, err := http.Get(srv.url + "/healthz"); err == nil {
 		t.Error("the server still accepts connections after shutdown")
 	}
+	// The steps stopped in the listed order, each logged: the recorder
+	// flushed before the spool and the database closed.
+	log, at := srv.stderr.String(), -1
+	for _, step := range []string{"index reload", "profiler", "llm preflight", "tracing", "search recorder", "recorder",
+		"spool", "api keys sync", "listener", "parts", "database"} {
+		i := strings.Index(log, "shutdown: stopped "+step+`"`)
+		if i <= at {
+			t.Fatalf("shutdown did not log stopping %q after the steps before it (serveSteps, reversed):\n%s", step, log)
+		}
+		at = i
+	}
 }
 
 func TestCORSOnlyForConfiguredOrigins(t *testing.T) {
