@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
@@ -20,8 +22,6 @@ import (
 	"ragtime/postgres"
 	"ragtime/redisstate"
 	"ragtime/tracing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // serveApp is `ragtime serve`: Open starts its steps in the order

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ragtime/api"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -256,21 +258,11 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	warnLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rec *postgres.Recorder
 	if cfg.server != "" {
-		u, err := url.Parse(cfg.server)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &usageError{msg: fmt.Sprintf("--server must be an http(s) URL such as http://127.0.0.1:8080, got %q", cfg.server)}
-		}
-		run.Mode = sweep.ModeServer
-		run.Params.Provider = "server"
-		// One keep-alive connection per worker, as a browser or app would hold.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = cfg.concurrency
-		client := &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv),
-			OnWait: admissionNote(env.stderr)}
-		if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), questions[0].Text, cfg.server, cfg.db.url, serverRecordWait); err != nil {
+		client, err := cfg.serverAsker(ctx, env, db, questions[0].Text)
+		if err != nil {
 			return err
 		}
-		run.Asker = client
+		run.Mode, run.Params.Provider, run.Asker = sweep.ModeServer, "server", client
 	} else {
 		parts, err := cfg.parts.build(ctx, env, false)
 		if err != nil {
@@ -281,27 +273,11 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
 		}
 		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
-		// The lexical leg and the default retrieval are serve's: hybrid
-		// when the store has a lexical leg (the embedded store).
-		lexLeg, _ := parts.store.(pipeline.LexicalSearcher)
-		defaults := pipeline.Defaults{Lexical: lexLeg != nil, Retrieval: pipeline.RetrievalVector}
-		if lexLeg != nil {
-			defaults.Retrieval = pipeline.RetrievalHybrid
-		}
-		run.Defaults = &defaults
-		pl, err := pipeline.New(pipeline.Config{
-			Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
-			Generator: parts.generator, Counter: parts.counter, Recorder: rec,
-			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
-			SearchAttrs: parts.store.SearchAttrs(),
-			Provider:    parts.provider, Model: parts.model, StoreQuestion: cfg.storeQuestion,
-		})
+		pl, defaults, err := cfg.inProcessAsker(parts, rec)
 		if err != nil {
 			return err
 		}
-		run.Mode = sweep.ModeInProcess
-		run.Params.Provider = parts.provider
-		run.Asker = pl
+		run.Mode, run.Params.Provider, run.Asker, run.Defaults = sweep.ModeInProcess, parts.provider, pl, defaults
 	}
 	fmt.Fprintf(env.stdout, "sweep: %d questions, %d settings, %d runs, seed %d (rerun with --seed %d for the same order)\n",
 		len(questions), len(settings), cfg.runs, seed, seed)
@@ -345,6 +321,43 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		return runErr
 	}
 	return nil
+}
+
+// serverAsker is the api.Client a --server sweep asks through, once the
+// server is seen to record into the sweep's database.
+func (c *sweepConfig) serverAsker(ctx context.Context, env *environment, db *pgxpool.Pool, question string) (*api.Client, error) {
+	u, err := url.Parse(c.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &usageError{msg: fmt.Sprintf("--server must be an http(s) URL such as http://127.0.0.1:8080, got %q", c.server)}
+	}
+	// One keep-alive connection per worker, as a browser or app would hold.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = c.concurrency
+	client := &api.Client{BaseURL: c.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(c.serverKeyEnv),
+		OnWait: admissionNote(env.stderr)}
+	if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), question, c.server, c.db.url, serverRecordWait); err != nil {
+		return nil, err
+	}
+	return client, nil
+}
+
+// inProcessAsker is the pipeline an in-process sweep runs, recording into
+// rec, with serve's defaults for an ask that names no retrieval: hybrid
+// when the store has a lexical leg (the embedded store).
+func (c *sweepConfig) inProcessAsker(parts *parts, rec *postgres.Recorder) (*pipeline.Pipeline, *pipeline.Defaults, error) {
+	lexLeg, _ := parts.store.(pipeline.LexicalSearcher)
+	defaults := pipeline.Defaults{Lexical: lexLeg != nil, Retrieval: pipeline.RetrievalVector}
+	if lexLeg != nil {
+		defaults.Retrieval = pipeline.RetrievalHybrid
+	}
+	pl, err := pipeline.New(pipeline.Config{
+		Embedder: parts.embedder, Searcher: parts.store, Lexical: lexLeg, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
+		Generator: parts.generator, Counter: parts.counter, Recorder: rec,
+		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
+		SearchAttrs: parts.store.SearchAttrs(),
+		Provider:    parts.provider, Model: parts.model, StoreQuestion: c.storeQuestion,
+	})
+	return pl, &defaults, err
 }
 
 // serverRecordWait bounds how long the sweep waits for the server's
