@@ -227,15 +227,16 @@ func (a *serveApp) listen(context.Context) error {
 
 func (a *serveApp) openSpool(context.Context) error {
 	sp, err := a.cfg.openSpool(a.log)
-	a.sp = sp
-	return err
+	if err != nil {
+		return err
+	}
+	if a.sp = sp; sp == nil {
+		return lifecycle.ErrSkipped
+	}
+	return nil
 }
 
-func (a *serveApp) closeSpool() {
-	if a.sp != nil {
-		_ = a.sp.Close()
-	}
-}
+func (a *serveApp) closeSpool() { _ = a.sp.Close() }
 
 func (a *serveApp) openRecorder(context.Context) error {
 	a.rec = postgres.NewRecorder(a.db, postgres.RecorderOptions{
@@ -258,18 +259,14 @@ func (a *serveApp) openTracing(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.tracer = t
-	if t != nil {
-		a.mx.Tracing(t)
+	if a.tracer = t; t == nil {
+		return lifecycle.ErrSkipped
 	}
+	a.mx.Tracing(t)
 	return nil
 }
 
-func (a *serveApp) closeTracing() {
-	if a.tracer != nil {
-		shutdownTracer(a.tracer, a.log)
-	}
-}
+func (a *serveApp) closeTracing() { shutdownTracer(a.tracer, a.log) }
 
 func (a *serveApp) buildPipeline(ctx context.Context) error {
 	cfg, parts := a.cfg, a.parts
@@ -306,18 +303,14 @@ func (a *serveApp) openRedis(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.shared = shared
-	if shared != nil {
-		a.mx.Shared(shared)
+	if a.shared = shared; shared == nil {
+		return lifecycle.ErrSkipped
 	}
+	a.mx.Shared(shared)
 	return nil
 }
 
-func (a *serveApp) closeRedis() {
-	if a.shared != nil {
-		_ = a.shared.Close()
-	}
-}
+func (a *serveApp) closeRedis() { _ = a.shared.Close() }
 
 // buildAPI builds admission control and the HTTP handler.
 func (a *serveApp) buildAPI(context.Context) error {
@@ -402,6 +395,9 @@ func (a *serveApp) announce(context.Context) error {
 }
 
 func (a *serveApp) startPprof(context.Context) error {
+	if a.cfg.pprofAddr == "" {
+		return lifecycle.ErrSkipped
+	}
 	stop, err := servePprof(a.cfg.pprofAddr, a.log)
 	a.stopPprof = stop
 	return err

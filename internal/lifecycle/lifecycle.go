@@ -5,9 +5,15 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 )
+
+// ErrSkipped is what a Start returns when its part is not configured (no
+// profiler address, no Redis): Open goes on, and Close neither stops nor
+// logs the step.
+var ErrSkipped = errors.New("lifecycle: step skipped")
 
 // Step is one part of a process: Start opens it (nil: nothing to open),
 // Stop closes what Start opened (nil: nothing to close). A Stop runs only
@@ -24,13 +30,14 @@ type Step struct {
 type Steps struct {
 	list    []Step
 	started int
+	skipped []bool
 	// Logger, when set, gets one line per step stopped (its name and how
 	// long it took), so a slow shutdown names the step it waits on.
 	Logger *slog.Logger
 }
 
 // New returns the steps of list, none started.
-func New(list ...Step) *Steps { return &Steps{list: list} }
+func New(list ...Step) *Steps { return &Steps{list: list, skipped: make([]bool, len(list))} }
 
 // Open starts the steps in order. When one fails, the ones started before
 // it are stopped (unlogged: nothing was served) and its error returned.
@@ -38,7 +45,11 @@ func (s *Steps) Open(ctx context.Context) error {
 	for s.started < len(s.list) {
 		st := s.list[s.started]
 		if st.Start != nil {
-			if err := st.Start(ctx); err != nil {
+			err := st.Start(ctx)
+			if s.skipped[s.started] = errors.Is(err, ErrSkipped); s.skipped[s.started] {
+				err = nil
+			}
+			if err != nil {
 				log := s.Logger
 				s.Logger = nil
 				s.Close()
@@ -57,7 +68,7 @@ func (s *Steps) Close() {
 	for s.started > 0 {
 		s.started--
 		st := s.list[s.started]
-		if st.Stop == nil {
+		if st.Stop == nil || s.skipped[s.started] {
 			continue
 		}
 		start := time.Now()

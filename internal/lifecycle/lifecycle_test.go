@@ -43,7 +43,9 @@ func TestStepsCloseLogsEachStepInShutdownOrder(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	stop := func() {}
-	s := New(Step{Name: "database", Stop: stop}, Step{Name: "recorder", Stop: stop}, Step{Name: "banner"})
+	skip := func(context.Context) error { return ErrSkipped }
+	s := New(Step{Name: "database", Stop: stop}, Step{Name: "recorder", Stop: stop}, Step{Name: "banner"},
+		Step{Name: "profiler", Start: skip, Stop: func() { t.Error("a skipped step was stopped") }})
 	s.Logger = slog.New(slog.NewTextHandler(&buf, nil))
 	if err := s.Open(context.Background()); err != nil {
 		t.Fatal(err)
@@ -51,10 +53,10 @@ func TestStepsCloseLogsEachStepInShutdownOrder(t *testing.T) {
 	s.Close()
 	out := buf.String()
 	r, d := strings.Index(out, "step=recorder"), strings.Index(out, "step=database")
-	if r < 0 || d < 0 || r > d || strings.Contains(out, "banner") {
-		t.Fatalf("shutdown log does not stop recorder, then database (and nothing for a step without Stop):\n%s", out)
+	if r < 0 || d < 0 || r > d || strings.Contains(out, "banner") || strings.Contains(out, "profiler") {
+		t.Fatalf("shutdown log does not stop recorder, then database (and nothing for a step without Stop or skipped):\n%s", out)
 	}
-	if !slices.Equal(s.Names(), []string{"database", "recorder", "banner"}) {
+	if !slices.Equal(s.Names(), []string{"database", "recorder", "banner", "profiler"}) {
 		t.Fatalf("Names = %q", s.Names())
 	}
 }
