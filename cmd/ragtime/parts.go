@@ -312,7 +312,7 @@ func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) 
 	for said := false; ; said = true {
 		vecs, err := emb.Embed(ctx, []string{"dimension probe"})
 		var pe *pipeline.Error
-		if err == nil || !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedUnavailable || time.Now().Add(wait).After(deadline) {
+		if err == nil || !errors.As(err, &pe) || pe.Code != retrieval.CodeEmbedUnavailable || !time.Now().Before(deadline) {
 			if err != nil && said {
 				err = fmt.Errorf("waited %s (--embed-wait): %w", c.embedWait, err)
 			}
@@ -326,7 +326,9 @@ func (c *partsConfig) probeEmbedder(ctx context.Context, emb pipeline.Embedder) 
 			log.Warn("waiting for the embedding server to answer, to learn the embedding dimension (--embed-dimensions skips this)",
 				"embed_base_url", upstream.RedactURL(c.embedURL), "up_to", c.embedWait.String(), "err", pe.Message)
 		}
-		t := time.NewTimer(wait)
+		// The last try is at the deadline: serve waits the whole of
+		// --embed-wait, not up to a backoff step less.
+		t := time.NewTimer(min(wait, time.Until(deadline)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
