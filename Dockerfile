@@ -5,7 +5,8 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ragtime ./cmd/ragtime
+# grpcnotrace: gRPC without golang.org/x/net/trace (see the Makefile's GOTAGS).
+RUN CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags="-s -w" -o /out/ragtime ./cmd/ragtime
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/ragtime /ragtime

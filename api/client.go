@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -9,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"ragtime"
+	"ragtime/internal/sse"
+	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
@@ -210,91 +210,84 @@ func rejection(resp *http.Response) *ragtime.Error {
 const maxAdmissionRetries = 10
 
 // retryAfter says whether resp is a refusal to retry (429 or 503 with a
-// Retry-After in seconds) and how long to wait, at most a minute.
+// Retry-After) and how long to wait, at most a minute.
 func retryAfter(resp *http.Response) (time.Duration, bool) {
 	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 		return 0, false
 	}
-	secs, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-	if err != nil || secs < 0 {
-		return 0, false
-	}
-	return min(time.Duration(secs)*time.Second, time.Minute), true
+	wait, _, ok := upstream.RetryAfter(resp.Header)
+	return min(wait, time.Minute), ok
 }
 
-// replay reads the event stream and calls out for each event. The format is
-// the one api/sse.go writes ("event: NAME\ndata: JSON\n\n", one data line),
-// so a few lines of parsing serve better than a general SSE library (none
-// is in the module graph).
+// replay reads the event stream (the one api/sse.go writes) and calls out
+// for each event.
 func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream, rec pipeline.Record,
 	fail func(*ragtime.Error) pipeline.Record) pipeline.Record {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	var name string
-	var data []byte
 	broken := func(msg string, err error) pipeline.Record {
 		return fail(&ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeStreamBroken, Message: msg, Err: err})
 	}
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if name == "" {
-				continue
-			}
-			ev, d := name, data
-			name, data = "", nil
-			switch ev {
-			case EventMeta:
-				var m pipeline.Meta
-				if err := json.Unmarshal(d, &m); err != nil {
-					return broken("decoding the meta event: "+err.Error(), err)
-				}
-				rec.QueryID, rec.Model, rec.Provider, rec.MaxContextTokens = m.QueryID, m.Model, m.Provider, m.MaxContextTokens
-				_ = out.Meta(m)
-			case EventStage:
-				var s pipeline.Span
-				if err := json.Unmarshal(d, &s); err != nil {
-					return broken("decoding a stage event: "+err.Error(), err)
-				}
-				_ = out.Stage(s)
-			case EventSources:
-				var s sourcesEvent
-				if err := json.Unmarshal(d, &s); err != nil {
-					return broken("decoding the sources event: "+err.Error(), err)
-				}
-				_ = out.Sources(s.Sources)
-			case EventToken, EventReasoning:
-				var dl pipeline.Delta
-				if err := json.Unmarshal(d, &dl); err != nil {
-					return broken("decoding a "+ev+" event: "+err.Error(), err)
-				}
-				dl.Reasoning, dl.At = ev == EventReasoning, time.Now()
-				_ = out.Delta(dl)
-			case EventDone:
-				var ev pipeline.DoneEvent
-				if err := json.Unmarshal(d, &ev); err != nil {
-					return broken("decoding the done event: "+err.Error(), err)
-				}
-				done := rec
-				done.QueryID, done.Model, done.Figures, done.Stages = ev.QueryID, ev.Model, ev.Figures, ev.Stages
-				done.Status = ragtime.StatusOK
-				_ = out.Done(done)
-				return done
-			case EventError:
-				var e ragtime.Error
-				if err := json.Unmarshal(d, &e); err != nil {
-					return broken("decoding the error event: "+err.Error(), err)
-				}
-				return fail(&e)
-			}
-		case bytes.HasPrefix(line, []byte("event:")):
-			name = strings.TrimSpace(string(line[len("event:"):]))
-		case bytes.HasPrefix(line, []byte("data:")):
-			data = append(data[:0], bytes.TrimPrefix(line[len("data:"):], []byte(" "))...)
+	var end *pipeline.Record // the record of the done or error event, or of a malformed event
+	finish := func(r pipeline.Record) { end = &r }
+	decode := func(what string, d []byte, v any) error {
+		if err := json.Unmarshal(d, v); err != nil {
+			finish(broken("decoding "+what+": "+err.Error(), err))
+			return err
 		}
+		return nil
 	}
-	err := sc.Err()
+	r := sse.Reader{MaxLine: 16 << 20, Handle: func(ev string, d []byte, _ time.Time) (bool, error) {
+		switch ev {
+		case EventMeta:
+			var m pipeline.Meta
+			if err := decode("the meta event", d, &m); err != nil {
+				return false, err
+			}
+			rec.QueryID, rec.Model, rec.Provider, rec.MaxContextTokens = m.QueryID, m.Model, m.Provider, m.MaxContextTokens
+			_ = out.Meta(m)
+		case EventStage:
+			var s pipeline.Span
+			if err := decode("a stage event", d, &s); err != nil {
+				return false, err
+			}
+			_ = out.Stage(s)
+		case EventSources:
+			var s sourcesEvent
+			if err := decode("the sources event", d, &s); err != nil {
+				return false, err
+			}
+			_ = out.Sources(s.Sources)
+		case EventToken, EventReasoning:
+			var dl pipeline.Delta
+			if err := decode("a "+ev+" event", d, &dl); err != nil {
+				return false, err
+			}
+			dl.Reasoning, dl.At = ev == EventReasoning, time.Now()
+			_ = out.Delta(dl)
+		case EventDone:
+			var e pipeline.DoneEvent
+			if err := decode("the done event", d, &e); err != nil {
+				return false, err
+			}
+			done := rec
+			done.QueryID, done.Model, done.Figures, done.Stages = e.QueryID, e.Model, e.Figures, e.Stages
+			done.Status = ragtime.StatusOK
+			_ = out.Done(done)
+			finish(done)
+			return true, nil
+		case EventError:
+			var e ragtime.Error
+			if err := decode("the error event", d, &e); err != nil {
+				return false, err
+			}
+			finish(fail(&e))
+			return true, nil
+		}
+		return false, nil
+	}}
+	_, err := r.Run(body)
+	if end != nil {
+		return *end
+	}
 	if err == nil {
 		err = io.ErrUnexpectedEOF
 	}

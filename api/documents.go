@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"path"
 	"strings"
 	"unicode/utf8"
 
@@ -17,32 +16,6 @@ import (
 	"ragtime/pipeline"
 )
 
-// Document kinds accepted by /v1/documents.
-const (
-	KindMarkdown = "markdown"
-	KindHTML     = "html"
-	KindText     = "text"
-)
-
-// DocumentInput is one document to store: its content in Body, or, for an
-// upload spooled to disk, in File (read when its turn comes).
-type DocumentInput struct {
-	ID       string
-	Title    string
-	Kind     string
-	Body     []byte
-	File     string
-	Metadata map[string]string
-}
-
-// DocumentResult says what storing a document did.
-type DocumentResult struct {
-	DocID     string `json:"doc_id"`
-	Title     string `json:"title"`
-	Chunks    int    `json:"chunks"`
-	Unchanged bool   `json:"unchanged"`
-}
-
 // Documents is the document store behind /v1/documents: it chunks, embeds
 // and stores (replacing a document of the same id in one step), deletes
 // and lists. A nil Documents answers 503.
@@ -50,7 +23,7 @@ type Documents interface {
 	// PutDocuments stores a batch all or nothing: every document is
 	// chunked and embedded before any is stored, and the end of ctx before
 	// then stores nothing. Results are in the order of ins.
-	PutDocuments(ctx context.Context, ins []DocumentInput) ([]DocumentResult, error)
+	PutDocuments(ctx context.Context, ins []pipeline.DocumentInput) ([]pipeline.DocumentResult, error)
 	DeleteDocument(ctx context.Context, id string) (bool, error)
 	ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error)
 }
@@ -58,19 +31,6 @@ type Documents interface {
 // ErrReadOnly is what a Documents returns when the store cannot be written
 // (serve --read-only); it is answered 503.
 var ErrReadOnly = errors.New("the document store is read-only")
-
-// kindByExt maps a file extension to a kind.
-func kindByExt(name string) string {
-	switch strings.ToLower(path.Ext(name)) {
-	case ".md", ".markdown":
-		return KindMarkdown
-	case ".html", ".htm":
-		return KindHTML
-	case ".txt":
-		return KindText
-	}
-	return ""
-}
 
 func (s *server) documents() (Documents, error) {
 	if s.deps.Documents == nil {
@@ -103,7 +63,7 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 	r := c.Request()
 	ct, params, _ := mime.ParseMediaType(r.Header.Get(echo.HeaderContentType))
 	limit := s.deps.MaxDocumentBytes
-	var inputs []DocumentInput
+	var inputs []pipeline.DocumentInput
 	// The slot bounds what is held in memory: a JSON body takes it before
 	// it is read (it is read into memory); a multipart body is spooled to
 	// disk first, so a slow upload holds no slot.
@@ -118,7 +78,7 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		inputs = []DocumentInput{in}
+		inputs = []pipeline.DocumentInput{in}
 	case echo.MIMEMultipartForm:
 		if params["boundary"] == "" {
 			return badRequest("", "bad_multipart", "multipart/form-data without a boundary")
@@ -157,7 +117,7 @@ func (s *server) handlePutDocuments(c echo.Context) error {
 
 // readJSONDocument reads a JSON document body {id, title, text, kind,
 // metadata} of at most limit bytes of text.
-func readJSONDocument(c echo.Context, limit int64) (DocumentInput, error) {
+func readJSONDocument(c echo.Context, limit int64) (pipeline.DocumentInput, error) {
 	var body struct {
 		ID       string            `json:"id"`
 		Title    string            `json:"title"`
@@ -168,32 +128,32 @@ func readJSONDocument(c echo.Context, limit int64) (DocumentInput, error) {
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, limit+4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		return DocumentInput{}, documentBodyError(err, limit)
+		return pipeline.DocumentInput{}, documentBodyError(err, limit)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return DocumentInput{}, badRequest("", "body_invalid", "the body must hold exactly one JSON object")
+		return pipeline.DocumentInput{}, badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
 	if err := validID(body.ID, "id"); err != nil {
-		return DocumentInput{}, err
+		return pipeline.DocumentInput{}, err
 	}
 	if body.Text == nil {
-		return DocumentInput{}, badRequest("text", "text_required", "text is required (the document's content)")
+		return pipeline.DocumentInput{}, badRequest("text", "text_required", "text is required (the document's content)")
 	}
 	if int64(len(*body.Text)) > limit {
-		return DocumentInput{}, badRequest("text", "document_too_large", fmt.Sprintf("text is %d bytes; at most %d are accepted (--max-document-bytes)", len(*body.Text), limit))
+		return pipeline.DocumentInput{}, badRequest("text", "document_too_large", fmt.Sprintf("text is %d bytes; at most %d are accepted (--max-document-bytes)", len(*body.Text), limit))
 	}
 	kind := body.Kind
 	if kind == "" {
-		kind = kindByExt(body.ID)
+		kind = pipeline.DocumentKind(body.ID)
 	}
 	if kind == "" {
-		kind = KindText
+		kind = pipeline.KindText
 	}
-	if kind != KindMarkdown && kind != KindHTML && kind != KindText {
-		return DocumentInput{}, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_kind", Field: "kind",
+	if !pipeline.ValidKind(kind) {
+		return pipeline.DocumentInput{}, &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_kind", Field: "kind",
 			Message: fmt.Sprintf("kind %q is not supported: use markdown, html or text", kind)}
 	}
-	return DocumentInput{ID: body.ID, Title: body.Title, Kind: kind, Body: []byte(*body.Text), Metadata: body.Metadata}, nil
+	return pipeline.DocumentInput{DocID: body.ID, Title: body.Title, Kind: kind, Body: []byte(*body.Text), Metadata: body.Metadata, Source: "api"}, nil
 }
 
 // handleDeleteDocument serves DELETE /v1/documents/:id.

@@ -197,13 +197,13 @@ func asked(r pipeline.Request) pipeline.Request {
 // reading spooled files while they exist.
 type memDocuments struct {
 	calls int
-	got   []DocumentInput
+	got   []pipeline.DocumentInput
 }
 
-func (m *memDocuments) PutDocuments(ctx context.Context, ins []DocumentInput) ([]DocumentResult, error) {
+func (m *memDocuments) PutDocuments(ctx context.Context, ins []pipeline.DocumentInput) ([]pipeline.DocumentResult, error) {
 	m.calls++
 	m.got = nil
-	out := make([]DocumentResult, len(ins))
+	out := make([]pipeline.DocumentResult, len(ins))
 	for i, in := range ins {
 		if in.File != "" {
 			b, err := os.ReadFile(in.File)
@@ -213,7 +213,7 @@ func (m *memDocuments) PutDocuments(ctx context.Context, ins []DocumentInput) ([
 			in.Body, in.File = b, ""
 		}
 		m.got = append(m.got, in)
-		out[i] = DocumentResult{DocID: in.ID, Title: in.Title, Chunks: 1}
+		out[i] = pipeline.DocumentResult{DocID: in.DocID, Title: in.Title, Chunks: 1}
 	}
 	return out, nil
 }
@@ -226,12 +226,12 @@ func (m *memDocuments) ListDocuments(context.Context) ([]pipeline.DocumentInfo, 
 const fuzzDocLimit = 2048
 
 // checkStoredInput fails unless in is a document the API may store.
-func checkStoredInput(t *testing.T, in DocumentInput) {
+func checkStoredInput(t *testing.T, in pipeline.DocumentInput) {
 	t.Helper()
-	if validID(in.ID, "id") != nil {
-		t.Fatalf("stored id %q", in.ID)
+	if validID(in.DocID, "id") != nil {
+		t.Fatalf("stored id %q", in.DocID)
 	}
-	if in.Kind != KindMarkdown && in.Kind != KindHTML && in.Kind != KindText {
+	if !pipeline.ValidKind(in.Kind) {
 		t.Fatalf("stored kind %q", in.Kind)
 	}
 	if len(in.Body) > fuzzDocLimit {
@@ -278,7 +278,7 @@ func FuzzDocumentsJSON(f *testing.F) {
 		}
 		in := docs.got[0]
 		checkStoredInput(t, in)
-		again, _ := json.Marshal(map[string]any{"id": in.ID, "title": in.Title, "text": string(in.Body), "kind": in.Kind, "metadata": in.Metadata})
+		again, _ := json.Marshal(map[string]any{"id": in.DocID, "title": in.Title, "text": string(in.Body), "kind": in.Kind, "metadata": in.Metadata})
 		if !utf8.Valid(in.Body) {
 			return // JSON text is UTF-8: the round trip would change it
 		}
@@ -322,10 +322,10 @@ func FuzzDocumentsMultipart(f *testing.F) {
 			seen := map[string]bool{}
 			for _, in := range docs.got {
 				checkStoredInput(t, in)
-				if seen[in.ID] {
-					t.Fatalf("%s stored twice in one batch", in.ID)
+				if seen[in.DocID] {
+					t.Fatalf("%s stored twice in one batch", in.DocID)
 				}
-				seen[in.ID] = true
+				seen[in.DocID] = true
 			}
 		}
 		docs.calls = 0
@@ -353,7 +353,7 @@ func FuzzDocumentsMultipart(f *testing.F) {
 		if w.Code == http.StatusOK {
 			for i, in := range docs.got {
 				if string(in.Body) != files[i][1] {
-					t.Fatalf("file %d (%s) stored as %d bytes, sent as %d", i, in.ID, len(in.Body), len(files[i][1]))
+					t.Fatalf("file %d (%s) stored as %d bytes, sent as %d", i, in.DocID, len(in.Body), len(files[i][1]))
 				}
 			}
 		}

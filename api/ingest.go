@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
 )
 
 // Ingest limits (the defaults of Deps).
@@ -72,7 +74,7 @@ func clientClosed() *apiError {
 // temporary folder (removed by remove) and the metadata applied to all.
 type upload struct {
 	dir    string
-	inputs []DocumentInput
+	inputs []pipeline.DocumentInput
 }
 
 func (u *upload) remove() {
@@ -150,7 +152,7 @@ func (s *server) readMultipart(c echo.Context, limit int64) (*upload, error) {
 		if err := validID(name, "file name"); err != nil {
 			return fail(err)
 		}
-		kind := kindByExt(name)
+		kind := pipeline.DocumentKind(name)
 		if kind == "" {
 			return fail(&apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_file_type", Field: name,
 				Message: fmt.Sprintf("%s: unsupported file type; send .md, .markdown, .txt, .html or .htm files", name)})
@@ -167,7 +169,7 @@ func (s *server) readMultipart(c echo.Context, limit int64) (*upload, error) {
 		if n > limit {
 			return fail(badRequest(name, "document_too_large", fmt.Sprintf("%s is larger than %d bytes (--max-document-bytes)", name, limit)))
 		}
-		u.inputs = append(u.inputs, DocumentInput{ID: name, Kind: kind, File: file})
+		u.inputs = append(u.inputs, pipeline.DocumentInput{DocID: name, Kind: kind, File: file, Source: "api"})
 	}
 	if len(u.inputs) == 0 {
 		return fail(badRequest("", "no_files", "the multipart body holds no file"))

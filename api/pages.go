@@ -4,9 +4,13 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
+
+	"ragtime/pipeline"
 )
 
 // web holds ragtime's own pages: hand-written HTML, CSS, JavaScript and
@@ -38,12 +42,18 @@ func (s *server) queryPage(c echo.Context) error {
 	return servePage(c, "query.html", status)
 }
 
+// pageLimits fills in the server's limits where a page's form names them
+// (the top_k inputs' max="{{MaxTopK}}", which the ask page's script reads too), so the
+// pages check what the server checks without a copy of its numbers.
+var pageLimits = strings.NewReplacer(`{{MaxTopK}}`, strconv.Itoa(pipeline.MaxTopK))
+
 // servePage writes the embedded page name with status.
 func servePage(c echo.Context, name string, status int) error {
-	b, err := fs.ReadFile(webFS, name)
+	raw, err := fs.ReadFile(webFS, name)
 	if err != nil {
 		return err
 	}
+	b := []byte(pageLimits.Replace(string(raw)))
 	c.Response().Header().Set("Cache-Control", "no-cache")
 	c.Response().Header().Set("Content-Security-Policy", pageCSP)
 	return c.HTMLBlob(status, b)

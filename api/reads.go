@@ -112,8 +112,11 @@ func (s *server) handleListQueries(c echo.Context) error {
 	}
 	if v := qs.Get("top_k"); v != "" {
 		k, err := strconv.Atoi(v)
-		if err != nil || k < 1 || k > pipeline.MaxTopK {
+		if err != nil {
 			return badRequest("top_k", "top_k_invalid", fmt.Sprintf("top_k must be a whole number from 1 to %d, got %q", pipeline.MaxTopK, v))
+		}
+		if err := pipeline.CheckTopK("top_k", k); err != nil {
+			return err
 		}
 		f.TopK = k
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"ragtime"
+	"ragtime/internal/sse"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -102,7 +103,7 @@ type anthropicStream struct {
 	d        deliverer
 	scrubber upstream.Scrubber
 	dec      chunkDecoder
-	framer   sseFramer
+	framer   sse.Reader
 	stopped  bool // message_stop was seen
 }
 
@@ -135,11 +136,11 @@ type anthropicUsage struct {
 func (s *anthropicStream) ended() bool { return s.stopped }
 
 func (s *anthropicStream) run(body io.Reader) error {
-	s.framer.handle = s.dispatch
-	s.framer.tooLong = func() error {
+	s.framer.Handle, s.framer.Clock = s.dispatch, clockOf(body)
+	s.framer.TooLong = func() error {
 		return s.bad(fmt.Sprintf("an event-stream line is longer than %d bytes", maxLine), nil)
 	}
-	if _, err := s.framer.run(body); err != nil {
+	if _, err := s.framer.Run(body); err != nil {
 		return err
 	}
 	if !s.stopped {

@@ -388,7 +388,8 @@ func (c *client) failedStatus(parent, actx context.Context, gen *pipeline.Genera
 	if e := contextError(parent, actx, gen); e != nil {
 		return 0, e
 	}
-	return upstream.RetryAfter(resp.Header), c.statusError(gen, resp.StatusCode, resp.Header, errBody, model)
+	wait, _, _ := upstream.RetryAfter(resp.Header)
+	return wait, c.statusError(gen, resp.StatusCode, resp.Header, errBody, model)
 }
 
 // notAStream is the error of a 2xx answer that is not an event stream.

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -103,22 +103,17 @@ func (c *client) statusError(gen *pipeline.Generation, status int, header map[st
 	return e
 }
 
-// retryAfter renders a Retry-After header (seconds or an HTTP date).
-func retryAfter(header map[string][]string) string {
-	v := ""
-	if vs := header["Retry-After"]; len(vs) > 0 {
-		v = strings.TrimSpace(vs[0])
+// retryAfter renders a Retry-After header (seconds or an HTTP date), or
+// the header as sent when it is neither.
+func retryAfter(header http.Header) string {
+	wait, at, ok := upstream.RetryAfter(header)
+	switch {
+	case ok && at.IsZero():
+		return wait.String()
+	case ok:
+		return at.UTC().Format(time.RFC3339)
 	}
-	if v == "" {
-		return ""
-	}
-	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-		return (time.Duration(n) * time.Second).String()
-	}
-	if t, err := time.Parse(time.RFC1123, v); err == nil {
-		return t.UTC().Format(time.RFC3339)
-	}
-	return upstream.Truncate(v, 40)
+	return upstream.Truncate(strings.TrimSpace(header.Get("Retry-After")), 40)
 }
 
 // transportError classifies a failure to get a response or to read the

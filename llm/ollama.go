@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"ragtime"
+	"ragtime/internal/sse"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
@@ -147,7 +148,7 @@ func (s *ollamaStream) bad(msg string, cause error) *ragtime.Error {
 }
 
 func (s *ollamaStream) run(body io.Reader) error {
-	sc := newLineScanner(body)
+	sc := sse.NewLineScanner(body, maxLine)
 	clock := clockOf(body)
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())

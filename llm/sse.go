@@ -1,7 +1,6 @@
 package llm
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,13 +10,16 @@ import (
 
 	"ragtime"
 	"ragtime/internal/openaiwire"
+	"ragtime/internal/sse"
 	"ragtime/internal/upstream"
 	"ragtime/pipeline"
 )
 
-// maxLine is the longest event-stream line accepted (bufio.Scanner's default
-// of 64 KiB is too small for some providers' final chunks).
-const maxLine = 1 << 20
+// maxLine is the longest event-stream line accepted.
+const maxLine = sse.MaxLine
+
+// doneMarker is the data of OpenAI's last event.
+var doneMarker = []byte("[DONE]")
 
 // emitError carries an error returned by the caller's emit function, so it
 // can be returned to the caller unchanged.
@@ -56,108 +58,6 @@ func setTiming(gen *pipeline.Generation, key string, ms float64) {
 	gen.ServerTimings[key] = ms
 }
 
-// sseFramer splits a text/event-stream into events (the WHATWG framing:
-// data lines joined with newlines, event names, comments ignored) and hands
-// each to handle with the time its first data line arrived (clockOf the
-// body: the kernel's stamp of the read that brought it where there is one,
-// else the moment it was read). Handwritten because the framing is twenty
-// lines and the timing of each event must be taken as its line is read.
-type sseFramer struct {
-	// handle is called per event; stop ends the stream successfully.
-	handle func(event string, data []byte, at time.Time) (stop bool, err error)
-	// tooLong builds the error for a line over maxLine.
-	tooLong func() error
-
-	data   []byte
-	dataAt time.Time
-	event  string
-	clock  func() time.Time // stamps dataAt: clockOf the body
-}
-
-var (
-	fieldData  = []byte("data")
-	fieldEvent = []byte("event")
-	doneMarker = []byte("[DONE]")
-)
-
-// run reads body until handle stops, the body ends or an error.
-func (f *sseFramer) run(body io.Reader) (stopped bool, err error) {
-	f.clock = clockOf(body)
-	sc := newLineScanner(body)
-	for sc.Scan() {
-		stop, err := f.line(sc.Bytes())
-		if err != nil || stop {
-			return stop, err
-		}
-	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return false, f.tooLong()
-		}
-		return false, err
-	}
-	// A last event without its blank line still counts.
-	return f.dispatch()
-}
-
-// line handles one line of the event stream (without its line ending).
-func (f *sseFramer) line(l []byte) (bool, error) {
-	if len(l) == 0 {
-		return f.dispatch()
-	}
-	if l[0] == ':' {
-		return false, nil // comment or keep-alive
-	}
-	field, value := l, []byte(nil)
-	if i := bytes.IndexByte(l, ':'); i >= 0 {
-		field, value = l[:i], l[i+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
-	switch {
-	case bytes.Equal(field, fieldData):
-		if len(f.data) == 0 {
-			if f.clock == nil { // a framer fed lines without run
-				f.clock = time.Now
-			}
-			f.dataAt = f.clock()
-		} else {
-			f.data = append(f.data, '\n')
-		}
-		f.data = append(f.data, value...)
-	case bytes.Equal(field, fieldEvent):
-		f.event = eventName(value)
-	}
-	return false, nil
-}
-
-// eventName returns the event name as a string, without allocating for the
-// names providers send with every chunk.
-func eventName(b []byte) string {
-	switch string(b) { // the compiler does not allocate for this conversion
-	case "content_block_delta":
-		return "content_block_delta"
-	case "message":
-		return "message"
-	case "error":
-		return "error"
-	case "ping":
-		return "ping"
-	}
-	return string(b)
-}
-
-// dispatch hands the event read so far to handle.
-func (f *sseFramer) dispatch() (bool, error) {
-	data, event, at := f.data, f.event, f.dataAt
-	f.data, f.event = f.data[:0], ""
-	if len(data) == 0 {
-		return false, nil
-	}
-	return f.handle(event, data, at)
-}
-
 // streamReader parses an OpenAI chat completions event stream
 // (text/event-stream of chat.completion.chunk objects) and fills gen.
 type streamReader struct {
@@ -166,7 +66,7 @@ type streamReader struct {
 	scrubber upstream.Scrubber
 
 	dec      chunkDecoder
-	framer   sseFramer
+	framer   sse.Reader
 	tmpl     chunkTemplate
 	done     bool // data: [DONE] was seen
 	finished bool // a finish_reason was seen
@@ -253,11 +153,11 @@ func (f *flexString) UnmarshalJSON(b []byte) error {
 // returns emitError for emit failures, *ragtime.Error for malformed streams
 // and the read error otherwise.
 func (s *streamReader) run(body io.Reader) error {
-	s.framer.handle = s.dispatch
-	s.framer.tooLong = func() error {
+	s.framer.Handle, s.framer.Clock = s.dispatch, clockOf(body)
+	s.framer.TooLong = func() error {
 		return s.badStream(fmt.Sprintf("an event-stream line is longer than %d bytes", maxLine), nil)
 	}
-	if _, err := s.framer.run(body); err != nil {
+	if _, err := s.framer.Run(body); err != nil {
 		return err
 	}
 	if !s.done && !s.finished {
@@ -475,33 +375,4 @@ func (d *chunkDecoder) decode(data []byte, v any) error {
 		}
 	}
 	return err
-}
-
-// newLineScanner scans body line by line (without the line ending, as
-// bufio.ScanLines), lines up to maxLine bytes. Unlike bufio.ScanLines it
-// remembers how far a partial line was searched: a long line that arrives
-// a few bytes per read (a slow or hostile upstream) costs linear time, not
-// a rescan of the whole line on every read (a 200 KB line in 1-byte reads
-// took 1.3 s; 1 MB would take over 30 s of CPU).
-func newLineScanner(body io.Reader) *bufio.Scanner {
-	sc := bufio.NewScanner(body)
-	// 512 bytes to start: a chunk's line is mostly 100 to 300 bytes, and the buffer
-	// lives as long as the stream (a held stream keeps it); it doubles for
-	// a longer line.
-	sc.Buffer(make([]byte, 0, 512), maxLine)
-	searched := 0 // bytes of the pending line known to hold no '\n'
-	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
-		if i := bytes.IndexByte(data[min(searched, len(data)):], '\n'); i >= 0 {
-			i += min(searched, len(data))
-			searched = 0
-			return i + 1, bytes.TrimSuffix(data[:i], []byte{'\r'}), nil
-		}
-		if atEOF && len(data) > 0 {
-			searched = 0
-			return len(data), bytes.TrimSuffix(data, []byte{'\r'}), nil
-		}
-		searched = len(data)
-		return 0, nil, nil
-	})
-	return sc
 }

@@ -262,9 +262,8 @@ func (r *Request) NormalizeWith(maxQuestion int, d Defaults) error {
 			Message: fmt.Sprintf("question has %d characters; at most %d are allowed (--max-question-chars)", n, maxQuestion)}
 	}
 	r.TopK = d.TopKOr(r.TopK)
-	if r.TopK < 1 || r.TopK > MaxTopK {
-		return &ValidationError{Field: "top_k", Code: "top_k_out_of_range",
-			Message: fmt.Sprintf("top_k must be between 1 and %d, got %d", MaxTopK, r.TopK)}
+	if err := CheckTopK("top_k", r.TopK); err != nil {
+		return err
 	}
 	if r.RerankTopN == Unset {
 		r.RerankTopN = d.RerankTopNFor(r.TopK)
@@ -361,6 +360,16 @@ func (r *Request) normalizeRetrieval(d Defaults) error {
 		return err
 	}
 	return CheckLegK("lexical_k", r.LexicalK)
+}
+
+// CheckTopK checks a top_k (1–MaxTopK), an ask's, a list filter's or a
+// flag's: the one place its range is checked. The error names field.
+func CheckTopK(field string, k int) error {
+	if k < 1 || k > MaxTopK {
+		return &ValidationError{Field: field, Code: "top_k_out_of_range",
+			Message: fmt.Sprintf("%s must be between 1 and %d, got %d", field, MaxTopK, k)}
+	}
+	return nil
 }
 
 // CheckLegK checks a leg depth the caller gave (1–MaxLegK); the error

@@ -14,27 +14,6 @@ import (
 	"ragtime/pipeline"
 )
 
-// Kinds of source file, recorded as the "type" metadata of every chunk.
-const (
-	KindMarkdown = "markdown"
-	KindHTML     = "html"
-	KindText     = "text"
-)
-
-// kindOf maps a file extension to the kind of file ingest reads, "" for
-// files it skips.
-func kindOf(path string) string {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".md", ".markdown":
-		return KindMarkdown
-	case ".html", ".htm":
-		return KindHTML
-	case ".txt":
-		return KindText
-	}
-	return ""
-}
-
 // extracted is a file reduced to what gets chunked.
 type extracted struct {
 	title string
@@ -58,7 +37,7 @@ func extract(kind, name string, content []byte) (extracted, error) {
 	src = strings.ReplaceAll(src, "\r\n", "\n")
 	base := filepath.Base(name)
 	switch kind {
-	case KindHTML:
+	case pipeline.KindHTML:
 		title, text, err := htmlText(src)
 		if err != nil {
 			return extracted{}, unreadableHTML(name, err)
@@ -67,7 +46,7 @@ func extract(kind, name string, content []byte) (extracted, error) {
 			title = base
 		}
 		return extracted{title: title, text: text}, nil
-	case KindMarkdown:
+	case pipeline.KindMarkdown:
 		title := markdownTitle(src)
 		if title == "" {
 			title = base

@@ -28,7 +28,7 @@ func FuzzHTMLExtract(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, src string) {
-		ex, err := extract(KindHTML, "doc.html", []byte(src))
+		ex, err := extract(pipeline.KindHTML, "doc.html", []byte(src))
 		if err != nil {
 			var ve *pipeline.ValidationError
 			if !errors.As(err, &ve) || ve.Field != "doc.html" || ve.Code != "document_unreadable" || ve.Message == "" {

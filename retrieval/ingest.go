@@ -16,9 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
-	"github.com/tmc/langchaingo/textsplitter"
 	"golang.org/x/sync/errgroup"
 
 	"ragtime/pipeline"
@@ -197,21 +195,14 @@ func cmpOr(v, def int) int {
 	return v
 }
 
-// splitter returns the chunker. RecursiveCharacter is used for every kind
-// of file rather than langchaingo's Markdown splitter because it keeps the
-// text verbatim (the Markdown splitter re-renders it from a parse and drops
-// code blocks unless told otherwise), it honours ChunkOverlap, and HTML and
-// plain text, once extracted, are the same kind of input. Markdown headings
-// are still preferred split points: they come first among the separators,
-// and separators are kept so a chunk starts with its "## heading".
-func (in *Ingester) splitter() textsplitter.TextSplitter {
-	return textsplitter.NewRecursiveCharacter(
-		textsplitter.WithChunkSize(cmpOr(in.ChunkSize, DefaultChunkSize)),
-		textsplitter.WithChunkOverlap(in.ChunkOverlap),
-		textsplitter.WithSeparators([]string{"\n# ", "\n## ", "\n### ", "\n\n", "\n", ". ", " ", ""}),
-		textsplitter.WithKeepSeparator(true),
-		textsplitter.WithLenFunc(utf8.RuneCountInString),
-	)
+// splitter returns the chunker. One recursive character splitter serves
+// every kind of file: it keeps the text verbatim, honours ChunkOverlap,
+// and HTML and plain text, once extracted, are the same kind of input.
+// Markdown headings are still preferred split points: they come first
+// among the separators, and separators are kept so a chunk starts with its
+// "## heading".
+func (in *Ingester) splitter() chunker {
+	return chunker{size: cmpOr(in.ChunkSize, DefaultChunkSize), overlap: in.ChunkOverlap}
 }
 
 // collect lists the files to ingest, refusing two files that would get the
@@ -220,7 +211,7 @@ func collect(paths []string) ([]source, error) {
 	var out []source
 	seen := make(map[string]string)
 	add := func(path, docID string) error {
-		kind := kindOf(path)
+		kind := pipeline.DocumentKind(path)
 		if kind == "" {
 			return nil
 		}
@@ -237,7 +228,7 @@ func collect(paths []string) ([]source, error) {
 			return nil, fmt.Errorf("ingesting %s: %w", root, err)
 		}
 		if !fi.IsDir() {
-			if kindOf(root) == "" {
+			if pipeline.DocumentKind(root) == "" {
 				return nil, fmt.Errorf("ingesting %s: unsupported file type (want .md, .markdown, .txt, .html or .htm)", root)
 			}
 			if err := add(root, filepath.Base(root)); err != nil {
@@ -286,7 +277,7 @@ func collect(paths []string) ([]source, error) {
 type ingestRun struct {
 	in        *Ingester
 	ctx       context.Context
-	splitter  textsplitter.TextSplitter
+	splitter  chunker
 	progress  Progress
 	report    func(Progress)
 	pending   []*pendingDoc // documents waiting for vectors, in order
@@ -419,7 +410,7 @@ func (r *ingestRun) prepareAll(parent context.Context, sources []source) (ready 
 // file's own (unreadable, not text, refused by the parser), after which
 // the run can go on with the next, except a storeError, which stops the
 // run.
-func (r *ingestRun) prepareFile(ctx context.Context, splitter textsplitter.TextSplitter, s source) prepared {
+func (r *ingestRun) prepareFile(ctx context.Context, splitter chunker, s source) prepared {
 	content, err := os.ReadFile(s.path)
 	if err != nil {
 		return prepared{err: fmt.Errorf("reading %s: %w", s.path, err)}
@@ -458,7 +449,7 @@ func (r *ingestRun) enqueue(pr prepared) {
 // stored one (then doc is nil). title, when not empty, replaces the
 // extracted title; meta is added to every chunk's metadata. It is safe to
 // call from several goroutines (each with its own splitter).
-func (in *Ingester) prepare(ctx context.Context, splitter textsplitter.TextSplitter, s source, content []byte, title string, meta map[string]string) prepared {
+func (in *Ingester) prepare(ctx context.Context, splitter chunker, s source, content []byte, title string, meta map[string]string) prepared {
 	sum := sha256.Sum256(content)
 	hash := hex.EncodeToString(sum[:])
 	if len(meta) > 0 { // the same text with other metadata is another version
@@ -486,10 +477,7 @@ func (in *Ingester) prepare(ctx context.Context, splitter textsplitter.TextSplit
 	}
 	var texts []string
 	if ex.text != "" {
-		texts, err = splitter.SplitText(ex.text)
-		if err != nil {
-			return prepared{err: fmt.Errorf("chunking %s: %w", s.path, err)}
-		}
+		texts = splitter.split(ex.text)
 	}
 	p := &pendingDoc{doc: Document{DocID: s.docID, Title: ex.title, ContentHash: hash, Source: s.path}}
 	chunkMeta := maps.Clone(meta)
@@ -521,43 +509,14 @@ type storeError struct{ error }
 
 func (e storeError) Unwrap() error { return e.error }
 
-// Content is one document given by its content rather than a path, as the
-// API receives it.
-type Content struct {
-	// DocID names the document; a stored document of that id is replaced.
-	DocID string
-	// Kind is KindMarkdown, KindHTML or KindText (see KindOf).
-	Kind string
-	// Title, when set, replaces the title found in the content.
-	Title string
-	// Body is the raw content.
-	Body []byte
-	// Metadata is stored with every chunk (and can be filtered on).
-	Metadata map[string]string
-	// Source says where the document came from (e.g. "api").
-	Source string
-	// File, when Body is nil, names a file holding the raw content (an
-	// upload spooled to disk). It is read when the document's turn comes,
-	// so a batch holds one raw document in memory at a time.
-	File string
-}
-
-// ContentResult says what IngestContent did.
-type ContentResult struct {
-	DocID     string `json:"doc_id"`
-	Title     string `json:"title"`
-	Chunks    int    `json:"chunks"`
-	Unchanged bool   `json:"unchanged"`
-}
-
 // IngestContent stores one document: it extracts, chunks and embeds all of
 // it before replacing the stored version in one step, so a failure on the
 // way leaves the old version searchable. Unchanged content is left alone.
 // The store is flushed before it returns.
-func (in *Ingester) IngestContent(ctx context.Context, c Content) (ContentResult, error) {
-	res, err := in.IngestContents(ctx, []Content{c})
+func (in *Ingester) IngestContent(ctx context.Context, c pipeline.DocumentInput) (pipeline.DocumentResult, error) {
+	res, err := in.IngestContents(ctx, []pipeline.DocumentInput{c})
 	if err != nil {
-		return ContentResult{}, err
+		return pipeline.DocumentResult{}, err
 	}
 	return res[0], nil
 }
@@ -570,7 +529,7 @@ func (in *Ingester) IngestContent(ctx context.Context, c Content) (ContentResult
 // cut the batch in two), so only the store's own failure can stop it part
 // way, and the error then names the document it stopped at. Unchanged
 // documents are left alone; an id given twice is refused.
-func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]ContentResult, error) {
+func (in *Ingester) IngestContents(ctx context.Context, cs []pipeline.DocumentInput) ([]pipeline.DocumentResult, error) {
 	if err := in.validate(); err != nil {
 		return nil, err
 	}
@@ -579,7 +538,7 @@ func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]Content
 		switch {
 		case c.DocID == "":
 			return nil, errors.New("ingesting: empty document id")
-		case c.Kind != KindMarkdown && c.Kind != KindHTML && c.Kind != KindText:
+		case !pipeline.ValidKind(c.Kind):
 			return nil, fmt.Errorf("ingesting %s: unsupported kind %q", c.DocID, c.Kind)
 		case seen[c.DocID]:
 			return nil, fmt.Errorf("ingesting: document %q is given twice in one batch", c.DocID)
@@ -622,26 +581,22 @@ func (in *Ingester) IngestContents(ctx context.Context, cs []Content) ([]Content
 	}
 	// Commit: every document is ready.
 	commit := context.WithoutCancel(ctx)
-	results := make([]ContentResult, len(cs))
+	results := make([]pipeline.DocumentResult, len(cs))
 	for i, p := range staged {
 		if p == nil {
-			results[i] = ContentResult{DocID: cs[i].DocID, Unchanged: true}
+			results[i] = pipeline.DocumentResult{DocID: cs[i].DocID, Unchanged: true}
 			continue
 		}
 		if err := in.Store.ReplaceDocument(commit, p.doc); err != nil {
 			return nil, fmt.Errorf("storing %s (%d of %d documents of the batch stored before it): %w", p.doc.DocID, i, len(cs), err)
 		}
-		results[i] = ContentResult{DocID: p.doc.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}
+		results[i] = pipeline.DocumentResult{DocID: p.doc.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}
 	}
 	if err := in.Store.Flush(commit); err != nil {
 		return nil, fmt.Errorf("saving after storing %d documents: %w", len(cs), err)
 	}
 	return results, nil
 }
-
-// KindOf returns the kind of a file name by its extension (KindMarkdown,
-// KindHTML, KindText), or "" for an unsupported one.
-func KindOf(name string) string { return kindOf(name) }
 
 // embed embeds up to n queued chunks, in batches of batch chunks of which
 // up to Concurrency are in flight at once, and stores the documents that are

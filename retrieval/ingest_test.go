@@ -126,7 +126,7 @@ func TestIngestCorpus(t *testing.T) {
 
 	guide := docText(t, in.Store.(*Index), "guide.md")
 	for i, c := range guide {
-		if c.ID != ChunkID("guide.md", i) || c.Index != i || c.Metadata["type"] != KindMarkdown || c.Title != "Getting started with prefill" {
+		if c.ID != ChunkID("guide.md", i) || c.Index != i || c.Metadata["type"] != pipeline.KindMarkdown || c.Title != "Getting started with prefill" {
 			t.Errorf("guide chunk %d = %+v", i, c)
 		}
 		if n := utf8.RuneCountInString(c.Text); n > in.ChunkSize {
@@ -425,7 +425,7 @@ func TestNotText(t *testing.T) {
 		{"control characters", strings.Repeat("word ", 20) + "\x01\x02", "control characters"},
 		{"C1 controls", strings.Repeat("word ", 20) + "\u0085\u0090", "control characters"},
 	} {
-		_, err := extract(KindMarkdown, "doc.md", []byte(tc.content))
+		_, err := extract(pipeline.KindMarkdown, "doc.md", []byte(tc.content))
 		switch {
 		case tc.refused == "" && err != nil:
 			t.Errorf("%s: refused: %v", tc.name, err)
@@ -619,12 +619,12 @@ func TestIngestContentTitleFallsBackToTheID(t *testing.T) {
 	for _, c := range []struct {
 		id, kind, body, want string
 	}{
-		{"notes.txt", KindText, "Batching raises throughput.", "notes.txt"},
-		{"guides/setup.md", KindMarkdown, "No heading here.", "setup.md"},
-		{"page.html", KindHTML, "<html><body><p>No title element.</p></body></html>", "page.html"},
-		{"kv.md", KindMarkdown, "# KV cache\n\nKeys and values.", "KV cache"},
+		{"notes.txt", pipeline.KindText, "Batching raises throughput.", "notes.txt"},
+		{"guides/setup.md", pipeline.KindMarkdown, "No heading here.", "setup.md"},
+		{"page.html", pipeline.KindHTML, "<html><body><p>No title element.</p></body></html>", "page.html"},
+		{"kv.md", pipeline.KindMarkdown, "# KV cache\n\nKeys and values.", "KV cache"},
 	} {
-		res, err := in.IngestContent(context.Background(), Content{DocID: c.id, Kind: c.kind, Body: []byte(c.body), Source: "api"})
+		res, err := in.IngestContent(context.Background(), pipeline.DocumentInput{DocID: c.id, Kind: c.kind, Body: []byte(c.body), Source: "api"})
 		if err != nil {
 			t.Fatal(err)
 		}

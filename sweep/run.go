@@ -251,10 +251,6 @@ func (cfg *Config) check() error {
 		return errors.New("sweep: no questions")
 	case len(cfg.Settings) == 0:
 		return errors.New("sweep: no settings")
-	case cfg.Runs < 1:
-		return fmt.Errorf("sweep: --runs must be 1 or more, got %d", cfg.Runs)
-	case cfg.Concurrency < 1:
-		return fmt.Errorf("sweep: --concurrency must be 1 or more, got %d", cfg.Concurrency)
 	case cfg.Asker == nil:
 		return errors.New("sweep: nothing to ask (no pipeline, no server)")
 	case cfg.Mode != ModeInProcess && cfg.Mode != ModeServer:
@@ -262,6 +258,9 @@ func (cfg *Config) check() error {
 	}
 	if cfg.MaxTokens == 0 {
 		cfg.MaxTokens = pipeline.DefaultMaxTokens
+	}
+	if err := cfg.Params.Check(); err != nil {
+		return fmt.Errorf("sweep: %w", err)
 	}
 	if cfg.TagWait <= 0 {
 		cfg.TagWait = 15 * time.Second

@@ -102,8 +102,9 @@ import { ask as askRagtime } from "/client.js";
     const k = $("top-k").value === "" ? undefined : Number($("top-k").value);
     const n = $("rerank-top-n").value === "" ? undefined : Number($("rerank-top-n").value);
     if (!q) return;
-    const bad = k !== undefined && !(Number.isInteger(k) && k >= 1 && k <= 100) ? "top_k must be a whole number from 1 to 100"
-      : n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= (k ?? 100)) ? `rerank_top_n must be a whole number from 0 to ${k ?? 100} (top_k)` : "";
+    const maxK = Number($("top-k").max); // the server's limit, filled in by it
+    const bad = k !== undefined && !(Number.isInteger(k) && k >= 1 && k <= maxK) ? `top_k must be a whole number from 1 to ${maxK}`
+      : n !== undefined && !(Number.isInteger(n) && n >= 0 && n <= (k ?? maxK)) ? `rerank_top_n must be a whole number from 0 to ${k ?? maxK} (top_k)` : "";
     if (bad) {
       $("error").textContent = bad;
       $("error").hidden = false;

@@ -118,6 +118,22 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 		t.Errorf("before any ask the waterfall says %q, want a neutral line", idle)
 	}
 	screenshot(t, ctx, "ask-idle.png")
+	// A top_k past the server's limit is refused by the page with the limit
+	// the server filled in (the submit event is sent directly, past the
+	// browser's own check of the input's max).
+	refused := browse(t, ctx, chromedp.Evaluate[string](`(() => {
+		document.querySelector("#question").value = "x";
+		document.querySelector("#top-k").value = "101";
+		document.querySelector("#ask-form").dispatchEvent(new Event("submit", {cancelable: true}));
+		const msg = document.querySelector("#error").textContent;
+		document.querySelector("#question").value = "";
+		document.querySelector("#top-k").value = "";
+		document.querySelector("#error").hidden = true;
+		return msg;
+	})()`))
+	if want := fmt.Sprintf("top_k must be a whole number from 1 to %d", pipeline.MaxTopK); refused != want {
+		t.Errorf("the page answered top_k 101 with %q, want %q", refused, want)
+	}
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(chromedp.CSS("#question")),
 		chromedp.SendKeys(chromedp.CSS("#question"), question),

@@ -33,23 +33,11 @@ func newDocumentStore(p *parts, readOnly bool, chunkSize, chunkOverlap int) *doc
 	return d
 }
 
-func (d *documentStore) PutDocuments(ctx context.Context, ins []api.DocumentInput) ([]api.DocumentResult, error) {
+func (d *documentStore) PutDocuments(ctx context.Context, ins []pipeline.DocumentInput) ([]pipeline.DocumentResult, error) {
 	if d.readOnly {
 		return nil, errReadOnly
 	}
-	cs := make([]retrieval.Content, len(ins))
-	for i, in := range ins {
-		cs[i] = retrieval.Content{DocID: in.ID, Kind: in.Kind, Title: in.Title, Body: in.Body, File: in.File, Metadata: in.Metadata, Source: "api"}
-	}
-	res, err := d.in.IngestContents(ctx, cs)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]api.DocumentResult, len(res))
-	for i, r := range res {
-		out[i] = api.DocumentResult{DocID: r.DocID, Title: r.Title, Chunks: r.Chunks, Unchanged: r.Unchanged}
-	}
-	return out, nil
+	return d.in.IngestContents(ctx, ins)
 }
 
 func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, error) {

@@ -43,7 +43,7 @@ func (c *evalConfig) register(fs *flag.FlagSet) {
 	fs.Var(&c.vectorK, "vector-k", "comma-separated candidate depths of the vector leg (default: the server's)")
 	fs.Var(&c.lexicalK, "lexical-k", "comma-separated candidate depths of the lexical leg (default: the server's)")
 	fs.Var(&c.collapse, "collapse", "comma-separated collapse modes to measure: doc (one chunk per document), none (chunks as ranked), or default (the server's; the default)")
-	fs.IntVar(&c.topK, "top-k", 10, "results per search (1-100); the figures are @1, @5 and @10 of these")
+	fs.IntVar(&c.topK, "top-k", 10, fmt.Sprintf("results per search (1-%d); the figures are @1, @5 and @10 of these", pipeline.MaxTopK))
 	fs.IntVar(&c.rerankTopN, "rerank-top-n", 0, "with --rerank on: results kept after reranking (0: the server's default)")
 	fs.IntVar(&c.runs, "runs", 1, "times each question is searched per configuration (more runs, steadier latency figures)")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON instead of a table")
@@ -142,8 +142,8 @@ func runEval(ctx context.Context, env *environment, args []string) error {
 	case cfg.qrels == "":
 		fs.Usage()
 		return &usageError{msg: "--qrels is required: a JSONL or TSV file of questions with their relevant doc ids (see docs/tuning.md)"}
-	case cfg.topK < 1 || cfg.topK > pipeline.MaxTopK:
-		return &usageError{msg: fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, cfg.topK)}
+	case pipeline.CheckTopK("--top-k", cfg.topK) != nil:
+		return &usageError{msg: pipeline.CheckTopK("--top-k", cfg.topK).Error()}
 	case cfg.rerankTopN < 0 || cfg.rerankTopN > cfg.topK:
 		return &usageError{msg: fmt.Sprintf("--rerank-top-n must be between 0 (the server's default) and --top-k %d, got %d", cfg.topK, cfg.rerankTopN)}
 	case cfg.runs < 1:

@@ -54,6 +54,24 @@ func TestShutdownLetsOpenStreamsFinishAndFlushes(t *testing.T) {
 	if _, err := http.Get(srv.url + "/healthz"); err == nil {
 		t.Error("the server still accepts connections after shutdown")
 	}
+	// The steps stopped in the listed order, each logged: the recorder
+	// flushed before the spool and the database closed.
+	log, at := srv.stderr.String(), -1
+	for _, step := range []string{"index reload", "llm preflight", "search recorder", "recorder",
+		"spool", "api keys sync", "listener", "parts", "database"} {
+		i := strings.Index(log, "shutdown: stopped "+step+`"`)
+		if i <= at {
+			t.Fatalf("shutdown did not log stopping %q after the steps before it (serveSteps, reversed):\n%s", step, log)
+		}
+		at = i
+	}
+	// Parts this serve does not run (no --pprof-addr, no tracing, no
+	// Redis) have nothing to stop.
+	for _, step := range []string{"profiler", "tracing", "redis"} {
+		if strings.Contains(log, "shutdown: stopped "+step+`"`) {
+			t.Errorf("shutdown stopped %s, which this serve did not start:\n%s", step, log)
+		}
+	}
 }
 
 func TestCORSOnlyForConfiguredOrigins(t *testing.T) {

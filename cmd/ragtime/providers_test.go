@@ -19,6 +19,7 @@ import (
 	"ragtime"
 	"ragtime/internal/golden"
 	"ragtime/llm/sim"
+	"ragtime/llm/ttft"
 	"ragtime/pipeline"
 )
 
@@ -274,7 +275,7 @@ func TestTTFTCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var res struct {
-		Series []ttftSeries `json:"series"`
+		Series []ttft.Series `json:"series"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)

@@ -78,7 +78,7 @@ func TestListStatsMetricsAndPagesOverHTTP(t *testing.T) {
 		{"/v1/queries?since=yesterday", "since", "since_invalid"},
 		{"/v1/queries?until=-5m", "until", "until_invalid"},
 		{"/v1/queries?status=done", "status", "status_invalid"},
-		{"/v1/queries?top_k=0", "top_k", "top_k_invalid"},
+		{"/v1/queries?top_k=0", "top_k", "top_k_out_of_range"},
 		{"/v1/queries?limit=501", "limit", "limit_invalid"},
 		{"/v1/queries?cursor=bm9wZQ", "", "cursor_invalid"},
 		{"/v1/queries?sort=asc", "sort", "unknown_parameter"},

@@ -25,7 +25,6 @@ import (
 	"ragtime/internal/spool"
 	"ragtime/internal/upstream"
 	"ragtime/llm"
-	"ragtime/metrics"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/redisstate"
@@ -190,8 +189,8 @@ func (c *serveConfig) Valid(ctx context.Context) map[string]string {
 	if err := api.ValidateHosts(c.allowedHosts); err != nil {
 		problems["allowed-hosts"] = "--allowed-hosts: " + err.Error()
 	}
-	if c.topK < 1 || c.topK > pipeline.MaxTopK {
-		problems["top-k"] = fmt.Sprintf("--top-k must be between 1 and %d, got %d", pipeline.MaxTopK, c.topK)
+	if err := pipeline.CheckTopK("--top-k", c.topK); err != nil {
+		problems["top-k"] = err.Error()
 	}
 	if c.rerankTopN < 0 || c.rerankTopN > pipeline.MaxTopK {
 		problems["rerank-top-n"] = fmt.Sprintf("--rerank-top-n must be between 0 and %d, got %d", pipeline.MaxTopK, c.rerankTopN)
@@ -337,232 +336,12 @@ func runServe(ctx context.Context, env *environment, args []string) error {
 	if err := checkPprofAddr(cfg.pprofAddr); err != nil {
 		return err
 	}
-
-	// A database that is away is no reason not to serve: answers come
-	// from the index, records go to the spool, and the database is
-	// created and migrated once it answers. Anything else (a bad URL, a
-	// refused login, a schema newer than this binary) stops serve here.
-	db, err := cfg.db.open(ctx, true)
-	var boot *postgres.Bootstrap
-	if postgres.Unavailable(err) {
-		log.Warn("PostgreSQL is unavailable: serving anyway; finished queries are spooled to disk and the database is migrated when it answers",
-			"err", err)
-		cause := err
-		db, err = postgres.NewPool(cfg.db.url)
-		if err == nil {
-			boot = postgres.StartBootstrap(cfg.db.url, db, cause, log)
-		}
-	}
-	if err != nil {
+	app := newServeApp(&cfg, env, log)
+	if err := app.Open(ctx); err != nil {
 		return err
 	}
-	defer db.Close()
-	if boot != nil {
-		defer boot.Stop() // before db.Close
-	}
-
-	keys := auth.NewKeyring()
-	keyStore := postgres.NewKeys(db)
-	keysSnapshot := filepath.Join(cfg.parts.dataDir, keysSnapshotFile)
-	loadKeys(ctx, keys, keyStore, keysSnapshot, log)
-	cfg.parts.lockedReadOnly = true
-	cfg.parts.pool = upstream.NewPool(upstream.Options{IdlePerHost: cfg.idlePerHost()})
-	cfg.parts.logger = log
-	parts, err := cfg.parts.build(ctx, env, !cfg.readOnly)
-	if err != nil {
-		return err
-	}
-	readOnly := cfg.readOnly || parts.readOnly
-	if parts.readOnly && !cfg.readOnly {
-		log.Warn("another process holds the index's writer lock: serving it read-only (POST/DELETE /v1/documents answer 503; what the writer saves is picked up every --reload-interval)",
-			"data_dir", cfg.parts.dataDir)
-	}
-	defer parts.Close()
-
-	// Refuse before binding when the address alone says it is not loopback
-	// (":8080", "0.0.0.0:8080"); a host name is judged once it is bound.
-	if host, _, err := net.SplitHostPort(cfg.addr); err == nil {
-		if ip := net.ParseIP(host); host == "" || (ip != nil && !ip.IsLoopback()) {
-			if _, err := authMode(keys, cfg.addr, false, cfg.insecureNoAuth); err != nil {
-				return err
-			}
-		}
-	}
-	ln, err := net.Listen("tcp", cfg.addr)
-	if err != nil {
-		return fmt.Errorf("listening on --addr %s: %w", cfg.addr, err)
-	}
-	defer ln.Close()
-	tcp, _ := ln.Addr().(*net.TCPAddr)
-	loopback := tcp != nil && tcp.IP.IsLoopback()
-	authLine, err := authMode(keys, ln.Addr().String(), loopback, cfg.insecureNoAuth)
-	if err != nil {
-		return err
-	}
-	syncCtx, stopSync := context.WithCancel(context.WithoutCancel(ctx))
-	synced := make(chan struct{})
-	go func() {
-		defer close(synced)
-		keys.Sync(syncCtx, keyStore, cfg.keysReload, keysSnapshot, log)
-	}()
-	// Deferred after db.Close, so it runs first: the last use of the keys
-	// is written while the pool is still open.
-	defer func() { stopSync(); <-synced }()
-
-	sp, err := cfg.openSpool(log)
-	if err != nil {
-		return err
-	}
-	if sp != nil {
-		defer sp.Close() // after the recorder's Close, which may spool
-	}
-	rec := postgres.NewRecorder(db, postgres.RecorderOptions{
-		QueueSize: cfg.recorderQueue, Logger: log, Spool: sp, StartSpooling: sp != nil && boot != nil,
-	})
-	// Deferred after db.Close, so it runs first: the recorder flushes while
-	// the pool is still open.
-	defer closeRecorder(rec, log)
-	searches := postgres.NewSearchRecorder(db, log)
-	defer searches.Close() // before db.Close, as the recorder's
-	// Metrics observe each finished query on its way to the recorder,
-	// after its timings are taken, so they never touch them.
-	mx := metrics.New(rec)
-	tracer, err := cfg.tracer(ctx, env, parts, log)
-	if err != nil {
-		return err
-	}
-	if tracer != nil {
-		mx.Tracing(tracer)
-		defer shutdownTracer(tracer, log)
-	}
-	leg := lexicalLegOf(parts.store) // the embedded store's BM25, or Qdrant's sparse vectors
-	if err := leg.check("--retrieval", cfg.retrieval, parts.storeName); err != nil {
-		return err
-	}
-	embedder, cache, err := cfg.embedCache.wrap(parts, &cfg.parts)
-	if err != nil {
-		return err
-	}
-	if cache != nil {
-		mx.EmbedCache(cache)
-	}
-	live := cfg.budget.live(ctx, postgres.NewStore(db), log)
-	pl, err := pipeline.New(pipeline.Config{
-		Embedder: embedder, Searcher: parts.store, Lexical: leg.lex, Fusion: cfg.fusionConfig(parts.embedderName),
-		Reranker: parts.reranker, SearchRecorder: searches,
-		Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(mx.Recorder(rec)),
-		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
-		SearchAttrs: parts.store.SearchAttrs(),
-		Provider:    parts.provider, Model: parts.model,
-		MaxContextTokens: cfg.maxContextTokens,
-		StoreQuestion:    cfg.storeQuestion, HideReasoning: cfg.hideReasoning,
-		Tracer:    tracer.Hook(),
-		Predictor: live, BudgetQuantile: cfg.budget.quantile,
-	})
-	if err != nil {
-		return err
-	}
-	shared, err := cfg.openShared(ctx, log)
-	if err != nil {
-		return err
-	}
-	if shared != nil {
-		defer shared.Close()
-		mx.Shared(shared)
-	}
-	admit, err := cfg.admission(shared, backendKey(parts))
-	if err != nil {
-		return err
-	}
-	mx.Admission(admit)
-	asks := api.Track(pl)
-	store := postgres.NewStore(db)
-	handler := api.NewServer(api.Deps{
-		Asker:     asks,
-		Retriever: pl,
-		Queries:   store,
-		List:      store,
-		Stats:     store,
-		Metrics:   mx.Handler(),
-		Ready: map[string]api.ReadyCheck{
-			"postgres": databaseReady(boot, store, rec, sp != nil, cfg.spoolMaxBytes),
-			"index":    storeReady(parts.store),
-		},
-		ReadyDetails:         func() map[string]any { return map[string]any{"recorder": rec.Stats()} },
-		Documents:            newDocumentStore(parts, readOnly, cfg.chunkSize, cfg.chunkOverlap),
-		MaxDocumentBytes:     cfg.maxDocBytes,
-		MaxConcurrentIngests: cfg.maxIngests,
-		IngestWait:           cfg.ingestWait,
-		Logger:               log,
-		CORSOrigins:          cfg.corsOrigins,
-		AllowedHosts:         append(slices.Clone(cfg.allowedHosts), addrHost(cfg.addr)),
-		Keys:                 keys,
-		AuthFailures:         cfg.authFailures,
-		SharedAuthFailures:   sharedLimits(shared),
-		RefuseOpen:           !loopback && !cfg.insecureNoAuth,
-		DefaultModel:         parts.model,
-		AllowedModels:        allowedModels(cfg.allowedModels, parts.model),
-		MaxQuestionChars:     cfg.maxQuestionChars,
-		Defaults:             cfg.defaults(leg),
-		Admission:            admit,
-		CallerLimits:         admission.Limits{Concurrent: cfg.callerConcurrent, Rate: cfg.rate},
-		BodyTimeout:          cfg.bodyTimeout,
-		Stream:               api.StreamOptions{WriteTimeout: cfg.writeTimeout, Heartbeat: cfg.heartbeat, Retry: cfg.sseRetry, Shared: sharedStreams(shared)},
-		TraceContext:         traceContext(tracer),
-		TraceURLTemplate:     cfg.traceURLTemplate,
-	})
-
-	// The preflight runs beside serving: a broken LLM configuration is
-	// named at start, not at the first ask, and serve starts as quickly.
-	preflightDone := make(chan struct{})
-	go func() {
-		defer close(preflightDone)
-		preflightLLM(ctx, cfg.parts.llm, cfg.parts.configFile, env.getenv, preflightTimeout, log)
-	}()
-	defer func() { <-preflightDone }()
-
-	if cfg.warmup != "off" && parts.remote != nil {
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		start := time.Now()
-		err := parts.remote.Warmup(wctx, cfg.warmup == "request")
-		cancel()
-		if err != nil {
-			log.Warn("LLM warm-up failed; serving anyway", "mode", string(cfg.warmup), "err", err)
-		} else {
-			log.Info("LLM connection warmed up", "mode", string(cfg.warmup), "base_url", parts.remote.BaseURL(), "ms", roundMs(time.Since(start)))
-		}
-	}
-
-	fmt.Fprintf(env.stdout, "ragtime serving on http://%s (embedder %s, store %s, reranker %s, llm %s/%s, %d chunks)\n",
-		ln.Addr(), parts.embedderName, parts.storeName, parts.rerankerName, parts.provider, parts.model, parts.store.Len())
-	if keys.Enabled() {
-		log.Info(authLine)
-	} else {
-		log.Warn(authLine)
-	}
-	if parts.store.Len() == 0 {
-		log.Warn("the index under --data-dir is empty: every answer will say nothing was found; add documents with POST /v1/documents, or stop serve and run 'ragtime ingest --data-dir DIR PATH...'")
-	}
-
-	stopPprof, err := servePprof(cfg.pprofAddr, log)
-	if err != nil {
-		return err
-	}
-	defer stopPprof()
-
-	reload := cfg.reloadInterval
-	if !readOnly {
-		reload = 0 // the writer's index is its own; nothing to pick up
-	}
-	stopReload := parts.store.Watch(ctx, reload, log)
-	defer stopReload()
-
-	if err := api.Serve(ctx, ln, handler, api.ServeOptions{ShutdownTimeout: cfg.shutdownTimeout, IdleTimeout: cfg.idleTimeout,
-		Queries: asks, Logger: log}); err != nil {
-		return err
-	}
-	log.Info("server stopped; flushing recorded queries")
-	return nil
+	defer app.Close()
+	return app.Run(ctx)
 }
 
 // tracer sets up OpenTelemetry tracing from --otlp-endpoint and the OTEL_*

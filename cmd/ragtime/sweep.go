@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"ragtime/api"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -56,7 +58,7 @@ func (c *sweepConfig) register(fs *flag.FlagSet) {
 	c.topK = listFlag{"1", "2", "4", "8", "16", "32"}
 	c.rerankTopN = listFlag{"default"}
 	fs.StringVar(&c.questions, "questions", "", "questions file: JSONL {\"question\", \"relevant\": [doc_id, ...]} or TSV question<TAB>doc_id,doc_id (relevance optional) (required)")
-	fs.Var(&c.topK, "top-k", "comma-separated top_k values to sweep (1-100)")
+	fs.Var(&c.topK, "top-k", fmt.Sprintf("comma-separated top_k values to sweep (1-%d)", pipeline.MaxTopK))
 	fs.Var(&c.rerankTopN, "rerank-top-n", "comma-separated rerank_top_n values: default (what an ask without rerank_top_n gets from serve's default rule: min(k, 3)), k (rerank and keep all k), 0 (reranking off) or N (keep the best N, at most k)")
 	fs.Var(&c.maxContext, "max-context-tokens", "comma-separated context budgets in tokens to sweep (in-process only; default: 6000)")
 	fs.Var(&c.retrieval, "retrieval", "comma-separated retrieval modes to sweep: hybrid, vector, lexical (default: the server's or serve's --retrieval)")
@@ -238,17 +240,13 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		fs.Usage()
 		return &usageError{msg: "--questions is required: a JSONL or TSV file of questions (see docs/tuning.md)"}
 	}
-	switch {
-	case cfg.runs < 1:
-		return &usageError{msg: fmt.Sprintf("--runs must be 1 or more, got %d", cfg.runs)}
-	case cfg.concurrency < 1:
-		return &usageError{msg: fmt.Sprintf("--concurrency must be 1 or more, got %d", cfg.concurrency)}
-	case cfg.recallTolerance < 0 || cfg.recallTolerance > 1:
-		return &usageError{msg: fmt.Sprintf("--recall-tolerance must be between 0 and 1, got %g", cfg.recallTolerance)}
-	case cfg.ttftBudgetMs < 0:
-		return &usageError{msg: fmt.Sprintf("--ttft-budget-ms must be 0 (no budget) or more, got %g", cfg.ttftBudgetMs)}
-	case cfg.maxTokens < 1 || cfg.maxTokens > pipeline.MaxMaxTokens:
-		return &usageError{msg: fmt.Sprintf("--max-tokens must be between 1 and %d, got %d", pipeline.MaxMaxTokens, cfg.maxTokens)}
+	params := sweep.Params{
+		QuestionsFile: cfg.questions, Runs: cfg.runs, Concurrency: cfg.concurrency,
+		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
+		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, WarmCache: cfg.warmCache,
+	}
+	if err := params.Check(); err != nil {
+		return &usageError{msg: err.Error()}
 	}
 	settings, err := cfg.settings()
 	if err != nil {
@@ -258,11 +256,8 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	if err != nil {
 		return err
 	}
-	for _, q := range questions {
-		r := pipeline.Request{Question: q.Text, TopK: 1, MaxTokens: 1}
-		if err := r.Normalize(pipeline.DefaultMaxQuestion); err != nil {
-			return fmt.Errorf("%s:%d: %w", cfg.questions, q.Line, err)
-		}
+	if err := sweep.CheckQuestions(cfg.questions, questions); err != nil {
+		return err
 	}
 	seed := cfg.seed
 	if seed == 0 {
@@ -275,11 +270,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
-	params := sweep.Params{
-		QuestionsFile: cfg.questions, Settings: settings, Runs: cfg.runs, Concurrency: cfg.concurrency,
-		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
-		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, Seed: seed, WarmCache: cfg.warmCache,
-	}
+	params.Settings, params.Seed = settings, seed
 	run := sweep.Config{
 		Params: params, Questions: questions, Store: postgres.NewSweeps(db),
 		Progress: sweep.ProgressBar(env.stderr, isTerminal(env.stderr)), Log: env.stderr,
@@ -287,21 +278,11 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	warnLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var rec *postgres.Recorder
 	if cfg.server != "" {
-		u, err := url.Parse(cfg.server)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return &usageError{msg: fmt.Sprintf("--server must be an http(s) URL such as http://127.0.0.1:8080, got %q", cfg.server)}
-		}
-		run.Mode = sweep.ModeServer
-		run.Params.Provider = "server"
-		// One keep-alive connection per worker, as a browser or app would hold.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = cfg.concurrency
-		client := &api.Client{BaseURL: cfg.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(cfg.serverKeyEnv),
-			OnWait: admissionNote(env.stderr)}
-		if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), questions[0].Text, cfg.server, cfg.db.url, serverRecordWait); err != nil {
+		client, err := cfg.serverAsker(ctx, env, db, questions[0].Text)
+		if err != nil {
 			return err
 		}
-		run.Asker = client
+		run.Mode, run.Params.Provider, run.Asker = sweep.ModeServer, "server", client
 	} else {
 		parts, err := cfg.parts.build(ctx, env, false)
 		if err != nil {
@@ -312,38 +293,12 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
 		}
 		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
-		// The lexical leg and the default retrieval are serve's: hybrid
-		// when the store has a lexical leg and its data has it (not a
-		// Qdrant collection created before its sparse vector).
-		leg := lexicalLegOf(parts.store)
-		for _, s := range settings {
-			if err := leg.check("--retrieval", s.Retrieval, parts.storeName); err != nil {
-				return err
-			}
-		}
-		defaults := pipeline.Defaults{Retrieval: leg.defaultMode()}
-		leg.apply(&defaults)
-		run.Defaults = &defaults
-		// A TTFT budget predicts by the prefill model of the queries
-		// recorded so far, as serve's does (its default refresh and quantile).
-		live := prefillmodel.New(postgres.NewStore(db))
-		liveCtx, stopLive := context.WithCancel(ctx)
+		pl, defaults, stopLive, err := cfg.inProcessAsker(ctx, parts, db, rec, settings, warnLog)
 		defer stopLive()
-		go live.Run(liveCtx, time.Second, warnLog)
-		pl, err := pipeline.New(pipeline.Config{
-			Embedder: parts.embedder, Searcher: parts.store, Lexical: leg.lex, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
-			Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(rec),
-			EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
-			SearchAttrs: parts.store.SearchAttrs(),
-			Provider:    parts.provider, Model: parts.model, StoreQuestion: cfg.storeQuestion,
-			Predictor: live,
-		})
 		if err != nil {
 			return err
 		}
-		run.Mode = sweep.ModeInProcess
-		run.Params.Provider = parts.provider
-		run.Asker = pl
+		run.Mode, run.Params.Provider, run.Asker, run.Defaults = sweep.ModeInProcess, parts.provider, pl, defaults
 	}
 	fmt.Fprintf(env.stdout, "sweep: %d questions, %d settings, %d runs, seed %d (rerun with --seed %d for the same order)\n",
 		len(questions), len(settings), cfg.runs, seed, seed)
@@ -389,39 +344,69 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
+// serverAsker is the api.Client a --server sweep asks through, once the
+// server is seen to record into the sweep's database.
+func (c *sweepConfig) serverAsker(ctx context.Context, env *environment, db *pgxpool.Pool, question string) (*api.Client, error) {
+	u, err := url.Parse(c.server)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, &usageError{msg: fmt.Sprintf("--server must be an http(s) URL such as http://127.0.0.1:8080, got %q", c.server)}
+	}
+	// One keep-alive connection per worker, as a browser or app would hold.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = c.concurrency
+	client := &api.Client{BaseURL: c.server, HTTP: &http.Client{Transport: tr}, APIKey: env.getenv(c.serverKeyEnv),
+		OnWait: admissionNote(env.stderr)}
+	if err := checkServerRecordsHere(ctx, client, postgres.NewStore(db), question, c.server, c.db.url, serverRecordWait); err != nil {
+		return nil, err
+	}
+	return client, nil
+}
+
+// inProcessAsker is the pipeline an in-process sweep runs, recording into
+// rec, with serve's defaults for an ask that names no retrieval: hybrid
+// when the store has a lexical leg (the embedded store).
+func (c *sweepConfig) inProcessAsker(ctx context.Context, parts *parts, db *pgxpool.Pool, rec *postgres.Recorder, settings []sweep.Setting,
+	warnLog *slog.Logger) (*pipeline.Pipeline, *pipeline.Defaults, func(), error) {
+	// The lexical leg and the default retrieval are serve's: hybrid when
+	// the store has a lexical leg and its data has it (not a Qdrant
+	// collection created before its sparse vector).
+	leg := lexicalLegOf(parts.store)
+	for _, s := range settings {
+		if err := leg.check("--retrieval", s.Retrieval, parts.storeName); err != nil {
+			return nil, nil, func() {}, err
+		}
+	}
+	defaults := pipeline.Defaults{Retrieval: leg.defaultMode()}
+	leg.apply(&defaults)
+	// A TTFT budget predicts by the prefill model of the queries recorded
+	// so far, as serve's does (its default refresh and quantile).
+	live := prefillmodel.New(postgres.NewStore(db))
+	liveCtx, stopLive := context.WithCancel(ctx)
+	go live.Run(liveCtx, time.Second, warnLog)
+	pl, err := pipeline.New(pipeline.Config{
+		Embedder: parts.embedder, Searcher: parts.store, Lexical: leg.lex, Fusion: defaultFusion(parts.embedderName), Reranker: parts.reranker,
+		Generator: parts.generator, Counter: parts.counter, Recorder: live.Recorder(rec),
+		EmbedderName: parts.embedderName, StoreName: parts.storeName, RerankerName: parts.rerankerName,
+		SearchAttrs: parts.store.SearchAttrs(),
+		Provider:    parts.provider, Model: parts.model, StoreQuestion: c.storeQuestion,
+		Predictor: live,
+	})
+	return pl, &defaults, stopLive, err
+}
+
 // serverRecordWait bounds how long the sweep waits for the server's
 // recorder to store its check query.
 const serverRecordWait = 10 * time.Second
 
-// checkServerRecordsHere asks the server once and looks the query id up in
-// the sweep's database, so that a sweep whose --database-url is not the
-// server's is refused before it measures (it could tag none of its
-// queries). The check query is an ordinary ask, stored untagged.
+// checkServerRecordsHere refuses, as a usage error, a --server that does
+// not record into the sweep's --database-url (sweep.CheckServerRecords).
 func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postgres.Store, question, serverURL, dbURL string, wait time.Duration) error {
-	req := pipeline.Request{Question: question, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: 1}
-	rec := asker.Run(ctx, &req, pipeline.Discard{})
-	if rec.QueryID == "" {
-		return fmt.Errorf("--server %s: the check question got no query id (%s: %s)", serverURL, rec.ErrorCode, rec.ErrorMessage)
+	err := sweep.CheckServerRecords(ctx, asker, store, question, serverURL, postgres.RedactURL(dbURL), wait)
+	var nr *sweep.NotRecordedError
+	if errors.As(err, &nr) {
+		return &usageError{msg: err.Error()}
 	}
-	deadline := time.Now().Add(wait)
-	for {
-		_, err := store.GetQuery(ctx, rec.QueryID)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, pipeline.ErrNotFound) {
-			return fmt.Errorf("looking up the server's check query %s in --database-url %s: %w", rec.QueryID, postgres.RedactURL(dbURL), err)
-		}
-		if time.Now().After(deadline) {
-			return &usageError{msg: fmt.Sprintf("--server %s does not record into this sweep's database --database-url %s: its query %s is not there after %s, so no measured query could be tagged; "+
-				"run the sweep with --database-url (or DATABASE_URL) set to the server's database", serverURL, postgres.RedactURL(dbURL), rec.QueryID, wait)}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return err
 }
 
 // writeApply prints how to apply the recommended setting (serve's flags and

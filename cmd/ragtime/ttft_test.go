@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"testing"
 
 	"ragtime/llm/sim"
+	"ragtime/llm/ttft"
 )
 
 // promptRecorder serves the simulator (with its prefix cache on, as by
@@ -84,7 +84,7 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 	url := rec.start(t)
 	args := []string{"ttft", "--llm-provider", "openai", "--llm-base-url", url, "--llm-model", "m", "--runs", "4", "--prompt-tokens", "400", "--json"}
 	var res struct {
-		Series []ttftSeries `json:"series"`
+		Series []ttft.Series `json:"series"`
 	}
 	decode := func(out string) {
 		t.Helper()
@@ -99,7 +99,7 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	decode(out)
-	if len(res.Series) != 1 || res.Series[0].Prompt != promptUnique || len(res.Series[0].Runs) != 4 {
+	if len(res.Series) != 1 || res.Series[0].Prompt != ttft.PromptUnique || len(res.Series[0].Runs) != 4 {
 		t.Fatalf("want one series of 4 unique-prompt runs: %+v", res.Series)
 	}
 	for i, r := range res.Series[0].Runs {
@@ -115,7 +115,7 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 		for j := range i {
 			// they may share "Run " and a hex digit or two by chance, never
 			// the whole nonce (and so never a 16-token cache block)
-			if n := commonPrefix(prompts[i], prompts[j]); n >= len(nonceLine(0)) {
+			if n := commonPrefix(prompts[i], prompts[j]); n >= len(ttft.NonceLine(0)) {
 				t.Errorf("prompts of runs %d and %d share their first %d bytes (%q): a prefix cache could serve them", j+1, i+1, n, prompts[i][:n])
 			}
 		}
@@ -127,7 +127,7 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 	}
 	decode(out)
 	s := res.Series[0]
-	if s.Prompt != promptSame || s.CachedRuns != 3 || s.Runs[0].CachedTokens == nil || *s.Runs[0].CachedTokens != 0 {
+	if s.Prompt != ttft.PromptSame || s.CachedRuns != 3 || s.Runs[0].CachedTokens == nil || *s.Runs[0].CachedTokens != 0 {
 		t.Errorf("--same-prompt: prompt %q, %d cached runs, first run %s cached; want same, 3 (runs 2-4), 0", s.Prompt, s.CachedRuns, show(s.Runs[0].CachedTokens))
 	}
 	for i, r := range s.Runs[1:] {
@@ -150,10 +150,10 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 	var unique, same bool
 	for _, l := range strings.Split(out, "\n") {
 		f := strings.Fields(l)
-		if len(f) > 2 && f[0] == promptUnique {
+		if len(f) > 2 && f[0] == ttft.PromptUnique {
 			unique = f[len(f)-2] == "0/2" && f[len(f)-1] == "0%"
 		}
-		if len(f) > 2 && f[0] == promptSame {
+		if len(f) > 2 && f[0] == ttft.PromptSame {
 			same = f[len(f)-2] == "1/2" && f[len(f)-1] != "0%" && strings.HasSuffix(f[len(f)-1], "%")
 		}
 	}
@@ -163,38 +163,5 @@ func TestTTFTPromptsShareNoPrefix(t *testing.T) {
 
 	if _, _, err := runOut(t, nil, append(args, "--same-prompt", "--compare-cache")...); err == nil || !strings.Contains(err.Error(), "--compare-cache") {
 		t.Errorf("--same-prompt with --compare-cache: %v, want a usage error naming both", err)
-	}
-}
-
-// TestCachedRunsNeedAShareOfThePrompt: llama.cpp's server reuses the chat
-// template's first tokens for every prompt; a run counts as cached only when
-// at least half its prompt came from the cache, and the series says which
-// share of its prompt tokens did.
-func TestCachedRunsNeedAShareOfThePrompt(t *testing.T) {
-	t.Parallel()
-	run := func(prompt int, cached *int) ttftRun {
-		return ttftRun{TTFTMs: 10, PromptTokens: prompt, CachedTokens: cached}
-	}
-	n := func(v int) *int { return &v }
-	for _, tc := range []struct {
-		name   string
-		runs   []ttftRun
-		cached int
-		share  *float64
-	}{
-		{"the template's first tokens (llama-server, unique prompts)", []ttftRun{run(60, n(0)), run(60, n(10)), run(60, n(10))}, 0, ptrTo(20.0 / 180)},
-		{"the same prompt", []ttftRun{run(60, n(0)), run(60, n(59)), run(60, n(59))}, 2, ptrTo(118.0 / 180)},
-		{"half the prompt", []ttftRun{run(100, n(50)), run(100, n(49))}, 1, ptrTo(0.495)},
-		{"a server that does not count the prompt", []ttftRun{run(0, n(5)), run(0, n(0))}, 1, nil},
-		{"a server that does not say (Ollama)", []ttftRun{run(60, nil), run(60, nil)}, 0, nil},
-	} {
-		s := ttftSeries{Runs: tc.runs}
-		summarize(&s)
-		if s.CachedRuns != tc.cached {
-			t.Errorf("%s: %d cached runs, want %d", tc.name, s.CachedRuns, tc.cached)
-		}
-		if (s.CachedShare == nil) != (tc.share == nil) || s.CachedShare != nil && math.Abs(*s.CachedShare-*tc.share) > 1e-9 {
-			t.Errorf("%s: cached share %v, want %v", tc.name, show(s.CachedShare), show(tc.share))
-		}
 	}
 }

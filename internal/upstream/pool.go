@@ -264,7 +264,7 @@ func (c *Client) DoIdempotent(req *http.Request, tr *Trace, retries int) (resp *
 			}
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusBadGateway ||
 			resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
-			after = RetryAfter(resp.Header)
+			after, _, _ = RetryAfter(resp.Header)
 			if after > idemMaxAfter {
 				return resp, attempt, nil
 			}
@@ -285,20 +285,24 @@ func (c *Client) DoIdempotent(req *http.Request, tr *Trace, retries int) (resp *
 	}
 }
 
-// RetryAfter reads a Retry-After header (seconds or an HTTP date) as a
-// duration; 0 when absent or unreadable.
-func RetryAfter(h http.Header) time.Duration {
+// RetryAfter reads h's Retry-After header (RFC 9110 §10.2.3): a number of
+// seconds, or an HTTP date. wait is how long it asks for, never negative;
+// at is the date it named (zero when it gave seconds); ok is false when the
+// header is absent or unreadable. Every reader of the header (the retries
+// here, the model clients' errors, api.Client's admission waits) goes
+// through it.
+func RetryAfter(h http.Header) (wait time.Duration, at time.Time, ok bool) {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
-		return 0
+		return 0, time.Time{}, false
 	}
-	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 {
-		return time.Duration(secs * float64(time.Second))
+	if secs, err := strconv.ParseFloat(v, 64); err == nil && secs >= 0 && secs < math.MaxInt64/float64(time.Second) {
+		return time.Duration(secs * float64(time.Second)), time.Time{}, true
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return max(time.Until(t), 0), t, true
 	}
-	return 0
+	return 0, time.Time{}, false
 }
 
 // inject adds the W3C trace context of ctx (traceparent, tracestate) to the

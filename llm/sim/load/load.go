@@ -1,7 +1,6 @@
 package load
 
 import (
-	"bufio"
 	"bytes"
 	"cmp"
 	"context"
@@ -21,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ragtime/internal/sse"
 	"ragtime/llm/tokens"
 	"ragtime/pipeline"
 )
@@ -392,37 +392,22 @@ func send(ctx context.Context, client *http.Client, endpoint, key string, body [
 		r.err = "status " + strconv.Itoa(resp.StatusCode)
 		return r
 	}
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
-	first := false
-	for {
-		line, err := br.ReadBytes('\n')
-		if err != nil {
-			r.err = classify(ctx, err)
-			if errors.Is(err, io.EOF) {
-				r.err = "stream ended before [DONE]"
-			}
-			return r
-		}
-		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data: "))
-		if !ok {
-			continue
-		}
+	first, done, malformed := false, false, false
+	sr := sse.Reader{Handle: func(_ string, data []byte, at time.Time) (bool, error) {
 		if string(data) == "[DONE]" {
-			if !first {
-				r.err = "no token"
-			}
-			return r
+			done = true
+			return true, nil
 		}
 		var c chunk
 		if err := json.Unmarshal(data, &c); err != nil {
-			r.err = "malformed chunk"
-			return r
+			malformed = true
+			return true, nil
 		}
 		if !first {
 			for _, ch := range c.Choices {
 				if ch.Delta.Content != "" || ch.Delta.ReasoningContent != "" || ch.Delta.Reasoning != "" {
 					first = true
-					r.ttft = float64(time.Since(start).Microseconds()) / 1e3
+					r.ttft = float64(at.Sub(start).Microseconds()) / 1e3
 					break
 				}
 			}
@@ -436,7 +421,20 @@ func send(ctx context.Context, client *http.Client, endpoint, key string, body [
 		if c.Metrics != nil && c.Metrics.FirstTokenTime > 0 {
 			r.server = (c.Metrics.FirstTokenTime - c.Metrics.ArrivalTime) * 1e3
 		}
+		return false, nil
+	}}
+	_, err = sr.Run(resp.Body)
+	switch {
+	case err != nil:
+		r.err = classify(ctx, err)
+	case malformed:
+		r.err = "malformed chunk"
+	case !done:
+		r.err = "stream ended before [DONE]"
+	case !first:
+		r.err = "no token"
 	}
+	return r
 }
 
 func classify(ctx context.Context, err error) string {
