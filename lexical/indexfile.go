@@ -257,3 +257,15 @@ func (r *reader) count(size int) int {
 	}
 	return int(n)
 }
+
+// Identity reports whether every id of x is live and its caller's number
+// is the id itself: an index built over a fresh snapshot's slots in order,
+// as the embedded store writes them.
+func (x *Index) Identity() bool {
+	for i, e := range x.ext {
+		if e != int32(i) {
+			return false
+		}
+	}
+	return true
+}

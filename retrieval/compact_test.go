@@ -108,7 +108,7 @@ func TestWritesDuringCompaction(t *testing.T) {
 				if !strings.Contains(out.String(), logged) {
 					t.Errorf("%s: no %q in the log: %s", name, logged, out.String())
 				}
-				for _, phase := range []string{"opened the index", "snapshot_read=", "lexical_rebuild=", "graph_read=", "log_replay=", "segment_replay="} {
+				for _, phase := range []string{"opened the index", "snapshot_read=", "lexical=", "lexical_load=", "graph_read=", "log_replay=", "segment_replay="} {
 					if !strings.Contains(out.String(), phase) {
 						t.Errorf("%s: no %q in the open's log line: %s", name, phase, out.String())
 					}
