@@ -88,7 +88,7 @@ type segment struct {
 // renames its files; it leaves a segment alone (its records reach it once
 // the compaction renames the segment over the log).
 func (ix *Index) load(follow bool) (*loaded, error) {
-	ld := &loaded{st: ix.newState()}
+	ld := &loaded{st: ix.newState(), lexHow: "no snapshot"}
 	_, err := os.Stat(ix.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
