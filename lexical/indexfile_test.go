@@ -108,3 +108,38 @@ func TestAnalyzerVersionPinned(t *testing.T) {
 			got, AnalyzerVersion, uint64(want), Terms(text))
 	}
 }
+
+// BenchmarkIndexFileRead reads the file of a 100k-chunk synthetic index
+// (150 words a chunk from a 40,000-word Zipf vocabulary, through Analyse)
+// against rebuilding it from the chunks' text: what an open of the
+// embedded store pays for its lexical leg either way.
+func BenchmarkIndexFileRead(b *testing.B) {
+	const n = 100_000
+	var texts []string
+	SyntheticCorpus(n, func(words []string) { texts = append(texts, strings.Join(words, " ")) })
+	x := NewIndex()
+	for i, t := range texts {
+		x.Add(Analyse("", t), int32(i))
+	}
+	var buf bytes.Buffer
+	stamp := FileStamp{Generation: 1, Source: 2}
+	if err := x.WriteFile(&buf, stamp); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("file", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := ReadFile(buf.Bytes(), stamp); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(buf.Len())/n, "file-B/chunk")
+	})
+	b.Run("rebuild", func(b *testing.B) {
+		for b.Loop() {
+			y := NewIndex()
+			for i, t := range texts {
+				y.Add(Analyse("", t), int32(i))
+			}
+		}
+	})
+}
