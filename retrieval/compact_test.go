@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -34,6 +35,11 @@ func TestWritesDuringCompaction(t *testing.T) {
 			w := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1, Exact: exact})
 			fillFixed(t, w, r, 40, dim)
 			ctx := context.Background()
+			// A snapshot of its own before, so that the files the tested
+			// compaction renames before its commit point meet an old one.
+			if _, err := w.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
 			put := func(id string) Document {
 				doc := Document{DocID: id, Title: id, ContentHash: "h" + id,
 					Chunks:  []pipeline.Chunk{{Text: "during " + id}, {Text: "second " + id}},
@@ -62,6 +68,8 @@ func TestWritesDuringCompaction(t *testing.T) {
 						t.Fatal(err)
 					}
 					copies["before the commit point"] = copyIndexDir(t, dir)
+				case "lexical renamed":
+					copies["between the lexical file and the snapshot"] = copyIndexDir(t, dir)
 				case "committed":
 					written["new1"] = put("new1")
 					if err := w.Save(); err != nil {
@@ -95,8 +103,9 @@ func TestWritesDuringCompaction(t *testing.T) {
 			checkWritten(t, "reopened", rd, written)
 			delete(written, "new2")
 			for name, logged := range map[string]string{
-				"before the commit point": "appended the log segment of a compaction a crash interrupted",
-				"after the commit point":  "finished a compaction a crash interrupted after its commit point",
+				"before the commit point":                   "appended the log segment of a compaction a crash interrupted",
+				"between the lexical file and the snapshot": "appended the log segment of a compaction a crash interrupted",
+				"after the commit point":                    "finished a compaction a crash interrupted after its commit point",
 			} {
 				cdir := copies[name]
 				// A reader opens it as it is, without the segment's
@@ -108,15 +117,26 @@ func TestWritesDuringCompaction(t *testing.T) {
 				if !strings.Contains(out.String(), logged) {
 					t.Errorf("%s: no %q in the log: %s", name, logged, out.String())
 				}
-				for _, phase := range []string{"opened the index", "snapshot_read=", "lexical_rebuild=", "graph_read=", "log_replay=", "segment_replay="} {
+				for _, phase := range []string{"opened the index", "snapshot_read=", "lexical=", "lexical_load=", "graph_read=", "log_replay=", "segment_replay="} {
 					if !strings.Contains(out.String(), phase) {
 						t.Errorf("%s: no %q in the open's log line: %s", name, phase, out.String())
 					}
 				}
+				// The lexical index file of the next generation beside the
+				// old snapshot is rebuilt (and saved); after the commit
+				// point it is loaded.
+				lexWant := "lexical=file"
+				if name == "between the lexical file and the snapshot" {
+					lexWant = "lexical=\"rebuilt and saved: lexical index file is stale"
+				}
+				if !strings.Contains(out.String(), lexWant) {
+					t.Errorf("%s: no %s in the open's log line: %s", name, lexWant, out.String())
+				}
 				got := cw.Documents()
 				cw.Close()
+				before := name != "after the commit point"
 				n := len(want) - 1 // new2 came later
-				if name == "before the commit point" {
+				if before {
 					n-- // and new1
 				}
 				if len(got) != n {
@@ -125,11 +145,15 @@ func TestWritesDuringCompaction(t *testing.T) {
 				if _, err := os.Stat(filepath.Join(cdir, indexDirName, nextLogFileName)); err == nil {
 					t.Errorf("%s: the log segment is left after the writer's open", name)
 				}
-				rd := openIndexOpts(t, cdir, IndexOptions{Dimension: dim, Embedder: "test", Exact: exact})
-				if name == "before the commit point" {
+				var rout strings.Builder
+				rd := openIndexOpts(t, cdir, IndexOptions{Dimension: dim, Embedder: "test", Exact: exact,
+					Logger: slog.New(slog.NewTextHandler(&rout, nil))})
+				if !strings.Contains(rout.String(), "lexical=file") {
+					t.Errorf("%s: the open after the writer's repair did not load the lexical index file: %s", name, rout.String())
+				}
+				written := maps.Clone(written)
+				if before {
 					delete(written, "new1") // written after the copy
-				} else {
-					written["new1"] = Document{}
 				}
 				for id, doc := range written {
 					if doc.DocID == "" {

@@ -216,7 +216,8 @@ func TestCrashSafety(t *testing.T) {
 // crashRepairs are what an open after a kill may say it repaired, counted
 // by the crash tests.
 var crashRepairs = []string{"dropped an interrupted record", "replacing an index log", "rebuilding the index's HNSW graph",
-	"appended the log segment of a compaction a crash interrupted", "finished a compaction a crash interrupted"}
+	"appended the log segment of a compaction a crash interrupted", "finished a compaction a crash interrupted",
+	"rebuilt and saved: lexical index file is stale"}
 
 // reopenAndCheck opens the index a killed writer left, as the next writer
 // would, and checks it against want, the acknowledged versions, with any
@@ -238,6 +239,13 @@ func reopenAndCheck(t *testing.T, round int, dataDir string, want map[string]int
 	}
 	if err != nil {
 		t.Fatalf("round %d: the index does not open after a kill: %v", round, err)
+	}
+	// The lexical index file is renamed into place before the snapshot: a
+	// kill never leaves a snapshot without one, nor a damaged one.
+	for _, never := range []string{"no lexical index file", "lexical index file is damaged"} {
+		if strings.Contains(logged.String(), never) {
+			t.Errorf("round %d: the open after a kill says %q: %s", round, never, logged.String())
+		}
 	}
 	tmps, _ := filepath.Glob(filepath.Join(dataDir, indexDirName, "*.tmp"))
 	if len(tmps) > 0 {

@@ -193,6 +193,9 @@ type state struct {
 	// lexID each live slot's id in it (lexical.go).
 	lex   *lexical.Index
 	lexID []uint32
+	// sum is the checksum of the snapshot the state was read from (0 for
+	// none): the lexical index file names it (lexicalfile.go).
+	sum uint32
 	// frozen is set while a compaction writes a copy of this state made
 	// by freeze, which shares its vectors and chunks: slots freed
 	// meanwhile keep their chunk and are not reused. Guarded by writeMu.

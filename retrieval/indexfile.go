@@ -236,6 +236,7 @@ func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, err
 		st.alive[i] = true
 	}
 	st.live = n
+	st.sum = want
 	return st, gen, fileIDOf(fi), nil
 }
 

@@ -2,9 +2,11 @@ package retrieval
 
 // How the index's files work together (docs/index.md has the whole
 // story): embedded.idx is a snapshot of generation G, embedded.hnsw its
-// HNSW graph (also G), embedded.log the writes made since (its header says
-// it follows G). Opening reads the snapshot and the graph and replays the
-// log; a write appends one record to the log; Save fsyncs the log.
+// HNSW graph (also G), embedded.lex its lexical index (G, and the
+// snapshot's checksum: lexicalfile.go), embedded.log the writes made since
+// (its header says it follows G). Opening reads the snapshot, the graph and
+// the lexical index and replays the log; a write appends one record to the
+// log; Save fsyncs the log.
 //
 // A compaction to G+1 never makes writers wait for it. It first starts a
 // new log segment, embedded.next.log (header: follows G+1), and switches
@@ -12,7 +14,8 @@ package retrieval
 // copy of the state's bookkeeping (the vectors and chunk texts are shared:
 // they are not overwritten meanwhile). It then writes the snapshot and the
 // graph of that frozen state as temporary files, reads them back (the
-// reclaimed state), and commits: the graph, then the snapshot (the commit
+// reclaimed state), writes the lexical index of the state read back, and
+// commits: the graph, the lexical index, then the snapshot (the commit
 // point), a directory fsync, then the segment renamed over the log. The
 // writes made meanwhile are applied to the new state, and it replaces the
 // old one in one more short hold. A crash leaves one of:
@@ -22,8 +25,8 @@ package retrieval
 //     the snapshot, so the open replays the segment and renames it over
 //     the log;
 //   - snapshot G+1 and log G+1: an ordinary open.
-// A graph of the next generation beside snapshot G is rebuilt on open,
-// with a log line.
+// A graph or lexical index of the next generation beside snapshot G is
+// rebuilt on open, with a log line.
 
 import (
 	"bytes"
@@ -66,6 +69,8 @@ type loaded struct {
 	// What the open did and how long each phase took.
 	logRecs, logChunks                          int
 	readT, lexT, graphT, replayT, segT, finishT time.Duration
+	// lexHow says how the lexical index was made (loadLexical).
+	lexHow string
 }
 
 // segment is what load found of embedded.next.log.
@@ -83,7 +88,7 @@ type segment struct {
 // renames its files; it leaves a segment alone (its records reach it once
 // the compaction renames the segment over the log).
 func (ix *Index) load(follow bool) (*loaded, error) {
-	ld := &loaded{st: ix.newState()}
+	ld := &loaded{st: ix.newState(), lexHow: "no snapshot"}
 	_, err := os.Stat(ix.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -104,7 +109,7 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 		}
 		ld.readT = time.Since(t)
 		t = time.Now()
-		st.indexAll()
+		ld.lexHow = ix.loadLexical(st, gen, ix.writable && !follow)
 		ld.lexT = time.Since(t)
 		ld.st, ld.gen, ld.snap = st, gen, id
 		if !ix.exact {
@@ -273,7 +278,7 @@ func (ix *Index) open() error {
 	}
 	ix.logger.Info("opened the index", "dir", ix.dir, "generation", ld.gen, "chunks", ld.st.live,
 		"log_records", ld.logRecs, "log_chunks", ld.logChunks,
-		"snapshot_read", ld.readT.Round(time.Millisecond), "lexical_rebuild", ld.lexT.Round(time.Millisecond),
+		"snapshot_read", ld.readT.Round(time.Millisecond), "lexical", ld.lexHow, "lexical_load", ld.lexT.Round(time.Millisecond),
 		"graph_read", ld.graphT.Round(time.Millisecond), "log_replay", ld.replayT.Round(time.Millisecond),
 		"segment_replay", ld.segT.Round(time.Millisecond), "log_ready", ld.finishT.Round(time.Millisecond),
 		"took", time.Since(start).Round(time.Millisecond))
@@ -755,7 +760,7 @@ func (ix *Index) compact() (CompactStats, error) {
 
 	// Written and read back with no lock held.
 	graphPath := filepath.Join(ix.dir, graphFileName)
-	var idxTmp, graphTmp string
+	var idxTmp, graphTmp, lexTmp string
 	var nst *state
 	var id fileID
 	idxTmp, err = writeTemp(ix.dir, indexFileName, func(f *os.File) error {
@@ -785,11 +790,16 @@ func (ix *Index) compact() (CompactStats, error) {
 		}
 	}
 	if err == nil {
+		// The lexical index of the state read back: the snapshot's, nothing
+		// caught up yet.
+		lexTmp, err = writeLexicalTemp(ix.dir, nst, gen)
+	}
+	if err == nil {
 		err = ix.step("commit")
 	}
-	// The commit: the graph first (a crash right after it leaves a graph
-	// the old snapshot does not match, which the next open rebuilds), then
-	// the snapshot.
+	// The commit: the graph and the lexical index first (a crash right
+	// after them leaves files the old snapshot does not match, which the
+	// next open rebuilds), then the snapshot.
 	if err == nil {
 		if graphTmp != "" {
 			err = os.Rename(graphTmp, graphPath)
@@ -798,10 +808,16 @@ func (ix *Index) compact() (CompactStats, error) {
 		}
 	}
 	if err == nil {
+		err = os.Rename(lexTmp, filepath.Join(ix.dir, lexFileName))
+	}
+	if err == nil {
+		err = ix.step("lexical renamed")
+	}
+	if err == nil {
 		err = os.Rename(idxTmp, ix.path) // the commit point
 	}
 	if err != nil {
-		for _, t := range []string{idxTmp, graphTmp} {
+		for _, t := range []string{idxTmp, graphTmp, lexTmp} {
 			if t != "" {
 				os.Remove(t)
 			}
@@ -990,11 +1006,11 @@ func (ix *Index) isClosing() bool {
 	return ix.closing
 }
 
-// DiskSize returns the bytes the index's files (snapshot, graph, log and
-// a compaction's log segment) take.
+// DiskSize returns the bytes the index's files (snapshot, graph, lexical
+// index, log and a compaction's log segment) take.
 func (ix *Index) DiskSize() (int64, error) {
 	var total int64
-	for _, name := range []string{indexFileName, graphFileName, logFileName, nextLogFileName} {
+	for _, name := range []string{indexFileName, graphFileName, lexFileName, logFileName, nextLogFileName} {
 		fi, err := os.Stat(filepath.Join(ix.dir, name))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
