@@ -15,20 +15,16 @@ import (
 	"ragtime/pipeline"
 )
 
-// askBody is the POST /ask JSON body; pointers tell absent from zero.
+// askBody is the POST /ask JSON body; the integer knobs not given are
+// pipeline.Unset (answerKnobs), the others' pointers tell absent from zero.
 type askBody struct {
-	Question   *string          `json:"question"`
-	TopK       *int             `json:"top_k"`
-	RerankTopN *int             `json:"rerank_top_n"`
-	MaxTokens  *int             `json:"max_tokens"`
-	Model      string           `json:"model"`
-	Filters    *pipeline.Filter `json:"filters"`
+	Question  *string          `json:"question"`
+	MaxTokens int              `json:"max_tokens"`
+	Model     string           `json:"model"`
+	Filters   *pipeline.Filter `json:"filters"`
 	// PromptNonce goes first after the system prompt (pipeline.Request).
 	PromptNonce string `json:"prompt_nonce"`
-	retrievalKnobs
-	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
-	TTFTBudgetMs *int `json:"ttft_budget_ms"`
-	MinChunks    *int `json:"min_chunks"`
+	answerKnobs
 }
 
 // handleAskGet serves GET /ask?q=…&top_k=…&rerank_top_n=…&max_tokens=…&model=…&doc_id=…
@@ -107,7 +103,7 @@ func (s *server) handleAskPost(c echo.Context) error {
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes))
 	dec.DisallowUnknownFields()
-	var body askBody
+	body := askBody{MaxTokens: pipeline.Unset, answerKnobs: unsetAnswer()}
 	if err := dec.Decode(&body); err != nil {
 		return bodyError(err, s.deps.MaxBodyBytes)
 	}
@@ -115,31 +111,15 @@ func (s *server) handleAskPost(c echo.Context) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
-	req := pipeline.Request{Model: body.Model, TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, PromptNonce: body.PromptNonce,
-		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
+	req := pipeline.Request{Model: body.Model, MaxTokens: body.MaxTokens, PromptNonce: body.PromptNonce}
 	if body.Question != nil {
 		req.Question = *body.Question
-	}
-	if body.TopK != nil {
-		req.TopK = *body.TopK
-	}
-	if body.RerankTopN != nil {
-		req.RerankTopN = *body.RerankTopN
-	}
-	if body.MaxTokens != nil {
-		req.MaxTokens = *body.MaxTokens
 	}
 	if body.Filters != nil {
 		req.Filter = *body.Filters
 	}
 	if err := body.apply(&req); err != nil {
 		return err
-	}
-	if body.TTFTBudgetMs != nil {
-		req.TTFTBudgetMs = *body.TTFTBudgetMs
-	}
-	if body.MinChunks != nil {
-		req.MinChunks = *body.MinChunks
 	}
 	return s.ask(c, req)
 }
@@ -159,8 +139,9 @@ func bodyError(err error, limit int64) error {
 	case errors.As(err, &typeErr) && typeErr.Field == "":
 		return badRequest("", "body_invalid", fmt.Sprintf("the body must be a JSON object, got %s", typeErr.Value))
 	case errors.As(err, &typeErr):
-		return badRequest(typeErr.Field, typeErr.Field+"_invalid",
-			fmt.Sprintf("%s must be a JSON %s, got %s", typeErr.Field, typeErr.Type.Kind(), typeErr.Value))
+		field := jsonField(typeErr.Field)
+		return badRequest(field, field+"_invalid",
+			fmt.Sprintf("%s must be a JSON %s, got %s", field, typeErr.Type.Kind(), typeErr.Value))
 	case errors.As(err, &syntaxErr):
 		return badRequest("", "body_invalid", fmt.Sprintf("the body is not valid JSON (at byte %d): %v", syntaxErr.Offset, err))
 	case errors.Is(err, io.EOF):
@@ -171,6 +152,15 @@ func bodyError(err error, limit int64) error {
 	default:
 		return badRequest("", "body_invalid", "the body is not valid JSON: "+err.Error())
 	}
+}
+
+// jsonField is the body's name for a field encoding/json names by its Go
+// path: without the embedded knob structs (answerKnobs.top_k is top_k).
+func jsonField(path string) string {
+	for _, embedded := range []string{"answerKnobs.", "retrievalKnobs."} {
+		path = strings.ReplaceAll(path, embedded, "")
+	}
+	return path
 }
 
 // ask validates req and, only when it is valid and the caller may ask for

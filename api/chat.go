@@ -27,7 +27,8 @@ const HeaderQueryID = "X-Ragtime-Query-Id"
 
 // chatBody is the POST /v1/chat/completions body. Fields ragtime cannot
 // honour are refused unless they hold the value that changes nothing
-// (chatNeutral).
+// (chatNeutral). MaxTokens and MaxCompletionTokens are pipeline.Unset when
+// not given (as in answerKnobs).
 type chatBody struct {
 	Model *string `json:"model"`
 	// Messages and Ragtime are decoded apart (decodeStrict), so that an
@@ -35,8 +36,8 @@ type chatBody struct {
 	Messages            []json.RawMessage         `json:"messages"`
 	Stream              *bool                     `json:"stream"`
 	StreamOptions       *openaiwire.StreamOptions `json:"stream_options"`
-	MaxTokens           *int                      `json:"max_tokens"`
-	MaxCompletionTokens *int                      `json:"max_completion_tokens"`
+	MaxTokens           int                       `json:"max_tokens"`
+	MaxCompletionTokens int                       `json:"max_completion_tokens"`
 	Temperature         *float64                  `json:"temperature"`
 	User                *string                   `json:"user"`
 	N                   *float64                  `json:"n"`
@@ -55,14 +56,9 @@ type chatBody struct {
 // chatRagtimeKnobs is the request's ragtime extension object: the /ask
 // knobs an OpenAI request has no field for.
 type chatRagtimeKnobs struct {
-	TopK        *int             `json:"top_k"`
-	RerankTopN  *int             `json:"rerank_top_n"`
 	Filters     *pipeline.Filter `json:"filters"`
 	PromptNonce string           `json:"prompt_nonce"`
-	retrievalKnobs
-	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
-	TTFTBudgetMs *int `json:"ttft_budget_ms"`
-	MinChunks    *int `json:"min_chunks"`
+	answerKnobs
 	// Resumable makes a streamed answer resumable (chatresume.go).
 	Resumable *bool `json:"resumable"`
 }
@@ -124,7 +120,7 @@ func (s *server) handleChatCompletions(c echo.Context) error {
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes))
 	dec.DisallowUnknownFields()
-	var body chatBody
+	body := chatBody{MaxTokens: pipeline.Unset, MaxCompletionTokens: pipeline.Unset}
 	if err := dec.Decode(&body); err != nil {
 		return chatBodyError(err, s.deps.MaxBodyBytes)
 	}
@@ -173,7 +169,7 @@ func chatBodyError(err error, limit int64) error {
 // (from the user) is the question, the ones before it the history.
 func (s *server) chatRequest(b *chatBody) (pipeline.Request, error) {
 	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, MaxTokens: pipeline.Unset, Temperature: b.Temperature, Seed: b.Seed,
-		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
+		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset} // as unsetAnswer, when there is no ragtime object
 	stop, err := chatStop(b.Stop)
 	if err != nil {
 		return req, err
@@ -201,32 +197,20 @@ func (s *server) chatRequest(b *chatBody) (pipeline.Request, error) {
 		return req, badRequest("logprobs", "unsupported_parameter", "logprobs must be false or absent: ragtime does not return log probabilities")
 	}
 	switch {
-	case b.MaxTokens != nil && b.MaxCompletionTokens != nil && *b.MaxTokens != *b.MaxCompletionTokens:
+	case b.MaxTokens != pipeline.Unset && b.MaxCompletionTokens != pipeline.Unset && b.MaxTokens != b.MaxCompletionTokens:
 		return req, badRequest("max_completion_tokens", "max_tokens_invalid", "max_tokens and max_completion_tokens differ; send one of them")
-	case b.MaxCompletionTokens != nil:
-		req.MaxTokens = *b.MaxCompletionTokens
-	case b.MaxTokens != nil:
-		req.MaxTokens = *b.MaxTokens
+	case b.MaxCompletionTokens != pipeline.Unset:
+		req.MaxTokens = b.MaxCompletionTokens
+	default:
+		req.MaxTokens = b.MaxTokens
 	}
 	if len(b.Ragtime) > 0 && string(b.Ragtime) != "null" {
-		var k chatRagtimeKnobs
+		k := chatRagtimeKnobs{answerKnobs: unsetAnswer()}
 		if err := decodeStrict(b.Ragtime, &k, "ragtime"); err != nil {
 			return req, err
 		}
-		if k.TopK != nil {
-			req.TopK = *k.TopK
-		}
-		if k.RerankTopN != nil {
-			req.RerankTopN = *k.RerankTopN
-		}
 		if k.Filters != nil {
 			req.Filter = *k.Filters
-		}
-		if k.TTFTBudgetMs != nil {
-			req.TTFTBudgetMs = *k.TTFTBudgetMs
-		}
-		if k.MinChunks != nil {
-			req.MinChunks = *k.MinChunks
 		}
 		req.PromptNonce = k.PromptNonce
 		b.resumable = k.Resumable != nil && *k.Resumable
@@ -306,7 +290,7 @@ func decodeStrict(raw json.RawMessage, v any, path string) error {
 		field := path + "." + strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return badRequest(field, "unknown_field", fmt.Sprintf("unknown field %q", field))
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		field := path + "." + typeErr.Field
+		field := path + "." + jsonField(typeErr.Field)
 		return badRequest(field, "body_invalid", fmt.Sprintf("%s must be a JSON %s, got %s", field, typeErr.Type.Kind(), typeErr.Value))
 	}
 	return badRequest(path, "body_invalid", fmt.Sprintf("%s must be a JSON object: %v", path, err))

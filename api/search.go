@@ -23,12 +23,19 @@ type Retriever interface {
 
 // retrievalKnobs are the retrieval settings every ask may give: in
 // POST /ask's and /v1/search's bodies and the chat door's ragtime object
-// (GET /ask has them as parameters).
+// (GET /ask has them as parameters). The leg depths not given are
+// pipeline.Unset: a body decodes into knobs that start so (unset), and
+// encoding/json leaves what the body does not name as it is.
 type retrievalKnobs struct {
 	Retrieval string `json:"retrieval"`
-	VectorK   *int   `json:"vector_k"`
-	LexicalK  *int   `json:"lexical_k"`
+	VectorK   int    `json:"vector_k"`
+	LexicalK  int    `json:"lexical_k"`
 	Collapse  string `json:"collapse"`
+}
+
+// unsetRetrieval is retrievalKnobs with nothing given.
+func unsetRetrieval() retrievalKnobs {
+	return retrievalKnobs{VectorK: pipeline.Unset, LexicalK: pipeline.Unset}
 }
 
 // apply checks the leg depths given and sets them, and the mode, in req
@@ -37,28 +44,54 @@ func (k retrievalKnobs) apply(req *pipeline.Request) error {
 	req.Retrieval, req.Collapse = k.Retrieval, k.Collapse
 	for _, f := range []struct {
 		name string
-		v    *int
+		v    int
 		dst  *int
 	}{{"vector_k", k.VectorK, &req.VectorK}, {"lexical_k", k.LexicalK, &req.LexicalK}} {
-		if f.v == nil {
-			continue
+		// A given 0 is refused here: the request's own rule takes 0 as the
+		// default (pipeline.Request.VectorK).
+		if f.v != pipeline.Unset {
+			if err := pipeline.CheckLegK(f.name, f.v); err != nil {
+				return err
+			}
 		}
-		if err := pipeline.CheckLegK(f.name, *f.v); err != nil {
-			return err
-		}
-		*f.dst = *f.v
+		*f.dst = f.v
 	}
 	return nil
 }
 
-// searchBody is the POST /v1/search JSON body; pointers tell absent from
-// zero.
+// answerKnobs are the knobs of an ask that answers, in POST /ask's body and
+// the chat door's ragtime object; those not given are pipeline.Unset (as in
+// retrievalKnobs).
+type answerKnobs struct {
+	TopK       int `json:"top_k"`
+	RerankTopN int `json:"rerank_top_n"`
+	retrievalKnobs
+	// TTFTBudgetMs and MinChunks are the ask's TTFT budget (pipeline.Request).
+	TTFTBudgetMs int `json:"ttft_budget_ms"`
+	MinChunks    int `json:"min_chunks"`
+}
+
+// unsetAnswer is answerKnobs with nothing given.
+func unsetAnswer() answerKnobs {
+	return answerKnobs{TopK: pipeline.Unset, RerankTopN: pipeline.Unset, retrievalKnobs: unsetRetrieval(),
+		TTFTBudgetMs: pipeline.Unset, MinChunks: pipeline.Unset}
+}
+
+// apply sets the knobs in req, checking the leg depths given.
+func (k answerKnobs) apply(req *pipeline.Request) error {
+	req.TopK, req.RerankTopN, req.TTFTBudgetMs, req.MinChunks = k.TopK, k.RerankTopN, k.TTFTBudgetMs, k.MinChunks
+	return k.retrievalKnobs.apply(req)
+}
+
+// searchBody is the POST /v1/search JSON body; the integer knobs not given
+// are pipeline.Unset (retrievalKnobs), the others' pointers tell absent
+// from zero.
 type searchBody struct {
 	Query *string `json:"query"`
-	TopK  *int    `json:"top_k"`
+	TopK  int     `json:"top_k"`
 	retrievalKnobs
 	Rerank     *bool            `json:"rerank"`
-	RerankTopN *int             `json:"rerank_top_n"`
+	RerankTopN int              `json:"rerank_top_n"`
 	Filter     *pipeline.Filter `json:"filter"`
 }
 
@@ -98,7 +131,7 @@ func (s *server) handleSearch(c echo.Context) error {
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), r.Body, s.deps.MaxBodyBytes))
 	dec.DisallowUnknownFields()
-	var body searchBody
+	body := searchBody{TopK: pipeline.Unset, retrievalKnobs: unsetRetrieval(), RerankTopN: pipeline.Unset}
 	if err := dec.Decode(&body); err != nil {
 		if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 			field = strings.Trim(field, `"`)
@@ -112,12 +145,9 @@ func (s *server) handleSearch(c echo.Context) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return badRequest("", "body_invalid", "the body must hold exactly one JSON object")
 	}
-	req := pipeline.Request{TopK: pipeline.Unset, RerankTopN: 0, MaxTokens: pipeline.Unset}
+	req := pipeline.Request{TopK: body.TopK, RerankTopN: 0, MaxTokens: pipeline.Unset}
 	if body.Query != nil {
 		req.Question = *body.Query
-	}
-	if body.TopK != nil {
-		req.TopK = *body.TopK
 	}
 	if err := body.apply(&req); err != nil {
 		return err
@@ -126,10 +156,10 @@ func (s *server) handleSearch(c echo.Context) error {
 	// rerank_top_n (which rerank false contradicts).
 	rerank := body.Rerank != nil && *body.Rerank
 	switch {
-	case body.RerankTopN != nil && body.Rerank != nil && !*body.Rerank:
+	case body.RerankTopN != pipeline.Unset && body.Rerank != nil && !*body.Rerank:
 		return badRequest("rerank_top_n", "rerank_top_n_invalid", "rerank_top_n asks for reranking, which rerank false turns off")
-	case body.RerankTopN != nil:
-		req.RerankTopN = *body.RerankTopN
+	case body.RerankTopN != pipeline.Unset:
+		req.RerankTopN = body.RerankTopN
 		if req.RerankTopN < 1 {
 			return badRequest("rerank_top_n", "rerank_top_n_out_of_range", fmt.Sprintf("rerank_top_n must be at least 1, got %d", req.RerankTopN))
 		}
@@ -141,7 +171,7 @@ func (s *server) handleSearch(c echo.Context) error {
 	}
 	var runErr error
 	err := s.admitAsk(c, &req, func(req *pipeline.Request) func() {
-		if rerank && body.RerankTopN == nil {
+		if rerank && body.RerankTopN == pipeline.Unset {
 			req.RerankTopN = req.TopK
 		}
 		runErr = s.search(c, req)

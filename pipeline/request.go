@@ -235,7 +235,23 @@ type ValidationError struct {
 
 func (e *ValidationError) Error() string { return e.Message }
 
-// Unset marks an integer knob the caller did not give, so defaults apply.
+// Unset marks an integer knob the caller did not give, so defaults apply:
+// the one way "not given" is written for Request's integer knobs (top_k,
+// rerank_top_n, max_tokens, vector_k, lexical_k, ttft_budget_ms,
+// min_chunks), from the API's decoding to NormalizeWith, the one place that
+// turns it into a default.
+//
+// A sentinel rather than a pointer because every stage reads the resolved
+// knobs as plain ints (some two hundred reads, the record's figures among
+// them): a *int in Request would put a dereference, and a nil to guard, in
+// each, or a second set of fields beside the resolved ones. A pointer buys
+// nothing here that the sentinel does not give: no knob's range comes near
+// math.MinInt (all are ≥ 0), and encoding/json leaves a field the body does
+// not name, or names as null, untouched, so a body whose knobs start at
+// Unset decodes "absent" to Unset with no conversion step. (A caller who
+// spells -9223372036854775808 gets the default, as omitting the knob does.)
+// Temperature and Seed stay pointers: every float or int64 is a value a
+// caller may mean, so no sentinel is free for them.
 const Unset = math.MinInt
 
 // Normalize is NormalizeWith the package defaults.
