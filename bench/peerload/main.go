@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"ragtime/internal/sse"
 )
 
 func main() {
@@ -429,42 +430,29 @@ func stream(hc *http.Client, req *http.Request, on func(event string, data []byt
 		a.err = "HTTP " + strconv.Itoa(resp.StatusCode)
 		return a
 	}
-	br := bufio.NewReaderSize(resp.Body, 32<<10)
-	event := ""
-	var data []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			if a.err == "" {
-				a.err = "stream ended early: " + errKind(err)
-			}
-			return a
+	rd := sse.Reader{Handle: func(event string, data []byte, at time.Time) (bool, error) {
+		token, done := on(event, data, &a)
+		if token && a.ttft == 0 {
+			a.ttft = at.Sub(start)
 		}
-		line = bytes.TrimRight(line, "\r\n")
-		switch {
-		case len(line) == 0:
-			if event == "" && data == nil {
-				continue
-			}
-			token, done := on(event, data, &a)
-			if token && a.ttft == 0 {
-				a.ttft = time.Since(start)
-			}
-			if done {
-				a.total = time.Since(start)
-				if a.err == "" && a.ttft == 0 {
-					a.err = "no token"
-				}
-				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-				return a
-			}
-			event, data = "", nil
-		case bytes.HasPrefix(line, []byte("event:")):
-			event = string(bytes.TrimSpace(line[6:]))
-		case bytes.HasPrefix(line, []byte("data:")):
-			data = append(data[:0:0], bytes.TrimPrefix(line[5:], []byte(" "))...)
+		if done {
+			a.total = time.Since(start)
 		}
+		return done, nil
+	}}
+	done, err := rd.Run(resp.Body)
+	switch {
+	case err != nil && a.err == "":
+		a.err = "stream ended early: " + errKind(err)
+	case !done && a.err == "":
+		a.err = "stream ended early: EOF"
+	case done:
+		if a.err == "" && a.ttft == 0 {
+			a.err = "no token"
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	}
+	return a
 }
 
 func errKind(err error) string {

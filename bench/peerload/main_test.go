@@ -294,3 +294,51 @@ func TestWhereTTFTWent(t *testing.T) {
 		t.Errorf("answers without stages printed %q", b.String())
 	}
 }
+
+func TestStreamsAreReadAsEvents(t *testing.T) {
+	t.Parallel()
+	bodies := map[string]string{
+		"/ragtime": ": keep-alive\n\nevent: token\ndata: {\"text\":\"a\"}\n\nevent: token\r\ndata: {\"text\":\"b\"}\r\n\r\n" +
+			"event: done\ndata: {\"ttft_ms\":12.5,\"overhead_ms\":1.5,\"stages\":[{\"name\":\"embed\",\"duration_ms\":3}]}\n\n",
+		"/relay": "event: token\ndata: {\"text\":\"a\"}\n\nevent: done\ndata: {\"embed_ms\":2.25}\n\n",
+		"/error": "event: error\ndata: {\"code\":\"llm_timeout\"}\n\n",
+		"/cut":   "event: token\ndata: {\"text\":\"a\"}\n\n",
+		"/notok": "event: done\ndata: {}\n\n",
+		"/chat":  "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n",
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		path := r.URL.Path
+		if path == "/chat/completions" {
+			path = "/chat"
+		}
+		_, _ = w.Write([]byte(bodies[path]))
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	hc := srv.Client()
+
+	tokens := 0
+	a := askSSE(ctx, hc, srv.URL+"/ragtime", true, func() { tokens++ })
+	if a.err != "" || a.ttft <= 0 || a.total < a.ttft || a.ttftMs != 12.5 || a.overheadMs != 1.5 || a.embedMs != 3 || len(a.stages) != 1 || tokens != 1 {
+		t.Errorf("ragtime: %+v, first-token calls %d", a, tokens)
+	}
+	if a := askSSE(ctx, hc, srv.URL+"/relay", false, nil); a.err != "" || a.embedMs != 2.25 || a.ttft <= 0 {
+		t.Errorf("relay: %+v", a)
+	}
+	if a := askSSE(ctx, hc, srv.URL+"/error", true, nil); a.err != "error event llm_timeout" {
+		t.Errorf("error: %+v", a)
+	}
+	if a := askSSE(ctx, hc, srv.URL+"/cut", true, nil); a.err != "stream ended early: EOF" || a.ttft <= 0 {
+		t.Errorf("cut short: %+v", a)
+	}
+	if a := askSSE(ctx, hc, srv.URL+"/notok", true, nil); a.err != "no token" {
+		t.Errorf("done without a token: %+v", a)
+	}
+	if a := askSim(ctx, hc, srv.URL, "q", 4); a.err != "" || a.ttft <= 0 {
+		t.Errorf("chat: %+v", a)
+	}
+	if a := askSSE(ctx, hc, srv.URL+"/missing", true, nil); a.err != "stream ended early: EOF" {
+		t.Errorf("empty body: %+v", a)
+	}
+}

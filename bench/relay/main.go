@@ -17,7 +17,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -38,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"ragtime/internal/sse"
 	"ragtime/metrics"
 )
 
@@ -184,30 +184,26 @@ func (r *relay) ask(w http.ResponseWriter, req *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	sc := bufio.NewScanner(body)
 	var ev []byte
-	for sc.Scan() {
-		data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data: "))
-		if !ok {
-			continue
-		}
+	var writeErr error
+	rd := sse.Reader{Handle: func(_ string, data []byte, _ time.Time) (bool, error) {
 		if string(data) == "[DONE]" {
-			break
+			return true, nil
 		}
 		text := contentOf(data)
 		if text == nil {
-			continue
+			return false, nil
 		}
 		ev = append(append(append(ev[:0], "event: token\ndata: {\"text\":"...), text...), "}\n\n"...)
-		if _, err := w.Write(ev); err != nil {
-			return
+		if _, writeErr = w.Write(ev); writeErr == nil {
+			writeErr = rc.Flush()
 		}
-		if err := rc.Flush(); err != nil {
-			return
+		return false, writeErr
+	}}
+	if _, err := rd.Run(body); err != nil {
+		if writeErr == nil { // the client is gone otherwise
+			fmt.Fprintf(w, "event: error\ndata: {\"code\":\"llm_stream\"}\n\n")
 		}
-	}
-	if err := sc.Err(); err != nil {
-		fmt.Fprintf(w, "event: error\ndata: {\"code\":\"llm_stream\"}\n\n")
 		return
 	}
 	// The embedding call's duration, as ragtime's embed stage times it, so

@@ -1,7 +1,8 @@
 // Package sse reads text/event-stream bodies (the WHATWG framing), for
 // every reader of one in ragtime: the model clients (OpenAI-compatible and
-// Anthropic streams), api.Client (ragtime's own /ask stream) and the load
-// generator.
+// Anthropic streams), api.Client (ragtime's own /ask stream), the load
+// generator and the measuring tools (bench/peerload, bench/relay,
+// scripts/abuseload).
 package sse
 
 import (

@@ -49,6 +49,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"ragtime/internal/sse"
 )
 
 type config struct {
@@ -262,27 +264,24 @@ func askOnce(base string, c *http.Client, maxTokens int) sample {
 		return sample{status: resp.StatusCode}
 	}
 	s := sample{status: 200}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 4<<20)
-	event := ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "event: "):
-			event = line[7:]
-			if event == "token" && s.ttft == 0 {
-				s.ttft = time.Since(start)
+	rd := sse.Reader{MaxLine: 4 << 20, Handle: func(event string, data []byte, at time.Time) (bool, error) {
+		switch event {
+		case "token":
+			if s.ttft == 0 {
+				s.ttft = at.Sub(start)
 			}
-		case strings.HasPrefix(line, "data: ") && event == "done":
+		case "done":
 			var d struct {
 				TTFTMs float64 `json:"ttft_ms"`
 			}
-			if json.Unmarshal([]byte(line[6:]), &d) == nil {
+			if json.Unmarshal(data, &d) == nil {
 				s.serverTTFT = d.TTFTMs
 				s.ok = s.ttft > 0
 			}
 		}
-	}
+		return false, nil
+	}}
+	_, _ = rd.Run(resp.Body) // a stream cut short has no done: s.ok stays false
 	return s
 }
 
