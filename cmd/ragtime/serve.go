@@ -22,6 +22,7 @@ import (
 	"ragtime/admission"
 	"ragtime/api"
 	"ragtime/auth"
+	"ragtime/internal/shell"
 	"ragtime/internal/spool"
 	"ragtime/internal/upstream"
 	"ragtime/llm"
@@ -434,30 +435,19 @@ func preflightLLM(ctx context.Context, c llmConfig, configFile string, getenv fu
 func doctorCommand(c llmConfig, configFile string) string {
 	args := []string{"ragtime doctor"}
 	if configFile != "" {
-		args = append(args, "--config "+shellQuote(configFile))
+		args = append(args, "--config "+shell.Quote(configFile))
 	}
-	args = append(args, "--llm-provider "+shellQuote(c.provider))
+	args = append(args, "--llm-provider "+shell.Quote(c.provider))
 	if c.baseURL != "" {
-		args = append(args, "--llm-base-url "+shellQuote(c.baseURL))
+		args = append(args, "--llm-base-url "+shell.Quote(c.baseURL))
 	}
 	if c.model != "" {
-		args = append(args, "--llm-model "+shellQuote(c.model))
+		args = append(args, "--llm-model "+shell.Quote(c.model))
 	}
 	if c.keyEnv != APIKeyEnv {
-		args = append(args, "--llm-api-key-env "+shellQuote(c.keyEnv))
+		args = append(args, "--llm-api-key-env "+shell.Quote(c.keyEnv))
 	}
 	return strings.Join(args, " ")
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but safe
-// characters.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // defaultMaxConcurrent is --max-concurrent's default: 16 streams per core.

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -333,7 +332,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 		fmt.Fprintf(env.stdout, "wrote %s\n", abs)
 	}
 	if rs := rep.Recommendation.Setting; rs != nil {
-		writeApply(env.stdout, *rs, args)
+		sweep.WriteApply(env.stdout, *rs, args, postgres.RedactURL)
 	}
 	if werr != nil {
 		return werr
@@ -407,57 +406,6 @@ func checkServerRecordsHere(ctx context.Context, asker sweep.Asker, store *postg
 		return &usageError{msg: err.Error()}
 	}
 	return err
-}
-
-// writeApply prints how to apply the recommended setting (serve's flags and
-// the --config snippet, which set the defaults an ask without top_k or
-// rerank_top_n gets) and the sweep that measures it alone to confirm it: the
-// same arguments with the knob lists replaced by the recommended values.
-func writeApply(w io.Writer, rs sweep.Setting, args []string) {
-	flags := fmt.Sprintf("--top-k %d --rerank-top-n %d", rs.TopK, rs.RerankTopN)
-	snippet := fmt.Sprintf("  [serve]\n  top_k = %d\n  rerank_top_n = %d\n", rs.TopK, rs.RerankTopN)
-	if rs.MaxContextTokens > 0 {
-		flags += fmt.Sprintf(" --max-context-tokens %d", rs.MaxContextTokens)
-		snippet += fmt.Sprintf("  max_context_tokens = %d\n", rs.MaxContextTokens)
-	}
-	if rs.Retrieval != "" {
-		flags += " --retrieval " + rs.Retrieval
-		snippet += fmt.Sprintf("  retrieval = %q\n", rs.Retrieval)
-	}
-	if rs.VectorK > 0 {
-		flags += fmt.Sprintf(" --vector-k %d", rs.VectorK)
-		snippet += fmt.Sprintf("  vector_k = %d\n", rs.VectorK)
-	}
-	if rs.LexicalK > 0 {
-		flags += fmt.Sprintf(" --lexical-k %d", rs.LexicalK)
-		snippet += fmt.Sprintf("  lexical_k = %d\n", rs.LexicalK)
-	}
-	fmt.Fprintf(w, "\napply the recommendation: ragtime serve %s\nor in serve's --config file (TOML):\n%s", flags, snippet)
-	rerun := []string{"ragtime", "sweep"}
-	skip := map[string]bool{"top-k": true, "rerank-top-n": true, "max-context-tokens": true, "out": true,
-		"retrieval": true, "vector-k": true, "lexical-k": true}
-	for i := 0; i < len(args); i++ {
-		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
-		if strings.HasPrefix(args[i], "-") && skip[name] {
-			if !hasValue {
-				i++ // the value follows
-			}
-			continue
-		}
-		arg := args[i]
-		if name == "database-url" { // the URL may carry a password
-			if hasValue {
-				arg = args[i][:strings.Index(args[i], "=")+1] + postgres.RedactURL(args[i][strings.Index(args[i], "=")+1:])
-			} else if i+1 < len(args) {
-				rerun = append(rerun, arg)
-				i++
-				arg = postgres.RedactURL(args[i])
-			}
-		}
-		rerun = append(rerun, shellQuote(arg))
-	}
-	rerun = append(rerun, strings.Fields(flags)...)
-	fmt.Fprintf(w, "confirm it with a sweep of that setting alone:\n  %s\n", strings.Join(rerun, " "))
 }
 
 // admissionNote returns an api.Client OnWait that says once, on w, that the

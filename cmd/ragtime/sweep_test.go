@@ -557,19 +557,6 @@ func TestDocsQuestionsFile(t *testing.T) {
 	}
 }
 
-func TestWriteApplyHidesThePassword(t *testing.T) {
-	t.Parallel()
-	var b strings.Builder
-	writeApply(&b, sweep.Setting{TopK: 8, RerankTopN: 3}, []string{"--database-url", "postgres://u:s3cret@h/db", "--top-k=1,2", "--out", "x", "--runs", "2"})
-	out := b.String()
-	if strings.Contains(out, "s3cret") || !strings.Contains(out, "ragtime sweep --database-url postgres://u:xxxxx@h/db --runs 2 --top-k 8 --rerank-top-n 3\n") {
-		t.Errorf("writeApply:\n%s", out)
-	}
-	if !strings.Contains(out, "ragtime serve --top-k 8 --rerank-top-n 3\n") || strings.Contains(out, "max_context_tokens") {
-		t.Errorf("a server-mode setting (no budget) must not print a budget:\n%s", out)
-	}
-}
-
 // TestSweepWarmCacheWarns: with --warm-cache the simulator's prefix cache
 // serves the repeated runs, and the sweep says the setting's figures rest
 // on cache hits, in its table and its files.
@@ -617,7 +604,7 @@ func cacheWarnings(warnings []string) int {
 func TestSweepSnippetRetrievalKeys(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	writeApply(&b, sweep.Setting{TopK: 8, RerankTopN: 0, Retrieval: pipeline.RetrievalHybrid, VectorK: 20, LexicalK: 40}, nil)
+	sweep.WriteApply(&b, sweep.Setting{TopK: 8, RerankTopN: 0, Retrieval: pipeline.RetrievalHybrid, VectorK: 20, LexicalK: 40}, nil, postgres.RedactURL)
 	_, snippet, ok := strings.Cut(b.String(), "(TOML):\n")
 	snippet, _, _ = strings.Cut(snippet, "confirm it")
 	if !ok || !strings.Contains(snippet, `retrieval = "hybrid"`) {
