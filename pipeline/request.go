@@ -241,10 +241,10 @@ func (e *ValidationError) Error() string { return e.Message }
 // min_chunks), from the API's decoding to NormalizeWith, the one place that
 // turns it into a default.
 //
-// A sentinel rather than a pointer because every stage reads the resolved
-// knobs as plain ints (some two hundred reads, the record's figures among
-// them): a *int in Request would put a dereference, and a nil to guard, in
-// each, or a second set of fields beside the resolved ones. A pointer buys
+// A sentinel rather than a pointer because the stages, the record, the
+// sweep and the clients read the resolved knobs as plain ints: a *int in
+// Request would put a dereference, and a nil to guard, in each read, or a
+// second set of fields beside the resolved ones. A pointer buys
 // nothing here that the sentinel does not give: no knob's range comes near
 // math.MinInt (all are ≥ 0), and encoding/json leaves a field the body does
 // not name, or names as null, untouched, so a body whose knobs start at
