@@ -676,16 +676,72 @@ const catchUpRoom = 4096
 // more are waiting it applies them without the lock and looks again.
 const catchUpLocked = 64
 
-// compact is Compact; the caller holds compactMu (not writeMu).
+// compaction is one compaction's state as it goes through the phases of
+// docs/index.md (Compaction), from generation gen-1 to gen.
+type compaction struct {
+	gen   uint64
+	stats CompactStats
+	// seg is the new log segment (startSegment); old the log it replaces
+	// and live the state frozen (freeze), given back by unfreeze if the
+	// compaction fails before its commit point.
+	seg, old *indexLog
+	live     *state
+	// frozen is live's frozen copy, dropped once its files are written.
+	frozen *state
+	// idxTmp, graphTmp and lexTmp are the new files before their renames
+	// (graphTmp is empty with no graph); nst is the new state read back
+	// from them, id its snapshot file's identity (writeFiles).
+	idxTmp, graphTmp, lexTmp string
+	nst                      *state
+	id                       fileID
+}
+
+// compact is Compact; the caller holds compactMu (not writeMu). Its phases
+// are the steps of docs/index.md (Compaction).
 func (ix *Index) compact() (CompactStats, error) {
 	start := time.Now()
 	gen := ix.generation.Load() + 1 // only compactions change it, one at a time
-	stats := CompactStats{Generation: gen}
-	stats.BytesBefore, _ = ix.DiskSize()
+	c := &compaction{gen: gen, stats: CompactStats{Generation: gen}}
+	c.stats.BytesBefore, _ = ix.DiskSize()
 	wrap := func(err error) error { return fmt.Errorf("compacting the index in %s: %w", ix.dir, err) }
 
-	// The graph file must hold every chunk: chunks loaded but not linked
-	// yet are linked first, a wave per hold of the locks.
+	ix.linkLoaded()
+	if err := ix.startSegment(c); err != nil {
+		return c.stats, wrap(err)
+	}
+	if err := ix.freeze(c); err != nil {
+		return c.stats, wrap(err)
+	}
+	err := ix.writeFiles(c)
+	if err == nil {
+		err = ix.commit(c)
+	}
+	if err != nil {
+		return c.stats, wrap(ix.abandon(c, err))
+	}
+	// The snapshot's rename must be durable before the segment's: the other
+	// way round, a crash could leave the old snapshot without the old log.
+	derr := syncDir(ix.dir)
+	ix.step("committed")
+
+	linkLater := ix.catchUpAndSwap(c)
+	derr = ix.renameSegment(c, derr)
+	c.old.f.Close() // its records are all in the snapshot
+	if derr != nil {
+		return c.stats, wrap(derr)
+	}
+	if linkLater {
+		ix.linkInBackground(c.nst, nil)
+	}
+	c.stats.BytesAfter, _ = ix.DiskSize()
+	c.stats.Took = time.Since(start)
+	return c.stats, nil
+}
+
+// linkLoaded links the chunks loaded but not linked yet, a wave per hold
+// of the locks, since the graph file must hold every chunk. It changes
+// nothing on disk: a crash during it leaves the index as it was.
+func (ix *Index) linkLoaded() {
 	for {
 		ix.mu.RLock()
 		st := ix.st
@@ -694,8 +750,16 @@ func (ix *Index) compact() (CompactStats, error) {
 			break
 		}
 	}
-	// The new segment, made durable before any writer waits for it.
-	h := logHeader(ix.dim, gen, ix.embedder)
+}
+
+// startSegment is step 1 of docs/index.md (Segment): it creates the new
+// log segment, durable (written as a temporary file, fsynced, renamed, the
+// directory fsynced) before any writer waits for it, and opens it in
+// c.seg. A crash after it leaves snapshot G, log G and an empty segment
+// G+1, which the next open appends to the log and removes; on failure it
+// removes the segment.
+func (ix *Index) startSegment(c *compaction) error {
+	h := logHeader(ix.dim, c.gen, ix.embedder)
 	segTmp, err := writeTemp(ix.dir, nextLogFileName, func(f *os.File) error {
 		_, err := f.Write(h)
 		return err
@@ -710,22 +774,29 @@ func (ix *Index) compact() (CompactStats, error) {
 			os.Remove(ix.nextPath)
 		}
 	}
-	var seg *indexLog
 	if err == nil {
-		if seg, err = openLogForAppend(ix.nextPath, int64(len(h)), int64(len(h))); err != nil {
+		if c.seg, err = openLogForAppend(ix.nextPath, int64(len(h)), int64(len(h))); err != nil {
 			os.Remove(ix.nextPath)
 		}
 	}
 	if err != nil {
-		return stats, wrap(fmt.Errorf("starting log segment %s: %w", ix.nextPath, err))
+		return fmt.Errorf("starting log segment %s: %w", ix.nextPath, err)
 	}
+	return nil
+}
 
-	// The freeze, in one short hold of the writer lock: the old log is
-	// synced (the commit must not become durable before the writes it
-	// folds in), writes go to the segment from now on, and the snapshot
-	// is written from a frozen copy of the state.
-	// The bulk of that fsync happens before the lock (an ingest saves
-	// every 100 documents): the one under it flushes what came since.
+// freeze is step 2 of docs/index.md (Freeze), in one short hold of the
+// writer lock: the old log is synced (the commit must not become durable
+// before the writes it folds in), writes go to the segment from now on
+// (and are kept in ix.pending for catchUpAndSwap), and the state is
+// frozen for the files to be written from (c.frozen). The bulk of that
+// fsync happens before the lock (an ingest saves every 100 documents):
+// the one under it flushes what came since. A crash after it leaves
+// snapshot G, log G and segment G+1 holding the writes since, which the
+// next open replays and appends to the log; on failure (the index was
+// closed, the fsync failed) it closes and removes the segment and writes
+// go on to the log.
+func (ix *Index) freeze(c *compaction) error {
 	ix.writeMu.Lock()
 	cur := ix.log
 	ix.writeMu.Unlock()
@@ -736,50 +807,61 @@ func (ix *Index) compact() (CompactStats, error) {
 	held := time.Now()
 	if ix.log == nil {
 		ix.writeMu.Unlock()
-		seg.f.Close()
+		c.seg.f.Close()
 		os.Remove(ix.nextPath)
-		return stats, wrap(errors.New("the index was closed"))
+		return errors.New("the index was closed")
 	}
 	for ix.linkSome(ix.st, true) { // what a write may have loaded since: normally nothing
 	}
 	if err := ix.log.sync(); err != nil {
 		ix.writeMu.Unlock()
-		seg.f.Close()
+		c.seg.f.Close()
 		os.Remove(ix.nextPath)
-		return stats, wrap(err)
+		return err
 	}
-	old, live := ix.log, ix.st
-	stats.LogBytes = old.size - old.base
-	ix.prevLog, ix.log = old, seg
-	frozen := live.freeze()
+	c.old, c.live = ix.log, ix.st
+	c.stats.LogBytes = c.old.size - c.old.base
+	ix.prevLog, ix.log = c.old, c.seg
+	c.frozen = c.live.freeze()
 	ix.pending, ix.catching = nil, true
-	stats.Freeze = time.Since(held)
+	c.stats.Freeze = time.Since(held)
 	ix.writeMu.Unlock()
 	ix.step("frozen")
-	stats.Documents, stats.Chunks, stats.Reclaimed = len(frozen.docs), frozen.live, len(frozen.alive)-frozen.live
+	frozen := c.frozen
+	c.stats.Documents, c.stats.Chunks, c.stats.Reclaimed = len(frozen.docs), frozen.live, len(frozen.alive)-frozen.live
+	return nil
+}
 
-	// Written and read back with no lock held.
-	graphPath := filepath.Join(ix.dir, graphFileName)
-	var idxTmp, graphTmp, lexTmp string
-	var nst *state
-	var id fileID
-	idxTmp, err = writeTemp(ix.dir, indexFileName, func(f *os.File) error {
+// writeFiles is step 3 of docs/index.md (Files), with no lock held: the
+// snapshot and the graph of the frozen state are written as temporary
+// files and read back as the new state (c.nst: the live chunks only,
+// renumbered, and the graph without the deleted nodes), and the lexical
+// index of that state (the snapshot's, nothing caught up yet) is written
+// as a temporary file too. A crash during it leaves `*.tmp` files beside
+// snapshot G, log G and segment G+1, which the next open removes; on
+// failure the caller abandons the compaction.
+func (ix *Index) writeFiles(c *compaction) error {
+	gen, frozen := c.gen, c.frozen
+	var err error
+	c.idxTmp, err = writeTemp(ix.dir, indexFileName, func(f *os.File) error {
 		return ix.writeState(&chunkSyncer{f: f}, frozen, gen)
 	})
 	if err == nil && frozen.graph != nil {
-		graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
+		c.graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
 			return writeGraph(&chunkSyncer{f: f}, frozen, ix.dim, frozen.fileOrder(), gen)
 		})
 	}
-	frozen = nil
+	c.frozen, frozen = nil, nil
 	if err == nil {
 		// The reclaimed state: the live chunks only, renumbered, and the
 		// graph without the deleted nodes.
-		nst, _, id, err = ix.readFileAt(idxTmp, catchUpRoom)
+		var nst *state
+		nst, _, c.id, err = ix.readFileAt(c.idxTmp, catchUpRoom)
+		c.nst = nst
 		if err == nil {
 			nst.indexAll()
 			if !ix.exact {
-				nst.graph, err = readGraph(graphTmp, len(nst.chunks), gen)
+				nst.graph, err = readGraph(c.graphTmp, len(nst.chunks), gen)
 			}
 		}
 		if err == nil && nst.graph != nil {
@@ -792,45 +874,65 @@ func (ix *Index) compact() (CompactStats, error) {
 	if err == nil {
 		// The lexical index of the state read back: the snapshot's, nothing
 		// caught up yet.
-		lexTmp, err = writeLexicalTemp(ix.dir, nst, gen)
+		c.lexTmp, err = writeLexicalTemp(ix.dir, c.nst, gen)
 	}
+	return err
+}
+
+// commit is step 4 of docs/index.md (Commit) but for its directory fsync:
+// the graph and the lexical index are renamed into place first, then the
+// snapshot, the commit point. A crash before that rename leaves snapshot
+// G, log G and segment G+1, perhaps beside a graph and a lexical index of
+// G+1 that the old snapshot does not match, which the next open rebuilds;
+// a crash after it leaves snapshot G+1, log G and segment G+1, which the
+// next open finishes. On failure (before the commit point) the caller
+// abandons the compaction.
+func (ix *Index) commit(c *compaction) error {
+	err := ix.step("commit")
 	if err == nil {
-		err = ix.step("commit")
-	}
-	// The commit: the graph and the lexical index first (a crash right
-	// after them leaves files the old snapshot does not match, which the
-	// next open rebuilds), then the snapshot.
-	if err == nil {
-		if graphTmp != "" {
-			err = os.Rename(graphTmp, graphPath)
+		graphPath := filepath.Join(ix.dir, graphFileName)
+		if c.graphTmp != "" {
+			err = os.Rename(c.graphTmp, graphPath)
 		} else if err = os.Remove(graphPath); errors.Is(err, fs.ErrNotExist) {
 			err = nil
 		}
 	}
 	if err == nil {
-		err = os.Rename(lexTmp, filepath.Join(ix.dir, lexFileName))
+		err = os.Rename(c.lexTmp, filepath.Join(ix.dir, lexFileName))
 	}
 	if err == nil {
 		err = ix.step("lexical renamed")
 	}
 	if err == nil {
-		err = os.Rename(idxTmp, ix.path) // the commit point
+		err = os.Rename(c.idxTmp, ix.path) // the commit point
 	}
-	if err != nil {
-		for _, t := range []string{idxTmp, graphTmp, lexTmp} {
-			if t != "" {
-				os.Remove(t)
-			}
-		}
-		return stats, wrap(errors.Join(err, ix.unfreeze(live)))
-	}
-	// The snapshot's rename must be durable before the segment's: the other
-	// way round, a crash could leave the old snapshot without the old log.
-	derr := syncDir(ix.dir)
-	ix.step("committed")
+	return err
+}
 
-	// Catch up with the writes made meanwhile, the bulk without the lock.
+// abandon undoes a compaction that failed (err) before its commit point:
+// it removes the temporary files and gives the segment's records back to
+// the log (unfreeze), leaving snapshot G and log G as before it started.
+func (ix *Index) abandon(c *compaction, err error) error {
+	for _, t := range []string{c.idxTmp, c.graphTmp, c.lexTmp} {
+		if t != "" {
+			os.Remove(t)
+		}
+	}
+	return errors.Join(err, ix.unfreeze(c.live))
+}
+
+// catchUpAndSwap is the first half of step 5 of docs/index.md (Catch up
+// and swap), after the commit point: the writes made since the freeze
+// are applied to the new state, the bulk without the lock, the last few
+// (at most catchUpLocked) holding the writer lock, in the same hold as the
+// new state replaces the old one. It changes nothing on disk: a crash
+// during it leaves snapshot G+1, log G and segment G+1, which the next
+// open finishes. It reports whether chunks are left to link in the
+// background.
+func (ix *Index) catchUpAndSwap(c *compaction) bool {
+	nst := c.nst
 	var recs []*logRecord
+	var held time.Time
 	for {
 		ix.writeMu.Lock()
 		held = time.Now()
@@ -849,12 +951,22 @@ func (ix *Index) compact() (CompactStats, error) {
 	ix.st = nst
 	ix.version++
 	ix.mu.Unlock()
-	ix.generation.Store(gen)
-	ix.snap, ix.snapBytes = id, id.size
-	stats.Swap = time.Since(held)
+	ix.generation.Store(c.gen)
+	ix.snap, ix.snapBytes = c.id, c.id.size
+	c.stats.Swap = time.Since(held)
 	ix.writeMu.Unlock()
-	// Writes go on appending to the segment, through its descriptor,
-	// while it is renamed over the log.
+	return linkLater
+}
+
+// renameSegment is the end of step 5 of docs/index.md: the segment is
+// renamed over the log and the directory fsynced, while writes go on
+// appending to it through its descriptor; derr is the error of the
+// directory fsync after the commit, if any, which forbids the rename. A
+// crash before the rename leaves snapshot G+1, log G and segment G+1 (the
+// next open finishes), after it snapshot G+1 and log G+1. On failure
+// writes are refused until an open finishes the compaction; it returns
+// that failure.
+func (ix *Index) renameSegment(c *compaction, derr error) error {
 	if derr == nil {
 		derr = os.Rename(ix.nextPath, ix.logPath)
 	}
@@ -866,22 +978,13 @@ func (ix *Index) compact() (CompactStats, error) {
 		// Appending to the segment would be lost if it never became the
 		// log: refuse writes until an open finishes the compaction.
 		if ix.log != nil {
-			ix.log.broken = fmt.Errorf("the compaction to generation %d could not rename %s over the log: %w", gen, ix.nextPath, derr)
+			ix.log.broken = fmt.Errorf("the compaction to generation %d could not rename %s over the log: %w", c.gen, ix.nextPath, derr)
 		}
 	} else if ix.log != nil {
 		ix.log.path = ix.logPath
 	}
 	ix.writeMu.Unlock()
-	old.f.Close() // its records are all in the snapshot
-	if derr != nil {
-		return stats, wrap(derr)
-	}
-	if linkLater {
-		ix.linkInBackground(nst, nil)
-	}
-	stats.BytesAfter, _ = ix.DiskSize()
-	stats.Took = time.Since(start)
-	return stats, nil
+	return derr
 }
 
 // hasRoom reports whether st's slab and graph arrays have room for the
