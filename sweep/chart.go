@@ -76,8 +76,52 @@ const (
 // the right, the TTFT budget as a dashed line, and the legend under the
 // plot.
 func (r *Report) Chart(w io.Writer) error {
-	n := len(r.Settings)
 	labels := r.xLabels()
+	c := r.layout(labels)
+	c.head(r)
+	c.leftAxis()
+	c.bars(r.Settings, labels)
+	for si, col := range stageColors {
+		c.legend(stageNames[si], func(x, y float64) { c.s.rect(x, y-6, 26, 12, col) })
+	}
+	c.recall(r)
+	if budget := r.Params.TTFTBudgetMs; budget > 0 && budget < c.yMax {
+		c.s.line(c.plotLeft, c.yAt(budget), c.plotRight, c.yAt(budget), budgetLine)
+		c.legend(fmt.Sprintf("TTFT p95 budget (%g ms)", budget), func(x, y float64) { c.s.line(x, y, x+26, y, budgetLine) })
+	}
+	c.s.WriteString("</svg>\n")
+	if _, err := c.s.WriteTo(w); err != nil {
+		return fmt.Errorf("writing the chart: %w", err)
+	}
+	return nil
+}
+
+// chart is one chart being drawn: the SVG so far and its layout.
+type chart struct {
+	s svg
+	// The plot area, and the data ranges its x and y span (xAt, yAt).
+	plotLeft, plotRight, plotTop, plotBottom float64
+	xMin, xMax, yMax                         float64
+	// top is the left axis' top label, where recall 1.0 sits.
+	top float64
+	// center is the plot's middle; axisTitleY the x axis title's baseline
+	// (under the labels), legendTop the legend's first row.
+	center, axisTitleY, legendTop float64
+	// keys counts the legend's entries so far.
+	keys int
+}
+
+// xAt and yAt place setting v's group and value v (ms) in the plot.
+func (c *chart) xAt(v float64) float64 {
+	return c.plotLeft + (v-c.xMin)/(c.xMax-c.xMin)*(c.plotRight-c.plotLeft)
+}
+
+func (c *chart) yAt(v float64) float64 { return c.plotBottom - v/c.yMax*(c.plotBottom-c.plotTop) }
+
+// layout sizes the chart for r's settings and their x labels and opens the
+// SVG document with its white background.
+func (r *Report) layout(labels [][]string) *chart {
+	n := len(r.Settings)
 	labelLines := 1
 	for _, l := range labels {
 		labelLines = max(labelLines, len(l))
@@ -99,47 +143,56 @@ func (r *Report) Chart(w io.Writer) error {
 		maxMs = 1
 	}
 	top := niceCeil(maxMs * 1.1)
-	yMax := top * 1.05
 	// Room for the outer bars of the first and last groups.
-	xMin, xMax := -0.6, float64(n)-0.4
-	xAt := func(v float64) float64 { return plotLeft + (v-xMin)/(xMax-xMin)*(plotRight-plotLeft) }
-	yAt := func(v float64) float64 { return plotBottom - v/yMax*(plotBottom-plotTop) }
+	c := &chart{plotLeft: plotLeft, plotRight: plotRight, plotTop: plotTop, plotBottom: plotBottom,
+		xMin: -0.6, xMax: float64(n) - 0.4, yMax: top * 1.05, top: top,
+		center: (plotLeft + plotRight) / 2, axisTitleY: axisTitleY, legendTop: legendTop}
 
-	var s svg
-	fmt.Fprintf(&s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"Liberation Sans, Arial, Helvetica, sans-serif\" font-size=\"13\">\n",
+	fmt.Fprintf(&c.s, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%s\" height=\"%s\" viewBox=\"0 0 %s %s\" font-family=\"Liberation Sans, Arial, Helvetica, sans-serif\" font-size=\"13\">\n",
 		num(chartWidth), num(height), num(chartWidth), num(height))
-	s.rect(0, 0, chartWidth, height, "#ffffff")
+	c.s.rect(0, 0, chartWidth, height, "#ffffff")
+	return c
+}
 
+// head writes the title and the sweep's parameters above the plot.
+func (c *chart) head(r *Report) {
 	prompts := "each prompt unique after the system prompt (cold prefill)"
 	if r.Params.WarmCache {
 		prompts = "prompts repeated (--warm-cache: prefix-cache hits)"
 	}
-	center := (plotLeft + plotRight) / 2
-	s.text(center, 24, ` text-anchor="middle" font-size="15"`, "TTFT by stage against top-k: left bar p50, right bar p95 (lighter)")
-	s.text(center, 44, ` text-anchor="middle"`, fmt.Sprintf("%d questions x %d runs, %s, sweep %s", r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID)))
-	s.text(center, 62, ` text-anchor="middle"`, prompts+"; under each k: prompt tokens cached")
+	c.s.text(c.center, 24, ` text-anchor="middle" font-size="15"`, "TTFT by stage against top-k: left bar p50, right bar p95 (lighter)")
+	c.s.text(c.center, 44, ` text-anchor="middle"`, fmt.Sprintf("%d questions x %d runs, %s, sweep %s", r.Params.Questions, r.Params.Runs, r.Mode, shortID(r.SweepID)))
+	c.s.text(c.center, 62, ` text-anchor="middle"`, prompts+"; under each k: prompt tokens cached")
+}
 
-	// Grid and left axis: labels at quarters of top, so the grid lines
-	// meet the right axis' 0, 0.25, ... 1 marks; fainter lines between.
+// leftAxis writes the grid and the left axis: labels at quarters of top,
+// so the grid lines meet the right axis' 0, 0.25, ... 1 marks; fainter
+// lines between.
+func (c *chart) leftAxis() {
+	s := &c.s
 	for i := range 9 {
-		v := top * float64(i) / 8
-		y := yAt(v)
+		v := c.top * float64(i) / 8
+		y := c.yAt(v)
 		if i%2 == 1 {
-			s.line(plotLeft, y, plotRight, y, ` stroke="#eeeeee"`)
+			s.line(c.plotLeft, y, c.plotRight, y, ` stroke="#eeeeee"`)
 			continue
 		}
-		s.line(plotLeft, y, plotRight, y, ` stroke="#d0d0d0"`)
-		s.line(plotLeft-4, y, plotLeft, y, ` stroke="#000000"`)
-		s.text(plotLeft-7, y+4, ` text-anchor="end"`, strconv.FormatFloat(v, 'f', -1, 64))
+		s.line(c.plotLeft, y, c.plotRight, y, ` stroke="#d0d0d0"`)
+		s.line(c.plotLeft-4, y, c.plotLeft, y, ` stroke="#000000"`)
+		s.text(c.plotLeft-7, y+4, ` text-anchor="end"`, strconv.FormatFloat(v, 'f', -1, 64))
 	}
-	s.line(plotLeft, plotBottom, plotLeft, plotTop, ` stroke="#000000"`)
-	s.line(plotLeft, plotBottom, plotRight, plotBottom, ` stroke="#000000"`)
-	s.text(22, (plotTop+plotBottom)/2, fmt.Sprintf(` text-anchor="middle" transform="rotate(-90 22 %s)"`, num((plotTop+plotBottom)/2)), "TTFT (ms)")
+	s.line(c.plotLeft, c.plotBottom, c.plotLeft, c.plotTop, ` stroke="#000000"`)
+	s.line(c.plotLeft, c.plotBottom, c.plotRight, c.plotBottom, ` stroke="#000000"`)
+	s.text(22, (c.plotTop+c.plotBottom)/2, fmt.Sprintf(` text-anchor="middle" transform="rotate(-90 22 %s)"`, num((c.plotTop+c.plotBottom)/2)), "TTFT (ms)")
+}
 
-	// The bars, stacked by stage, and the x labels under them.
-	barWidth := math.Min(30, 420/float64(max(1, n)))
-	for i, st := range r.Settings {
-		x := xAt(float64(i))
+// bars writes the bars, stacked by stage, the x labels under them and the
+// x axis' title.
+func (c *chart) bars(settings []Result, labels [][]string) {
+	s := &c.s
+	barWidth := math.Min(30, 420/float64(max(1, len(settings))))
+	for i, st := range settings {
+		x := c.xAt(float64(i))
 		for pi, b := range []Breakdown{st.Stack50, st.Stack95} {
 			left := x - barWidth
 			if pi == 1 {
@@ -154,73 +207,69 @@ func (r *Report) Chart(w io.Writer) error {
 				if pi == 1 {
 					fill = lighter(fill)
 				}
-				s.rect(left, yAt(base+v), barWidth, yAt(base)-yAt(base+v), fill)
+				s.rect(left, c.yAt(base+v), barWidth, c.yAt(base)-c.yAt(base+v), fill)
 				base += v
 			}
 		}
 		for li, l := range labels[i] {
-			s.text(x, plotBottom+18+float64(li)*lineHeight, ` text-anchor="middle"`, l)
+			s.text(x, c.plotBottom+18+float64(li)*lineHeight, ` text-anchor="middle"`, l)
 		}
 	}
-	s.text(center, axisTitleY, ` text-anchor="middle"`, "top_k")
+	s.text(c.center, c.axisTitleY, ` text-anchor="middle"`, "top_k")
+}
 
-	legend := func(k int, name string, mark func(x, y float64)) {
-		x := plotLeft + float64(k/legendRows)*(plotRight-plotLeft)/2
-		y := legendTop + float64(k%legendRows)*legendRowGap
-		mark(x, y)
-		s.text(x+34, y+4, "", name)
-	}
-	for si, c := range stageColors {
-		legend(si, stageNames[si], func(x, y float64) { s.rect(x, y-6, 26, 12, c) })
-	}
-	keys := len(stageColors)
+// legend writes the legend's next entry: its mark, drawn by mark at x, y,
+// and its name; the entries fill two columns of legendRows.
+func (c *chart) legend(name string, mark func(x, y float64)) {
+	k := c.keys
+	c.keys++
+	x := c.plotLeft + float64(k/legendRows)*(c.plotRight-c.plotLeft)/2
+	y := c.legendTop + float64(k%legendRows)*legendRowGap
+	mark(x, y)
+	c.s.text(x+34, y+4, "", name)
+}
 
-	// recall@k on the right axis, drawn on the left axis' scale.
+// recall writes recall@k on the right axis, drawn on the left axis' scale,
+// with its legend entry and the right axis; nothing when no setting has a
+// recall.
+func (c *chart) recall(r *Report) {
+	s := &c.s
 	var pts [][2]float64
 	for i, st := range r.Settings {
 		if st.Recall != nil {
-			pts = append(pts, [2]float64{xAt(float64(i)), yAt(*st.Recall * top)})
+			pts = append(pts, [2]float64{c.xAt(float64(i)), c.yAt(*st.Recall * c.top)})
 		}
 	}
-	if len(pts) > 0 {
-		// Neighbours that differ in more than k get no line between them:
-		// it would suggest a trend that is not there.
-		joined := !r.variedKnobs()
-		if joined && len(pts) > 1 {
-			var p strings.Builder
-			for _, pt := range pts {
-				fmt.Fprintf(&p, "%s,%s ", num(pt[0]), num(pt[1]))
-			}
-			fmt.Fprintf(&s, "<polyline points=\"%s\" fill=\"none\"%s/>\n", strings.TrimSpace(p.String()), recallLine)
-		}
+	if len(pts) == 0 {
+		return
+	}
+	// Neighbours that differ in more than k get no line between them:
+	// it would suggest a trend that is not there.
+	joined := !r.variedKnobs()
+	if joined && len(pts) > 1 {
+		var p strings.Builder
 		for _, pt := range pts {
-			s.circle(pt[0], pt[1])
+			fmt.Fprintf(&p, "%s,%s ", num(pt[0]), num(pt[1]))
 		}
-		legend(keys, "recall@k (right axis)", func(x, y float64) {
-			if joined {
-				s.line(x, y, x+26, y, recallLine)
-			}
-			s.circle(x+13, y)
-		})
-		keys++
-		s.line(plotRight, plotBottom, plotRight, yAt(top), ` stroke="#000000"`)
-		for _, v := range []float64{0, 0.25, 0.5, 0.75, 1} {
-			y := yAt(v * top)
-			s.line(plotRight, y, plotRight+4, y, ` stroke="#000000"`)
-			s.text(plotRight+7, y+4, "", strconv.FormatFloat(v, 'f', 2, 64))
+		fmt.Fprintf(s, "<polyline points=\"%s\" fill=\"none\"%s/>\n", strings.TrimSpace(p.String()), recallLine)
+	}
+	for _, pt := range pts {
+		s.circle(pt[0], pt[1])
+	}
+	c.legend("recall@k (right axis)", func(x, y float64) {
+		if joined {
+			s.line(x, y, x+26, y, recallLine)
 		}
-		lx, ly := plotRight+56, (plotTop+plotBottom)/2
-		s.text(lx, ly, fmt.Sprintf(` text-anchor="middle" transform="rotate(90 %s %s)"`, num(lx), num(ly)), "recall@k (documents in the context)")
+		s.circle(x+13, y)
+	})
+	s.line(c.plotRight, c.plotBottom, c.plotRight, c.yAt(c.top), ` stroke="#000000"`)
+	for _, v := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		y := c.yAt(v * c.top)
+		s.line(c.plotRight, y, c.plotRight+4, y, ` stroke="#000000"`)
+		s.text(c.plotRight+7, y+4, "", strconv.FormatFloat(v, 'f', 2, 64))
 	}
-	if budget := r.Params.TTFTBudgetMs; budget > 0 && budget < yMax {
-		s.line(plotLeft, yAt(budget), plotRight, yAt(budget), budgetLine)
-		legend(keys, fmt.Sprintf("TTFT p95 budget (%g ms)", budget), func(x, y float64) { s.line(x, y, x+26, y, budgetLine) })
-	}
-	s.WriteString("</svg>\n")
-	if _, err := s.WriteTo(w); err != nil {
-		return fmt.Errorf("writing the chart: %w", err)
-	}
-	return nil
+	lx, ly := c.plotRight+56, (c.plotTop+c.plotBottom)/2
+	s.text(lx, ly, fmt.Sprintf(` text-anchor="middle" transform="rotate(90 %s %s)"`, num(lx), num(ly)), "recall@k (documents in the context)")
 }
 
 // xLabels returns each setting's label under the x axis, one string per

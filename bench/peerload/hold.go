@@ -83,58 +83,99 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	h := cfg.hold
 	ctx, cancel := context.WithTimeout(context.Background(), h.limit)
 	defer cancel()
-	ragtime, pid := h.target == "ragtime", cfg.ragtimePID
-	askURL := func(q string, tokens int) string {
-		return fmt.Sprintf("%s/ask?q=%s&top_k=%d&rerank_top_n=0&max_tokens=%d", cfg.ragtimeURL, url.QueryEscape(q), cfg.topK, tokens)
-	}
-	if !ragtime {
-		pid = cfg.relayPID
-		askURL = func(q string, tokens int) string {
-			return fmt.Sprintf("%s/ask?q=%s&max_tokens=%d", cfg.relayURL, url.QueryEscape(q), tokens)
-		}
-	}
-	probe := func() (ttfts []float64, at []time.Time, asks []askResult) {
-		first := time.Now()
-		for i := range h.probes {
-			if wait := time.Until(first.Add(time.Duration(i) * h.probeEvery)); wait > 0 {
-				select {
-				case <-ctx.Done():
-				case <-time.After(wait):
-				}
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			start := time.Now()
-			a := askSSE(ctx, hc, askURL(questions[i%len(questions)], h.probeTokens), ragtime, nil)
-			if a.err == "" {
-				ttfts, at, asks = append(ttfts, ms(a.ttft)), append(at, start), append(asks, a)
-			}
-		}
-		return ttfts, at, asks
-	}
-	res := holdResult{heldErrKinds: map[string]int{}}
-	res.idle, _, res.idleAsks = probe()
-	res.rssIdleKB = rssKB(pid)
+	r := newHoldRun(cfg, hc)
+	r.res.idle, _, r.res.idleAsks = r.probe(ctx)
+	r.res.rssIdleKB = rssKB(r.pid)
 
 	heldCtx, stopHeld := context.WithCancel(ctx)
 	defer stopHeld()
-	var open atomic.Int64 // streams past their first token and not ended
-	var started atomic.Int64
-	var mu sync.Mutex
 	var wg sync.WaitGroup
+	r.holdStreams(heldCtx, &wg)
+	// Every stream has streamed a token: all are open at once.
+	for r.started.Load() < int64(h.streams) && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.measureHeld(ctx, out)
+	stopHeld()
+	wg.Wait()
+	if ctx.Err() != nil {
+		return fmt.Errorf("-hold: the run hit its %s limit", h.limit)
+	}
+	reportHold(out, cfg, r.res)
+	return nil
+}
+
+// holdRun is one -hold run: its target and what it measured so far.
+type holdRun struct {
+	cfg     *config
+	hc      *http.Client
+	ragtime bool // the target is ragtime, not the relay
+	pid     int  // the target's process
+	res     holdResult
+	// mu guards res's held-stream fields while the held streams run.
+	mu sync.Mutex
+	// open counts the streams past their first token and not ended;
+	// started the held asks that had their first token.
+	open, started atomic.Int64
+}
+
+func newHoldRun(cfg *config, hc *http.Client) *holdRun {
+	r := &holdRun{cfg: cfg, hc: hc, ragtime: cfg.hold.target == "ragtime", pid: cfg.ragtimePID,
+		res: holdResult{heldErrKinds: map[string]int{}}}
+	if !r.ragtime {
+		r.pid = cfg.relayPID
+	}
+	return r
+}
+
+// askURL is the target's /ask for question q, answered in tokens.
+func (r *holdRun) askURL(q string, tokens int) string {
+	if !r.ragtime {
+		return fmt.Sprintf("%s/ask?q=%s&max_tokens=%d", r.cfg.relayURL, url.QueryEscape(q), tokens)
+	}
+	return fmt.Sprintf("%s/ask?q=%s&top_k=%d&rerank_top_n=0&max_tokens=%d", r.cfg.ragtimeURL, url.QueryEscape(q), r.cfg.topK, tokens)
+}
+
+// probe asks the probes one at a time (starting every probeEvery) and
+// returns the TTFT (ms), start and answer of each that succeeded.
+func (r *holdRun) probe(ctx context.Context) (ttfts []float64, at []time.Time, asks []askResult) {
+	h := r.cfg.hold
+	first := time.Now()
+	for i := range h.probes {
+		if wait := time.Until(first.Add(time.Duration(i) * h.probeEvery)); wait > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		start := time.Now()
+		a := askSSE(ctx, r.hc, r.askURL(questions[i%len(questions)], h.probeTokens), r.ragtime, nil)
+		if a.err == "" {
+			ttfts, at, asks = append(ttfts, ms(a.ttft)), append(at, start), append(asks, a)
+		}
+	}
+	return ttfts, at, asks
+}
+
+// holdStreams opens the held streams over the ramp, each in a goroutine of
+// wg that asks again when its answer ends, until heldCtx is done.
+func (r *holdRun) holdStreams(heldCtx context.Context, wg *sync.WaitGroup) {
+	h, res := r.cfg.hold, &r.res
 	gap := h.ramp / time.Duration(max(h.streams, 1))
 	for i := range h.streams {
 		wg.Go(func() {
 			for heldCtx.Err() == nil {
-				mu.Lock()
+				r.mu.Lock()
 				res.heldStarts = append(res.heldStarts, time.Now())
-				mu.Unlock()
-				a := askHeld(heldCtx, hc, askURL(questions[i%len(questions)], cfg.maxTokens), ragtime, &open, &started)
+				r.mu.Unlock()
+				a := askHeld(heldCtx, r.hc, r.askURL(questions[i%len(questions)], r.cfg.maxTokens), r.ragtime, &r.open, &r.started)
 				if heldCtx.Err() != nil {
 					return // stopped by the run, not the server's doing
 				}
-				mu.Lock()
+				r.mu.Lock()
 				res.heldAsks++
 				if a.err != "" {
 					res.heldErrs++
@@ -142,38 +183,22 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 				} else {
 					res.heldTTFT = append(res.heldTTFT, ms(a.ttft))
 				}
-				mu.Unlock()
+				r.mu.Unlock()
 			}
 		})
 		time.Sleep(gap)
 	}
-	// Every stream has streamed a token: all are open at once.
-	for started.Load() < int64(h.streams) && ctx.Err() == nil {
-		time.Sleep(50 * time.Millisecond)
-	}
-	// RSS and open streams are sampled every 200 ms while the probes run;
-	// the median of each is reported (the peak right after the ramp holds
-	// the garbage of 2,000 retrievals not yet collected).
-	var rss, opened, cpuTotal []float64
-	stopSampling := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			rss = append(rss, float64(rssKB(pid)))
-			opened = append(opened, float64(open.Load()))
-			cpuTotal = append(cpuTotal, cpuMs(pid)+cpuMs(cfg.simPID)+cpuMs(os.Getpid()))
-			select {
-			case <-stopSampling:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+}
+
+// measureHeld measures the probes again with the streams held, and while
+// they run the target's RSS, the open streams, the processes' CPU and
+// context switches, the target's scheduling latency and llmsim's lag, and
+// the target's CPU profile when asked for.
+func (r *holdRun) measureHeld(ctx context.Context, out io.Writer) {
+	cfg, h, hc, pid, res := r.cfg, r.cfg.hold, r.hc, r.pid, &r.res
+	stopSampling := r.sample()
 	metricsURL := cfg.ragtimeURL + "/metrics"
-	if !ragtime {
+	if !r.ragtime {
 		metricsURL = cfg.relayURL + "/metrics"
 	}
 	sched := histogramBetween(ctx, hc, metricsURL, schedLatencies)
@@ -186,7 +211,7 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	} else {
 		profiled <- nil
 	}
-	res.loaded, res.loadedAt, res.loadedAsks = probe()
+	res.loaded, res.loadedAt, res.loadedAsks = r.probe(ctx)
 	secs := time.Since(t0).Seconds()
 	vol1, nonvol1 := ctxSwitches(pid)
 	res.sleepsPerSec, res.preemptsPerSec = float64(vol1-vol0)/secs, float64(nonvol1-nonvol0)/secs
@@ -205,17 +230,41 @@ func runHold(cfg *config, hc *http.Client, out io.Writer) error {
 	} else if h.profile != "" {
 		fmt.Fprintf(out, "CPU profile of %s over %s from the first held probe: %s (go tool pprof -top -cum <its binary> %s)\n", h.target, h.profileFor, h.profile, h.profile)
 	}
-	close(stopSampling)
-	<-sampled
+	rss, opened, cpuTotal := stopSampling()
 	res.rssHeldKB, res.openAtSample = int64(pct(rss, 50)), int64(pct(opened, 50))
 	res.busySecond, res.medianSecond = busiestSecond(cpuTotal, 5)
-	stopHeld()
-	wg.Wait()
-	if ctx.Err() != nil {
-		return fmt.Errorf("-hold: the run hit its %s limit", h.limit)
+}
+
+// sample samples the target's RSS, the open streams and the three
+// processes' CPU (the target, llmsim, this client) every 200 ms until
+// stopped, and returns what it sampled then. The median of the first two
+// is reported (the peak right after the ramp holds the garbage of 2,000
+// retrievals not yet collected).
+func (r *holdRun) sample() (stop func() (rss, opened, cpuTotal []float64)) {
+	pid, simPID := r.pid, r.cfg.simPID
+	var rss, opened, cpuTotal []float64
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rss = append(rss, float64(rssKB(pid)))
+			opened = append(opened, float64(r.open.Load()))
+			cpuTotal = append(cpuTotal, cpuMs(pid)+cpuMs(simPID)+cpuMs(os.Getpid()))
+			select {
+			case <-stopSampling:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() ([]float64, []float64, []float64) {
+		close(stopSampling)
+		<-sampled
+		return rss, opened, cpuTotal
 	}
-	reportHold(out, cfg, res)
-	return nil
 }
 
 // askHeld is askSSE for a held stream: it counts the stream open from its

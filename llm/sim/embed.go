@@ -108,78 +108,19 @@ func (s *Server) handleOllamaEmbed(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, dialect embedDialect) {
 	arrival := time.Now()
 	s.embeds.Add(1)
-	fail := func(status int, param, msg string) {
-		s.rejected.Add(1)
-		if dialect == dialectOllama {
-			writeJSON(w, status, map[string]string{"error": msg})
-			return
-		}
-		code := "invalid_request"
-		if status == http.StatusNotFound {
-			code = "model_not_found"
-		}
-		s.reject(w, status, code, param, msg)
-	}
 	if !s.authorized(r) {
 		s.rejected.Add(1)
 		s.writeAuthError(w)
 		return
 	}
-	var req embedRequest
-	if re := decodeBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), &req); re != nil {
-		fail(cmp.Or(re.Status, http.StatusBadRequest), re.Param, re.Message)
+	req, in, dim, re := s.readEmbedRequest(w, r, dialect)
+	if re != nil {
+		s.failEmbed(w, dialect, re)
 		return
-	}
-	if req.Model == "" {
-		fail(http.StatusBadRequest, "model", "model is required (llmsim, a simulator, embeds with any model name unless --model names one)")
-		return
-	}
-	if s.cfg.Model != "" && req.Model != s.cfg.Model {
-		fail(http.StatusNotFound, "model", fmt.Sprintf("The model %q does not exist on llmsim (a simulator); it serves %q (--model).", req.Model, s.cfg.Model))
-		return
-	}
-	if len(req.Input) == 0 || string(req.Input) == "null" {
-		fail(http.StatusBadRequest, "input", "input is required: a string or an array of strings")
-		return
-	}
-	var in embedInput
-	if err := in.decode(req.Input, s.counter.Decode); err != nil {
-		fail(http.StatusBadRequest, "input", err.Error())
-		return
-	}
-	switch {
-	case len(in.texts) == 0:
-		fail(http.StatusBadRequest, "input", "input must not be an empty array")
-		return
-	case len(in.texts) > maxEmbedInputs:
-		fail(http.StatusBadRequest, "input", fmt.Sprintf("input has %d texts; at most %d per request", len(in.texts), maxEmbedInputs))
-		return
-	}
-	if dialect == dialectOpenAI {
-		for i, t := range in.texts {
-			if t == "" {
-				fail(http.StatusBadRequest, "input", fmt.Sprintf("input[%d] is an empty string, which OpenAI's API rejects", i))
-				return
-			}
-		}
-	}
-	switch req.EncodingFormat {
-	case "", "float", "base64":
-	default:
-		fail(http.StatusBadRequest, "encoding_format", fmt.Sprintf("encoding_format must be float or base64, got %q", req.EncodingFormat))
-		return
-	}
-	dim := cmp.Or(s.cfg.EmbedDimensions, 512)
-	if req.Dimensions != nil {
-		dim = *req.Dimensions
-		if dim < retrieval.MinHashDimension || dim > retrieval.MaxHashDimension {
-			fail(http.StatusBadRequest, "dimensions", fmt.Sprintf("dimensions must be between %d and %d, got %d", retrieval.MinHashDimension, retrieval.MaxHashDimension, dim))
-			return
-		}
 	}
 	fault, err := s.pickFault(r)
 	if err != nil {
-		fail(http.StatusBadRequest, "X-Llmsim-Fault", err.Error())
+		s.failEmbed(w, dialect, &requestError{Param: "X-Llmsim-Fault", Message: err.Error()})
 		return
 	}
 	if s.injectJSONFault(w, r, fault, dialect == dialectOllama) {
@@ -187,7 +128,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, dialect
 	}
 	emb, err := retrieval.NewHashEmbedder(dim)
 	if err != nil { // dim was checked above
-		fail(http.StatusInternalServerError, "", err.Error())
+		s.failEmbed(w, dialect, &requestError{Status: http.StatusInternalServerError, Message: err.Error()})
 		return
 	}
 	vecs, err := emb.Embed(r.Context(), in.texts)
@@ -202,6 +143,78 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, dialect
 	if !s.sleepModelled(r.Context(), arrival.Add(cost)) {
 		return
 	}
+	writeEmbeddings(w, dialect, &req, vecs, tokens, arrival)
+}
+
+// failEmbed answers a rejected embedding request in the dialect's error
+// body: Ollama's {"error": ...}, or OpenAI's naming the field.
+func (s *Server) failEmbed(w http.ResponseWriter, dialect embedDialect, re *requestError) {
+	status := cmp.Or(re.Status, http.StatusBadRequest)
+	s.rejected.Add(1)
+	if dialect == dialectOllama {
+		writeJSON(w, status, map[string]string{"error": re.Message})
+		return
+	}
+	code := "invalid_request"
+	if status == http.StatusNotFound {
+		code = "model_not_found"
+	}
+	s.reject(w, status, code, re.Param, re.Message)
+}
+
+// readEmbedRequest reads and checks an embedding request: its model, its
+// texts, their encoding and the vectors' dimension (512 unless
+// --embed-dimensions or the request says).
+func (s *Server) readEmbedRequest(w http.ResponseWriter, r *http.Request, dialect embedDialect) (req embedRequest, in embedInput, dim int, re *requestError) {
+	fail := func(status int, param, msg string) (embedRequest, embedInput, int, *requestError) {
+		return req, in, 0, &requestError{Status: status, Param: param, Message: msg}
+	}
+	if re := decodeBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), &req); re != nil {
+		return fail(cmp.Or(re.Status, http.StatusBadRequest), re.Param, re.Message)
+	}
+	if req.Model == "" {
+		return fail(http.StatusBadRequest, "model", "model is required (llmsim, a simulator, embeds with any model name unless --model names one)")
+	}
+	if s.cfg.Model != "" && req.Model != s.cfg.Model {
+		return fail(http.StatusNotFound, "model", fmt.Sprintf("The model %q does not exist on llmsim (a simulator); it serves %q (--model).", req.Model, s.cfg.Model))
+	}
+	if len(req.Input) == 0 || string(req.Input) == "null" {
+		return fail(http.StatusBadRequest, "input", "input is required: a string or an array of strings")
+	}
+	if err := in.decode(req.Input, s.counter.Decode); err != nil {
+		return fail(http.StatusBadRequest, "input", err.Error())
+	}
+	switch {
+	case len(in.texts) == 0:
+		return fail(http.StatusBadRequest, "input", "input must not be an empty array")
+	case len(in.texts) > maxEmbedInputs:
+		return fail(http.StatusBadRequest, "input", fmt.Sprintf("input has %d texts; at most %d per request", len(in.texts), maxEmbedInputs))
+	}
+	if dialect == dialectOpenAI {
+		for i, t := range in.texts {
+			if t == "" {
+				return fail(http.StatusBadRequest, "input", fmt.Sprintf("input[%d] is an empty string, which OpenAI's API rejects", i))
+			}
+		}
+	}
+	switch req.EncodingFormat {
+	case "", "float", "base64":
+	default:
+		return fail(http.StatusBadRequest, "encoding_format", fmt.Sprintf("encoding_format must be float or base64, got %q", req.EncodingFormat))
+	}
+	dim = cmp.Or(s.cfg.EmbedDimensions, 512)
+	if req.Dimensions != nil {
+		dim = *req.Dimensions
+		if dim < retrieval.MinHashDimension || dim > retrieval.MaxHashDimension {
+			return fail(http.StatusBadRequest, "dimensions", fmt.Sprintf("dimensions must be between %d and %d, got %d", retrieval.MinHashDimension, retrieval.MaxHashDimension, dim))
+		}
+	}
+	return req, in, dim, nil
+}
+
+// writeEmbeddings answers an embedding request with vecs, in Ollama's body
+// or OpenAI's (base64 when the request asked).
+func writeEmbeddings(w http.ResponseWriter, dialect embedDialect, req *embedRequest, vecs [][]float32, tokens int, arrival time.Time) {
 	if dialect == dialectOllama {
 		writeJSON(w, http.StatusOK, map[string]any{
 			"model":             req.Model,

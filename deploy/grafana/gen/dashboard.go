@@ -48,26 +48,7 @@ func unit(u string) dashboard.DynamicConfigValue {
 // extractive 3 ms answer and a 150 ms model never share a percentile.
 func Dashboard() (dashboard.Dashboard, error) {
 	ds := ragtimeDS()
-	provider := dashboard.NewQueryVariableBuilder("provider").
-		Label("provider").
-		Description("The generator backend whose queries every panel reads (queries.provider).").
-		Datasource(ds).
-		Query(dashboard.StringOrMap{String: cog.ToPtr("SELECT DISTINCT provider FROM queries WHERE $__timeFilter(created_at) ORDER BY 1")}).
-		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-		Sort(dashboard.VariableSortAlphabeticalAsc)
-	model := dashboard.NewQueryVariableBuilder("model").
-		Label("model").
-		Description("The model whose queries every panel reads (queries.model), among the chosen provider's. One at a time: percentiles over two models describe neither.").
-		Datasource(ds).
-		Query(dashboard.StringOrMap{String: cog.ToPtr("SELECT DISTINCT model FROM queries WHERE $__timeFilter(created_at) AND provider IN (${provider:sqlstring}) ORDER BY 1")}).
-		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
-		Sort(dashboard.VariableSortAlphabeticalAsc)
-	url := dashboard.NewTextBoxVariableBuilder("ragtime_url").
-		Label("ragtime URL").
-		Description("Where ragtime serves its pages; the slow-query ids link to its waterfall.").
-		DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("http://localhost:8080")}).
-		Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("http://localhost:8080")}, Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("http://localhost:8080")}})
-
+	provider, model, url := variables(ds)
 	b := dashboard.NewDashboardBuilder("ragtime: where did TTFT go?").
 		Uid(UID).
 		Tags([]string{"ragtime", "ttft"}).
@@ -78,7 +59,45 @@ func Dashboard() (dashboard.Dashboard, error) {
 		WithVariable(provider).
 		WithVariable(model).
 		WithVariable(url)
+	ttftPanels(b, ds)
+	stagePanels(b, ds)
+	cacheAndNetworkPanels(b, ds)
+	tailPanels(b, ds)
 
+	d, err := b.Build()
+	if err != nil {
+		return dashboard.Dashboard{}, fmt.Errorf("building the dashboard: %w", err)
+	}
+	return d, nil
+}
+
+// variables are the dashboard's: the provider and the model every panel
+// reads, and where ragtime serves (for the slow queries' links).
+func variables(ds common.DataSourceRef) (provider, model *dashboard.QueryVariableBuilder, url *dashboard.TextBoxVariableBuilder) {
+	provider = dashboard.NewQueryVariableBuilder("provider").
+		Label("provider").
+		Description("The generator backend whose queries every panel reads (queries.provider).").
+		Datasource(ds).
+		Query(dashboard.StringOrMap{String: cog.ToPtr("SELECT DISTINCT provider FROM queries WHERE $__timeFilter(created_at) ORDER BY 1")}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc)
+	model = dashboard.NewQueryVariableBuilder("model").
+		Label("model").
+		Description("The model whose queries every panel reads (queries.model), among the chosen provider's. One at a time: percentiles over two models describe neither.").
+		Datasource(ds).
+		Query(dashboard.StringOrMap{String: cog.ToPtr("SELECT DISTINCT model FROM queries WHERE $__timeFilter(created_at) AND provider IN (${provider:sqlstring}) ORDER BY 1")}).
+		Refresh(dashboard.VariableRefreshOnTimeRangeChanged).
+		Sort(dashboard.VariableSortAlphabeticalAsc)
+	url = dashboard.NewTextBoxVariableBuilder("ragtime_url").
+		Label("ragtime URL").
+		Description("Where ragtime serves its pages; the slow-query ids link to its waterfall.").
+		DefaultValue(dashboard.StringOrMap{String: cog.ToPtr("http://localhost:8080")}).
+		Current(dashboard.VariableOption{Text: dashboard.StringOrArrayOfString{String: cog.ToPtr("http://localhost:8080")}, Value: dashboard.StringOrArrayOfString{String: cog.ToPtr("http://localhost:8080")}})
+	return provider, model, url
+}
+
+// ttftPanels are the first row: TTFT's percentiles and its share by stage.
+func ttftPanels(b *dashboard.DashboardBuilder, ds common.DataSourceRef) {
 	b.WithPanel(timeseries.NewPanelBuilder().Id(1).
 		Title("TTFT p50 / p95 / p99").
 		Description("Time to first answer token of the chosen model, percentiles per interval. p99 far above p50 (5x or more) is the bimodal signature of head-of-line blocking behind long prefills.").
@@ -105,7 +124,11 @@ FROM queries
 WHERE $__timeFilter(created_at) AND ttft_ms IS NOT NULL AND %F
 GROUP BY 1
 ORDER BY 1`))))
+}
 
+// stagePanels are the second row: the stages' percentiles and the top-k
+// trade-off.
+func stagePanels(b *dashboard.DashboardBuilder, ds common.DataSourceRef) {
 	b.WithPanel(table.NewPanelBuilder().Id(3).Footer(noFooter()).
 		Title("Stage percentiles").
 		Description("stage_percentiles(since) for the chosen model: per stage, count and p50/p90/p95/p99/max milliseconds since the start of the time range.").
@@ -126,7 +149,11 @@ WHERE %F`))))
 FROM topk_tradeoff($__timeFrom())
 WHERE %F
 ORDER BY top_k`))))
+}
 
+// cacheAndNetworkPanels are the third row: the prefix cache's hit rate and
+// the connections to the model.
+func cacheAndNetworkPanels(b *dashboard.DashboardBuilder, ds common.DataSourceRef) {
 	b.WithPanel(timeseries.NewPanelBuilder().Id(5).
 		Title("Prefix-cache hit rate").
 		Description("cache_hit_rate for the chosen model, per hour: prompt tokens served from the provider's prefix cache over the prompt tokens of the queries whose provider reports cached tokens (Ollama does not: no point, unknown rather than 0 %). Round-robin across replicas dilutes it.").
@@ -157,7 +184,11 @@ SELECT hour, model || ' new connections', new_conn_connect_p95_ms
 FROM network_health
 WHERE $__timeFilter(hour) AND new_conn_connect_p95_ms IS NOT NULL AND %F
 ORDER BY 1`))))
+}
 
+// tailPanels are the last rows: TTFT's tail by hour and the slowest
+// queries.
+func tailPanels(b *dashboard.DashboardBuilder, ds common.DataSourceRef) {
 	b.WithPanel(table.NewPanelBuilder().Id(8).Footer(noFooter()).
 		Title("TTFT tail by hour").
 		Description("ttft_tail for the chosen model: TTFT p50/p95/p99 per hour and p99/p50; 5 or more is the bimodal signature.").
@@ -185,12 +216,6 @@ FROM slow_queries
 WHERE $__timeFilter(created_at) AND %F
 ORDER BY ttft_ms DESC NULLS LAST
 LIMIT 20`))))
-
-	d, err := b.Build()
-	if err != nil {
-		return dashboard.Dashboard{}, fmt.Errorf("building the dashboard: %w", err)
-	}
-	return d, nil
 }
 
 // DashboardJSON is Dashboard as the JSON file Grafana provisions: indented,
