@@ -31,7 +31,7 @@ type scriptedAsker struct{ got pipeline.Request }
 func (a *scriptedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	a.got = *req
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens})
-	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
+	_ = out.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: "embed", DurationMs: 0.5}})
 	_ = out.Sources(nil)
 	_ = out.Delta(pipeline.Delta{Text: "line one\nline two <b>", Reasoning: true})
 	_ = out.Delta(pipeline.Delta{Text: "answer"})
@@ -279,7 +279,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 	const events = 9 // meta to the last token
 	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "m"})
-		_ = out.Stage(pipeline.Span{Name: "search", Seq: 1, StartMs: 0.25, DurationMs: 1.5, Attrs: map[string]any{"k": 4, "store": "<e&m>"}})
+		_ = out.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: "search", Seq: 1, StartMs: 0.25, DurationMs: 1.5, Attrs: map[string]any{"k": 4, "store": "<e&m>"}}})
 		rerank := 0.75
 		src := []pipeline.Source{
 			{Rank: 1, ChunkID: "c1", DocID: "d1", Title: "A \"title\"", Score: 0.5, RerankScore: &rerank, Text: "line one\nline two <b> & \u2028"},
@@ -291,7 +291,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 		for _, tok := range []string{"Hello", " <world>", " \"quoted\"\t", "\u2028 é"} {
 			_ = out.Delta(pipeline.Delta{Text: tok})
 		}
-		_ = out.Stage(pipeline.Span{Name: "llm_decode", Seq: 8, Attrs: map[string]any{"chunks": 4}})
+		_ = out.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: "llm_decode", Seq: 8, Attrs: map[string]any{"chunks": 4}}})
 		_ = out.(pipeline.Flusher).Flush() // as the pipeline does before it waits
 		close(wrote)
 		<-finish

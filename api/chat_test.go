@@ -137,7 +137,7 @@ type chatScriptAsker struct {
 func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
 	a.got = *req
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
-	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
+	_ = out.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: "embed", DurationMs: 0.5}})
 	_ = out.Sources([]pipeline.Source{{Rank: 1, ChunkID: "d#0", DocID: "d", Title: "D", Text: "t"}})
 	_ = out.Delta(pipeline.Delta{Text: "hmm", Reasoning: true})
 	_ = out.Delta(pipeline.Delta{Text: "Hello "})

@@ -200,7 +200,7 @@ func (s *chatStream) heartbeat(every time.Duration) {
 }
 
 // Stage sends nothing: the stages arrive together in the ragtime object.
-func (s *chatStream) Stage(pipeline.Span) error { return nil }
+func (s *chatStream) Stage(pipeline.StageSpan) error { return nil }
 
 func (s *chatStream) Sources(src []pipeline.Source) error {
 	if src == nil {

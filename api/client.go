@@ -249,7 +249,7 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 			if err := decode("a stage event", d, &s); err != nil {
 				return false, err
 			}
-			_ = out.Stage(s)
+			_ = out.Stage(pipeline.StageSpan{Span: s})
 		case EventSources:
 			var s sourcesEvent
 			if err := decode("the sources event", d, &s); err != nil {

@@ -19,7 +19,7 @@ func (cannedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.
 	rec := pipeline.Record{QueryID: "q-1", Model: "sim", Status: ragtime.StatusOK,
 		Figures: pipeline.Figures{TTFTMs: &ttft, E2EMs: 20}}
 	_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID, Model: rec.Model, TopK: req.TopK})
-	_ = out.Stage(pipeline.Span{Name: ragtime.StageEmbed, DurationMs: 1.5})
+	_ = out.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: ragtime.StageEmbed, DurationMs: 1.5}})
 	_ = out.Sources([]pipeline.Source{{Rank: 1, DocID: "prefill.md", Title: "prefill"}})
 	_ = out.Delta(pipeline.Delta{Text: "Prefill reads the prompt [1]."})
 	_ = out.Done(rec)
@@ -30,7 +30,7 @@ func (cannedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.
 type printStream struct{}
 
 func (printStream) Meta(m pipeline.Meta) error { fmt.Println("meta", m.QueryID, m.TopK); return nil }
-func (printStream) Stage(s pipeline.Span) error {
+func (printStream) Stage(s pipeline.StageSpan) error {
 	fmt.Println("stage", s.Name, s.DurationMs)
 	return nil
 }

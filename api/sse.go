@@ -423,7 +423,7 @@ type eventLog struct {
 	sources []pipeline.Source // the sources event's, when it is kept
 	// stages are the spans of the kept stage events, oldest first, as
 	// framed is.
-	stages []pipeline.Span
+	stages []pipeline.StageSpan
 	// done is the done event's, when it is kept: framed again for a resume
 	// that comes between it and the stream's end, rather than held framed
 	// (1.5 KB copied per ask for a resume that seldom comes).
@@ -632,7 +632,7 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent, c *keptCursor) error {
 		}
 		l.scratch.Write(append(b, "\n\n"...))
 	case keptDone:
-		b, ok := l.done.AppendJSON(l.appendHead(l.frameBuffer(int(e.size)), seq, EventDone))
+		b, ok := pipeline.AppendDoneJSON(l.appendHead(l.frameBuffer(int(e.size)), seq, EventDone), l.done)
 		if !ok {
 			return fmt.Errorf("framing the kept done event %d again", seq)
 		}
@@ -676,7 +676,7 @@ func (l *eventLog) dropKeptLocked() {
 	case keptSources:
 		l.sources = nil
 	case keptStage:
-		l.stages[0] = pipeline.Span{}
+		l.stages[0] = pipeline.StageSpan{}
 		l.stages = l.stages[1:]
 	case keptDone:
 		l.done = nil
@@ -1073,10 +1073,10 @@ func (l *eventLog) Meta(m pipeline.Meta) error {
 }
 
 // Stage sends a stage event (nine per ask), framed by hand
-// (pipeline.Span.AppendJSON: what encoding/json writes, without its
+// (pipeline.StageSpan.AppendJSON: what encoding/json writes, without its
 // reflection or the span's boxing in an interface), or through
 // encoding/json for a span AppendJSON does not frame.
-func (l *eventLog) Stage(sp pipeline.Span) error {
+func (l *eventLog) Stage(sp pipeline.StageSpan) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone != nil {
@@ -1088,7 +1088,7 @@ func (l *eventLog) Stage(sp pipeline.Span) error {
 	}
 	l.scratch.Write(append(b, "\n\n"...))
 	if l.stages == nil {
-		l.stages = make([]pipeline.Span, 0, 10) // an ask's nine, and reasoning's
+		l.stages = make([]pipeline.StageSpan, 0, 10) // an ask's nine, and reasoning's
 	}
 	l.stages = append(l.stages, sp)
 	return l.keepAndWriteLocked(EventStage, keptEvent{kind: keptStage}, false)
@@ -1141,7 +1141,7 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 	return l.sendText(EventToken, d.Text, !d.More)
 }
 
-// Done sends the done event, framed by hand (pipeline.DoneEvent.AppendJSON)
+// Done sends the done event, framed by hand (pipeline.AppendDoneJSON)
 // or, for one it does not frame, through encoding/json.
 func (l *eventLog) Done(rec pipeline.Record) error {
 	l.mu.Lock()
@@ -1152,7 +1152,7 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 	done := rec.DoneEvent()
 	l.largeScratchLocked()
 	l.resetScratch()
-	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone))
+	b, ok := pipeline.AppendDoneJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone), &done)
 	if !ok {
 		return l.encodeLocked(EventDone, done)
 	}

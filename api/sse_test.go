@@ -93,7 +93,7 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	t.Parallel()
 	w := &countingWriter{}
 	l := attachedLog(t, w, time.Second)
-	_ = l.Stage(pipeline.Span{Name: ragtime.StageAccept})
+	_ = l.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: ragtime.StageAccept}})
 	_ = l.Sources(nil)
 	if w.flushes != 0 || !l.sink.conn.pending {
 		t.Fatalf("%d flushes after meta, a stage and the sources; want them held", w.flushes)
@@ -104,17 +104,17 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	if err := l.Flush(); err != nil || w.flushes != 1 {
 		t.Errorf("a Flush with nothing held flushed again (%d)", w.flushes)
 	}
-	_ = l.Stage(pipeline.Span{Name: ragtime.StageEmbed})
+	_ = l.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: ragtime.StageEmbed}})
 	_ = l.Delta(pipeline.Delta{Text: "a"})
 	if w.flushes != 2 || l.sink.conn.pending {
 		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.sink.conn.pending)
 	}
-	_ = l.Stage(pipeline.Span{Name: ragtime.StageLLMDecode})
+	_ = l.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: ragtime.StageLLMDecode}})
 	_ = l.Done(pipeline.Record{})
 	if w.flushes != 3 {
 		t.Errorf("done: %d flushes, want 3", w.flushes)
 	}
-	_ = l.Stage(pipeline.Span{Name: "late"})
+	_ = l.Stage(pipeline.StageSpan{Span: pipeline.Span{Name: "late"}})
 	l.end()
 	if w.flushes != 4 {
 		t.Errorf("end with an event held: %d flushes, want it flushed", w.flushes)
@@ -176,7 +176,7 @@ func TestStageEventIsFramedAsJSON(t *testing.T) {
 		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"embedder": "openai:<m>", "dim": 512, "reused": true}},
 		{Name: "search", Seq: 3, Attrs: map[string]any{"ids": []string{"a<b"}, "k": 4}},
 	} {
-		if err := l.Stage(sp); err != nil {
+		if err := l.Stage(pipeline.StageSpan{Span: sp}); err != nil {
 			t.Fatal(err)
 		}
 		var want bytes.Buffer
@@ -247,7 +247,7 @@ func BenchmarkStreamStage(b *testing.B) {
 	sp := pipeline.Span{Name: "llm_connect", Seq: 6, StartMs: 1.136, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Stage(sp); err != nil {
+		if err := l.Stage(pipeline.StageSpan{Span: sp}); err != nil {
 			b.Fatal(err)
 		}
 		if len(l.kept) > 1000 {
@@ -316,7 +316,7 @@ func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 	for i := range 12 {
 		sp := pipeline.Span{Name: fmt.Sprintf("stage_%d", i), Seq: i, StartMs: float64(i) / 3, DurationMs: 1.25,
 			Attrs: map[string]any{"k": i, "store": "<e&m>", "reused": i%2 == 0}}
-		if err := l.Stage(sp); err != nil {
+		if err := l.Stage(pipeline.StageSpan{Span: sp}); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Delta(pipeline.Delta{Text: fmt.Sprintf(" token %d", i)}); err != nil {

@@ -50,7 +50,7 @@ func (words) Count(s string) int { return len(strings.Fields(s)) }
 type printStream struct{}
 
 func (printStream) Meta(m pipeline.Meta) error { fmt.Println("meta", m.QueryID); return nil }
-func (printStream) Stage(s pipeline.Span) error {
+func (printStream) Stage(s pipeline.StageSpan) error {
 	fmt.Printf("stage %s %.0f ms\n", s.Name, s.DurationMs)
 	return nil
 }

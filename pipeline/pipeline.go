@@ -260,8 +260,10 @@ type query struct {
 	started time.Time
 	arrived bool
 	spans   []Span
-	// figs are the stages' attrs until the record is made (stageFigs).
-	figs stageFigs
+	// figs are the stages' attrs until the record is made (stageFigs);
+	// bit i of figged is set while spans[i]'s attrs are there.
+	figs   stageFigs
+	figged uint64
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
@@ -335,12 +337,17 @@ func (q *query) span(out Stream, name string, start, end time.Time, attrs map[st
 	if end.Before(start) {
 		end = start
 	}
-	s := Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}
-	if attrs == nil {
-		s.figs = figs
+	s := StageSpan{Span: Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}}
+	if attrs == nil && figs != nil {
+		if s.Seq < 64 {
+			s.figs = figs
+			q.figged |= 1 << s.Seq
+		} else {
+			s.Attrs = figs.attrsMap(name)
+		}
 	}
 	s.DurationMs = round3(q.ms(end) - s.StartMs)
-	q.spans = append(q.spans, s)
+	q.spans = append(q.spans, s.Span)
 	if out == nil {
 		return nil
 	}
@@ -703,9 +710,9 @@ func (q *query) generationSpans(out Stream) error {
 		for i := range q.spans {
 			switch q.spans[i].Name {
 			case ragtime.StageLLMConnect:
-				q.spans[i].Attrs, q.spans[i].figs = connAttrs(g), nil
+				q.spans[i].Attrs, q.figged = connAttrs(g), q.figged&^(1<<i)
 			case ragtime.StageLLMPrefill:
-				q.spans[i].Attrs, q.spans[i].figs = prefillAttrs(g), nil
+				q.spans[i].Attrs, q.figged = prefillAttrs(g), q.figged&^(1<<i)
 			}
 		}
 	} else {
@@ -832,7 +839,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	}
 	q.ttft.figures(&rec.Figures, rec.TTFTMs)
 	for i := range q.spans {
-		q.spans[i].materialize()
+		q.materialize(i)
 	}
 	rec.Stages = q.spans
 

@@ -134,11 +134,11 @@ func (s *recStream) add(e event) error {
 	}
 	return nil
 }
-func (s *recStream) Meta(Meta) error        { return s.add(event{kind: "meta"}) }
-func (s *recStream) Stage(sp Span) error    { return s.add(event{kind: "stage", name: sp.Name}) }
-func (s *recStream) Sources([]Source) error { return s.add(event{kind: "sources"}) }
-func (s *recStream) Delta(d Delta) error    { return s.add(event{kind: kindOf(d), text: d.Text}) }
-func (s *recStream) Done(r Record) error    { s.done = &r; return s.add(event{kind: "done"}) }
+func (s *recStream) Meta(Meta) error          { return s.add(event{kind: "meta"}) }
+func (s *recStream) Stage(sp StageSpan) error { return s.add(event{kind: "stage", name: sp.Name}) }
+func (s *recStream) Sources([]Source) error   { return s.add(event{kind: "sources"}) }
+func (s *recStream) Delta(d Delta) error      { return s.add(event{kind: kindOf(d), text: d.Text}) }
+func (s *recStream) Done(r Record) error      { s.done = &r; return s.add(event{kind: "done"}) }
 func (s *recStream) Fail(e *ragtime.Error) error {
 	s.fail = e
 	return s.add(event{kind: "error", name: e.Code})
@@ -503,7 +503,7 @@ func TestStalledWriteIsStoredAsClientStalled(t *testing.T) {
 // stallStream fails like the SSE writer does when a write times out.
 type stallStream struct{ recStream }
 
-func (s *stallStream) Stage(sp Span) error {
+func (s *stallStream) Stage(sp StageSpan) error {
 	if err := s.recStream.Stage(sp); err != nil {
 		return fmt.Errorf("writing stage event: %w", ErrClientStalled)
 	}
@@ -1031,7 +1031,7 @@ type heldAtGenerationEnd struct {
 	at *int
 }
 
-func (h heldAtGenerationEnd) Stage(sp Span) error {
+func (h heldAtGenerationEnd) Stage(sp StageSpan) error {
 	if sp.Name == ragtime.StageLLMDecode {
 		*h.at = h.holding
 	}
@@ -1056,7 +1056,7 @@ func (s *writeStream) Flush() error {
 	return nil
 }
 func (s *writeStream) Meta(m Meta) error          { s.hold("meta"); return s.recStream.Meta(m) }
-func (s *writeStream) Stage(sp Span) error        { s.hold(sp.Name); return s.recStream.Stage(sp) }
+func (s *writeStream) Stage(sp StageSpan) error   { s.hold(sp.Name); return s.recStream.Stage(sp) }
 func (s *writeStream) Sources(src []Source) error { s.hold("sources"); return s.recStream.Sources(src) }
 func (s *writeStream) Delta(d Delta) error {
 	s.hold(kindOf(d) + " " + d.Text)

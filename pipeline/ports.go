@@ -157,11 +157,12 @@ type Recorder interface {
 // (a span that changes gets a new map; the figures an unrecorded span's
 // attrs are framed from are written once, before it is sent): a Stream may
 // keep the span and frame its event again later, as the SSE writer does
-// for a resume. Span.Attrs is nil on such a span until the record is made;
-// frame it with Span.AppendJSON or encoding/json.
+// for a resume. Attrs is nil on such a span until the record is made;
+// frame it with StageSpan.AppendJSON or encoding/json, or take its map
+// with Recorded.
 type Stream interface {
 	Meta(m Meta) error
-	Stage(s Span) error
+	Stage(s StageSpan) error
 	Sources(sources []Source) error
 	Delta(d Delta) error
 	Done(rec Record) error
@@ -366,20 +367,6 @@ func WithCall(ctx context.Context, c *Call) context.Context {
 func CallFrom(ctx context.Context) *Call {
 	c, _ := ctx.Value(callKey{}).(*Call)
 	return c
-}
-
-// Usage counts tokens.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens" db:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens" db:"completion_tokens"`
-	// CachedTokens are the prompt tokens the provider served from its
-	// prefix cache; nil when it does not say (Ollama reuses its cache but
-	// reports nothing): unknown, not 0.
-	CachedTokens    *int `json:"cached_tokens" db:"cached_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens" db:"reasoning_tokens"`
-	// CacheCreationTokens are prompt tokens written to the provider's
-	// prefix cache (Anthropic's cache_creation_input_tokens).
-	CacheCreationTokens int `json:"cache_creation_tokens,omitempty" db:"cache_creation_tokens"`
 }
 
 // Source is a chunk as it is shown to the client, with its rank in the

@@ -153,7 +153,7 @@ func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, err
 	err := q.searchStages(ctx)
 	res := &SearchResult{QueryID: q.id, Retrieval: cmp.Or(q.req.Retrieval, RetrievalVector), Hits: q.hits}
 	for i := range q.spans {
-		q.spans[i].materialize()
+		q.materialize(i)
 		switch q.spans[i].Name {
 		case ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank:
 			res.RetrievalMs += q.spans[i].DurationMs

@@ -41,18 +41,21 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 		{Name: "x", Attrs: map[string]any{"nested": map[string]any{"a": nil}}},
 	}
 	for i, sp := range spans {
-		_, framed := sp.AppendJSON(nil)
+		got, framed := AppendSpanJSON(nil, sp)
 		if framed != (i < 6) {
 			t.Errorf("%s: framed by hand %v", sp.Name, framed)
 		}
+		if want := reflected(t, sp, false); framed && string(got) != want {
+			t.Errorf("%s:\n got %s\nwant %s", sp.Name, got, want)
+		}
 		for _, esc := range []bool{false, true} {
-			if got, want := reflected(t, sp, esc), reflected(t, spanFields(sp), esc); got != want {
-				t.Errorf("%s (HTML escaping %v):\n got %s\nwant %s", sp.Name, esc, got, want)
+			if got, want := reflected(t, StageSpan{Span: sp}, esc), reflected(t, sp, esc); got != want {
+				t.Errorf("%s as a stage span (HTML escaping %v):\n got %s\nwant %s", sp.Name, esc, got, want)
 			}
 		}
 	}
-	// The done event framed by hand against encoding/json's reflection
-	// (DoneEvent has no MarshalJSON): a field added to Figures and not
+	// The done event framed by hand against encoding/json's reflection:
+	// a field added to Figures and not
 	// framed fails here.
 	ttft, share, cached := 43.5, 0.25, 1024
 	figures := []Figures{{}, {TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: 342.5, AcceptMs: 0.05, QueueMs: 1e-7, RetrievalMs: 6.5,
@@ -61,7 +64,7 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 	for _, fig := range figures {
 		for _, stages := range [][]Span{nil, {}, spans[:6], spans} {
 			done := DoneEvent{QueryID: "q<1>", Model: "m", Figures: fig, Stages: stages}
-			got, ok := done.AppendJSON(nil)
+			got, ok := AppendDoneJSON(nil, &done)
 			if ok != (len(stages) <= 6) {
 				t.Errorf("done event of %d stages: framed by hand %v", len(stages), ok)
 			}
@@ -71,12 +74,15 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 		}
 	}
 	nan := math.NaN()
-	if _, ok := (DoneEvent{Figures: Figures{TTFTMs: &nan}}).AppendJSON(nil); ok {
+	if _, ok := AppendDoneJSON(nil, &DoneEvent{Figures: Figures{TTFTMs: &nan}}); ok {
 		t.Error("a done event with a NaN figure was framed")
 	}
 	for _, sp := range []Span{{Name: "x", StartMs: math.NaN()}, {Name: "x", Attrs: map[string]any{"f": math.Inf(1)}}} {
 		if _, err := json.Marshal(sp); err == nil {
 			t.Errorf("%+v: encoded, want an error", sp)
+		}
+		if _, err := json.Marshal(StageSpan{Span: sp}); err == nil {
+			t.Errorf("%+v as a stage span: encoded, want an error", sp)
 		}
 	}
 }
@@ -123,19 +129,18 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 		p.searchKeys = searchKeys(p.cfg.SearchAttrs)
 		f := &stageFigs{p: p}
 		c.set(f)
-		lazy := Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5, figs: f}
+		lazy := StageSpan{Span: Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5}, figs: f}
 		want := Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5, Attrs: c.attrs}
 		got, ok := lazy.AppendJSON(nil)
-		wantJSON, _ := want.AppendJSON(nil)
+		wantJSON, _ := AppendSpanJSON(nil, want)
 		if !ok || string(got) != string(wantJSON) {
 			t.Errorf("%s framed from its figures (%v):\n got %s\nwant %s", c.name, ok, got, wantJSON)
 		}
 		if got, want := reflected(t, lazy, true), reflected(t, want, true); got != want {
 			t.Errorf("%s through encoding/json:\n got %s\nwant %s", c.name, got, want)
 		}
-		lazy.materialize()
-		if lazy.figs != nil || !reflect.DeepEqual(lazy.Attrs, c.attrs) {
-			t.Errorf("%s materialized: %#v, want %#v", c.name, lazy.Attrs, c.attrs)
+		if rec := lazy.Recorded(); !reflect.DeepEqual(rec.Attrs, c.attrs) {
+			t.Errorf("%s recorded: %#v, want %#v", c.name, rec.Attrs, c.attrs)
 		}
 		// The maps a call or generation that keeps its attrs gets
 		// (callAttrs, connAttrs) must say the same as the figures.

@@ -398,8 +398,8 @@ type collector struct {
 	docs []string
 }
 
-func (c *collector) Meta(pipeline.Meta) error  { return nil }
-func (c *collector) Stage(pipeline.Span) error { return nil }
+func (c *collector) Meta(pipeline.Meta) error       { return nil }
+func (c *collector) Stage(pipeline.StageSpan) error { return nil }
 func (c *collector) Sources(src []pipeline.Source) error {
 	for _, s := range src {
 		c.docs = append(c.docs, s.DocID)

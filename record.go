@@ -1,4 +1,4 @@
-package pipeline
+package ragtime
 
 import "time"
 
@@ -12,20 +12,14 @@ const (
 )
 
 // Span is one finished stage on the query's clock. Milliseconds are relative
-// to t0 and rounded to the microsecond. A record's spans carry their attrs
-// in Attrs; a span a Stream receives may have them only as the query's
-// figures until the record is made (Attrs nil), which AppendJSON and
-// MarshalJSON frame as the map.
+// to t0 and rounded to the microsecond. A stored record's spans carry their
+// attrs in Attrs.
 type Span struct {
 	Name       string         `json:"name"`
 	Seq        int            `json:"seq"`
 	StartMs    float64        `json:"start_ms"`
 	DurationMs float64        `json:"duration_ms"`
 	Attrs      map[string]any `json:"attrs,omitempty"`
-
-	// figs, on a span the query has yet to record, holds its attrs (Attrs
-	// is then nil) until the record is made: see stageFigs.
-	figs *stageFigs
 }
 
 // Record is one finished query: what is stored, and what GET
@@ -52,7 +46,7 @@ type Record struct {
 	// MaxContextTokens is the context budget the prompt was assembled
 	// under; 0 when unknown.
 	MaxContextTokens int `json:"max_context_tokens,omitempty" db:"max_context_tokens,null"`
-	// Retrieval is the retrieval mode the search ran (RetrievalHybrid,
+	// Retrieval is the retrieval mode the search ran (pipeline.RetrievalHybrid,
 	// RetrievalVector or RetrievalLexical); empty when the request never
 	// reached a known one.
 	Retrieval string `json:"retrieval,omitempty" db:"retrieval,null"`
@@ -117,7 +111,7 @@ type Figures struct {
 	// The TTFT budget's account, when the ask had one (nil and empty
 	// otherwise): the budget, the TTFT and llm_prefill predicted for the
 	// prompt sent (nil without a prefill model), the ranked chunks
-	// dropped to fit it, and the outcome (BudgetHeld, BudgetMissed,
+	// dropped to fit it, and the outcome (pipeline.BudgetHeld, BudgetMissed,
 	// BudgetUnmodelled).
 	TTFTBudgetMs       *float64 `json:"ttft_budget_ms,omitempty" db:"ttft_budget_ms"`
 	PredictedTTFTMs    *float64 `json:"predicted_ttft_ms,omitempty" db:"predicted_ttft_ms"`
@@ -126,6 +120,20 @@ type Figures struct {
 	BudgetOutcome      string   `json:"budget_outcome,omitempty" db:"budget_outcome,null"`
 
 	Usage Usage `json:"usage"`
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens" db:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens" db:"completion_tokens"`
+	// CachedTokens are the prompt tokens the provider served from its
+	// prefix cache; nil when it does not say (Ollama reuses its cache but
+	// reports nothing): unknown, not 0.
+	CachedTokens    *int `json:"cached_tokens" db:"cached_tokens"`
+	ReasoningTokens int  `json:"reasoning_tokens" db:"reasoning_tokens"`
+	// CacheCreationTokens are prompt tokens written to the provider's
+	// prefix cache (Anthropic's cache_creation_input_tokens).
+	CacheCreationTokens int `json:"cache_creation_tokens,omitempty" db:"cache_creation_tokens"`
 }
 
 // DoneEvent is the done event's body: the record's Figures and Stages,
