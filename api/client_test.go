@@ -14,9 +14,9 @@ import (
 func TestClientSendsRetrievalKnobs(t *testing.T) {
 	t.Parallel()
 	got := make(chan pipeline.Request, 1)
-	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		got <- *req
-		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
+		rec := ragtime.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		_ = out.Done(rec)
 		return &rec

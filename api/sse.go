@@ -175,17 +175,17 @@ func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) (res
 // begin runs asker up to the model's answer, when it can run a query in
 // two parts (Pipeline, TrackedAsker: see pipeline.Pipeline.Begin), and
 // returns the rest; for any other Asker the rest is the whole of Run.
-func begin(ctx context.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record) {
+func begin(ctx context.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) (answer func() *ragtime.Record) {
 	if b, ok := asker.(beginner); ok {
 		return b.Begin(ctx, req, out)
 	}
-	return func() *pipeline.Record { return asker.Run(ctx, req, out) }
+	return func() *ragtime.Record { return asker.Run(ctx, req, out) }
 }
 
 // beginner is an Asker that runs a query in two parts:
 // pipeline.Pipeline.Begin.
 type beginner interface {
-	Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record)
+	Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *ragtime.Record)
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be
@@ -427,7 +427,7 @@ type eventLog struct {
 	// done is the done event's, when it is kept: framed again for a resume
 	// that comes between it and the stream's end, rather than held framed
 	// (1.5 KB copied per ask for a resume that seldom comes).
-	done *pipeline.DoneEvent
+	done *ragtime.DoneEvent
 	// meta is the meta event's, when it is kept, framed again as done is.
 	meta *pipeline.Meta
 	// scratch frames the event being written. Its buffer is taken from
@@ -1143,7 +1143,7 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 
 // Done sends the done event, framed by hand (pipeline.AppendDoneJSON)
 // or, for one it does not frame, through encoding/json.
-func (l *eventLog) Done(rec pipeline.Record) error {
+func (l *eventLog) Done(rec ragtime.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone != nil {

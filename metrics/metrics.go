@@ -29,7 +29,7 @@ var (
 // RecorderStats is what reports the recorder's queue; *postgres.Recorder
 // implements it.
 type RecorderStats interface {
-	Stats() pipeline.RecorderStats
+	Stats() ragtime.RecorderStats
 }
 
 // Metrics holds ragtime's Prometheus registry and its instruments.
@@ -283,7 +283,7 @@ func (m *Metrics) Handler() http.Handler {
 // Observe records one finished query's figures. A traced query's trace id
 // goes with its TTFT, first-token and stage observations as an exemplar, so
 // a dashboard leads from a slow bucket to a trace.
-func (m *Metrics) Observe(rec pipeline.Record) {
+func (m *Metrics) Observe(rec ragtime.Record) {
 	var ex prometheus.Labels
 	if rec.TraceID != "" {
 		ex = prometheus.Labels{"trace_id": rec.TraceID}
@@ -338,7 +338,7 @@ type observingRecorder struct {
 	next pipeline.Recorder
 }
 
-func (o observingRecorder) Record(rec pipeline.Record) {
+func (o observingRecorder) Record(rec ragtime.Record) {
 	o.m.Observe(rec)
 	if o.next != nil {
 		o.next.Record(rec)

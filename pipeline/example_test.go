@@ -56,7 +56,7 @@ func (printStream) Stage(s pipeline.StageSpan) error {
 }
 func (printStream) Sources(src []pipeline.Source) error { fmt.Println("sources", len(src)); return nil }
 func (printStream) Delta(d pipeline.Delta) error        { fmt.Printf("token %q\n", d.Text); return nil }
-func (printStream) Done(r pipeline.Record) error {
+func (printStream) Done(r ragtime.Record) error {
 	fmt.Printf("done ttft %.0f ms\n", *r.TTFTMs)
 	return nil
 }

@@ -153,9 +153,9 @@ func New(cfg Config) (*Pipeline, error) {
 // bench-streams), and a caller deep in its own frames (a router's
 // handler) would not. A panic on it is raised again on the caller's
 // goroutine, with its stack.
-func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
+func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *ragtime.Record {
 	answer := p.Begin(ctx, req, out)
-	var rec *Record
+	var rec *ragtime.Record
 	OnOwnGoroutine(func() { rec = answer() })
 	return rec
 }
@@ -174,10 +174,10 @@ func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
 // router's frames have returned, so that a held stream has no goroutine
 // of ragtime's own), or use Run. A panic during retrieval is raised again
 // on the caller's goroutine, with its stack.
-func (p *Pipeline) Begin(ctx context.Context, req *Request, out Stream) (answer func() *Record) {
+func (p *Pipeline) Begin(ctx context.Context, req *Request, out Stream) (answer func() *ragtime.Record) {
 	var q *query
 	OnOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
-	return func() *Record { return q.answer(out) }
+	return func() *ragtime.Record { return q.answer(out) }
 }
 
 // retrieve starts the query and runs it up to the prompt: the meta event,
@@ -215,7 +215,7 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 // its frames are deep, and on the caller's goroutine, which parks in the
 // next answer's stream when it is net/http's (Pipeline.Begin), they would
 // grow the stack past 8 KB for good.
-func (q *query) answer(out Stream) *Record {
+func (q *query) answer(out Stream) *ragtime.Record {
 	if q.err == nil {
 		q.err = q.generate(q.ctx, out)
 	}
@@ -259,7 +259,7 @@ type query struct {
 	// caller knows it (WithArrival), else started.
 	started time.Time
 	arrived bool
-	spans   []Span
+	spans   []ragtime.Span
 	// figs are the stages' attrs until the record is made (stageFigs);
 	// bit i of figged is set while spans[i]'s attrs are there.
 	figs   stageFigs
@@ -291,7 +291,7 @@ type query struct {
 	err          error
 	greq         *GenerateRequest
 	promptTokens int
-	rec          *Record
+	rec          *ragtime.Record
 	// hits are a retrieval-only query's results (Search).
 	hits []Hit
 }
@@ -301,7 +301,7 @@ func (p *Pipeline) start(ctx context.Context, req *Request) *query {
 	if req.Queue != nil && !req.Queue.Start.IsZero() {
 		started = req.Queue.Start
 	}
-	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
+	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]ragtime.Span, 0, 9)}
 	q.figs.p = p
 	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(started) {
 		q.t0, q.arrived = at, true
@@ -337,7 +337,7 @@ func (q *query) span(out Stream, name string, start, end time.Time, attrs map[st
 	if end.Before(start) {
 		end = start
 	}
-	s := StageSpan{Span: Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}}
+	s := StageSpan{Span: ragtime.Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}}
 	if attrs == nil && figs != nil {
 		if s.Seq < 64 {
 			s.figs = figs
@@ -769,12 +769,12 @@ func stageErr(ctx context.Context, stage string, err error) error {
 // would be held on the answer's stack while it streams.
 func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) {
 	cfg := q.p.cfg
-	rec := Record{
+	rec := ragtime.Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
 		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), Retrieval: knownRetrieval(q.req.Retrieval),
 		SweepID: q.req.SweepID, KeyID: q.req.KeyID,
 		Model: model, Provider: cfg.Provider, Status: ragtime.StatusOK,
-		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
+		Figures: ragtime.Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
 		FinishReason: safeFinishReason(q.gen.FinishReason),
 	}
 	if q.gen.Model != "" {
@@ -792,7 +792,7 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 	for _, t := range [...]struct {
 		key string
 		dst **float64
-	}{{ServerQueueMs, &rec.ServerQueueMs}, {ServerPrefillMs, &rec.ServerPrefillMs}, {ServerLoadMs, &rec.ServerLoadMs}} {
+	}{{ragtime.ServerQueueMs, &rec.ServerQueueMs}, {ragtime.ServerPrefillMs, &rec.ServerPrefillMs}, {ragtime.ServerLoadMs, &rec.ServerLoadMs}} {
 		// An array, not a map literal: a map was made and hashed per ask.
 		if v, ok := q.gen.ServerTimings[t.key]; ok {
 			*t.dst = &v

@@ -108,7 +108,7 @@ func (g *scriptGenerator) generate(ctx context.Context, req GenerateRequest, emi
 			return gen, err
 		}
 	}
-	gen.Usage = Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
+	gen.Usage = ragtime.Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
 	gen.ServerTimings = g.server
 	return gen, nil
 }
@@ -122,7 +122,7 @@ type event struct {
 // recStream remembers every event; failAt makes the n-th write fail.
 type recStream struct {
 	events []event
-	done   *Record
+	done   *ragtime.Record
 	fail   *ragtime.Error
 	failAt int
 }
@@ -134,11 +134,11 @@ func (s *recStream) add(e event) error {
 	}
 	return nil
 }
-func (s *recStream) Meta(Meta) error          { return s.add(event{kind: "meta"}) }
-func (s *recStream) Stage(sp StageSpan) error { return s.add(event{kind: "stage", name: sp.Name}) }
-func (s *recStream) Sources([]Source) error   { return s.add(event{kind: "sources"}) }
-func (s *recStream) Delta(d Delta) error      { return s.add(event{kind: kindOf(d), text: d.Text}) }
-func (s *recStream) Done(r Record) error      { s.done = &r; return s.add(event{kind: "done"}) }
+func (s *recStream) Meta(Meta) error             { return s.add(event{kind: "meta"}) }
+func (s *recStream) Stage(sp StageSpan) error    { return s.add(event{kind: "stage", name: sp.Name}) }
+func (s *recStream) Sources([]Source) error      { return s.add(event{kind: "sources"}) }
+func (s *recStream) Delta(d Delta) error         { return s.add(event{kind: kindOf(d), text: d.Text}) }
+func (s *recStream) Done(r ragtime.Record) error { s.done = &r; return s.add(event{kind: "done"}) }
 func (s *recStream) Fail(e *ragtime.Error) error {
 	s.fail = e
 	return s.add(event{kind: "error", name: e.Code})
@@ -154,10 +154,10 @@ func kindOf(d Delta) string {
 // goroutine that runs a query, so appends are guarded.
 type memRecorder struct {
 	mu   sync.Mutex
-	recs []Record
+	recs []ragtime.Record
 }
 
-func (m *memRecorder) Record(r Record) {
+func (m *memRecorder) Record(r ragtime.Record) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.recs = append(m.recs, r)
@@ -687,7 +687,7 @@ type orderStream struct {
 	recordedAtEnd int
 }
 
-func (s *orderStream) Done(r Record) error {
+func (s *orderStream) Done(r ragtime.Record) error {
 	s.rec.mu.Lock()
 	s.recordedAtEnd = len(s.rec.recs)
 	s.rec.mu.Unlock()
@@ -815,7 +815,7 @@ func TestPromptNonceFollowsTheSystemPrompt(t *testing.T) {
 // TestPrefillUnexplained: when the server reports its prefill, the rest of
 // llm_prefill is its own figure; when it does not, the figure is nil.
 func TestPrefillUnexplained(t *testing.T) {
-	gen := &scriptGenerator{prefill: 15 * time.Millisecond, deltas: []Delta{{Text: "x"}}, server: map[string]float64{ServerPrefillMs: 4.25}}
+	gen := &scriptGenerator{prefill: 15 * time.Millisecond, deltas: []Delta{{Text: "x"}}, server: map[string]float64{ragtime.ServerPrefillMs: 4.25}}
 	p, _ := newTestPipeline(t, gen, nil)
 	rec := p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
 	if rec.ServerPrefillMs == nil || rec.PrefillUnexplainedMs == nil || *rec.PrefillUnexplainedMs != round3(rec.LLMPrefillMs-4.25) || *rec.PrefillUnexplainedMs < 10 {
@@ -857,7 +857,7 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	}
 	// The assemble stage's count (the generator reports its own usage):
 	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
-	counted := func(r *Record) int {
+	counted := func(r *ragtime.Record) int {
 		for _, s := range r.Stages {
 			if s.Name == ragtime.StageAssemble {
 				return s.Attrs["prompt_tokens"].(int)
@@ -1065,7 +1065,11 @@ func (s *writeStream) Delta(d Delta) error {
 	}
 	return s.recStream.Delta(d)
 }
-func (s *writeStream) Done(r Record) error { s.hold("done"); _ = s.Flush(); return s.recStream.Done(r) }
+func (s *writeStream) Done(r ragtime.Record) error {
+	s.hold("done")
+	_ = s.Flush()
+	return s.recStream.Done(r)
+}
 
 // inProcessSearcher is listSearcher declaring that its search waits on
 // nothing outside the process, as the embedded index does.

@@ -142,7 +142,7 @@ type TokenCounter interface {
 // Contract: Record must not block on storage (the request path never waits on
 // the database); what it cannot keep it counts. It is safe for concurrent use.
 type Recorder interface {
-	Record(rec Record)
+	Record(rec ragtime.Record)
 }
 
 // Stream receives one query's events as they happen; the SSE writer in api/
@@ -165,7 +165,7 @@ type Stream interface {
 	Stage(s StageSpan) error
 	Sources(sources []Source) error
 	Delta(d Delta) error
-	Done(rec Record) error
+	Done(rec ragtime.Record) error
 	Fail(e *ragtime.Error) error
 }
 
@@ -294,7 +294,7 @@ type Generation struct {
 	// Conn describes the connection.
 	Conn ConnInfo
 	// Usage as the provider reported it (or as counted locally).
-	Usage Usage
+	Usage ragtime.Usage
 	// Chunks counts the streamed deltas.
 	Chunks int
 	// ServerTimings are the server's own figures in milliseconds, when it
@@ -430,5 +430,5 @@ type Trace interface {
 	TraceID() string
 	Stage(ctx context.Context, name string) context.Context
 	Generation(ctx context.Context, model string) context.Context
-	End(rec Record, err *ragtime.Error)
+	End(rec ragtime.Record, err *ragtime.Error)
 }

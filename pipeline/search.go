@@ -130,7 +130,7 @@ type SearchRecord struct {
 	// RetrievalMs is embed + search + rerank; E2EMs is t0 → the result.
 	RetrievalMs float64
 	E2EMs       float64
-	Stages      []Span
+	Stages      []ragtime.Span
 }
 
 // SearchResult is what Search found, and how long each stage took.
@@ -140,7 +140,7 @@ type SearchResult struct {
 	// Hits are best first, with their legs' ranks and scores, and
 	// RerankScore when they were reranked.
 	Hits        []Hit
-	Stages      []Span
+	Stages      []ragtime.Span
 	RetrievalMs float64
 }
 

@@ -30,7 +30,7 @@ func reflected(t *testing.T, v any, escapeHTML bool) string {
 // and one that JSON cannot hold is still an error.
 func TestSpanJSONMatchesReflection(t *testing.T) {
 	t.Parallel()
-	spans := []Span{
+	spans := []ragtime.Span{
 		{Name: "queue", Seq: 0, StartMs: 0, DurationMs: 0, Attrs: map[string]any{"limit": 0}},
 		{Name: "accept", Seq: 0},
 		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 12.5, Attrs: map[string]any{"embedder": "openai:<m&x>", "dim": 512, "reused": true, "dns_ms": 0.0, "connect_ms": 1e-7, "tls_ms": 3e21}},
@@ -58,12 +58,12 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 	// a field added to Figures and not
 	// framed fails here.
 	ttft, share, cached := 43.5, 0.25, 1024
-	figures := []Figures{{}, {TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: 342.5, AcceptMs: 0.05, QueueMs: 1e-7, RetrievalMs: 6.5,
+	figures := []ragtime.Figures{{}, {TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: 342.5, AcceptMs: 0.05, QueueMs: 1e-7, RetrievalMs: 6.5,
 		GenTTFTMs: 37, LLMPrefillMs: 15.2, OverheadMs: &share, ReasoningMs: &share, RetrievalShare: &share, PrefillShare: &share,
-		PrefillUnexplainedMs: &ttft, Usage: Usage{PromptTokens: 381, CompletionTokens: 64, CachedTokens: &cached, ReasoningTokens: 3, CacheCreationTokens: 7}}}
+		PrefillUnexplainedMs: &ttft, Usage: ragtime.Usage{PromptTokens: 381, CompletionTokens: 64, CachedTokens: &cached, ReasoningTokens: 3, CacheCreationTokens: 7}}}
 	for _, fig := range figures {
-		for _, stages := range [][]Span{nil, {}, spans[:6], spans} {
-			done := DoneEvent{QueryID: "q<1>", Model: "m", Figures: fig, Stages: stages}
+		for _, stages := range [][]ragtime.Span{nil, {}, spans[:6], spans} {
+			done := ragtime.DoneEvent{QueryID: "q<1>", Model: "m", Figures: fig, Stages: stages}
 			got, ok := AppendDoneJSON(nil, &done)
 			if ok != (len(stages) <= 6) {
 				t.Errorf("done event of %d stages: framed by hand %v", len(stages), ok)
@@ -74,10 +74,10 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 		}
 	}
 	nan := math.NaN()
-	if _, ok := AppendDoneJSON(nil, &DoneEvent{Figures: Figures{TTFTMs: &nan}}); ok {
+	if _, ok := AppendDoneJSON(nil, &ragtime.DoneEvent{Figures: ragtime.Figures{TTFTMs: &nan}}); ok {
 		t.Error("a done event with a NaN figure was framed")
 	}
-	for _, sp := range []Span{{Name: "x", StartMs: math.NaN()}, {Name: "x", Attrs: map[string]any{"f": math.Inf(1)}}} {
+	for _, sp := range []ragtime.Span{{Name: "x", StartMs: math.NaN()}, {Name: "x", Attrs: map[string]any{"f": math.Inf(1)}}} {
 		if _, err := json.Marshal(sp); err == nil {
 			t.Errorf("%+v: encoded, want an error", sp)
 		}
@@ -129,8 +129,8 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 		p.searchKeys = searchKeys(p.cfg.SearchAttrs)
 		f := &stageFigs{p: p}
 		c.set(f)
-		lazy := StageSpan{Span: Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5}, figs: f}
-		want := Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5, Attrs: c.attrs}
+		lazy := StageSpan{Span: ragtime.Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5}, figs: f}
+		want := ragtime.Span{Name: c.name, Seq: 2, StartMs: 0.25, DurationMs: 1.5, Attrs: c.attrs}
 		got, ok := lazy.AppendJSON(nil)
 		wantJSON, _ := AppendSpanJSON(nil, want)
 		if !ok || string(got) != string(wantJSON) {

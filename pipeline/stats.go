@@ -1,6 +1,10 @@
 package pipeline
 
-import "time"
+import (
+	"time"
+
+	"ragtime"
+)
 
 // Stats is what the dashboard views say about the queries of one window.
 // Times are milliseconds, shares and rates fractions (0..1); a nil number
@@ -18,23 +22,23 @@ type Stats struct {
 	Model    string `json:"model,omitempty"`
 	// Models are the providers and models of the window's queries, the
 	// choices of a filter, whatever Provider and Model are.
-	Models []ProviderModel `json:"models"`
+	Models []ragtime.ProviderModel `json:"models"`
 	// Totals are over the whole window.
-	Totals Totals `json:"totals"`
+	Totals ragtime.Totals `json:"totals"`
 	// Series are the window's queries in Bucket-wide points, oldest first.
-	Series []SeriesPoint `json:"series"`
+	Series []ragtime.SeriesPoint `json:"series"`
 	// StagePercentiles is stage_percentiles(since).
-	StagePercentiles []StagePercentile `json:"stage_percentiles"`
+	StagePercentiles []ragtime.StagePercentile `json:"stage_percentiles"`
 	// TTFTTail is the ttft_tail view for the hours the window touches.
-	TTFTTail []TTFTTail `json:"ttft_tail"`
+	TTFTTail []ragtime.TTFTTail `json:"ttft_tail"`
 	// TopK is topk_tradeoff(since).
-	TopK []TopKTradeoff `json:"topk_tradeoff"`
+	TopK []ragtime.TopKTradeoff `json:"topk_tradeoff"`
 	// CacheHitRate is the cache_hit_rate view for the hours the window touches.
-	CacheHitRate []CacheHitRate `json:"cache_hit_rate"`
+	CacheHitRate []ragtime.CacheHitRate `json:"cache_hit_rate"`
 	// NetworkHealth is the network_health view for the hours the window touches.
-	NetworkHealth []NetworkHealth `json:"network_health"`
+	NetworkHealth []ragtime.NetworkHealth `json:"network_health"`
 	// SlowQueries are the window's slowest queries (slow_queries), slowest first.
-	SlowQueries []SlowQuery `json:"slow_queries"`
+	SlowQueries []ragtime.SlowQuery `json:"slow_queries"`
 	// PrefillModel is the prefill_model view: the live prefill model of
 	// each provider and model (its own sliding window, whatever Since).
 	PrefillModel []PrefillFit `json:"prefill_model"`

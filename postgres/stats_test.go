@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"ragtime"
 	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -18,12 +19,12 @@ import (
 // the first five, 10 for the rest; prefill dominant; every other call on a
 // reused connection; a quarter of the prompt cached), one error and one
 // query three days old.
-func dashboardData(t *testing.T) (*postgres.Store, []pipeline.Record) {
+func dashboardData(t *testing.T) (*postgres.Store, []ragtime.Record) {
 	t.Helper()
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
 	now := time.Now()
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i := range 10 {
 		r := record(i)
 		r.CreatedAt = now.Add(-time.Duration(i+1) * time.Minute)
@@ -80,10 +81,10 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	ctx := ctxFor(t)
 
 	// Paging by 4 visits all 12, newest first, each once.
-	var seen []pipeline.QuerySummary
+	var seen []ragtime.QuerySummary
 	cursor := ""
 	for range 10 {
-		page, err := store.ListQueries(ctx, pipeline.QueryFilter{Limit: 4, Cursor: cursor})
+		page, err := store.ListQueries(ctx, ragtime.QueryFilter{Limit: 4, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,18 +117,18 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		f    pipeline.QueryFilter
+		f    ragtime.QueryFilter
 		want int
 	}{
-		{"status", pipeline.QueryFilter{Status: "error"}, 1},
-		{"model", pipeline.QueryFilter{Model: "sim-a"}, 11},
-		{"top_k", pipeline.QueryFilter{TopK: 10}, 5},
-		{"retrieval", pipeline.QueryFilter{Retrieval: pipeline.RetrievalLexical}, 4},
-		{"since", pipeline.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
-		{"until", pipeline.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
-		{"window", pipeline.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
-		{"all at once", pipeline.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
-		{"nothing", pipeline.QueryFilter{Model: "no-such-model"}, 0},
+		{"status", ragtime.QueryFilter{Status: "error"}, 1},
+		{"model", ragtime.QueryFilter{Model: "sim-a"}, 11},
+		{"top_k", ragtime.QueryFilter{TopK: 10}, 5},
+		{"retrieval", ragtime.QueryFilter{Retrieval: pipeline.RetrievalLexical}, 4},
+		{"since", ragtime.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
+		{"until", ragtime.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
+		{"window", ragtime.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
+		{"all at once", ragtime.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
+		{"nothing", ragtime.QueryFilter{Model: "no-such-model"}, 0},
 	} {
 		page, err := store.ListQueries(ctx, tc.f)
 		if err != nil {
@@ -139,7 +140,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	}
 
 	for _, bad := range []string{"x", "!!!", "MTIz", "MTIzLG5vdC1hLXV1aWQ"} {
-		if _, err := store.ListQueries(ctx, pipeline.QueryFilter{Cursor: bad}); !errors.Is(err, pipeline.ErrInvalidCursor) {
+		if _, err := store.ListQueries(ctx, ragtime.QueryFilter{Cursor: bad}); !errors.Is(err, ragtime.ErrInvalidCursor) {
 			t.Errorf("cursor %q: err %v, want ErrInvalidCursor", bad, err)
 		}
 	}
@@ -148,7 +149,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 func TestStatsReadsEveryView(t *testing.T) {
 	t.Parallel()
 	store, recs := dashboardData(t)
-	st, err := store.Stats(ctxFor(t), pipeline.StatsFilter{Since: time.Now().Add(-time.Hour)})
+	st, err := store.Stats(ctxFor(t), ragtime.StatsFilter{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("bucket %s with %d points", st.Bucket, len(st.Series))
 	}
 
-	stages := map[string]pipeline.StagePercentile{}
+	stages := map[string]ragtime.StagePercentile{}
 	var order []string
 	for _, sp := range st.StagePercentiles {
 		stages[sp.Stage] = sp
@@ -238,7 +239,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("last slow query %+v, want the error, dominated by embed", last)
 	}
 
-	empty, err := store.Stats(ctxFor(t), pipeline.StatsFilter{Since: time.Now().Add(time.Hour)})
+	empty, err := store.Stats(ctxFor(t), ragtime.StatsFilter{Since: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +256,10 @@ func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
 	if err != nil || res.Deleted != 1 {
 		t.Fatalf("prune: %+v, %v; want 1 deleted", res, err)
 	}
-	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, pipeline.ErrNotFound) {
+	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, ragtime.ErrNotFound) {
 		t.Errorf("the old query is still there: %v", err)
 	}
-	page, err := store.ListQueries(ctx, pipeline.QueryFilter{})
+	page, err := store.ListQueries(ctx, ragtime.QueryFilter{})
 	if err != nil || len(page.Queries) != 11 {
 		t.Fatalf("after prune %d queries, %v", len(page.Queries), err)
 	}
@@ -299,12 +300,12 @@ func TestReadsScopedToAKey(t *testing.T) {
 	store := postgres.NewStore(pool)
 	ctx := ctxFor(t)
 	for key, want := range map[string]int{keyA: 2, keyB: 4, "": 6, uuid.NewString(): 0, "not-a-uuid": 0} {
-		page, err := store.ListQueries(ctx, pipeline.QueryFilter{KeyID: key})
+		page, err := store.ListQueries(ctx, ragtime.QueryFilter{KeyID: key})
 		if err != nil || len(page.Queries) != want {
 			t.Errorf("ListQueries(key %q) = %d queries, %v; want %d", key, len(page.Queries), err, want)
 		}
 	}
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour), KeyID: keyA})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: now.Add(-time.Hour), KeyID: keyA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +320,7 @@ func TestReadsScopedToAKey(t *testing.T) {
 	if series != 2 {
 		t.Errorf("key A's series holds %d queries, want 2", series)
 	}
-	all, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour)})
+	all, err := store.Stats(ctx, ragtime.StatsFilter{Since: now.Add(-time.Hour)})
 	if err != nil || all.Totals.Queries != 6 || len(all.TopK) != 2 || all.StagePercentiles[0].N != 6 {
 		t.Errorf("every key's stats: %+v, %v", all.Totals, err)
 	}
@@ -353,7 +354,7 @@ func TestCacheHitRateLeavesUnreportedOut(t *testing.T) {
 	if got.Usage.CachedTokens != nil {
 		t.Errorf("Ollama's query reads back %d cached tokens, want nil (unknown)", *got.Usage.CachedTokens)
 	}
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour)})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: now.Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

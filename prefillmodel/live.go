@@ -77,7 +77,7 @@ func (l *Live) Fit(provider, model string) (pipeline.PrefillFit, bool) {
 // Observe notes a finished query of this replica: its llm_prefill_ms
 // against the fitted line for its uncached prompt tokens, so that Fit's
 // RecentRatioP50 follows the server within a few queries.
-func (l *Live) Observe(rec pipeline.Record) {
+func (l *Live) Observe(rec ragtime.Record) {
 	if rec.Status != ragtime.StatusOK || rec.LLMPrefillMs <= 0 || rec.Usage.PromptTokens <= 0 {
 		return
 	}
@@ -118,7 +118,7 @@ type observer struct {
 	next pipeline.Recorder
 }
 
-func (o observer) Record(rec pipeline.Record) {
+func (o observer) Record(rec ragtime.Record) {
 	o.l.Observe(rec)
 	o.next.Record(rec)
 }
