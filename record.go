@@ -11,6 +11,38 @@ const (
 	ServerDecodeMs  = "server_decode_ms"
 )
 
+// Retrieval modes: the legs a search runs.
+const (
+	RetrievalHybrid  = "hybrid"
+	RetrievalVector  = "vector"
+	RetrievalLexical = "lexical"
+)
+
+// Recorder stores finished queries.
+//
+// Contract: Record must not block on storage (the request path never waits on
+// the database); what it cannot keep it counts. It is safe for concurrent use.
+type Recorder interface {
+	Record(rec Record)
+}
+
+// ConnInfo describes the connection an upstream HTTP call used.
+type ConnInfo struct {
+	Reused  bool
+	DNS     time.Duration
+	Connect time.Duration
+	TLS     time.Duration
+	// FreshRetry: a reused keep-alive connection failed before any
+	// response byte (the server had closed it), and the request was sent
+	// again on a new connection, which is the one described.
+	FreshRetry bool
+	// Prewarmed: the connection was dialled ahead of the call, while
+	// retrieval ran (pipeline.Prewarmer); Prewarm is what that dial took, off the
+	// critical path (Connect and DNS are then 0: nothing was dialled on it).
+	Prewarmed bool
+	Prewarm   time.Duration
+}
+
 // Span is one finished stage on the query's clock. Milliseconds are relative
 // to t0 and rounded to the microsecond. A stored record's spans carry their
 // attrs in Attrs.
@@ -46,7 +78,7 @@ type Record struct {
 	// MaxContextTokens is the context budget the prompt was assembled
 	// under; 0 when unknown.
 	MaxContextTokens int `json:"max_context_tokens,omitempty" db:"max_context_tokens,null"`
-	// Retrieval is the retrieval mode the search ran (pipeline.RetrievalHybrid,
+	// Retrieval is the retrieval mode the search ran (RetrievalHybrid,
 	// RetrievalVector or RetrievalLexical); empty when the request never
 	// reached a known one.
 	Retrieval string `json:"retrieval,omitempty" db:"retrieval,null"`

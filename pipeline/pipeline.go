@@ -955,7 +955,7 @@ func (g *deltaGaps) stats() (p50, p95, pmax float64) {
 func itlStats[T uint32 | time.Duration](gaps []T) (p50, p95, pmax float64) {
 	slices.Sort(gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
 	at := func(i int) float64 { return roundMs(time.Duration(gaps[i])) }
-	return at(nearestRankIndex(len(gaps), 0.50)), at(nearestRankIndex(len(gaps), 0.95)), at(len(gaps) - 1)
+	return at(ragtime.NearestRankIndex(len(gaps), 0.50)), at(ragtime.NearestRankIndex(len(gaps), 0.95)), at(len(gaps) - 1)
 }
 
 // promptParts is what assemble produces.

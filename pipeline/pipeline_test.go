@@ -1147,7 +1147,7 @@ func TestDeltaGapsStats(t *testing.T) {
 				gaps[i] = arrivals[i+1] - arrivals[i]
 			}
 			slices.Sort(gaps)
-			want = [3]float64{roundMs(gaps[nearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[nearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])}
+			want = [3]float64{roundMs(gaps[ragtime.NearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[ragtime.NearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])}
 		}
 		p50, p95, pmax := g.stats()
 		if got := [3]float64{p50, p95, pmax}; got != want {

@@ -137,14 +137,6 @@ type TokenCounter interface {
 	Count(text string) int
 }
 
-// Recorder stores finished queries.
-//
-// Contract: Record must not block on storage (the request path never waits on
-// the database); what it cannot keep it counts. It is safe for concurrent use.
-type Recorder interface {
-	Record(rec ragtime.Record)
-}
-
 // Stream receives one query's events as they happen; the SSE writer in api/
 // implements it, and so does anything that runs the pipeline without HTTP.
 //
@@ -310,23 +302,6 @@ type Generation struct {
 	// Retries counts the attempts made before the one that answered (or
 	// failed last); their time, backoff included, is part of llm_connect.
 	Retries int
-}
-
-// ConnInfo describes the connection an upstream HTTP call used.
-type ConnInfo struct {
-	Reused  bool
-	DNS     time.Duration
-	Connect time.Duration
-	TLS     time.Duration
-	// FreshRetry: a reused keep-alive connection failed before any
-	// response byte (the server had closed it), and the request was sent
-	// again on a new connection, which is the one described.
-	FreshRetry bool
-	// Prewarmed: the connection was dialled ahead of the call, while
-	// retrieval ran (Prewarmer); Prewarm is what that dial took, off the
-	// critical path (Connect and DNS are then 0: nothing was dialled on it).
-	Prewarmed bool
-	Prewarm   time.Duration
 }
 
 // Call is what an embedder or reranker observed of its HTTP call to an

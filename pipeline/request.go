@@ -63,13 +63,6 @@ type Defaults struct {
 	TTFTBudgetMs int
 }
 
-// Retrieval modes: the legs a search runs.
-const (
-	RetrievalHybrid  = "hybrid"
-	RetrievalVector  = "vector"
-	RetrievalLexical = "lexical"
-)
-
 // DefaultLegK is the depth of each leg of a hybrid retrieval when neither
 // the request nor serve sets one (and top_k is smaller): fusion needs
 // candidates below each leg's top_k to promote those both legs rank well.
