@@ -121,7 +121,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		f.TopK = k
 	}
 	switch f.Retrieval = qs.Get("retrieval"); f.Retrieval {
-	case "", pipeline.RetrievalHybrid, pipeline.RetrievalVector, pipeline.RetrievalLexical:
+	case "", ragtime.RetrievalHybrid, ragtime.RetrievalVector, ragtime.RetrievalLexical:
 	default:
 		return badRequest("retrieval", "retrieval_invalid", fmt.Sprintf("retrieval must be hybrid, vector or lexical, got %.40q", f.Retrieval))
 	}

@@ -92,7 +92,7 @@ func (x *Extractive) Generate(ctx context.Context, req *pipeline.GenerateRequest
 		RequestStart: start,
 		GotConn:      start,
 		WroteRequest: start,
-		Conn:         pipeline.ConnInfo{Reused: true},
+		Conn:         ragtime.ConnInfo{Reused: true},
 		// no prefix cache: none of the prompt was cached, and that is known
 		Usage: ragtime.Usage{CachedTokens: new(0)},
 	}

@@ -11,7 +11,6 @@ import (
 	"ragtime"
 	"ragtime/admission"
 	"ragtime/embedcache"
-	"ragtime/pipeline"
 	"ragtime/redisstate"
 	"ragtime/tracing"
 )
@@ -325,17 +324,17 @@ func (m *Metrics) Observe(rec ragtime.Record) {
 	}
 }
 
-// Recorder returns a pipeline.Recorder that observes each record, then
+// Recorder returns a ragtime.Recorder that observes each record, then
 // hands it to next. The pipeline calls it after the stream has ended, and
 // observing takes microseconds without locks beyond the instruments' own,
 // so the query's timings are not affected.
-func (m *Metrics) Recorder(next pipeline.Recorder) pipeline.Recorder {
+func (m *Metrics) Recorder(next ragtime.Recorder) ragtime.Recorder {
 	return observingRecorder{m: m, next: next}
 }
 
 type observingRecorder struct {
 	m    *Metrics
-	next pipeline.Recorder
+	next ragtime.Recorder
 }
 
 func (o observingRecorder) Record(rec ragtime.Record) {

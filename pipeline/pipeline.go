@@ -30,7 +30,7 @@ type Config struct {
 	Reranker  Reranker
 	Generator Generator
 	Counter   TokenCounter
-	Recorder  Recorder
+	Recorder  ragtime.Recorder
 	// SearchRecorder stores retrieval-only queries (Search); nil stores
 	// nothing.
 	SearchRecorder SearchRecorder
@@ -478,7 +478,7 @@ func (q *query) embed(ctx context.Context, out Stream) ([][]float32, error) {
 	cfg := q.p.cfg
 	var vecs [][]float32
 	err := q.stage(ctx, out, ragtime.StageEmbed, func(ctx context.Context) (map[string]any, error) {
-		if q.req.Retrieval == RetrievalLexical {
+		if q.req.Retrieval == ragtime.RetrievalLexical {
 			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
 		}
 		var call Call
@@ -680,7 +680,7 @@ func callAttrs(c Call, attrs map[string]any) map[string]any {
 }
 
 // addConnAttrs adds a connection's attrs to attrs (connFigs).
-func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any {
+func addConnAttrs(attrs map[string]any, c ragtime.ConnInfo, retries int) map[string]any {
 	connFigs(&attrOut{m: attrs}, c, retries)
 	return attrs
 }

@@ -739,7 +739,7 @@ func TestNearestRank(t *testing.T) {
 		{twenty, 0.01, 1},
 	}
 	for _, tt := range tests {
-		if got := NearestRank(tt.sorted, tt.p); got != tt.want {
+		if got := ragtime.NearestRank(tt.sorted, tt.p); got != tt.want {
 			t.Errorf("NearestRank(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
 		}
 	}

@@ -284,7 +284,7 @@ type Generation struct {
 	FirstToken time.Time
 	LastToken  time.Time
 	// Conn describes the connection.
-	Conn ConnInfo
+	Conn ragtime.ConnInfo
 	// Usage as the provider reported it (or as counted locally).
 	Usage ragtime.Usage
 	// Chunks counts the streamed deltas.
@@ -311,7 +311,7 @@ type Generation struct {
 type Call struct {
 	// Made is set once a call was sent.
 	Made    bool
-	Conn    ConnInfo
+	Conn    ragtime.ConnInfo
 	Retries int
 	// ServerWait is from the request fully written to the first response
 	// byte read: the server's time, the network's and, under CPU

@@ -93,7 +93,7 @@ func TestSpanJSONMatchesReflection(t *testing.T) {
 // resume's replay and the record do not change with the representation.
 func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 	t.Parallel()
-	call := Call{Made: true, Conn: ConnInfo{Reused: false, DNS: 1234567, Connect: 2500 * time.Microsecond, TLS: 0, FreshRetry: true},
+	call := Call{Made: true, Conn: ragtime.ConnInfo{Reused: false, DNS: 1234567, Connect: 2500 * time.Microsecond, TLS: 0, FreshRetry: true},
 		Retries: 2, ServerWait: 5_900_123 * time.Nanosecond}
 	for _, c := range []struct {
 		name  string
@@ -104,7 +104,7 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 			"fresh_retry": true, "retries": 2, "server_wait_ms": 5.9},
 			func(f *stageFigs) { f.embed, f.dim, f.dimKnown = call, 512, true }},
 		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
-			func(f *stageFigs) { f.embed = Call{Made: true, Conn: ConnInfo{Reused: true}} }},
+			func(f *stageFigs) { f.embed = Call{Made: true, Conn: ragtime.ConnInfo{Reused: true}} }},
 		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3},
 			func(f *stageFigs) { f.dim, f.dimKnown = 3, true }},
 		{ragtime.StageEmbed, map[string]any{"embedder": "openai:<m&x>", "dim": 3, "cache": "hit"},
@@ -116,11 +116,11 @@ func TestStageFigsFrameAsTheirMaps(t *testing.T) {
 		{ragtime.StageAssemble, map[string]any{"chunks": 4, "dropped": 1, "context_tokens": 316, "prompt_tokens": 381},
 			func(f *stageFigs) { f.chunks, f.dropped, f.contextTokens, f.promptTokens = 4, 1, 316, 381 }},
 		{ragtime.StageLLMConnect, map[string]any{"reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0},
-			func(f *stageFigs) { f.conn = ConnInfo{Reused: true} }},
+			func(f *stageFigs) { f.conn = ragtime.ConnInfo{Reused: true} }},
 		{ragtime.StageLLMConnect, map[string]any{"reused": false, "dns_ms": 1.235, "connect_ms": 2.5, "tls_ms": 0.0, "fresh_retry": true, "retries": 2},
 			func(f *stageFigs) { f.conn, f.retries = call.Conn, 2 }},
 		{ragtime.StageLLMConnect, map[string]any{"reused": false, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "prewarmed": true, "prewarm_connect_ms": 0.25},
-			func(f *stageFigs) { f.conn = ConnInfo{Prewarmed: true, Prewarm: 250 * time.Microsecond} }},
+			func(f *stageFigs) { f.conn = ragtime.ConnInfo{Prewarmed: true, Prewarm: 250 * time.Microsecond} }},
 		{ragtime.StageLLMPrefill, map[string]any{"status": 200}, func(f *stageFigs) { f.status = 200 }},
 		{ragtime.StageLLMPrefill, map[string]any{}, func(*stageFigs) {}},
 	} {

@@ -37,7 +37,7 @@ type stageFigs struct {
 
 	// llm_connect's and llm_prefill's figures as they were sent (with
 	// the first token, or at the stream's end).
-	conn    ConnInfo
+	conn    ragtime.ConnInfo
 	retries int
 	status  int
 }
@@ -197,7 +197,7 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 // that keep theirs (addConnAttrs). The embed stage interleaves its own
 // keys with these, in the same order (attrs; TestStageFigsFrameAsTheirMaps
 // holds the two to the same result).
-func connFigs(o *attrOut, c ConnInfo, retries int) {
+func connFigs(o *attrOut, c ragtime.ConnInfo, retries int) {
 	o.ms("connect_ms", roundMs(c.Connect))
 	o.ms("dns_ms", roundMs(c.DNS))
 	if c.FreshRetry {

@@ -224,7 +224,7 @@ func TestPruneDropsWholeDays(t *testing.T) {
 	searches := postgres.NewSearchRecorder(pool, nil)
 	for i, at := range []time.Time{cutoff.Add(-time.Hour), cutoff.Add(-48 * time.Hour), cutoff.Add(time.Hour)} {
 		searches.RecordSearch(pipeline.SearchRecord{QueryID: v7At(t, at), CreatedAt: at, QuestionSHA256: fmt.Sprint(i),
-			Retrieval: pipeline.RetrievalHybrid, Status: ragtime.StatusOK, Stages: early.Stages})
+			Retrieval: ragtime.RetrievalHybrid, Status: ragtime.StatusOK, Stages: early.Stages})
 	}
 	searches.Close()
 	if n := countRows(t, pool, "searches"); n != 3 {

@@ -14,7 +14,6 @@ import (
 
 	"ragtime"
 	"ragtime/internal/spool"
-	"ragtime/pipeline"
 )
 
 // Recorder defaults.
@@ -82,7 +81,7 @@ type RecorderOptions struct {
 // writer flushes it in batches, one transaction per batch. While PostgreSQL
 // is away the writer keeps its batch and retries with capped backoff, and
 // Record keeps accepting records up to QueueSize; what does not fit is
-// counted as dropped and logged. It implements pipeline.Recorder and is safe
+// counted as dropped and logged. It implements ragtime.Recorder and is safe
 // for concurrent use. Close flushes and stops it.
 type Recorder struct {
 	pool *pgxpool.Pool
@@ -114,7 +113,7 @@ type Recorder struct {
 	dropLog, retryLog, failLog, replayLog, partLog limiter
 }
 
-var _ pipeline.Recorder = (*Recorder)(nil)
+var _ ragtime.Recorder = (*Recorder)(nil)
 
 // NewRecorder starts a Recorder writing into the database pool is connected
 // to, which must be migrated (Migrate). Call Close to flush and stop it.

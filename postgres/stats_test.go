@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 
 	"ragtime"
-	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -31,12 +30,12 @@ func dashboardData(t *testing.T) (*postgres.Store, []ragtime.Record) {
 		ttft := 100 * float64(i+1)
 		r.TTFTMs = ptr(ttft)
 		r.Model = "sim-a"
-		r.TopK, r.Retrieval = 5, pipeline.RetrievalHybrid
+		r.TopK, r.Retrieval = 5, ragtime.RetrievalHybrid
 		if i >= 5 {
 			r.TopK = 10
 		}
 		if i%3 == 0 {
-			r.Retrieval = pipeline.RetrievalLexical
+			r.Retrieval = ragtime.RetrievalLexical
 		}
 		r.RetrievalMs = 10
 		r.QueueMs = 0
@@ -111,7 +110,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	}
 	first := seen[1] // recs[0]
 	if first.ID != recs[0].QueryID || !near(first.TTFTMs, 100) || first.Stages["llm_prefill"] != 80 || len(first.Stages) != 8 ||
-		first.Retrieval != pipeline.RetrievalLexical {
+		first.Retrieval != ragtime.RetrievalLexical {
 		t.Errorf("second = %+v, want recs[0] with its 8 stage durations", first)
 	}
 
@@ -123,7 +122,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 		{"status", ragtime.QueryFilter{Status: "error"}, 1},
 		{"model", ragtime.QueryFilter{Model: "sim-a"}, 11},
 		{"top_k", ragtime.QueryFilter{TopK: 10}, 5},
-		{"retrieval", ragtime.QueryFilter{Retrieval: pipeline.RetrievalLexical}, 4},
+		{"retrieval", ragtime.QueryFilter{Retrieval: ragtime.RetrievalLexical}, 4},
 		{"since", ragtime.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
 		{"until", ragtime.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
 		{"window", ragtime.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},

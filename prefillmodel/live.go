@@ -109,13 +109,13 @@ func (l *Live) Observe(rec ragtime.Record) {
 	l.mu.Unlock()
 }
 
-// Recorder returns a pipeline.Recorder that observes each finished query
+// Recorder returns a ragtime.Recorder that observes each finished query
 // (Observe) and hands it to next.
-func (l *Live) Recorder(next pipeline.Recorder) pipeline.Recorder { return observer{l, next} }
+func (l *Live) Recorder(next ragtime.Recorder) ragtime.Recorder { return observer{l, next} }
 
 type observer struct {
 	l    *Live
-	next pipeline.Recorder
+	next ragtime.Recorder
 }
 
 func (o observer) Record(rec ragtime.Record) {

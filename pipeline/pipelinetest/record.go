@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"ragtime"
-	"ragtime/pipeline"
 )
 
 // FullRecord returns a ragtime.Record whose every field (those of Figures
@@ -27,7 +26,7 @@ func FullRecord(sweepID string) ragtime.Record {
 	rec.QueryID = uuid.NewString()
 	rec.SweepID = sweepID
 	rec.Status = ragtime.StatusOK
-	rec.Retrieval = pipeline.RetrievalLexical // the column checks the mode
+	rec.Retrieval = ragtime.RetrievalLexical // the column checks the mode
 	rec.QuestionSHA256 = strings.Repeat("5e", 32)
 	rec.TraceID = strings.Repeat("7a", 16) // 32 hex digits, as the column checks
 	rec.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
