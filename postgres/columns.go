@@ -170,7 +170,7 @@ func fieldEncoder(name string, t reflect.Type, isUUID bool) (string, func([]byte
 			return elem(b, v.Elem())
 		}
 	}
-	panic(fmt.Sprintf("postgres: pipeline.Record's column %s has Go type %s, which the recorder cannot store", name, t))
+	panic(fmt.Sprintf("postgres: ragtime.Record's column %s has Go type %s, which the recorder cannot store", name, t))
 }
 
 // appendNull appends a NULL field of COPY's binary format.

@@ -761,7 +761,7 @@ func TestEveryRecordFieldIsStored(t *testing.T) {
 	closeCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := rec.Close(closeCtx); err != nil {
-		t.Fatalf("Close: %v (a pipeline.Record field without its column in a migration?)", err)
+		t.Fatalf("Close: %v (a ragtime.Record field without its column in a migration?)", err)
 	}
 	if st := rec.Stats(); st.Written != 1 {
 		t.Fatalf("recorder stats %+v: the full record was not written (a Record field without its column?)", st)

@@ -68,7 +68,7 @@ func fill(v reflect.Value, n *int) {
 		fill(p.Elem(), n)
 		v.Set(p)
 	default:
-		panic(fmt.Sprintf("pipelinetest: cannot fill a %s field of pipeline.Record; teach FullRecord", v.Type()))
+		panic(fmt.Sprintf("pipelinetest: cannot fill a %s field of ragtime.Record; teach FullRecord", v.Type()))
 	}
 }
 
