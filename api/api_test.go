@@ -28,25 +28,25 @@ import (
 // scriptedAsker writes a fixed sequence of events, as the pipeline would.
 type scriptedAsker struct{ got pipeline.Request }
 
-func (a *scriptedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a *scriptedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	a.got = *req
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens})
-	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
+	_ = out.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: "embed", DurationMs: 0.5}})
 	_ = out.Sources(nil)
 	_ = out.Delta(pipeline.Delta{Text: "line one\nline two <b>", Reasoning: true})
 	_ = out.Delta(pipeline.Delta{Text: "answer"})
 	ttft := 1.5
-	rec := pipeline.Record{QueryID: "q1", Figures: pipeline.Figures{TTFTMs: &ttft}}
+	rec := ragtime.Record{QueryID: "q1", Figures: ragtime.Figures{TTFTMs: &ttft}}
 	_ = out.Done(rec)
 	return &rec
 }
 
-type mapReader map[string]pipeline.Record
+type mapReader map[string]ragtime.Record
 
-func (m mapReader) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
+func (m mapReader) GetQuery(ctx context.Context, id string) (ragtime.Record, error) {
 	rec, ok := m[id]
 	if !ok {
-		return rec, fmt.Errorf("reading query %s: %w", id, pipeline.ErrNotFound)
+		return rec, fmt.Errorf("reading query %s: %w", id, ragtime.ErrNotFound)
 	}
 	return rec, nil
 }
@@ -169,20 +169,20 @@ func TestReadyzDegraded(t *testing.T) {
 }
 
 // askerFunc runs a query by calling itself.
-type askerFunc func(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record
+type askerFunc func(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record
 
-func (f askerFunc) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (f askerFunc) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	return f(ctx, req, out)
 }
 
 // TestDoneEventCarriesEveryFigure sends a record with every field set
 // through the done event, replays it with the Client and reads it back from
-// GET /v1/queries/{id}: a field added to pipeline.Figures that the stream or
+// GET /v1/queries/{id}: a field added to ragtime.Figures that the stream or
 // the client drops, or a Record field the API does not answer, fails it.
 func TestDoneEventCarriesEveryFigure(t *testing.T) {
 	t.Parallel()
 	full := pipelinetest.FullRecord("sweep-1")
-	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: full.QueryID, Model: full.Model})
 		_ = out.Done(full)
 		return &full
@@ -202,7 +202,7 @@ func TestDoneEventCarriesEveryFigure(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("GET /v1/queries/{id}: %d %s", status, body)
 	}
-	var stored pipeline.Record
+	var stored ragtime.Record
 	if err := json.Unmarshal([]byte(body), &stored); err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +227,8 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 	release := make(chan struct{})
 	held := make(chan struct{})
 	var calls atomic.Int32
-	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
-		rec := pipeline.Record{QueryID: fmt.Sprint("q", calls.Add(1)), Status: ragtime.StatusOK}
+	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
+		rec := ragtime.Record{QueryID: fmt.Sprint("q", calls.Add(1)), Status: ragtime.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		if req.Question == "hold" {
 			close(held)
@@ -244,7 +244,7 @@ func TestClientWaitsOutAdmission(t *testing.T) {
 		waits.Add(1)
 		waitCode.Store(fmt.Sprint(status, " ", code))
 	}}
-	first := make(chan *pipeline.Record)
+	first := make(chan *ragtime.Record)
 	go func() {
 		first <- c.Run(context.Background(), &pipeline.Request{Question: "hold", TopK: 1, MaxTokens: 1}, pipeline.Discard{})
 	}()
@@ -277,9 +277,9 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 	t.Parallel()
 	wrote, finish := make(chan struct{}), make(chan struct{})
 	const events = 9 // meta to the last token
-	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "m"})
-		_ = out.Stage(pipeline.Span{Name: "search", Seq: 1, StartMs: 0.25, DurationMs: 1.5, Attrs: map[string]any{"k": 4, "store": "<e&m>"}})
+		_ = out.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: "search", Seq: 1, StartMs: 0.25, DurationMs: 1.5, Attrs: map[string]any{"k": 4, "store": "<e&m>"}}})
 		rerank := 0.75
 		src := []pipeline.Source{
 			{Rank: 1, ChunkID: "c1", DocID: "d1", Title: "A \"title\"", Score: 0.5, RerankScore: &rerank, Text: "line one\nline two <b> & \u2028"},
@@ -291,11 +291,11 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 		for _, tok := range []string{"Hello", " <world>", " \"quoted\"\t", "\u2028 é"} {
 			_ = out.Delta(pipeline.Delta{Text: tok})
 		}
-		_ = out.Stage(pipeline.Span{Name: "llm_decode", Seq: 8, Attrs: map[string]any{"chunks": 4}})
+		_ = out.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: "llm_decode", Seq: 8, Attrs: map[string]any{"chunks": 4}}})
 		_ = out.(pipeline.Flusher).Flush() // as the pipeline does before it waits
 		close(wrote)
 		<-finish
-		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
+		rec := ragtime.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	})
@@ -351,7 +351,7 @@ func TestResumeReplaysTheEventsAsSent(t *testing.T) {
 func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		if calls.Add(1) == 1 {
 			_ = out.Meta(pipeline.Meta{QueryID: "q1"})
 			panic("boom")
@@ -375,14 +375,14 @@ func TestAQueryThatPanicsDoesNotStopTheServer(t *testing.T) {
 func TestResumeBeyondTheBufferSaysSo(t *testing.T) {
 	t.Parallel()
 	wrote, finish := make(chan struct{}), make(chan struct{})
-	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		_ = out.Meta(pipeline.Meta{QueryID: "q1"})
 		for range 50 {
 			_ = out.Delta(pipeline.Delta{Text: strings.Repeat("x", 100)})
 		}
 		close(wrote)
 		<-finish
-		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
+		rec := ragtime.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	})
@@ -422,17 +422,17 @@ type twoPartAsker struct {
 	release chan struct{}
 }
 
-func (a twoPartAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a twoPartAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	return a.Begin(ctx, req, out)()
 }
 
-func (a twoPartAsker) Begin(_ context.Context, _ *pipeline.Request, out pipeline.Stream) func() *pipeline.Record {
+func (a twoPartAsker) Begin(_ context.Context, _ *pipeline.Request, out pipeline.Stream) func() *ragtime.Record {
 	_ = out.Meta(pipeline.Meta{QueryID: "q1"})
 	_ = out.(pipeline.Flusher).Flush()
 	close(a.begun)
-	return func() *pipeline.Record {
+	return func() *ragtime.Record {
 		<-a.release
-		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
+		rec := ragtime.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	}
@@ -521,7 +521,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 func TestResumeAfterTheAnswerFinished(t *testing.T) {
 	t.Parallel()
 	cut, finished := make(chan struct{}), make(chan struct{})
-	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, _ *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		defer close(finished)
 		_ = out.Meta(pipeline.Meta{QueryID: "q-late", Model: "m"})
 		_ = out.Delta(pipeline.Delta{Text: "first"})
@@ -533,7 +533,7 @@ func TestResumeAfterTheAnswerFinished(t *testing.T) {
 		for _, tok := range []string{" second", " third"} {
 			_ = out.Delta(pipeline.Delta{Text: tok})
 		}
-		rec := pipeline.Record{QueryID: "q-late", Status: ragtime.StatusOK}
+		rec := ragtime.Record{QueryID: "q-late", Status: ragtime.StatusOK}
 		_ = out.Done(rec)
 		return &rec
 	})

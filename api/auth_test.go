@@ -51,9 +51,9 @@ func TestClientSendsItsKey(t *testing.T) {
 	keys := auth.NewKeyring()
 	keys.Set([]auth.Key{key})
 	var gotKey string
-	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(_ context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		gotKey = req.KeyID
-		rec := pipeline.Record{QueryID: "q1", Status: ragtime.StatusOK}
+		rec := ragtime.Record{QueryID: "q1", Status: ragtime.StatusOK}
 		_ = out.Meta(pipeline.Meta{QueryID: rec.QueryID})
 		_ = out.Done(rec)
 		return &rec

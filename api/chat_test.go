@@ -125,9 +125,9 @@ func TestChatCompletionsRefuseBadInputInOpenAIsShape(t *testing.T) {
 // countingAsker counts the queries that reach it.
 type countingAsker struct{ n atomic.Int64 }
 
-func (a *countingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a *countingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	a.n.Add(1)
-	return &pipeline.Record{}
+	return &ragtime.Record{}
 }
 
 // chatScriptAsker plays a query with reasoning, an answer and sources, and
@@ -137,21 +137,21 @@ type chatScriptAsker struct {
 	fail *ragtime.Error
 }
 
-func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a *chatScriptAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	a.got = *req
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
-	_ = out.Stage(pipeline.Span{Name: "embed", DurationMs: 0.5})
+	_ = out.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: "embed", DurationMs: 0.5}})
 	_ = out.Sources([]pipeline.Source{{Rank: 1, ChunkID: "d#0", DocID: "d", Title: "D", Text: "t"}})
 	_ = out.Delta(pipeline.Delta{Text: "hmm", Reasoning: true})
 	_ = out.Delta(pipeline.Delta{Text: "Hello "})
 	if a.fail != nil {
 		_ = out.Fail(a.fail)
-		return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusError}
+		return &ragtime.Record{QueryID: "q1", Status: ragtime.StatusError}
 	}
 	_ = out.Delta(pipeline.Delta{Text: "world [1]"})
 	ttft := 1.5
-	rec := pipeline.Record{QueryID: "q1", Model: "sim", Figures: pipeline.Figures{TTFTMs: &ttft,
-		Usage: pipeline.Usage{PromptTokens: 10, CompletionTokens: 3}}, Stages: []pipeline.Span{{Name: "embed", DurationMs: 0.5}}}
+	rec := ragtime.Record{QueryID: "q1", Model: "sim", Figures: ragtime.Figures{TTFTMs: &ttft,
+		Usage: ragtime.Usage{PromptTokens: 10, CompletionTokens: 3}}, Stages: []ragtime.Span{{Name: "embed", DurationMs: 0.5}}}
 	_ = out.Done(rec)
 	return &rec
 }
@@ -353,11 +353,11 @@ func TestModelsListsWhatTheCallerMayUse(t *testing.T) {
 // slowAsker waits before its answer, as a long prefill does.
 type slowAsker struct{ wait time.Duration }
 
-func (a slowAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a slowAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
 	time.Sleep(a.wait)
 	_ = out.Delta(pipeline.Delta{Text: "late"})
-	rec := pipeline.Record{QueryID: "q1"}
+	rec := ragtime.Record{QueryID: "q1"}
 	_ = out.Done(rec)
 	return &rec
 }
@@ -444,7 +444,7 @@ func TestChatCompletionsShareAsksLimits(t *testing.T) {
 // generation does when its client leaves.
 type waitingAsker struct{ cancelled chan error }
 
-func (a waitingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a waitingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
 	select {
 	case <-ctx.Done():
@@ -452,7 +452,7 @@ func (a waitingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeli
 	case <-time.After(10 * time.Second):
 		a.cancelled <- nil
 	}
-	return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
+	return &ragtime.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
 }
 
 // TestChatClientThatLeavesCancelsItsQuery: a chat stream cannot be
@@ -487,7 +487,7 @@ func TestChatFinishReasonSpeaksOpenAI(t *testing.T) {
 		{"stop", 10, "stop"}, {"length", 3, "length"}, {"end_turn", 10, "stop"}, {"max_tokens", 3, "length"},
 		{"stop_sequence", 3, "stop"}, {"", 3, "stop"}, {"", 10, "length"}, {"something_new", 3, "stop"},
 	} {
-		rec := pipeline.Record{FinishReason: tt.provider, Figures: pipeline.Figures{Usage: pipeline.Usage{CompletionTokens: tt.completion}}}
+		rec := ragtime.Record{FinishReason: tt.provider, Figures: ragtime.Figures{Usage: ragtime.Usage{CompletionTokens: tt.completion}}}
 		if got := *s.finishReason(rec); got != tt.want {
 			t.Errorf("provider %q with %d of 10 tokens: %q, want %q", tt.provider, tt.completion, got, tt.want)
 		}
@@ -528,17 +528,17 @@ type gatedAsker struct {
 	cancelled chan error
 }
 
-func (a gatedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a gatedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	_ = out.Meta(pipeline.Meta{QueryID: "q1", Model: "sim"})
 	_ = out.Delta(pipeline.Delta{Text: "a "})
 	select {
 	case <-a.gate:
 	case <-ctx.Done():
 		a.cancelled <- context.Cause(ctx)
-		return &pipeline.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
+		return &ragtime.Record{QueryID: "q1", Status: ragtime.StatusCancelled}
 	}
 	_ = out.Delta(pipeline.Delta{Text: "b"})
-	rec := pipeline.Record{QueryID: "q1", Model: "sim"}
+	rec := ragtime.Record{QueryID: "q1", Model: "sim"}
 	_ = out.Done(rec)
 	return &rec
 }

@@ -51,7 +51,7 @@ type chatStream struct {
 	text      strings.Builder
 	reasoning strings.Builder
 	sources   []pipeline.Source
-	done      *pipeline.Record
+	done      *ragtime.Record
 	failed    *ragtime.Error
 	scratch   []byte
 	// res is a resumable stream's state (chatresume.go); nil for a plain
@@ -73,11 +73,11 @@ type chatChunk struct {
 // chatExtended is the ragtime object: the done event's body (query id,
 // figures, usage, stages) and the sources the answer cites as [n].
 type chatExtended struct {
-	pipeline.DoneEvent
+	ragtime.DoneEvent
 	Sources []pipeline.Source `json:"sources"`
 }
 
-func usageOf(u pipeline.Usage) *openaiwire.Usage {
+func usageOf(u ragtime.Usage) *openaiwire.Usage {
 	out := &openaiwire.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
 		TotalTokens:             u.PromptTokens + u.CompletionTokens,
 		PromptTokensDetails:     &openaiwire.PromptTokensDetails{},
@@ -200,7 +200,7 @@ func (s *chatStream) heartbeat(every time.Duration) {
 }
 
 // Stage sends nothing: the stages arrive together in the ragtime object.
-func (s *chatStream) Stage(pipeline.Span) error { return nil }
+func (s *chatStream) Stage(pipeline.StageSpan) error { return nil }
 
 func (s *chatStream) Sources(src []pipeline.Source) error {
 	if src == nil {
@@ -234,7 +234,7 @@ func (s *chatStream) Delta(d pipeline.Delta) error {
 // in OpenAI's words (Anthropic's end_turn is stop, its max_tokens length),
 // or, when it said none (the extractive generator), length when the answer
 // used all of max_tokens and stop otherwise.
-func (s *chatStream) finishReason(rec pipeline.Record) *string {
+func (s *chatStream) finishReason(rec ragtime.Record) *string {
 	reason := "stop"
 	switch rec.FinishReason {
 	case "stop", "length", "content_filter", "tool_calls":
@@ -250,7 +250,7 @@ func (s *chatStream) finishReason(rec pipeline.Record) *string {
 	return &reason
 }
 
-func (s *chatStream) Done(rec pipeline.Record) error {
+func (s *chatStream) Done(rec ragtime.Record) error {
 	s.done = &rec
 	if !s.stream {
 		return nil

@@ -52,14 +52,14 @@ const (
 // MaxContextTokens of req are not sent: the API does not take them.
 // TTFTBudgetMs is sent unless it is pipeline.Unset: 0 asks with no budget,
 // whatever the server's or the key's default.
-func (c *Client) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (c *Client) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	rec := c.run(ctx, req, out)
 	return &rec
 }
 
-func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) pipeline.Record {
-	rec := pipeline.Record{TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens, Model: req.Model}
-	fail := func(e *ragtime.Error) pipeline.Record {
+func (c *Client) run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) ragtime.Record {
+	rec := ragtime.Record{TopK: req.TopK, RerankTopN: req.RerankTopN, MaxTokens: req.MaxTokens, Model: req.Model}
+	fail := func(e *ragtime.Error) ragtime.Record {
 		if ctx.Err() != nil {
 			rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, ragtime.CodeCancelled, "cancelled"
 			return rec
@@ -221,13 +221,13 @@ func retryAfter(resp *http.Response) (time.Duration, bool) {
 
 // replay reads the event stream (the one api/sse.go writes) and calls out
 // for each event.
-func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream, rec pipeline.Record,
-	fail func(*ragtime.Error) pipeline.Record) pipeline.Record {
-	broken := func(msg string, err error) pipeline.Record {
+func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream, rec ragtime.Record,
+	fail func(*ragtime.Error) ragtime.Record) ragtime.Record {
+	broken := func(msg string, err error) ragtime.Record {
 		return fail(&ragtime.Error{Kind: ragtime.KindUpstream, Code: CodeStreamBroken, Message: msg, Err: err})
 	}
-	var end *pipeline.Record // the record of the done or error event, or of a malformed event
-	finish := func(r pipeline.Record) { end = &r }
+	var end *ragtime.Record // the record of the done or error event, or of a malformed event
+	finish := func(r ragtime.Record) { end = &r }
 	decode := func(what string, d []byte, v any) error {
 		if err := json.Unmarshal(d, v); err != nil {
 			finish(broken("decoding "+what+": "+err.Error(), err))
@@ -245,11 +245,11 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 			rec.QueryID, rec.Model, rec.Provider, rec.MaxContextTokens = m.QueryID, m.Model, m.Provider, m.MaxContextTokens
 			_ = out.Meta(m)
 		case EventStage:
-			var s pipeline.Span
+			var s ragtime.Span
 			if err := decode("a stage event", d, &s); err != nil {
 				return false, err
 			}
-			_ = out.Stage(s)
+			_ = out.Stage(pipeline.StageSpan{Span: s})
 		case EventSources:
 			var s sourcesEvent
 			if err := decode("the sources event", d, &s); err != nil {
@@ -264,7 +264,7 @@ func (c *Client) replay(ctx context.Context, body io.Reader, out pipeline.Stream
 			dl.Reasoning, dl.At = ev == EventReasoning, time.Now()
 			_ = out.Delta(dl)
 		case EventDone:
-			var e pipeline.DoneEvent
+			var e ragtime.DoneEvent
 			if err := decode("the done event", d, &e); err != nil {
 				return false, err
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -25,7 +26,7 @@ type Documents interface {
 	// then stores nothing. Results are in the order of ins.
 	PutDocuments(ctx context.Context, ins []pipeline.DocumentInput) ([]pipeline.DocumentResult, error)
 	DeleteDocument(ctx context.Context, id string) (bool, error)
-	ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error)
+	ListDocuments(ctx context.Context) ([]ragtime.DocumentInfo, error)
 }
 
 // ErrReadOnly is what a Documents returns when the store cannot be written
@@ -187,7 +188,7 @@ func (s *server) handleListDocuments(c echo.Context) error {
 		return fmt.Errorf("listing documents: %w", err)
 	}
 	if list == nil {
-		list = []pipeline.DocumentInfo{}
+		list = []ragtime.DocumentInfo{}
 	}
 	chunks := 0
 	for _, d := range list {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/auth"
 	"ragtime/internal/openaiwire"
 	"ragtime/pipeline"
@@ -42,9 +43,9 @@ var statusTable = []struct {
 	code   string
 	hint   string
 }{
-	{pipeline.ErrNotFound, http.StatusNotFound, "not_found", ""},
+	{ragtime.ErrNotFound, http.StatusNotFound, "not_found", ""},
 	{ErrReadOnly, http.StatusServiceUnavailable, "read_only", ""},
-	{pipeline.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
+	{ragtime.ErrInvalidCursor, http.StatusBadRequest, "cursor_invalid", ""},
 	{auth.ErrMissing, http.StatusUnauthorized, "auth_missing",
 		"send an API key as Authorization: Bearer <key> (a publishable key may come as ?key=); `ragtime keys create` makes one"},
 	{auth.ErrInvalid, http.StatusUnauthorized, "auth_invalid",

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -219,7 +220,7 @@ func (m *memDocuments) PutDocuments(ctx context.Context, ins []pipeline.Document
 }
 
 func (m *memDocuments) DeleteDocument(context.Context, string) (bool, error) { return false, nil }
-func (m *memDocuments) ListDocuments(context.Context) ([]pipeline.DocumentInfo, error) {
+func (m *memDocuments) ListDocuments(context.Context) ([]ragtime.DocumentInfo, error) {
 	return nil, nil
 }
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // handleHealthz answers while the process is alive.
@@ -76,7 +76,7 @@ func (s *server) handleGetQuery(c echo.Context) error {
 	// Another key's query is answered as if it did not exist.
 	if own := ownQueries(c); own != "" {
 		if rec.KeyID != own {
-			return fmt.Errorf("query %.80q: %w", c.Param("id"), pipeline.ErrNotFound)
+			return fmt.Errorf("query %.80q: %w", c.Param("id"), ragtime.ErrNotFound)
 		}
 		// The operator's text (the model server's address) is for admin
 		// reads.
@@ -86,7 +86,7 @@ func (s *server) handleGetQuery(c echo.Context) error {
 		return c.JSON(http.StatusOK, rec)
 	}
 	return c.JSON(http.StatusOK, struct {
-		pipeline.Record
+		ragtime.Record
 		// TraceURL is the query's trace in the tracing UI (--trace-url-template).
 		TraceURL string `json:"trace_url"`
 	}{rec, TraceURL(s.deps.TraceURLTemplate, rec.TraceID)})

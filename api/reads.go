@@ -17,19 +17,19 @@ import (
 )
 
 // QueryLister lists stored queries a page at a time; it returns an error
-// wrapping pipeline.ErrInvalidCursor for a cursor it did not make.
+// wrapping ragtime.ErrInvalidCursor for a cursor it did not make.
 type QueryLister interface {
-	ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error)
+	ListQueries(ctx context.Context, f ragtime.QueryFilter) (ragtime.QueryPage, error)
 }
 
 // StatsReader reads the dashboard views for the queries a filter selects:
 // since a moment, of one provider and model when given, of one API key when
 // its KeyID is set.
 type StatsReader interface {
-	Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Stats, error)
+	Stats(ctx context.Context, f ragtime.StatsFilter) (pipeline.Stats, error)
 	// Models lists the providers and models of the window's queries (of
 	// the key's, with a KeyID); it ignores f's Provider and Model.
-	Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.ProviderModel, error)
+	Models(ctx context.Context, f ragtime.StatsFilter) ([]ragtime.ProviderModel, error)
 }
 
 // maxStatsWindow bounds /v1/stats?since=, which aggregates every query of
@@ -90,7 +90,7 @@ func (s *server) handleListQueries(c echo.Context) error {
 		}
 	}
 	now := timeNow()
-	var f pipeline.QueryFilter
+	var f ragtime.QueryFilter
 	var err error
 	if v := qs.Get("since"); v != "" {
 		if f.Since, err = parseMoment(v, "since", now); err != nil {
@@ -121,14 +121,14 @@ func (s *server) handleListQueries(c echo.Context) error {
 		f.TopK = k
 	}
 	switch f.Retrieval = qs.Get("retrieval"); f.Retrieval {
-	case "", pipeline.RetrievalHybrid, pipeline.RetrievalVector, pipeline.RetrievalLexical:
+	case "", ragtime.RetrievalHybrid, ragtime.RetrievalVector, ragtime.RetrievalLexical:
 	default:
 		return badRequest("retrieval", "retrieval_invalid", fmt.Sprintf("retrieval must be hybrid, vector or lexical, got %.40q", f.Retrieval))
 	}
 	if v := qs.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > pipeline.MaxListLimit {
-			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", pipeline.MaxListLimit, v))
+		if err != nil || n < 1 || n > ragtime.MaxListLimit {
+			return badRequest("limit", "limit_invalid", fmt.Sprintf("limit must be a whole number from 1 to %d, got %q", ragtime.MaxListLimit, v))
 		}
 		f.Limit = n
 	}
@@ -173,7 +173,7 @@ func providerModel(qs url.Values) (provider, model string, err error) {
 
 // statsFilter reads the query parameters of /v1/stats and
 // /v1/stats/models: since (default 1h, at most 90d), provider, model.
-func statsFilter(c echo.Context) (pipeline.StatsFilter, error) {
+func statsFilter(c echo.Context) (ragtime.StatsFilter, error) {
 	now := timeNow()
 	since := now.Add(-time.Hour)
 	qs := c.QueryParams()
@@ -181,26 +181,26 @@ func statsFilter(c echo.Context) (pipeline.StatsFilter, error) {
 		switch name {
 		case "since", "provider", "model":
 		default:
-			return pipeline.StatsFilter{}, badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since, provider, model", name))
+			return ragtime.StatsFilter{}, badRequest(nameOf(name), "unknown_parameter", fmt.Sprintf("unknown parameter %q; known: since, provider, model", name))
 		}
 	}
 	if qs.Has("since") {
 		var err error
 		if since, err = parseMoment(qs.Get("since"), "since", now); err != nil {
-			return pipeline.StatsFilter{}, err
+			return ragtime.StatsFilter{}, err
 		}
 	}
 	if since.After(now) {
-		return pipeline.StatsFilter{}, badRequest("since", "since_invalid", "since must be in the past")
+		return ragtime.StatsFilter{}, badRequest("since", "since_invalid", "since must be in the past")
 	}
 	if now.Sub(since) > maxStatsWindow {
-		return pipeline.StatsFilter{}, badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
+		return ragtime.StatsFilter{}, badRequest("since", "since_out_of_range", "since must be within the last 90 days (90d)")
 	}
 	provider, model, err := providerModel(qs)
 	if err != nil {
-		return pipeline.StatsFilter{}, err
+		return ragtime.StatsFilter{}, err
 	}
-	return pipeline.StatsFilter{Since: since, Provider: provider, Model: model, KeyID: ownQueries(c)}, nil
+	return ragtime.StatsFilter{Since: since, Provider: provider, Model: model, KeyID: ownQueries(c)}, nil
 }
 
 // handleStats serves GET /v1/stats?since=1h&provider=...&model=...: every

@@ -111,11 +111,11 @@ type searchResult struct {
 
 // searchAnswer is the POST /v1/search answer (docs/api.md).
 type searchAnswer struct {
-	QueryID     string          `json:"query_id"`
-	Retrieval   string          `json:"retrieval"`
-	Results     []searchResult  `json:"results"`
-	Stages      []pipeline.Span `json:"stages"`
-	RetrievalMs float64         `json:"retrieval_ms"`
+	QueryID     string         `json:"query_id"`
+	Retrieval   string         `json:"retrieval"`
+	Results     []searchResult `json:"results"`
+	Stages      []ragtime.Span `json:"stages"`
+	RetrievalMs float64        `json:"retrieval_ms"`
 }
 
 // handleSearch serves POST /v1/search: the retrieval of an ask without

@@ -15,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"ragtime"
 	"ragtime/admission"
 	"ragtime/auth"
 	"ragtime/pipeline"
@@ -25,13 +26,13 @@ import (
 // implements it. The request and the record go by pointer: the handler's
 // goroutine waits in Run while the answer streams, and keeps its frames.
 type Asker interface {
-	Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record
+	Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record
 }
 
 // QueryReader reads stored queries. It returns an error wrapping
-// pipeline.ErrNotFound for an unknown id.
+// ragtime.ErrNotFound for an unknown id.
 type QueryReader interface {
-	GetQuery(ctx context.Context, id string) (pipeline.Record, error)
+	GetQuery(ctx context.Context, id string) (ragtime.Record, error)
 }
 
 // ReadyCheck is one readiness condition for /readyz; nil error means ready.

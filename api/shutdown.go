@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -101,7 +102,7 @@ type TrackedAsker struct {
 func Track(next Asker) *TrackedAsker { return &TrackedAsker{next: next} }
 
 // Run runs the query through the tracked Asker, counted.
-func (a *TrackedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a *TrackedAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	a.mu.Lock()
 	a.n++
 	a.mu.Unlock()
@@ -113,7 +114,7 @@ func (a *TrackedAsker) Run(ctx context.Context, req *pipeline.Request, out pipel
 // one that cannot run a query in two parts: see
 // pipeline.Pipeline.Begin) and returns the rest; the query is counted
 // until the rest returns.
-func (a *TrackedAsker) Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record) {
+func (a *TrackedAsker) Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *ragtime.Record) {
 	a.mu.Lock()
 	a.n++
 	a.mu.Unlock()
@@ -125,7 +126,7 @@ func (a *TrackedAsker) Begin(ctx context.Context, req *pipeline.Request, out pip
 	}()
 	rest := begin(ctx, a.next, req, out)
 	begun = true
-	return func() *pipeline.Record {
+	return func() *ragtime.Record {
 		defer a.done()
 		return rest()
 	}

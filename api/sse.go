@@ -72,11 +72,11 @@ type eventLog struct {
 	sources []pipeline.Source // the sources event's, when it is kept
 	// stages are the spans of the kept stage events, oldest first, as
 	// framed is.
-	stages []pipeline.Span
+	stages []pipeline.StageSpan
 	// done is the done event's, when it is kept: framed again for a resume
 	// that comes between it and the stream's end, rather than held framed
 	// (1.5 KB copied per ask for a resume that seldom comes).
-	done *pipeline.DoneEvent
+	done *ragtime.DoneEvent
 	// meta is the meta event's, when it is kept, framed again as done is.
 	meta *pipeline.Meta
 	// scratch frames the event being written. Its buffer is taken from
@@ -250,10 +250,10 @@ func (l *eventLog) Meta(m pipeline.Meta) error {
 }
 
 // Stage sends a stage event (nine per ask), framed by hand
-// (pipeline.Span.AppendJSON: what encoding/json writes, without its
+// (pipeline.StageSpan.AppendJSON: what encoding/json writes, without its
 // reflection or the span's boxing in an interface), or through
 // encoding/json for a span AppendJSON does not frame.
-func (l *eventLog) Stage(sp pipeline.Span) error {
+func (l *eventLog) Stage(sp pipeline.StageSpan) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone != nil {
@@ -265,7 +265,7 @@ func (l *eventLog) Stage(sp pipeline.Span) error {
 	}
 	l.scratch.Write(append(b, "\n\n"...))
 	if l.stages == nil {
-		l.stages = make([]pipeline.Span, 0, 10) // an ask's nine, and reasoning's
+		l.stages = make([]pipeline.StageSpan, 0, 10) // an ask's nine, and reasoning's
 	}
 	l.stages = append(l.stages, sp)
 	return l.keepAndWriteLocked(EventStage, keptEvent{kind: keptStage}, false)
@@ -318,9 +318,9 @@ func (l *eventLog) Delta(d pipeline.Delta) error {
 	return l.sendText(EventToken, d.Text, !d.More)
 }
 
-// Done sends the done event, framed by hand (pipeline.DoneEvent.AppendJSON)
+// Done sends the done event, framed by hand (pipeline.AppendDoneJSON)
 // or, for one it does not frame, through encoding/json.
-func (l *eventLog) Done(rec pipeline.Record) error {
+func (l *eventLog) Done(rec ragtime.Record) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.gone != nil {
@@ -329,7 +329,7 @@ func (l *eventLog) Done(rec pipeline.Record) error {
 	done := rec.DoneEvent()
 	l.largeScratchLocked()
 	l.resetScratch()
-	b, ok := done.AppendJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone))
+	b, ok := pipeline.AppendDoneJSON(l.appendHead(l.scratch.AvailableBuffer(), l.seq, EventDone), &done)
 	if !ok {
 		return l.encodeLocked(EventDone, done)
 	}

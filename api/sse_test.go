@@ -93,7 +93,7 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	t.Parallel()
 	w := &countingWriter{}
 	l := attachedLog(t, w, time.Second)
-	_ = l.Stage(pipeline.Span{Name: ragtime.StageAccept})
+	_ = l.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: ragtime.StageAccept}})
 	_ = l.Sources(nil)
 	if w.flushes != 0 || !l.sink.conn.pending {
 		t.Fatalf("%d flushes after meta, a stage and the sources; want them held", w.flushes)
@@ -104,17 +104,17 @@ func TestEventsHeldUntilFlush(t *testing.T) {
 	if err := l.Flush(); err != nil || w.flushes != 1 {
 		t.Errorf("a Flush with nothing held flushed again (%d)", w.flushes)
 	}
-	_ = l.Stage(pipeline.Span{Name: ragtime.StageEmbed})
+	_ = l.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: ragtime.StageEmbed}})
 	_ = l.Delta(pipeline.Delta{Text: "a"})
 	if w.flushes != 2 || l.sink.conn.pending {
 		t.Errorf("a token after a held stage: %d flushes, pending %v; want both sent by the token's flush", w.flushes, l.sink.conn.pending)
 	}
-	_ = l.Stage(pipeline.Span{Name: ragtime.StageLLMDecode})
-	_ = l.Done(pipeline.Record{})
+	_ = l.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: ragtime.StageLLMDecode}})
+	_ = l.Done(ragtime.Record{})
 	if w.flushes != 3 {
 		t.Errorf("done: %d flushes, want 3", w.flushes)
 	}
-	_ = l.Stage(pipeline.Span{Name: "late"})
+	_ = l.Stage(pipeline.StageSpan{Span: ragtime.Span{Name: "late"}})
 	l.end()
 	if w.flushes != 4 {
 		t.Errorf("end with an event held: %d flushes, want it flushed", w.flushes)
@@ -172,11 +172,11 @@ func TestTokenEventIsFramedAsJSON(t *testing.T) {
 func TestStageEventIsFramedAsJSON(t *testing.T) {
 	t.Parallel()
 	l := attachedLog(t, &countingWriter{}, time.Second)
-	for _, sp := range []pipeline.Span{
+	for _, sp := range []ragtime.Span{
 		{Name: "embed", Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"embedder": "openai:<m>", "dim": 512, "reused": true}},
 		{Name: "search", Seq: 3, Attrs: map[string]any{"ids": []string{"a<b"}, "k": 4}},
 	} {
-		if err := l.Stage(sp); err != nil {
+		if err := l.Stage(pipeline.StageSpan{Span: sp}); err != nil {
 			t.Fatal(err)
 		}
 		var want bytes.Buffer
@@ -202,9 +202,9 @@ func TestStageEventIsFramedAsJSON(t *testing.T) {
 func TestDoneEventIsFramedAsJSON(t *testing.T) {
 	t.Parallel()
 	ttft := 12.5
-	for _, stages := range [][]pipeline.Span{nil, {{Name: "embed", Attrs: map[string]any{"dim": 512}}}, {{Name: "x", Attrs: map[string]any{"ids": []int{1}}}}} {
+	for _, stages := range [][]ragtime.Span{nil, {{Name: "embed", Attrs: map[string]any{"dim": 512}}}, {{Name: "x", Attrs: map[string]any{"ids": []int{1}}}}} {
 		l := attachedLog(t, &countingWriter{}, time.Second)
-		rec := pipeline.Record{QueryID: "q", Model: "m<x>", Figures: pipeline.Figures{TTFTMs: &ttft}, Stages: stages}
+		rec := ragtime.Record{QueryID: "q", Model: "m<x>", Figures: ragtime.Figures{TTFTMs: &ttft}, Stages: stages}
 		if err := l.Done(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -244,10 +244,10 @@ func BenchmarkStreamToken(b *testing.B) {
 // BenchmarkStreamStage is the cost of one of an ask's nine stage events.
 func BenchmarkStreamStage(b *testing.B) {
 	l := attachedLog(b, &countingWriter{}, 10*time.Second)
-	sp := pipeline.Span{Name: "llm_connect", Seq: 6, StartMs: 1.136, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}}
+	sp := ragtime.Span{Name: "llm_connect", Seq: 6, StartMs: 1.136, Attrs: map[string]any{"connect_ms": 0.0, "dns_ms": 0.0, "reused": true, "tls_ms": 0.0}}
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := l.Stage(sp); err != nil {
+		if err := l.Stage(pipeline.StageSpan{Span: sp}); err != nil {
 			b.Fatal(err)
 		}
 		if len(l.kept) > 1000 {
@@ -261,8 +261,8 @@ func BenchmarkStreamStage(b *testing.B) {
 func BenchmarkStreamDone(b *testing.B) {
 	l := attachedLog(b, &countingWriter{}, 10*time.Second)
 	ttft, overhead := 43.5, 0.4
-	rec := pipeline.Record{QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7", Model: "sim",
-		Figures: pipeline.Figures{TTFTMs: &ttft, OverheadMs: &overhead, E2EMs: 342.5, RetrievalMs: 6.5},
+	rec := ragtime.Record{QueryID: "7a3ea7a3-3678-4666-9ab1-b1ae4fbf55b7", Model: "sim",
+		Figures: ragtime.Figures{TTFTMs: &ttft, OverheadMs: &overhead, E2EMs: 342.5, RetrievalMs: 6.5},
 		Stages:  pipelinetest.TypicalStages()}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -314,9 +314,9 @@ func TestKeptStagesReplayAsSentPastTheBuffer(t *testing.T) {
 	}
 	mark()
 	for i := range 12 {
-		sp := pipeline.Span{Name: fmt.Sprintf("stage_%d", i), Seq: i, StartMs: float64(i) / 3, DurationMs: 1.25,
+		sp := ragtime.Span{Name: fmt.Sprintf("stage_%d", i), Seq: i, StartMs: float64(i) / 3, DurationMs: 1.25,
 			Attrs: map[string]any{"k": i, "store": "<e&m>", "reused": i%2 == 0}}
-		if err := l.Stage(sp); err != nil {
+		if err := l.Stage(pipeline.StageSpan{Span: sp}); err != nil {
 			t.Fatal(err)
 		}
 		if err := l.Delta(pipeline.Delta{Text: fmt.Sprintf(" token %d", i)}); err != nil {

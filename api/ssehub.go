@@ -12,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -141,17 +142,17 @@ func (h *streamHub) run(c echo.Context, asker Asker, req *pipeline.Request) (res
 // begin runs asker up to the model's answer, when it can run a query in
 // two parts (Pipeline, TrackedAsker: see pipeline.Pipeline.Begin), and
 // returns the rest; for any other Asker the rest is the whole of Run.
-func begin(ctx context.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record) {
+func begin(ctx context.Context, asker Asker, req *pipeline.Request, out pipeline.Stream) (answer func() *ragtime.Record) {
 	if b, ok := asker.(beginner); ok {
 		return b.Begin(ctx, req, out)
 	}
-	return func() *pipeline.Record { return asker.Run(ctx, req, out) }
+	return func() *ragtime.Record { return asker.Run(ctx, req, out) }
 }
 
 // beginner is an Asker that runs a query in two parts:
 // pipeline.Pipeline.Begin.
 type beginner interface {
-	Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *pipeline.Record)
+	Begin(ctx context.Context, req *pipeline.Request, out pipeline.Stream) (answer func() *ragtime.Record)
 }
 
 // runPlain answers one admitted ask on out, a stream that cannot be

@@ -93,7 +93,7 @@ func (l *eventLog) frameKeptLocked(seq int, e keptEvent, c *keptCursor) error {
 		}
 		l.scratch.Write(append(b, "\n\n"...))
 	case keptDone:
-		b, ok := l.done.AppendJSON(l.appendHead(l.frameBuffer(int(e.size)), seq, EventDone))
+		b, ok := pipeline.AppendDoneJSON(l.appendHead(l.frameBuffer(int(e.size)), seq, EventDone), l.done)
 		if !ok {
 			return fmt.Errorf("framing the kept done event %d again", seq)
 		}
@@ -137,7 +137,7 @@ func (l *eventLog) dropKeptLocked() {
 	case keptSources:
 		l.sources = nil
 	case keptStage:
-		l.stages[0] = pipeline.Span{}
+		l.stages[0] = pipeline.StageSpan{}
 		l.stages = l.stages[1:]
 	case keptDone:
 		l.done = nil

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -18,10 +19,10 @@ type traceKey struct{}
 func TestTraceContextReachesTheAsker(t *testing.T) {
 	t.Parallel()
 	var got []string
-	asker := askerFunc(func(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+	asker := askerFunc(func(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 		v, _ := ctx.Value(traceKey{}).(string)
 		got = append(got, v)
-		rec := pipeline.Record{QueryID: "q1"}
+		rec := ragtime.Record{QueryID: "q1"}
 		_ = out.Done(rec)
 		return &rec
 	})

@@ -14,7 +14,7 @@ import (
 // request carries besides the question. Zero fields are left to the
 // server's defaults.
 type Config struct {
-	// Retrieval is pipeline.RetrievalHybrid, RetrievalVector or
+	// Retrieval is ragtime.RetrievalHybrid, RetrievalVector or
 	// RetrievalLexical; empty is the server's default.
 	Retrieval string `json:"retrieval,omitempty"`
 	TopK      int    `json:"top_k"`

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // tableSearcher answers from a fixed table of doc ids per (mode, question)
@@ -38,12 +38,12 @@ func TestRunAggregates(t *testing.T) {
 	}
 	s := tableSearcher{docs: map[string]map[string][]string{
 		// vector finds q1 at rank 1, q2 at rank 2 and misses q3.
-		pipeline.RetrievalVector: {"q1": {"a", "x"}, "q2": {"x", "b"}, "q3": {"x"}},
+		ragtime.RetrievalVector: {"q1": {"a", "x"}, "q2": {"x", "b"}, "q3": {"x"}},
 		// lexical loses q1 (rank 11), finds q3 at rank 1, q2 at 4.
-		pipeline.RetrievalLexical: {"q1": {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "a"}, "q2": {"1", "2", "3", "b"}, "q3": {"c"}},
+		ragtime.RetrievalLexical: {"q1": {"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "a"}, "q2": {"1", "2", "3", "b"}, "q3": {"c"}},
 	}}
 	var progress []int
-	rep, err := Run(context.Background(), Options{Questions: qs, Configs: []Config{{Retrieval: pipeline.RetrievalVector, TopK: 10}, {Retrieval: pipeline.RetrievalLexical, TopK: 10}},
+	rep, err := Run(context.Background(), Options{Questions: qs, Configs: []Config{{Retrieval: ragtime.RetrievalVector, TopK: 10}, {Retrieval: ragtime.RetrievalLexical, TopK: 10}},
 		Runs: 2, Searcher: s, Progress: func(done, total int) { progress = append(progress, done*100+total) }})
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestRunAggregates(t *testing.T) {
 
 	// A failed search is counted and the run goes on.
 	s.fail = map[string]bool{"q2": true}
-	rep, err = Run(context.Background(), Options{Questions: qs, Configs: []Config{{Retrieval: pipeline.RetrievalVector, TopK: 10}}, Searcher: s})
+	rep, err = Run(context.Background(), Options{Questions: qs, Configs: []Config{{Retrieval: ragtime.RetrievalVector, TopK: 10}}, Searcher: s})
 	if err != nil || rep.Summaries[0].Errors != 1 || rep.Summaries[0].Questions != 2 {
 		t.Errorf("with a failure: %+v, %v", rep, err)
 	}

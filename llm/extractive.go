@@ -92,9 +92,9 @@ func (x *Extractive) Generate(ctx context.Context, req *pipeline.GenerateRequest
 		RequestStart: start,
 		GotConn:      start,
 		WroteRequest: start,
-		Conn:         pipeline.ConnInfo{Reused: true},
+		Conn:         ragtime.ConnInfo{Reused: true},
 		// no prefix cache: none of the prompt was cached, and that is known
-		Usage: pipeline.Usage{CachedTokens: new(0)},
+		Usage: ragtime.Usage{CachedTokens: new(0)},
 	}
 	if err := ctx.Err(); err != nil {
 		return cancelledError(gen, err)

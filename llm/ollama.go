@@ -205,9 +205,9 @@ func (s *ollamaStream) line(line []byte, at time.Time) error {
 			setTiming(gen, key, float64(*v)/1e6)
 		}
 	}
-	ns(pipeline.ServerLoadMs, c.LoadDuration)
-	ns(pipeline.ServerPrefillMs, c.PromptEvalDuration)
-	ns(pipeline.ServerDecodeMs, c.EvalDuration)
+	ns(ragtime.ServerLoadMs, c.LoadDuration)
+	ns(ragtime.ServerPrefillMs, c.PromptEvalDuration)
+	ns(ragtime.ServerDecodeMs, c.EvalDuration)
 	if c.PromptEvalCachedCount != nil { // most versions send none: unknown
 		cached := *c.PromptEvalCachedCount
 		gen.Usage.CachedTokens = &cached

@@ -127,29 +127,29 @@ func TestOpenAIStreams(t *testing.T) {
 	tests := []struct {
 		fixture string
 		want    []wantDelta
-		usage   pipeline.Usage
+		usage   ragtime.Usage
 		timings map[string]float64
 	}{
 		{
 			fixture: "basic.sse",
 			want:    []wantDelta{{"Prefill", false}, {" reads the", false}, {" whole prompt", false}, {" [2].", false}},
-			usage:   pipeline.Usage{PromptTokens: 1200, CompletionTokens: 5, CachedTokens: new(1024)},
+			usage:   ragtime.Usage{PromptTokens: 1200, CompletionTokens: 5, CachedTokens: new(1024)},
 		},
 		{
 			fixture: "crlf_keepalive.sse",
 			want:    []wantDelta{{"首字", false}, {`延迟 "TTFT"`, false}},
-			usage:   pipeline.Usage{PromptTokens: 812, CompletionTokens: 3, CachedTokens: new(512)},
+			usage:   ragtime.Usage{PromptTokens: 812, CompletionTokens: 3, CachedTokens: new(512)},
 			timings: map[string]float64{"server_prefill_ms": 143.25, "server_decode_ms": 41.5},
 		},
 		{
 			fixture: "reasoning_content.sse",
 			want:    []wantDelta{{"The user asks", true}, {" about prefill.", true}, {"Prefill", false}, {" is quadratic.", false}},
-			usage:   pipeline.Usage{PromptTokens: 300, CompletionTokens: 40, CachedTokens: new(0), ReasoningTokens: 32},
+			usage:   ragtime.Usage{PromptTokens: 300, CompletionTokens: 40, CachedTokens: new(0), ReasoningTokens: 32},
 		},
 		{
 			fixture: "reasoning_field.sse",
 			want:    []wantDelta{{"Thinking", true}, {" briefly.", true}, {"Done.", false}},
-			usage:   pipeline.Usage{PromptTokens: 20, CompletionTokens: 6, ReasoningTokens: 4},
+			usage:   ragtime.Usage{PromptTokens: 20, CompletionTokens: 6, ReasoningTokens: 4},
 		},
 	}
 	for _, tt := range tests {

@@ -133,7 +133,7 @@ func TestPipelinePrewarmsTheModelConnection(t *testing.T) {
 		if rec.Status != ragtime.StatusOK {
 			t.Fatalf("ask %d: %s %s", i, rec.ErrorCode, rec.ErrorMessage)
 		}
-		var connect *pipeline.Span
+		var connect *ragtime.Span
 		for j := range rec.Stages {
 			if rec.Stages[j].Name == ragtime.StageLLMConnect {
 				connect = &rec.Stages[j]

@@ -196,7 +196,7 @@ func TestProviderStreamsReplayed(t *testing.T) {
 		fixture  string
 		provider string
 		want     []wantDelta
-		usage    pipeline.Usage
+		usage    ragtime.Usage
 		timings  map[string]float64
 		// Lower bounds from the fixture's pacing: the first token cannot
 		// arrive before the pauses ahead of it, nor the last before the
@@ -209,33 +209,33 @@ func TestProviderStreamsReplayed(t *testing.T) {
 		{
 			fixture: "paced_openai_cached.sse", provider: ProviderOpenAI,
 			want:        []wantDelta{{"Prefill", false}, {" is", false}, {" cached [1].", false}},
-			usage:       pipeline.Usage{PromptTokens: 2006, CompletionTokens: 4, CachedTokens: new(1920)},
+			usage:       ragtime.Usage{PromptTokens: 2006, CompletionTokens: 4, CachedTokens: new(1920)},
 			ttftAtLeast: 30 * time.Millisecond, decodeAtLeast: 20 * time.Millisecond,
 		},
 		{
 			fixture: "paced_vllm_reasoning.sse", provider: ProviderOpenAI,
 			want:        []wantDelta{{"The user", true}, {" asks why.", true}, {"Because", false}, {" prefill.", false}},
-			usage:       pipeline.Usage{PromptTokens: 512, CompletionTokens: 18, CachedTokens: new(256)},
+			usage:       ragtime.Usage{PromptTokens: 512, CompletionTokens: 18, CachedTokens: new(256)},
 			timings:     map[string]float64{"server_queue_ms": 3.5, "server_prefill_ms": 18.25},
 			ttftAtLeast: 25 * time.Millisecond, decodeAtLeast: 30 * time.Millisecond,
 		},
 		{
 			fixture: "paced_deepseek_reasoning.sse", provider: ProviderOpenAI,
 			want:        []wantDelta{{"嗯，用户", true}, {"问的是首字延迟。", true}, {"首字延迟", false}, {"由预填充决定。", false}},
-			usage:       pipeline.Usage{PromptTokens: 96, CompletionTokens: 41, CachedTokens: new(64), ReasoningTokens: 29},
+			usage:       ragtime.Usage{PromptTokens: 96, CompletionTokens: 41, CachedTokens: new(64), ReasoningTokens: 29},
 			ttftAtLeast: 40 * time.Millisecond, decodeAtLeast: 24 * time.Millisecond,
 		},
 		{
 			fixture: "paced_llamacpp_timings.sse", provider: ProviderOpenAI,
 			want:        []wantDelta{{"Prompt", false}, {" length", false}, {" sets TTFT.", false}},
-			usage:       pipeline.Usage{PromptTokens: 512, CachedTokens: new(384)},
+			usage:       ragtime.Usage{PromptTokens: 512, CachedTokens: new(384)},
 			timings:     map[string]float64{"server_prefill_ms": 31.204, "server_decode_ms": 24.87},
 			ttftAtLeast: 35 * time.Millisecond, decodeAtLeast: 24 * time.Millisecond,
 		},
 		{
 			fixture: "paced_groq_usage.sse", provider: ProviderOpenAI,
 			want:        []wantDelta{{"Fast", false}, {" answer.", false}},
-			usage:       pipeline.Usage{PromptTokens: 300, CompletionTokens: 2},
+			usage:       ragtime.Usage{PromptTokens: 300, CompletionTokens: 2},
 			timings:     map[string]float64{"server_queue_ms": 21.3, "server_prefill_ms": 12.5},
 			ttftAtLeast: 20 * time.Millisecond, decodeAtLeast: 5 * time.Millisecond,
 		},
@@ -243,14 +243,14 @@ func TestProviderStreamsReplayed(t *testing.T) {
 			fixture: "paced_ollama_thinking.ndjson", provider: ProviderOllama,
 			want: []wantDelta{{"Okay,", true}, {" the user asks.", true}, {"Prefill", false}, {" dominates.", false}},
 			// Ollama sends no cached count: nil, unknown, not 0
-			usage:       pipeline.Usage{PromptTokens: 412, CompletionTokens: 28},
+			usage:       ragtime.Usage{PromptTokens: 412, CompletionTokens: 28},
 			timings:     map[string]float64{"server_load_ms": 1204.5, "server_prefill_ms": 96.25, "server_decode_ms": 220},
 			ttftAtLeast: 30 * time.Millisecond, decodeAtLeast: 30 * time.Millisecond,
 		},
 		{
 			fixture: "paced_anthropic_thinking.sse", provider: ProviderAnthropic,
 			want:        []wantDelta{{"Let me think", true}, {" about prefill.", true}, {"Prefill reads", false}, {" the prompt [1].", false}},
-			usage:       pipeline.Usage{PromptTokens: 1842, CompletionTokens: 57, CachedTokens: new(1800)},
+			usage:       ragtime.Usage{PromptTokens: 1842, CompletionTokens: 57, CachedTokens: new(1800)},
 			ttftAtLeast: 30 * time.Millisecond, decodeAtLeast: 30 * time.Millisecond,
 		},
 	}

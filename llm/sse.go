@@ -241,7 +241,7 @@ func (s *streamReader) fullChunk(data []byte, at time.Time) error {
 // usage reads a usage object, keeping a cached-token count llama.cpp's
 // timings may already have given.
 func (s *streamReader) usage(w *wireUsage) {
-	u := pipeline.Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, CachedTokens: s.gen.Usage.CachedTokens}
+	u := ragtime.Usage{PromptTokens: w.PromptTokens, CompletionTokens: w.CompletionTokens, CachedTokens: s.gen.Usage.CachedTokens}
 	if w.PromptTokensDetails != nil {
 		cached := w.PromptTokensDetails.CachedTokens
 		u.CachedTokens = &cached
@@ -253,25 +253,25 @@ func (s *streamReader) usage(w *wireUsage) {
 		s.gen.Usage = u
 	}
 	if w.QueueTime != nil {
-		setTiming(s.gen, pipeline.ServerQueueMs, *w.QueueTime*1000)
+		setTiming(s.gen, ragtime.ServerQueueMs, *w.QueueTime*1000)
 	}
 	if w.PromptTime != nil {
-		setTiming(s.gen, pipeline.ServerPrefillMs, *w.PromptTime*1000)
+		setTiming(s.gen, ragtime.ServerPrefillMs, *w.PromptTime*1000)
 	}
 }
 
 func (s *streamReader) metrics(m *vllmMetrics) {
 	if m.TimeInQueue != nil {
-		setTiming(s.gen, pipeline.ServerQueueMs, *m.TimeInQueue*1000)
+		setTiming(s.gen, ragtime.ServerQueueMs, *m.TimeInQueue*1000)
 	}
 	if m.PrefillTime != nil {
-		setTiming(s.gen, pipeline.ServerPrefillMs, *m.PrefillTime*1000)
+		setTiming(s.gen, ragtime.ServerPrefillMs, *m.PrefillTime*1000)
 	}
 	if m.DecodeTime != nil {
-		setTiming(s.gen, pipeline.ServerDecodeMs, *m.DecodeTime*1000)
+		setTiming(s.gen, ragtime.ServerDecodeMs, *m.DecodeTime*1000)
 	}
 	if m.QueueTimeMS != nil {
-		setTiming(s.gen, pipeline.ServerQueueMs, *m.QueueTimeMS)
+		setTiming(s.gen, ragtime.ServerQueueMs, *m.QueueTimeMS)
 	}
 	if m.TimeToFirstTokenMS != nil {
 		// vLLM's time to first token counts from arrival: the queue is
@@ -280,19 +280,19 @@ func (s *streamReader) metrics(m *vllmMetrics) {
 		if m.QueueTimeMS != nil {
 			p -= *m.QueueTimeMS
 		}
-		setTiming(s.gen, pipeline.ServerPrefillMs, max(p, 0))
+		setTiming(s.gen, ragtime.ServerPrefillMs, max(p, 0))
 	}
 }
 
 func (s *streamReader) serverTimings(t *serverTimings) {
 	if t.PromptMS != nil {
-		setTiming(s.gen, pipeline.ServerPrefillMs, *t.PromptMS)
+		setTiming(s.gen, ragtime.ServerPrefillMs, *t.PromptMS)
 	}
 	if t.PredictedMS != nil {
-		setTiming(s.gen, pipeline.ServerDecodeMs, *t.PredictedMS)
+		setTiming(s.gen, ragtime.ServerDecodeMs, *t.PredictedMS)
 	}
 	if t.QueueMS != nil {
-		setTiming(s.gen, pipeline.ServerQueueMs, *t.QueueMS)
+		setTiming(s.gen, ragtime.ServerQueueMs, *t.QueueMS)
 	}
 	if c := s.gen.Usage.CachedTokens; t.CacheN != nil && (c == nil || *c == 0) {
 		cached := *t.CacheN

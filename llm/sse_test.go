@@ -20,7 +20,7 @@ func TestStreamReaderFraming(t *testing.T) {
 		stream   string
 		want     []string // delta texts; nil with wantCode set means error
 		wantCode string
-		usage    pipeline.Usage
+		usage    ragtime.Usage
 	}{
 		{
 			name:   "multi-line data is joined with a newline",
@@ -41,7 +41,7 @@ func TestStreamReaderFraming(t *testing.T) {
 			name:   "usage chunk with null choices (vLLM), empty choices without usage (Azure filter results)",
 			stream: `data: {"choices":[],"prompt_filter_results":[]}` + "\n\n" + `data: {"choices":[{"delta":{"content":"ok"}}]}` + "\n\n" + `data: {"choices":null,"usage":{"prompt_tokens":3,"completion_tokens":1}}` + "\n\ndata: [DONE]\n\n",
 			want:   []string{"ok"},
-			usage:  pipeline.Usage{PromptTokens: 3, CompletionTokens: 1},
+			usage:  ragtime.Usage{PromptTokens: 3, CompletionTokens: 1},
 		},
 		{
 			name:   "content and reasoning in one delta: reasoning first",

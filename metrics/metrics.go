@@ -11,7 +11,6 @@ import (
 	"ragtime"
 	"ragtime/admission"
 	"ragtime/embedcache"
-	"ragtime/pipeline"
 	"ragtime/redisstate"
 	"ragtime/tracing"
 )
@@ -29,7 +28,7 @@ var (
 // RecorderStats is what reports the recorder's queue; *postgres.Recorder
 // implements it.
 type RecorderStats interface {
-	Stats() pipeline.RecorderStats
+	Stats() ragtime.RecorderStats
 }
 
 // Metrics holds ragtime's Prometheus registry and its instruments.
@@ -283,7 +282,7 @@ func (m *Metrics) Handler() http.Handler {
 // Observe records one finished query's figures. A traced query's trace id
 // goes with its TTFT, first-token and stage observations as an exemplar, so
 // a dashboard leads from a slow bucket to a trace.
-func (m *Metrics) Observe(rec pipeline.Record) {
+func (m *Metrics) Observe(rec ragtime.Record) {
 	var ex prometheus.Labels
 	if rec.TraceID != "" {
 		ex = prometheus.Labels{"trace_id": rec.TraceID}
@@ -325,20 +324,20 @@ func (m *Metrics) Observe(rec pipeline.Record) {
 	}
 }
 
-// Recorder returns a pipeline.Recorder that observes each record, then
+// Recorder returns a ragtime.Recorder that observes each record, then
 // hands it to next. The pipeline calls it after the stream has ended, and
 // observing takes microseconds without locks beyond the instruments' own,
 // so the query's timings are not affected.
-func (m *Metrics) Recorder(next pipeline.Recorder) pipeline.Recorder {
+func (m *Metrics) Recorder(next ragtime.Recorder) ragtime.Recorder {
 	return observingRecorder{m: m, next: next}
 }
 
 type observingRecorder struct {
 	m    *Metrics
-	next pipeline.Recorder
+	next ragtime.Recorder
 }
 
-func (o observingRecorder) Record(rec pipeline.Record) {
+func (o observingRecorder) Record(rec ragtime.Record) {
 	o.m.Observe(rec)
 	if o.next != nil {
 		o.next.Record(rec)

@@ -15,7 +15,6 @@ import (
 	"ragtime"
 	"ragtime/embedcache"
 	"ragtime/metrics"
-	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 	"ragtime/retrieval"
@@ -54,28 +53,28 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 	m := metrics.New(rec)
 	r := m.Recorder(rec)
 
-	ok := pipeline.Record{
+	ok := ragtime.Record{
 		QueryID:        uuid.NewString(),
 		QuestionSHA256: "x",
 		TopK:           5,
 		Model:          "sim",
 		Provider:       "llmsim",
 		Status:         ragtime.StatusOK,
-		Stages: []pipeline.Span{
+		Stages: []ragtime.Span{
 			{Name: "embed", Seq: 0, DurationMs: 2},
 			{Name: "llm_prefill", Seq: 1, StartMs: 50, DurationMs: 180},
 		},
-		Figures: pipeline.Figures{
+		Figures: ragtime.Figures{
 			TTFTMs:         ptr(250.0),
 			FirstTokenMs:   ptr(240.0),
 			E2EMs:          1500,
 			RetrievalMs:    50,
 			RetrievalShare: ptr(0.2),
 			OverheadMs:     ptr(0.4),
-			Usage:          pipeline.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: new(300)},
+			Usage:          ragtime.Usage{PromptTokens: 900, CompletionTokens: 40, CachedTokens: new(300)},
 		},
 	}
-	failed := pipeline.Record{
+	failed := ragtime.Record{
 		QueryID:        uuid.NewString(),
 		QuestionSHA256: "y",
 		TopK:           5,
@@ -83,8 +82,8 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 		Provider:       "llmsim",
 		Status:         ragtime.StatusError,
 		ErrorCode:      "llm_unavailable",
-		Stages:         []pipeline.Span{{Name: "embed", Seq: 0, DurationMs: 3}},
-		Figures: pipeline.Figures{
+		Stages:         []ragtime.Span{{Name: "embed", Seq: 0, DurationMs: 3}},
+		Figures: ragtime.Figures{
 			E2EMs: 30,
 		},
 	}
@@ -130,7 +129,7 @@ func TestRecorderObservesThenForwards(t *testing.T) {
 	}
 
 	// Records after Close are dropped by the recorder, and the drop shows.
-	r.Record(pipeline.Record{QueryID: uuid.NewString(), Status: ragtime.StatusCancelled})
+	r.Record(ragtime.Record{QueryID: uuid.NewString(), Status: ragtime.StatusCancelled})
 	out = scrape(t, m.Handler())
 	for _, want := range []string{
 		"ragtime_recorder_dropped_total 1\n",
@@ -155,10 +154,10 @@ func TestExemplarsInOpenMetrics(t *testing.T) {
 	m := metrics.New(nil)
 	m.Tracing(traceStats{tracing.Stats{Queued: 2, Traced: 5, Dropped: 3, SpansExported: 40, SpansFailed: 7}})
 	const id = "0af7651916cd43dd8448eb211c80319c"
-	m.Observe(pipeline.Record{QueryID: "q", Status: ragtime.StatusOK, TraceID: id,
-		Figures: pipeline.Figures{TTFTMs: ptr(42.0), FirstTokenMs: ptr(41.0), E2EMs: 90},
-		Stages:  []pipeline.Span{{Name: ragtime.StageSearch, DurationMs: 3}}})
-	m.Observe(pipeline.Record{QueryID: "untraced", Status: ragtime.StatusOK, Figures: pipeline.Figures{TTFTMs: ptr(9000.0)}})
+	m.Observe(ragtime.Record{QueryID: "q", Status: ragtime.StatusOK, TraceID: id,
+		Figures: ragtime.Figures{TTFTMs: ptr(42.0), FirstTokenMs: ptr(41.0), E2EMs: 90},
+		Stages:  []ragtime.Span{{Name: ragtime.StageSearch, DurationMs: 3}}})
+	m.Observe(ragtime.Record{QueryID: "untraced", Status: ragtime.StatusOK, Figures: ragtime.Figures{TTFTMs: ptr(9000.0)}})
 
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

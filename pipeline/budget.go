@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/jsonappend"
 )
 
@@ -147,7 +148,7 @@ func chooseBudget(fit *PrefillFit, q float64, budgetMs float64, elapsed time.Dur
 
 // budgetFigures writes the budget's account to f (none without a budget);
 // ttft is the measured TTFT (nil: no answer token).
-func (c *budgetChoice) figures(f *Figures, ttft *float64) {
+func (c *budgetChoice) figures(f *ragtime.Figures, ttft *float64) {
 	if c.budgetMs <= 0 {
 		return
 	}
@@ -168,7 +169,7 @@ func (c *budgetChoice) figures(f *Figures, ttft *float64) {
 
 // appendBudget appends the budget's figures of f to a done event being
 // framed (nothing without a budget): as encoding/json writes them.
-func appendBudget(b []byte, f *Figures) ([]byte, bool) {
+func appendBudget(b []byte, f *ragtime.Figures) ([]byte, bool) {
 	if f.TTFTBudgetMs == nil {
 		return b, true
 	}

@@ -60,7 +60,7 @@ func fakeClock() func() time.Time {
 }
 
 // runBudget runs one ask with budgetMs against fit, on a fake clock.
-func runBudget(t *testing.T, fit *PrefillFit, budgetMs int) (*Record, *scriptGenerator) {
+func runBudget(t *testing.T, fit *PrefillFit, budgetMs int) (*ragtime.Record, *scriptGenerator) {
 	t.Helper()
 	now := fakeClock()
 	gen := &scriptGenerator{deltas: []Delta{{Text: "x"}}, now: now}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"ragtime"
 )
 
 // Collapse modes: what one entry of a search's ranking is.
@@ -48,7 +50,7 @@ func collapseDocs(hits []Hit) []Hit {
 // cannot break the column's CHECK and lose the record.
 func knownRetrieval(mode string) string {
 	switch mode {
-	case RetrievalHybrid, RetrievalVector, RetrievalLexical:
+	case ragtime.RetrievalHybrid, ragtime.RetrievalVector, ragtime.RetrievalLexical:
 		return mode
 	}
 	return ""

@@ -7,8 +7,8 @@ import "ragtime"
 type Discard struct{}
 
 func (Discard) Meta(Meta) error           { return nil }
-func (Discard) Stage(Span) error          { return nil }
+func (Discard) Stage(StageSpan) error     { return nil }
 func (Discard) Sources([]Source) error    { return nil }
 func (Discard) Delta(Delta) error         { return nil }
-func (Discard) Done(Record) error         { return nil }
+func (Discard) Done(ragtime.Record) error { return nil }
 func (Discard) Fail(*ragtime.Error) error { return nil }

@@ -3,12 +3,13 @@
 // single monotonic clock and derives the TTFT breakdown of docs/design.md.
 //
 // It declares the small interfaces it consumes (Embedder, Searcher, Reranker,
-// Generator, TokenCounter, Recorder, Stream); their implementations live in
-// the packages named after what they wrap.
+// Generator, TokenCounter, Stream); their implementations live in the
+// packages named after what they wrap. The record it makes, its figures,
+// the Recorder it hands the record to and the read types adapters return
+// are package ragtime's, so that their users need not import the runner.
 //
-// It owns the domain's vocabulary: the Record of a finished query (declared
-// once; storage and the stream derive from it), the error codes the pipeline
-// produces and IsCancelled, and the read types (QueryFilter, QueryPage,
-// Stats, RecorderStats, DocumentInfo, ErrNotFound, ErrInvalidCursor) that
-// adapters return and the API maps to HTTP statuses.
+// pipeline.go is the runner; timing.go the query's clock and its spans;
+// record.go the record's building; prompt.go the prompt's assembly; and
+// spanjson.go the stream's hand-written encoders (StageSpan, AppendSpanJSON,
+// AppendDoneJSON), kept apart from the logic they speed.
 package pipeline

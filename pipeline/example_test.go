@@ -50,13 +50,13 @@ func (words) Count(s string) int { return len(strings.Fields(s)) }
 type printStream struct{}
 
 func (printStream) Meta(m pipeline.Meta) error { fmt.Println("meta", m.QueryID); return nil }
-func (printStream) Stage(s pipeline.Span) error {
+func (printStream) Stage(s pipeline.StageSpan) error {
 	fmt.Printf("stage %s %.0f ms\n", s.Name, s.DurationMs)
 	return nil
 }
 func (printStream) Sources(src []pipeline.Source) error { fmt.Println("sources", len(src)); return nil }
 func (printStream) Delta(d pipeline.Delta) error        { fmt.Printf("token %q\n", d.Text); return nil }
-func (printStream) Done(r pipeline.Record) error {
+func (printStream) Done(r ragtime.Record) error {
 	fmt.Printf("done ttft %.0f ms\n", *r.TTFTMs)
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"ragtime"
 )
 
 func legHits(vector bool, ids ...string) []Hit {
@@ -166,7 +168,7 @@ func TestSearchCollapsesByDefault(t *testing.T) {
 		{CollapseDoc, []string{"x/1", "y/1", "z/1"}},
 		{CollapseNone, []string{"x/1", "x/2", "y/1"}},
 	} {
-		req := Request{Question: "q", TopK: 3, RerankTopN: 0, MaxTokens: Unset, Retrieval: RetrievalVector, Collapse: tc.collapse}
+		req := Request{Question: "q", TopK: 3, RerankTopN: 0, MaxTokens: Unset, Retrieval: ragtime.RetrievalVector, Collapse: tc.collapse}
 		if err := req.NormalizeWith(0, Defaults{}); err != nil {
 			t.Fatal(err)
 		}

@@ -2,15 +2,9 @@ package pipeline
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"runtime/debug"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,7 +24,7 @@ type Config struct {
 	Reranker  Reranker
 	Generator Generator
 	Counter   TokenCounter
-	Recorder  Recorder
+	Recorder  ragtime.Recorder
 	// SearchRecorder stores retrieval-only queries (Search); nil stores
 	// nothing.
 	SearchRecorder SearchRecorder
@@ -153,9 +147,9 @@ func New(cfg Config) (*Pipeline, error) {
 // bench-streams), and a caller deep in its own frames (a router's
 // handler) would not. A panic on it is raised again on the caller's
 // goroutine, with its stack.
-func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
+func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *ragtime.Record {
 	answer := p.Begin(ctx, req, out)
-	var rec *Record
+	var rec *ragtime.Record
 	OnOwnGoroutine(func() { rec = answer() })
 	return rec
 }
@@ -174,10 +168,10 @@ func (p *Pipeline) Run(ctx context.Context, req *Request, out Stream) *Record {
 // router's frames have returned, so that a held stream has no goroutine
 // of ragtime's own), or use Run. A panic during retrieval is raised again
 // on the caller's goroutine, with its stack.
-func (p *Pipeline) Begin(ctx context.Context, req *Request, out Stream) (answer func() *Record) {
+func (p *Pipeline) Begin(ctx context.Context, req *Request, out Stream) (answer func() *ragtime.Record) {
 	var q *query
 	OnOwnGoroutine(func() { q = p.retrieve(ctx, req, out) })
-	return func() *Record { return q.answer(out) }
+	return func() *ragtime.Record { return q.answer(out) }
 }
 
 // retrieve starts the query and runs it up to the prompt: the meta event,
@@ -215,7 +209,7 @@ func (p *Pipeline) retrieve(ctx context.Context, req *Request, out Stream) *quer
 // its frames are deep, and on the caller's goroutine, which parks in the
 // next answer's stream when it is net/http's (Pipeline.Begin), they would
 // grow the stack past 8 KB for good.
-func (q *query) answer(out Stream) *Record {
+func (q *query) answer(out Stream) *ragtime.Record {
 	if q.err == nil {
 		q.err = q.generate(q.ctx, out)
 	}
@@ -259,9 +253,11 @@ type query struct {
 	// caller knows it (WithArrival), else started.
 	started time.Time
 	arrived bool
-	spans   []Span
-	// figs are the stages' attrs until the record is made (stageFigs).
-	figs stageFigs
+	spans   []ragtime.Span
+	// figs are the stages' attrs until the record is made (stageFigs);
+	// bit i of figged is set while spans[i]'s attrs are there.
+	figs   stageFigs
+	figged uint64
 
 	firstAt  time.Time // first delta of any kind flushed
 	answerAt time.Time // first answer delta flushed
@@ -289,7 +285,7 @@ type query struct {
 	err          error
 	greq         *GenerateRequest
 	promptTokens int
-	rec          *Record
+	rec          *ragtime.Record
 	// hits are a retrieval-only query's results (Search).
 	hits []Hit
 }
@@ -299,7 +295,7 @@ func (p *Pipeline) start(ctx context.Context, req *Request) *query {
 	if req.Queue != nil && !req.Queue.Start.IsZero() {
 		started = req.Queue.Start
 	}
-	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]Span, 0, 9)}
+	q := &query{p: p, req: *req, id: p.cfg.NewID(), t0: started, started: started, spans: make([]ragtime.Span, 0, 9)}
 	q.figs.p = p
 	if at := ArrivalFrom(ctx); !at.IsZero() && !at.After(started) {
 		q.t0, q.arrived = at, true
@@ -317,34 +313,6 @@ func (q *query) budget() int {
 		return q.req.MaxContextTokens
 	}
 	return q.p.cfg.MaxContextTokens
-}
-
-// ms converts a clock reading to milliseconds since t0, µs resolution.
-func (q *query) ms(at time.Time) float64 { return roundMs(at.Sub(q.t0)) }
-
-func roundMs(d time.Duration) float64 { return float64(d.Round(time.Microsecond)) / 1e6 }
-
-func round3(x float64) float64 {
-	return float64(time.Duration(x*1e6).Round(time.Microsecond)) / 1e6
-}
-
-// span records a finished stage and sends it to out. Its attrs are attrs
-// or, when that is nil and figs is set, the stage's figures there
-// (stageFigs).
-func (q *query) span(out Stream, name string, start, end time.Time, attrs map[string]any, figs *stageFigs) error {
-	if end.Before(start) {
-		end = start
-	}
-	s := Span{Name: name, Seq: len(q.spans), StartMs: q.ms(start), Attrs: attrs}
-	if attrs == nil {
-		s.figs = figs
-	}
-	s.DurationMs = round3(q.ms(end) - s.StartMs)
-	q.spans = append(q.spans, s)
-	if out == nil {
-		return nil
-	}
-	return out.Stage(s)
 }
 
 // clientGone is the error of a failed write to the client: the query is
@@ -471,7 +439,7 @@ func (q *query) embed(ctx context.Context, out Stream) ([][]float32, error) {
 	cfg := q.p.cfg
 	var vecs [][]float32
 	err := q.stage(ctx, out, ragtime.StageEmbed, func(ctx context.Context) (map[string]any, error) {
-		if q.req.Retrieval == RetrievalLexical {
+		if q.req.Retrieval == ragtime.RetrievalLexical {
 			return map[string]any{"embedder": cfg.EmbedderName, "skipped": true}, nil
 		}
 		var call Call
@@ -598,488 +566,6 @@ func (q *query) emit(out Stream, d Delta) error {
 		}
 	}
 	return nil
-}
-
-// bringsEarlySpans reports whether d is the first delta, with the
-// generator's timings, and llm_connect and llm_prefill are yet to be sent.
-func (q *query) bringsEarlySpans(d Delta) bool {
-	return d.Timing != nil && !q.earlySpans && !d.Timing.GotConn.IsZero()
-}
-
-// firstTokenSpans sends llm_connect and llm_prefill, flushed, when a hidden
-// reasoning delta brought the generator's timings (a forwarded first delta
-// takes them in its own write, after it: emit; framing them adds a few
-// microseconds to its TTFT, where a write of their own cost a system call
-// per ask). generationSpans completes their attrs with what only the end
-// of the stream tells.
-func (q *query) firstTokenSpans(out Stream, d Delta) error {
-	if !q.bringsEarlySpans(d) {
-		return nil
-	}
-	q.earlySpans = true
-	if err := q.connectAndPrefill(out, d.Timing, d.At); err != nil {
-		return clientGone(err)
-	}
-	if err := flush(out); err != nil {
-		return clientGone(err)
-	}
-	return nil
-}
-
-// connectAndPrefill adds the llm_connect and llm_prefill spans of a
-// generation whose connection was obtained and first token received (at
-// first; zero when none came). The Generation is passed by pointer here and
-// below: these run on the answer's goroutine, whose stack must stay small
-// for as long as the answer streams (Pipeline.Run).
-func (q *query) connectAndPrefill(out Stream, g *Generation, first time.Time) error {
-	f := &q.figs
-	f.conn, f.retries, f.status = g.Conn, g.Retries, g.UpstreamStatus
-	if err := q.span(out, ragtime.StageLLMConnect, g.RequestStart, g.GotConn, nil, f); err != nil {
-		return err
-	}
-	written := g.WroteRequest
-	if written.IsZero() {
-		written = g.GotConn
-	}
-	end := first
-	if end.IsZero() {
-		end = q.now()
-	}
-	var prefill map[string]any // the figures', unless the server reported timings
-	if len(g.ServerTimings) > 0 {
-		prefill = prefillAttrs(g)
-	}
-	return q.span(out, ragtime.StageLLMPrefill, written, end, prefill, f)
-}
-
-func connAttrs(g *Generation) map[string]any {
-	return addConnAttrs(make(map[string]any, 6), g.Conn, g.Retries)
-}
-
-// callAttrs adds the connection attrs of an embed or rerank call to attrs,
-// when a call was made, and a cache's answer when there was one.
-func callAttrs(c Call, attrs map[string]any) map[string]any {
-	if c.Cache != "" {
-		attrs["cache"] = c.Cache
-	}
-	if !c.Made {
-		return attrs
-	}
-	attrs = addConnAttrs(attrs, c.Conn, c.Retries)
-	if c.ServerWait > 0 {
-		attrs["server_wait_ms"] = roundMs(c.ServerWait)
-	}
-	return attrs
-}
-
-// addConnAttrs adds a connection's attrs to attrs (connFigs).
-func addConnAttrs(attrs map[string]any, c ConnInfo, retries int) map[string]any {
-	connFigs(&attrOut{m: attrs}, c, retries)
-	return attrs
-}
-
-func prefillAttrs(g *Generation) map[string]any {
-	attrs := make(map[string]any, len(g.ServerTimings)+1)
-	for k, v := range g.ServerTimings {
-		attrs[k] = v
-	}
-	if g.UpstreamStatus != 0 {
-		attrs["status"] = g.UpstreamStatus
-	}
-	return attrs
-}
-
-// generationSpans turns the generator's observations into the llm_connect,
-// llm_prefill and llm_decode stages, as far as they happened. When the
-// first two were sent at the first token, it only completes their attrs
-// (retries, server timings from the final chunk) for the record and the
-// done event.
-func (q *query) generationSpans(out Stream) error {
-	g := q.gen
-	if g.RequestStart.IsZero() {
-		return nil
-	}
-	if q.earlySpans {
-		for i := range q.spans {
-			switch q.spans[i].Name {
-			case ragtime.StageLLMConnect:
-				q.spans[i].Attrs, q.spans[i].figs = connAttrs(g), nil
-			case ragtime.StageLLMPrefill:
-				q.spans[i].Attrs, q.spans[i].figs = prefillAttrs(g), nil
-			}
-		}
-	} else {
-		if g.GotConn.IsZero() {
-			return q.span(out, ragtime.StageLLMConnect, g.RequestStart, q.now(), nil, nil)
-		}
-		if err := q.connectAndPrefill(out, g, g.FirstToken); err != nil || g.FirstToken.IsZero() {
-			return err
-		}
-	}
-	first := g.FirstToken
-	if first.IsZero() {
-		return nil
-	}
-	p50, p95, pmax := q.gaps.stats()
-	last := g.LastToken
-	if last.IsZero() {
-		last = first
-	}
-	return q.span(out, ragtime.StageLLMDecode, first, last, map[string]any{
-		"chunks":            g.Chunks,
-		"completion_tokens": q.gen.Usage.CompletionTokens,
-		"itl_p50_ms":        p50,
-		"itl_p95_ms":        p95,
-		"itl_max_ms":        pmax,
-	}, nil)
-}
-
-// stageErr classifies err as the failure of stage: a cancelled context is
-// a cancellation (the client went away), a passed deadline a timeout. An
-// error that already is a cancellation of the client's own (the client
-// went away while the stage wrote to it, not the context's) is kept as it
-// is.
-func stageErr(ctx context.Context, stage string, err error) error {
-	if e := (*ragtime.Error)(nil); errors.As(err, &e) && e.Kind == ragtime.KindCancelled && !errors.Is(err, context.Canceled) {
-		return AsError(stage, err)
-	}
-	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
-		return &ragtime.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: ragtime.CodeCancelled, Message: "the client went away", Err: err}
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		var e *ragtime.Error
-		if errors.As(err, &e) {
-			return AsError(stage, err) // the part's own timeout code (llm_timeout, ...)
-		}
-		return &ragtime.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: ragtime.TimeoutCode(stage), Message: "the query's deadline passed during " + stage, Err: err}
-	}
-	return AsError(stage, err)
-}
-
-// finish derives the numbers, builds the record (q.rec), hands it to the
-// Recorder and then writes done or error. The record is made here, at the
-// end, rather than returned: a Record's 472 bytes in the caller's frame
-// would be held on the answer's stack while it streams.
-func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) {
-	cfg := q.p.cfg
-	rec := Record{
-		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
-		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), Retrieval: knownRetrieval(q.req.Retrieval),
-		SweepID: q.req.SweepID, KeyID: q.req.KeyID,
-		Model: model, Provider: cfg.Provider, Status: ragtime.StatusOK,
-		Figures: Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
-		FinishReason: safeFinishReason(q.gen.FinishReason),
-	}
-	if q.gen.Model != "" {
-		rec.Model = q.gen.Model
-	}
-	sum := sha256.Sum256([]byte(q.req.Question))
-	rec.QuestionSHA256 = hex.EncodeToString(sum[:])
-	if cfg.StoreQuestion {
-		rec.Question = q.req.Question
-	}
-	if !q.gen.GotConn.IsZero() {
-		reused := q.gen.Conn.Reused
-		rec.ConnReused = &reused
-	}
-	for _, t := range [...]struct {
-		key string
-		dst **float64
-	}{{ServerQueueMs, &rec.ServerQueueMs}, {ServerPrefillMs, &rec.ServerPrefillMs}, {ServerLoadMs, &rec.ServerLoadMs}} {
-		// An array, not a map literal: a map was made and hashed per ask.
-		if v, ok := q.gen.ServerTimings[t.key]; ok {
-			*t.dst = &v
-		}
-	}
-	for _, s := range q.spans {
-		switch s.Name {
-		case ragtime.StageAccept:
-			rec.AcceptMs += s.DurationMs
-		case ragtime.StageQueue:
-			rec.QueueMs += s.DurationMs
-		case ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank, ragtime.StageAssemble:
-			rec.RetrievalMs += s.DurationMs
-		case ragtime.StageLLMConnect:
-			rec.GenTTFTMs += s.DurationMs
-		case ragtime.StageLLMPrefill:
-			rec.GenTTFTMs += s.DurationMs
-			rec.LLMPrefillMs = s.DurationMs
-		}
-	}
-	rec.RetrievalMs = round3(rec.RetrievalMs)
-	rec.GenTTFTMs = round3(rec.GenTTFTMs)
-	if rec.ServerPrefillMs != nil {
-		unexplained := round3(rec.LLMPrefillMs - *rec.ServerPrefillMs)
-		rec.PrefillUnexplainedMs = &unexplained
-	}
-	if !q.firstAt.IsZero() {
-		v := q.ms(q.firstAt)
-		rec.FirstTokenMs = &v
-	}
-	if !q.answerAt.IsZero() {
-		// llm_prefill ends at the first token of any kind, so the glue is
-		// what the stages leave of first_token_ms; a reasoning model's
-		// thinking before its first answer token is reasoning_ms, not glue.
-		ttft := q.ms(q.answerAt)
-		first := *rec.FirstTokenMs // set: an answer token is a first token
-		overhead := round3(first - rec.AcceptMs - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
-		reasoning := round3(ttft - first)
-		rec.TTFTMs, rec.OverheadMs, rec.ReasoningMs = &ttft, &overhead, &reasoning
-		if ttft > 0 {
-			rs, ps := rec.RetrievalMs/ttft, rec.LLMPrefillMs/ttft
-			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
-		}
-	}
-	q.ttft.figures(&rec.Figures, rec.TTFTMs)
-	for i := range q.spans {
-		q.spans[i].materialize()
-	}
-	rec.Stages = q.spans
-
-	var perr *ragtime.Error
-	var cause *Cancel
-	switch {
-	case runErr == nil:
-	case errors.As(runErr, &cause) || errors.As(context.Cause(ctx), &cause):
-		// Cancelled from outside for a stated reason: the client stalled,
-		// the server shuts down.
-		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, cause.Code, cause.Message
-		if cause.Tell {
-			perr = &ragtime.Error{Stage: AsError("", runErr).Stage, Kind: cause.Kind, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
-		}
-	case IsCancelled(runErr):
-		perr = AsError("", runErr)
-		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, ragtime.CodeCancelled, perr.Message
-	default:
-		perr = AsError("", runErr)
-		rec.Status = ragtime.StatusError
-		rec.ErrorCode, rec.ErrorMessage = perr.Code, perr.Message
-		if perr.Status != 0 && rec.UpstreamStatus == 0 {
-			rec.UpstreamStatus = perr.Status
-		}
-		if rec.RequestID == "" {
-			rec.RequestID = SafeRequestID(perr.RequestID)
-		}
-	}
-	rec.E2EMs = q.ms(q.now())
-	if q.trace != nil {
-		rec.TraceID = q.trace.TraceID()
-	}
-	// Record before done or error goes out: a client that saw done can
-	// count on the record being at least queued (or spooled), even if the
-	// process dies right after.
-	if cfg.Recorder != nil {
-		cfg.Recorder.Record(rec)
-	}
-	switch rec.Status {
-	case ragtime.StatusOK:
-		_ = out.Done(rec)
-	case ragtime.StatusError:
-		_ = out.Fail(perr)
-	case ragtime.StatusCancelled:
-		if perr != nil && cause != nil && cause.Tell {
-			_ = out.Fail(perr)
-		}
-	}
-	if q.trace != nil {
-		// After the stream's last event: the trace's spans are built off
-		// the request path.
-		q.trace.End(rec, perr)
-	}
-	q.rec = &rec
-}
-
-// maxDeltaAtCap caps the room a query reserves for its deltas' gaps up
-// front (0.5 KB); a longer answer grows it.
-const maxDeltaAtCap = 128
-
-// deltaGaps holds the gaps between consecutive deltas' arrivals, in
-// nanoseconds, as uint32s: the one figure the arrivals are kept for is
-// the inter-token latency (stats). A gap outside 0–4.29 s moves them all
-// to wide, time.Durations.
-type deltaGaps struct {
-	n    int           // deltas seen
-	last time.Duration // the last one's arrival since t0
-	gaps []uint32
-	wide []time.Duration
-}
-
-// add notes a delta's arrival at (since t0); reserve is the room to make
-// for the gaps at the second one.
-func (g *deltaGaps) add(at time.Duration, reserve int) {
-	g.n++
-	gap := at - g.last
-	g.last = at
-	if g.n == 1 {
-		return
-	}
-	if g.wide == nil && gap >= 0 && gap <= math.MaxUint32 {
-		if g.gaps == nil {
-			g.gaps = make([]uint32, 0, reserve)
-		}
-		g.gaps = append(g.gaps, uint32(gap))
-		return
-	}
-	if g.wide == nil {
-		g.wide = make([]time.Duration, len(g.gaps), max(reserve, len(g.gaps)+1))
-		for i, x := range g.gaps {
-			g.wide[i] = time.Duration(x)
-		}
-		g.gaps = nil
-	}
-	g.wide = append(g.wide, gap)
-}
-
-// stats returns the p50, p95 and max gap, in milliseconds (nearest-rank
-// percentiles; zeros with fewer than two deltas). It sorts the gaps: it
-// is their last reader.
-func (g *deltaGaps) stats() (p50, p95, pmax float64) {
-	if g.wide != nil {
-		return itlStats(g.wide)
-	}
-	if len(g.gaps) == 0 {
-		return 0, 0, 0
-	}
-	return itlStats(g.gaps)
-}
-
-// itlStats returns the p50, p95 and max of gaps (nanoseconds, not empty),
-// in milliseconds (nearest-rank percentiles), sorting them.
-func itlStats[T uint32 | time.Duration](gaps []T) (p50, p95, pmax float64) {
-	slices.Sort(gaps) // roundMs keeps the order: rounding after sorting picks the same gaps
-	at := func(i int) float64 { return roundMs(time.Duration(gaps[i])) }
-	return at(nearestRankIndex(len(gaps), 0.50)), at(nearestRankIndex(len(gaps), 0.95)), at(len(gaps) - 1)
-}
-
-// promptParts is what assemble produces.
-type promptParts struct {
-	messages      []Message
-	sources       []Source
-	contextTokens int
-	promptTokens  int
-	dropped       int
-	// prefixTokens count the prompt before the retrieved context (system
-	// prompt and history): what a server's prefix cache may hold.
-	prefixTokens int
-}
-
-// Per-message framing tokens of the chat format (OpenAI's counting guide:
-// about 3 per message plus 3 to prime the reply).
-const (
-	tokensPerMessage = 3
-	tokensReplyPrime = 3
-)
-
-// assemble builds the prompt: system instructions first (stable, so a
-// provider's prefix cache can reuse it), then the conversation's earlier
-// messages (Request.History, which only grows from turn to turn), then one
-// user message with the sources in rank order and the question last. It drops the lowest-ranked chunks that do not fit
-// the context budget, and trims a lone first chunk that alone exceeds it.
-func (q *query) assemble(hits []Hit) promptParts {
-	cfg := q.p.cfg
-	var parts promptParts
-	// A kept source's block is its header ("[n] title\n") and its text; the
-	// two are counted apart, each looked up in the memo (the same chunks
-	// come back ask after ask; both end at a newline, where the tokenizer
-	// splits anyway), and written into the user message without a string
-	// of their own.
-	texts := make([]string, 0, len(hits))
-	parts.sources = make([]Source, 0, len(hits))
-	var header []byte
-	budget := q.budget()
-	for i, h := range hits {
-		header = appendSourceHeader(header[:0], len(texts)+1, h.Title)
-		n := q.p.memo.CountBytes(header) + q.p.memo.Count(h.Text)
-		if parts.contextTokens+n > budget {
-			if len(texts) > 0 {
-				parts.dropped = len(hits) - i
-				break
-			}
-			h.Text = trimToTokens(cfg.Counter, h.Text, budget-cfg.Counter.Count(sourceBlock(1, h.Title, "")))
-			n = cfg.Counter.Count(sourceBlock(1, h.Title, h.Text))
-		}
-		texts = append(texts, h.Text)
-		parts.contextTokens += n
-		parts.sources = append(parts.sources, Source{
-			Rank: len(texts), ChunkID: h.ID, DocID: h.DocID, Title: h.Title,
-			Score: h.Score, RerankScore: h.RerankScore, Legs: h.Legs, Text: h.Text,
-		})
-	}
-	var user strings.Builder
-	size := len("Request \n\nSources:\n\nQuestion: ") + len(q.req.PromptNonce) + len(noSources) + len(q.req.Question)
-	for i, src := range parts.sources {
-		size += len("[] \n\n\n") + len(strconv.Itoa(i+1)) + len(src.Title) + len(texts[i])
-	}
-	user.Grow(size) // once: the context is most of a prompt's bytes
-	if q.req.PromptNonce != "" {
-		// first, so nothing after the system prompt matches an earlier prompt
-		user.WriteString("Request ")
-		user.WriteString(q.req.PromptNonce)
-		user.WriteString("\n\n")
-	}
-	user.WriteString("Sources:\n\n")
-	for i, src := range parts.sources {
-		header = appendSourceHeader(header[:0], i+1, src.Title)
-		user.Write(header)
-		user.WriteString(texts[i])
-		user.WriteString("\n\n")
-	}
-	if len(texts) == 0 {
-		user.WriteString(noSources)
-		parts.contextTokens = q.p.memo.Count(noSources)
-	}
-	user.WriteString("Question: ")
-	user.WriteString(q.req.Question)
-	parts.messages = make([]Message, 0, 2+len(q.req.History))
-	parts.messages = append(parts.messages, Message{Role: "system", Content: cfg.SystemPrompt})
-	historyTokens := 0
-	for _, m := range q.req.History {
-		parts.messages = append(parts.messages, m)
-		historyTokens += tokensPerMessage + cfg.Counter.Count(m.Content)
-	}
-	parts.messages = append(parts.messages, Message{Role: "user", Content: user.String()})
-	parts.prefixTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens
-	// The user message is counted from its parts, so the context is not
-	// tokenized a second time.
-	parts.promptTokens = tokensReplyPrime + 2*tokensPerMessage + q.p.systemTokens + historyTokens + q.p.frameTokens +
-		parts.contextTokens + len(texts)*q.p.sepTokens + cfg.Counter.Count("Question: "+q.req.Question)
-	return parts
-}
-
-// noSources stands in the user message for an empty context.
-const noSources = "(no sources were found)\n\n"
-
-// sourceBlock is source n's block in the user message: its header and text.
-func sourceBlock(n int, title, text string) string {
-	return string(appendSourceHeader(nil, n, title)) + text
-}
-
-// appendSourceHeader appends source n's header, "[n] title\n", to b.
-func appendSourceHeader(b []byte, n int, title string) []byte {
-	b = append(b, '[')
-	b = strconv.AppendInt(b, int64(n), 10)
-	b = append(b, "] "...)
-	b = append(b, title...)
-	return append(b, '\n')
-}
-
-// trimToTokens cuts text at a word boundary so that it counts at most limit
-// tokens, by halving search over the word count.
-func trimToTokens(c TokenCounter, text string, limit int) string {
-	if limit <= 0 {
-		return ""
-	}
-	words := strings.Fields(text)
-	lo, hi := 0, len(words)
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if c.Count(strings.Join(words[:mid], " ")) <= limit {
-			lo = mid
-		} else {
-			hi = mid - 1
-		}
-	}
-	return strings.Join(words[:lo], " ")
 }
 
 // NewQueryID returns a new query id: a UUIDv7, whose first 48 bits are the

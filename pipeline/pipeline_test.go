@@ -108,7 +108,7 @@ func (g *scriptGenerator) generate(ctx context.Context, req GenerateRequest, emi
 			return gen, err
 		}
 	}
-	gen.Usage = Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
+	gen.Usage = ragtime.Usage{PromptTokens: 42, CompletionTokens: len(g.deltas)}
 	gen.ServerTimings = g.server
 	return gen, nil
 }
@@ -122,7 +122,7 @@ type event struct {
 // recStream remembers every event; failAt makes the n-th write fail.
 type recStream struct {
 	events []event
-	done   *Record
+	done   *ragtime.Record
 	fail   *ragtime.Error
 	failAt int
 }
@@ -134,11 +134,11 @@ func (s *recStream) add(e event) error {
 	}
 	return nil
 }
-func (s *recStream) Meta(Meta) error        { return s.add(event{kind: "meta"}) }
-func (s *recStream) Stage(sp Span) error    { return s.add(event{kind: "stage", name: sp.Name}) }
-func (s *recStream) Sources([]Source) error { return s.add(event{kind: "sources"}) }
-func (s *recStream) Delta(d Delta) error    { return s.add(event{kind: kindOf(d), text: d.Text}) }
-func (s *recStream) Done(r Record) error    { s.done = &r; return s.add(event{kind: "done"}) }
+func (s *recStream) Meta(Meta) error             { return s.add(event{kind: "meta"}) }
+func (s *recStream) Stage(sp StageSpan) error    { return s.add(event{kind: "stage", name: sp.Name}) }
+func (s *recStream) Sources([]Source) error      { return s.add(event{kind: "sources"}) }
+func (s *recStream) Delta(d Delta) error         { return s.add(event{kind: kindOf(d), text: d.Text}) }
+func (s *recStream) Done(r ragtime.Record) error { s.done = &r; return s.add(event{kind: "done"}) }
 func (s *recStream) Fail(e *ragtime.Error) error {
 	s.fail = e
 	return s.add(event{kind: "error", name: e.Code})
@@ -154,10 +154,10 @@ func kindOf(d Delta) string {
 // goroutine that runs a query, so appends are guarded.
 type memRecorder struct {
 	mu   sync.Mutex
-	recs []Record
+	recs []ragtime.Record
 }
 
-func (m *memRecorder) Record(r Record) {
+func (m *memRecorder) Record(r ragtime.Record) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.recs = append(m.recs, r)
@@ -503,7 +503,7 @@ func TestStalledWriteIsStoredAsClientStalled(t *testing.T) {
 // stallStream fails like the SSE writer does when a write times out.
 type stallStream struct{ recStream }
 
-func (s *stallStream) Stage(sp Span) error {
+func (s *stallStream) Stage(sp StageSpan) error {
 	if err := s.recStream.Stage(sp); err != nil {
 		return fmt.Errorf("writing stage event: %w", ErrClientStalled)
 	}
@@ -687,7 +687,7 @@ type orderStream struct {
 	recordedAtEnd int
 }
 
-func (s *orderStream) Done(r Record) error {
+func (s *orderStream) Done(r ragtime.Record) error {
 	s.rec.mu.Lock()
 	s.recordedAtEnd = len(s.rec.recs)
 	s.rec.mu.Unlock()
@@ -739,7 +739,7 @@ func TestNearestRank(t *testing.T) {
 		{twenty, 0.01, 1},
 	}
 	for _, tt := range tests {
-		if got := NearestRank(tt.sorted, tt.p); got != tt.want {
+		if got := ragtime.NearestRank(tt.sorted, tt.p); got != tt.want {
 			t.Errorf("NearestRank(%v, %v) = %v, want %v", tt.sorted, tt.p, got, tt.want)
 		}
 	}
@@ -815,7 +815,7 @@ func TestPromptNonceFollowsTheSystemPrompt(t *testing.T) {
 // TestPrefillUnexplained: when the server reports its prefill, the rest of
 // llm_prefill is its own figure; when it does not, the figure is nil.
 func TestPrefillUnexplained(t *testing.T) {
-	gen := &scriptGenerator{prefill: 15 * time.Millisecond, deltas: []Delta{{Text: "x"}}, server: map[string]float64{ServerPrefillMs: 4.25}}
+	gen := &scriptGenerator{prefill: 15 * time.Millisecond, deltas: []Delta{{Text: "x"}}, server: map[string]float64{ragtime.ServerPrefillMs: 4.25}}
 	p, _ := newTestPipeline(t, gen, nil)
 	rec := p.Run(context.Background(), request(t, "q", 2, 0), &recStream{})
 	if rec.ServerPrefillMs == nil || rec.PrefillUnexplainedMs == nil || *rec.PrefillUnexplainedMs != round3(rec.LLMPrefillMs-4.25) || *rec.PrefillUnexplainedMs < 10 {
@@ -857,7 +857,7 @@ func TestHistoryGoesBetweenSystemAndSources(t *testing.T) {
 	}
 	// The assemble stage's count (the generator reports its own usage):
 	// wordCounter's 2 + 2 + 1 words, and 3 framing tokens per message.
-	counted := func(r *Record) int {
+	counted := func(r *ragtime.Record) int {
 		for _, s := range r.Stages {
 			if s.Name == ragtime.StageAssemble {
 				return s.Attrs["prompt_tokens"].(int)
@@ -1031,7 +1031,7 @@ type heldAtGenerationEnd struct {
 	at *int
 }
 
-func (h heldAtGenerationEnd) Stage(sp Span) error {
+func (h heldAtGenerationEnd) Stage(sp StageSpan) error {
 	if sp.Name == ragtime.StageLLMDecode {
 		*h.at = h.holding
 	}
@@ -1056,7 +1056,7 @@ func (s *writeStream) Flush() error {
 	return nil
 }
 func (s *writeStream) Meta(m Meta) error          { s.hold("meta"); return s.recStream.Meta(m) }
-func (s *writeStream) Stage(sp Span) error        { s.hold(sp.Name); return s.recStream.Stage(sp) }
+func (s *writeStream) Stage(sp StageSpan) error   { s.hold(sp.Name); return s.recStream.Stage(sp) }
 func (s *writeStream) Sources(src []Source) error { s.hold("sources"); return s.recStream.Sources(src) }
 func (s *writeStream) Delta(d Delta) error {
 	s.hold(kindOf(d) + " " + d.Text)
@@ -1065,7 +1065,11 @@ func (s *writeStream) Delta(d Delta) error {
 	}
 	return s.recStream.Delta(d)
 }
-func (s *writeStream) Done(r Record) error { s.hold("done"); _ = s.Flush(); return s.recStream.Done(r) }
+func (s *writeStream) Done(r ragtime.Record) error {
+	s.hold("done")
+	_ = s.Flush()
+	return s.recStream.Done(r)
+}
 
 // inProcessSearcher is listSearcher declaring that its search waits on
 // nothing outside the process, as the embedded index does.
@@ -1143,7 +1147,7 @@ func TestDeltaGapsStats(t *testing.T) {
 				gaps[i] = arrivals[i+1] - arrivals[i]
 			}
 			slices.Sort(gaps)
-			want = [3]float64{roundMs(gaps[nearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[nearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])}
+			want = [3]float64{roundMs(gaps[ragtime.NearestRankIndex(len(gaps), 0.50)]), roundMs(gaps[ragtime.NearestRankIndex(len(gaps), 0.95)]), roundMs(gaps[len(gaps)-1])}
 		}
 		p50, p95, pmax := g.stats()
 		if got := [3]float64{p50, p95, pmax}; got != want {

@@ -137,14 +137,6 @@ type TokenCounter interface {
 	Count(text string) int
 }
 
-// Recorder stores finished queries.
-//
-// Contract: Record must not block on storage (the request path never waits on
-// the database); what it cannot keep it counts. It is safe for concurrent use.
-type Recorder interface {
-	Record(rec Record)
-}
-
 // Stream receives one query's events as they happen; the SSE writer in api/
 // implements it, and so does anything that runs the pipeline without HTTP.
 //
@@ -157,14 +149,15 @@ type Recorder interface {
 // (a span that changes gets a new map; the figures an unrecorded span's
 // attrs are framed from are written once, before it is sent): a Stream may
 // keep the span and frame its event again later, as the SSE writer does
-// for a resume. Span.Attrs is nil on such a span until the record is made;
-// frame it with Span.AppendJSON or encoding/json.
+// for a resume. Attrs is nil on such a span until the record is made;
+// frame it with StageSpan.AppendJSON or encoding/json, or take its map
+// with Recorded.
 type Stream interface {
 	Meta(m Meta) error
-	Stage(s Span) error
+	Stage(s StageSpan) error
 	Sources(sources []Source) error
 	Delta(d Delta) error
-	Done(rec Record) error
+	Done(rec ragtime.Record) error
 	Fail(e *ragtime.Error) error
 }
 
@@ -291,9 +284,9 @@ type Generation struct {
 	FirstToken time.Time
 	LastToken  time.Time
 	// Conn describes the connection.
-	Conn ConnInfo
+	Conn ragtime.ConnInfo
 	// Usage as the provider reported it (or as counted locally).
-	Usage Usage
+	Usage ragtime.Usage
 	// Chunks counts the streamed deltas.
 	Chunks int
 	// ServerTimings are the server's own figures in milliseconds, when it
@@ -311,23 +304,6 @@ type Generation struct {
 	Retries int
 }
 
-// ConnInfo describes the connection an upstream HTTP call used.
-type ConnInfo struct {
-	Reused  bool
-	DNS     time.Duration
-	Connect time.Duration
-	TLS     time.Duration
-	// FreshRetry: a reused keep-alive connection failed before any
-	// response byte (the server had closed it), and the request was sent
-	// again on a new connection, which is the one described.
-	FreshRetry bool
-	// Prewarmed: the connection was dialled ahead of the call, while
-	// retrieval ran (Prewarmer); Prewarm is what that dial took, off the
-	// critical path (Connect and DNS are then 0: nothing was dialled on it).
-	Prewarmed bool
-	Prewarm   time.Duration
-}
-
 // Call is what an embedder or reranker observed of its HTTP call to an
 // upstream server (the last attempt's connection, and how many attempts
 // were retried), for the stage's attrs. The pipeline puts one in the
@@ -335,7 +311,7 @@ type ConnInfo struct {
 type Call struct {
 	// Made is set once a call was sent.
 	Made    bool
-	Conn    ConnInfo
+	Conn    ragtime.ConnInfo
 	Retries int
 	// ServerWait is from the request fully written to the first response
 	// byte read: the server's time, the network's and, under CPU
@@ -366,20 +342,6 @@ func WithCall(ctx context.Context, c *Call) context.Context {
 func CallFrom(ctx context.Context) *Call {
 	c, _ := ctx.Value(callKey{}).(*Call)
 	return c
-}
-
-// Usage counts tokens.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens" db:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens" db:"completion_tokens"`
-	// CachedTokens are the prompt tokens the provider served from its
-	// prefix cache; nil when it does not say (Ollama reuses its cache but
-	// reports nothing): unknown, not 0.
-	CachedTokens    *int `json:"cached_tokens" db:"cached_tokens"`
-	ReasoningTokens int  `json:"reasoning_tokens" db:"reasoning_tokens"`
-	// CacheCreationTokens are prompt tokens written to the provider's
-	// prefix cache (Anthropic's cache_creation_input_tokens).
-	CacheCreationTokens int `json:"cache_creation_tokens,omitempty" db:"cache_creation_tokens"`
 }
 
 // Source is a chunk as it is shown to the client, with its rank in the
@@ -443,5 +405,5 @@ type Trace interface {
 	TraceID() string
 	Stage(ctx context.Context, name string) context.Context
 	Generation(ctx context.Context, model string) context.Context
-	End(rec Record, err *ragtime.Error)
+	End(rec ragtime.Record, err *ragtime.Error)
 }

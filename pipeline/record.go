@@ -1,143 +1,168 @@
 package pipeline
 
-import "time"
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 
-// Keys of Generation.ServerTimings and of the llm_prefill attrs, for the
-// timings a model server reports about itself, in milliseconds.
-const (
-	ServerQueueMs   = "server_queue_ms"
-	ServerPrefillMs = "server_prefill_ms"
-	ServerLoadMs    = "server_load_ms"
-	ServerDecodeMs  = "server_decode_ms"
+	"ragtime"
 )
 
-// Span is one finished stage on the query's clock. Milliseconds are relative
-// to t0 and rounded to the microsecond. A record's spans carry their attrs
-// in Attrs; a span a Stream receives may have them only as the query's
-// figures until the record is made (Attrs nil), which AppendJSON and
-// MarshalJSON frame as the map.
-type Span struct {
-	Name       string         `json:"name"`
-	Seq        int            `json:"seq"`
-	StartMs    float64        `json:"start_ms"`
-	DurationMs float64        `json:"duration_ms"`
-	Attrs      map[string]any `json:"attrs,omitempty"`
+// The end of a query: its record built from what it measured, and the
+// error a stage's failure is reported as.
 
-	// figs, on a span the query has yet to record, holds its attrs (Attrs
-	// is then nil) until the record is made: see stageFigs.
-	figs *stageFigs
+// stageErr classifies err as the failure of stage: a cancelled context is
+// a cancellation (the client went away), a passed deadline a timeout. An
+// error that already is a cancellation of the client's own (the client
+// went away while the stage wrote to it, not the context's) is kept as it
+// is.
+func stageErr(ctx context.Context, stage string, err error) error {
+	if e := (*ragtime.Error)(nil); errors.As(err, &e) && e.Kind == ragtime.KindCancelled && !errors.Is(err, context.Canceled) {
+		return AsError(stage, err)
+	}
+	if errors.Is(ctx.Err(), context.Canceled) || errors.Is(err, context.Canceled) {
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindCancelled, Code: ragtime.CodeCancelled, Message: "the client went away", Err: err}
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		var e *ragtime.Error
+		if errors.As(err, &e) {
+			return AsError(stage, err) // the part's own timeout code (llm_timeout, ...)
+		}
+		return &ragtime.Error{Stage: stage, Kind: ragtime.KindTimeout, Code: ragtime.TimeoutCode(stage), Message: "the query's deadline passed during " + stage, Err: err}
+	}
+	return AsError(stage, err)
 }
 
-// Record is one finished query: what is stored, and what GET
-// /v1/queries/{id} answers. Fields that depend on a first token (TTFTMs and
-// what derives from it) are nil when no answer token was flushed.
-//
-// The record's shape is declared here once: the JSON tags name its fields
-// for the API, the db tags its columns in the queries table (postgres derives
-// its insert and select from them; options: "null" stores a zero value as
-// NULL and reads NULL as zero, "uuid" is a uuid column), and Figures is what
-// the done event carries too. A new field needs this type and a migration
-// adding its column, nothing else; TestEveryRecordFieldIsStored (postgres)
-// and TestDoneEventCarriesEveryFigure (api) fail if it does not reach the
-// row, the API or the stream.
-type Record struct {
-	QueryID   string    `json:"query_id" db:"id,uuid"`
-	CreatedAt time.Time `json:"created_at" db:"created_at"`
-	// Question is empty when questions are stored as hashes only.
-	Question       string `json:"question,omitempty" db:"question,null"`
-	QuestionSHA256 string `json:"question_sha256" db:"question_sha256"`
-	TopK           int    `json:"top_k" db:"top_k"`
-	RerankTopN     int    `json:"rerank_top_n" db:"rerank_top_n"`
-	MaxTokens      int    `json:"max_tokens" db:"max_tokens"`
-	// MaxContextTokens is the context budget the prompt was assembled
-	// under; 0 when unknown.
-	MaxContextTokens int `json:"max_context_tokens,omitempty" db:"max_context_tokens,null"`
-	// Retrieval is the retrieval mode the search ran (RetrievalHybrid,
-	// RetrievalVector or RetrievalLexical); empty when the request never
-	// reached a known one.
-	Retrieval string `json:"retrieval,omitempty" db:"retrieval,null"`
-	// SweepID is the sweep that made the query; empty for ordinary queries.
-	SweepID string `json:"sweep_id,omitempty" db:"sweep_id,uuid,null"`
-	// KeyID is the API key the query was asked with; empty without one.
-	KeyID        string `json:"key_id,omitempty" db:"key_id,uuid,null"`
-	Model        string `json:"model" db:"model"`
-	Provider     string `json:"provider" db:"provider"`
-	Status       string `json:"status" db:"status"`
-	ErrorCode    string `json:"error_code,omitempty" db:"error_code,null"`
-	ErrorMessage string `json:"error_message,omitempty" db:"error_message,null"`
+// finish derives the numbers, builds the record (q.rec), hands it to the
+// Recorder and then writes done or error. The record is made here, at the
+// end, rather than returned: a Record's 472 bytes in the caller's frame
+// would be held on the answer's stack while it streams.
+func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) {
+	cfg := q.p.cfg
+	rec := ragtime.Record{
+		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
+		MaxTokens: q.req.MaxTokens, MaxContextTokens: q.budget(), Retrieval: knownRetrieval(q.req.Retrieval),
+		SweepID: q.req.SweepID, KeyID: q.req.KeyID,
+		Model: model, Provider: cfg.Provider, Status: ragtime.StatusOK,
+		Figures: ragtime.Figures{Usage: q.gen.Usage}, UpstreamStatus: q.gen.UpstreamStatus, RequestID: SafeRequestID(q.gen.RequestID),
+		FinishReason: safeFinishReason(q.gen.FinishReason),
+	}
+	if q.gen.Model != "" {
+		rec.Model = q.gen.Model
+	}
+	sum := sha256.Sum256([]byte(q.req.Question))
+	rec.QuestionSHA256 = hex.EncodeToString(sum[:])
+	if cfg.StoreQuestion {
+		rec.Question = q.req.Question
+	}
+	if !q.gen.GotConn.IsZero() {
+		reused := q.gen.Conn.Reused
+		rec.ConnReused = &reused
+	}
+	for _, t := range [...]struct {
+		key string
+		dst **float64
+	}{{ragtime.ServerQueueMs, &rec.ServerQueueMs}, {ragtime.ServerPrefillMs, &rec.ServerPrefillMs}, {ragtime.ServerLoadMs, &rec.ServerLoadMs}} {
+		// An array, not a map literal: a map was made and hashed per ask.
+		if v, ok := q.gen.ServerTimings[t.key]; ok {
+			*t.dst = &v
+		}
+	}
+	for _, s := range q.spans {
+		switch s.Name {
+		case ragtime.StageAccept:
+			rec.AcceptMs += s.DurationMs
+		case ragtime.StageQueue:
+			rec.QueueMs += s.DurationMs
+		case ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank, ragtime.StageAssemble:
+			rec.RetrievalMs += s.DurationMs
+		case ragtime.StageLLMConnect:
+			rec.GenTTFTMs += s.DurationMs
+		case ragtime.StageLLMPrefill:
+			rec.GenTTFTMs += s.DurationMs
+			rec.LLMPrefillMs = s.DurationMs
+		}
+	}
+	rec.RetrievalMs = round3(rec.RetrievalMs)
+	rec.GenTTFTMs = round3(rec.GenTTFTMs)
+	if rec.ServerPrefillMs != nil {
+		unexplained := round3(rec.LLMPrefillMs - *rec.ServerPrefillMs)
+		rec.PrefillUnexplainedMs = &unexplained
+	}
+	if !q.firstAt.IsZero() {
+		v := q.ms(q.firstAt)
+		rec.FirstTokenMs = &v
+	}
+	if !q.answerAt.IsZero() {
+		// llm_prefill ends at the first token of any kind, so the glue is
+		// what the stages leave of first_token_ms; a reasoning model's
+		// thinking before its first answer token is reasoning_ms, not glue.
+		ttft := q.ms(q.answerAt)
+		first := *rec.FirstTokenMs // set: an answer token is a first token
+		overhead := round3(first - rec.AcceptMs - rec.QueueMs - rec.RetrievalMs - rec.GenTTFTMs)
+		reasoning := round3(ttft - first)
+		rec.TTFTMs, rec.OverheadMs, rec.ReasoningMs = &ttft, &overhead, &reasoning
+		if ttft > 0 {
+			rs, ps := rec.RetrievalMs/ttft, rec.LLMPrefillMs/ttft
+			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
+		}
+	}
+	q.ttft.figures(&rec.Figures, rec.TTFTMs)
+	for i := range q.spans {
+		q.materialize(i)
+	}
+	rec.Stages = q.spans
 
-	Figures
-
-	ConnReused     *bool  `json:"conn_reused,omitempty" db:"conn_reused"`
-	UpstreamStatus int    `json:"upstream_status,omitempty" db:"upstream_status,null"`
-	RequestID      string `json:"request_id,omitempty" db:"request_id,null"`
-	// FinishReason is why the model stopped, as the provider said it
-	// (stop, length, end_turn, ...); empty when it did not say.
-	FinishReason string `json:"finish_reason,omitempty" db:"finish_reason,null"`
-	// TraceID is the query's OpenTelemetry trace id (32 hex digits) when it
-	// was traced and sampled; empty otherwise.
-	TraceID string `json:"trace_id,omitempty" db:"trace_id,null"`
-
-	// Server-side timings, in milliseconds, when the model server reported
-	// them (Ollama, llama.cpp, vLLM, Groq); nil otherwise.
-	ServerQueueMs   *float64 `json:"server_queue_ms,omitempty" db:"server_queue_ms"`
-	ServerPrefillMs *float64 `json:"server_prefill_ms,omitempty" db:"server_prefill_ms"`
-	ServerLoadMs    *float64 `json:"server_load_ms,omitempty" db:"server_load_ms"`
-
-	// Stages are stored as rows of query_stages, not as columns.
-	Stages []Span `json:"stages" db:"-"`
-}
-
-// Figures are what a finished query measured: the numbers the done event
-// reports, stored with the record.
-type Figures struct {
-	TTFTMs       *float64 `json:"ttft_ms" db:"ttft_ms"`
-	FirstTokenMs *float64 `json:"first_token_ms" db:"first_token_ms"`
-	E2EMs        float64  `json:"e2e_ms" db:"e2e_ms"`
-	// AcceptMs is the accept stage: the request's arrival (its first byte
-	// at the socket) → the pipeline's start (0 when run in-process).
-	AcceptMs     float64  `json:"accept_ms" db:"accept_ms"`
-	QueueMs      float64  `json:"queue_ms" db:"queue_ms"`
-	RetrievalMs  float64  `json:"retrieval_ms" db:"retrieval_ms"`
-	GenTTFTMs    float64  `json:"gen_ttft_ms" db:"gen_ttft_ms"`
-	LLMPrefillMs float64  `json:"llm_prefill_ms" db:"llm_prefill_ms"`
-	OverheadMs   *float64 `json:"overhead_ms" db:"overhead_ms"`
-	// ReasoningMs is first_token_ms → ttft_ms: how long the model thought
-	// before its first answer token (0 for a model that does not reason).
-	ReasoningMs    *float64 `json:"reasoning_ms" db:"reasoning_ms"`
-	RetrievalShare *float64 `json:"retrieval_share" db:"retrieval_share"`
-	PrefillShare   *float64 `json:"prefill_share" db:"prefill_share"`
-	// PrefillUnexplainedMs is llm_prefill_ms − the server's own prefill
-	// (server_prefill_ms): the time before the server's prefill — its queue,
-	// tokenizing and templating the prompt, the network — which grows with
-	// the prompt and under contention. Nil when the server reports no
-	// prefill.
-	PrefillUnexplainedMs *float64 `json:"prefill_unexplained_ms" db:"prefill_unexplained_ms"`
-
-	// The TTFT budget's account, when the ask had one (nil and empty
-	// otherwise): the budget, the TTFT and llm_prefill predicted for the
-	// prompt sent (nil without a prefill model), the ranked chunks
-	// dropped to fit it, and the outcome (BudgetHeld, BudgetMissed,
-	// BudgetUnmodelled).
-	TTFTBudgetMs       *float64 `json:"ttft_budget_ms,omitempty" db:"ttft_budget_ms"`
-	PredictedTTFTMs    *float64 `json:"predicted_ttft_ms,omitempty" db:"predicted_ttft_ms"`
-	PredictedPrefillMs *float64 `json:"predicted_prefill_ms,omitempty" db:"predicted_prefill_ms"`
-	BudgetDropped      *int     `json:"budget_dropped,omitempty" db:"budget_dropped"`
-	BudgetOutcome      string   `json:"budget_outcome,omitempty" db:"budget_outcome,null"`
-
-	Usage Usage `json:"usage"`
-}
-
-// DoneEvent is the done event's body: the record's Figures and Stages,
-// without what the client sent itself or what only storage needs.
-type DoneEvent struct {
-	QueryID string `json:"query_id"`
-	Model   string `json:"model"`
-	Figures
-	Stages []Span `json:"stages"`
-}
-
-// DoneEvent returns the done event of the record.
-func (r Record) DoneEvent() DoneEvent {
-	return DoneEvent{QueryID: r.QueryID, Model: r.Model, Figures: r.Figures, Stages: r.Stages}
+	var perr *ragtime.Error
+	var cause *Cancel
+	switch {
+	case runErr == nil:
+	case errors.As(runErr, &cause) || errors.As(context.Cause(ctx), &cause):
+		// Cancelled from outside for a stated reason: the client stalled,
+		// the server shuts down.
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, cause.Code, cause.Message
+		if cause.Tell {
+			perr = &ragtime.Error{Stage: AsError("", runErr).Stage, Kind: cause.Kind, Code: cause.Code, Message: cause.Message, Hint: cause.Hint}
+		}
+	case IsCancelled(runErr):
+		perr = AsError("", runErr)
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = ragtime.StatusCancelled, ragtime.CodeCancelled, perr.Message
+	default:
+		perr = AsError("", runErr)
+		rec.Status = ragtime.StatusError
+		rec.ErrorCode, rec.ErrorMessage = perr.Code, perr.Message
+		if perr.Status != 0 && rec.UpstreamStatus == 0 {
+			rec.UpstreamStatus = perr.Status
+		}
+		if rec.RequestID == "" {
+			rec.RequestID = SafeRequestID(perr.RequestID)
+		}
+	}
+	rec.E2EMs = q.ms(q.now())
+	if q.trace != nil {
+		rec.TraceID = q.trace.TraceID()
+	}
+	// Record before done or error goes out: a client that saw done can
+	// count on the record being at least queued (or spooled), even if the
+	// process dies right after.
+	if cfg.Recorder != nil {
+		cfg.Recorder.Record(rec)
+	}
+	switch rec.Status {
+	case ragtime.StatusOK:
+		_ = out.Done(rec)
+	case ragtime.StatusError:
+		_ = out.Fail(perr)
+	case ragtime.StatusCancelled:
+		if perr != nil && cause != nil && cause.Tell {
+			_ = out.Fail(perr)
+		}
+	}
+	if q.trace != nil {
+		// After the stream's last event: the trace's spans are built off
+		// the request path.
+		q.trace.End(rec, perr)
+	}
+	q.rec = &rec
 }

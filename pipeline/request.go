@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"ragtime"
 )
 
 // Limits on a request; the API and the sweep validate against them.
@@ -63,13 +65,6 @@ type Defaults struct {
 	TTFTBudgetMs int
 }
 
-// Retrieval modes: the legs a search runs.
-const (
-	RetrievalHybrid  = "hybrid"
-	RetrievalVector  = "vector"
-	RetrievalLexical = "lexical"
-)
-
 // DefaultLegK is the depth of each leg of a hybrid retrieval when neither
 // the request nor serve sets one (and top_k is smaller): fusion needs
 // candidates below each leg's top_k to promote those both legs rank well.
@@ -82,9 +77,9 @@ const MaxLegK = 1000
 // whether the store has a lexical leg; the error names field.
 func CheckRetrieval(field, mode string, lexical bool) error {
 	switch mode {
-	case "", RetrievalVector:
+	case "", ragtime.RetrievalVector:
 		return nil
-	case RetrievalHybrid, RetrievalLexical:
+	case ragtime.RetrievalHybrid, ragtime.RetrievalLexical:
 		if !lexical {
 			return &ValidationError{Field: field, Code: "retrieval_unsupported",
 				Message: fmt.Sprintf("%s %q needs a store with a lexical leg (the embedded store); this store has only vectors", field, mode)}
@@ -350,14 +345,14 @@ func (r *Request) normalizeRetrieval(d Defaults) error {
 		r.Retrieval = d.Retrieval
 	}
 	if r.Retrieval == "" {
-		r.Retrieval = RetrievalVector
+		r.Retrieval = ragtime.RetrievalVector
 	}
 	if err := CheckRetrieval("retrieval", r.Retrieval, d.Lexical); err != nil {
 		return err
 	}
-	if r.Retrieval != RetrievalVector && d.LexicalMissing != nil {
+	if r.Retrieval != ragtime.RetrievalVector && d.LexicalMissing != nil {
 		if err := d.LexicalMissing(); err != nil && !named {
-			r.Retrieval = RetrievalVector // the default, where the data has no lexical leg
+			r.Retrieval = ragtime.RetrievalVector // the default, where the data has no lexical leg
 		} else if err != nil {
 			return &ValidationError{Field: "retrieval", Code: "retrieval_unsupported",
 				Message: fmt.Sprintf("retrieval %q: %s", r.Retrieval, err)}
@@ -369,7 +364,7 @@ func (r *Request) normalizeRetrieval(d Defaults) error {
 	if err := CheckCollapse("collapse", r.Collapse); err != nil {
 		return err
 	}
-	deep := r.Retrieval == RetrievalHybrid || r.Collapse == CollapseDoc
+	deep := r.Retrieval == ragtime.RetrievalHybrid || r.Collapse == CollapseDoc
 	r.VectorK = legK(r.VectorK, d.VectorK, r.TopK, deep)
 	r.LexicalK = legK(r.LexicalK, d.LexicalK, r.TopK, deep)
 	if err := CheckLegK("vector_k", r.VectorK); err != nil {

@@ -1,6 +1,10 @@
 package pipeline
 
-import "testing"
+import (
+	"testing"
+
+	"ragtime"
+)
 
 func TestDefaultsRule(t *testing.T) {
 	t.Parallel()
@@ -28,21 +32,21 @@ func TestDefaultsRule(t *testing.T) {
 
 func TestRetrievalDefaultsAndNote(t *testing.T) {
 	t.Parallel()
-	lex := Defaults{Retrieval: RetrievalHybrid, Lexical: true}
+	lex := Defaults{Retrieval: ragtime.RetrievalHybrid, Lexical: true}
 	r := Request{Question: "q", TopK: 10, RerankTopN: Unset, MaxTokens: Unset}
-	if err := r.NormalizeWith(0, lex); err != nil || r.Retrieval != RetrievalHybrid || r.VectorK != DefaultLegK || r.LexicalK != DefaultLegK {
+	if err := r.NormalizeWith(0, lex); err != nil || r.Retrieval != ragtime.RetrievalHybrid || r.VectorK != DefaultLegK || r.LexicalK != DefaultLegK {
 		t.Fatalf("hybrid defaults: %+v (%v)", r, err)
 	}
 	if note := rerankNote(&r); note == "" {
 		t.Error("a default rerank_top_n of 3 under top_k 10 says nothing in meta")
 	}
-	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: RetrievalVector, LexicalK: 7, Collapse: CollapseNone}
+	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: ragtime.RetrievalVector, LexicalK: 7, Collapse: CollapseNone}
 	if err := r.NormalizeWith(0, lex); err != nil || r.VectorK != 10 || r.LexicalK != 7 || rerankNote(&r) != "" {
 		t.Fatalf("vector with the caller's rerank_top_n: %+v (%v), note %q", r, err, rerankNote(&r))
 	}
 	// Collapsing by document needs more chunks than top_k to find top_k
 	// documents, so a vector leg alone searches as deep as a hybrid's.
-	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: RetrievalVector}
+	r = Request{Question: "q", TopK: 10, RerankTopN: 10, MaxTokens: Unset, Retrieval: ragtime.RetrievalVector}
 	if err := r.NormalizeWith(0, lex); err != nil || r.Collapse != CollapseDoc || r.VectorK != DefaultLegK {
 		t.Fatalf("vector collapsed by document: %+v (%v)", r, err)
 	}
@@ -56,7 +60,7 @@ func TestRetrievalDefaultsAndNote(t *testing.T) {
 		field string
 	}{
 		{Request{Retrieval: "dense"}, lex, "retrieval"},
-		{Request{Retrieval: RetrievalHybrid}, Defaults{}, "retrieval"},
+		{Request{Retrieval: ragtime.RetrievalHybrid}, Defaults{}, "retrieval"},
 		{Request{VectorK: MaxLegK + 1}, lex, "vector_k"},
 		{Request{LexicalK: -3}, lex, "lexical_k"},
 		{Request{Collapse: "page"}, lex, "collapse"},

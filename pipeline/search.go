@@ -19,12 +19,12 @@ import (
 // say it all (vector retrieval, as before hybrid retrieval was added).
 func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string]any, error) {
 	cfg := q.p.cfg
-	mode := cmp.Or(q.req.Retrieval, RetrievalVector)
+	mode := cmp.Or(q.req.Retrieval, ragtime.RetrievalVector)
 	vk, lk := cmp.Or(q.req.VectorK, q.req.TopK), cmp.Or(q.req.LexicalK, q.req.TopK)
 	// The caller's tenant scope narrows the request's filter; when the two
 	// exclude each other nothing can match and no search is made.
 	filter, ok := q.req.Filter.Within(q.req.Scope)
-	if mode == RetrievalVector {
+	if mode == ragtime.RetrievalVector {
 		var hits []Hit
 		var err error
 		if ok {
@@ -49,7 +49,7 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	var vdur, ldur time.Duration
 	if ok {
 		var wg sync.WaitGroup
-		if mode == RetrievalHybrid {
+		if mode == ragtime.RetrievalHybrid {
 			wg.Go(func() {
 				start := q.now()
 				vhits, verr = cfg.Searcher.Search(ctx, vecs[0], vk, filter)
@@ -68,7 +68,7 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	var hits []Hit
 	nlex := len(lhits)
 	switch {
-	case mode == RetrievalLexical:
+	case mode == ragtime.RetrievalLexical:
 		if q.req.Collapse == CollapseDoc {
 			lhits = collapseLexical(lhits)
 		}
@@ -85,7 +85,7 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 	attrs["retrieval"], attrs["collapse"] = mode, q.req.Collapse
 	attrs["lexical"] = cfg.Lexical.LexicalName()
 	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, nlex, roundMs(ldur)
-	if mode == RetrievalHybrid {
+	if mode == ragtime.RetrievalHybrid {
 		attrs["vector_k"], attrs["vector_hits"], attrs["vector_ms"] = vk, len(vhits), roundMs(vdur)
 		attrs["fusion"], attrs["fusion_ms"] = cfg.Fusion.Name(), roundMs(fuseDur)
 	}
@@ -130,7 +130,7 @@ type SearchRecord struct {
 	// RetrievalMs is embed + search + rerank; E2EMs is t0 → the result.
 	RetrievalMs float64
 	E2EMs       float64
-	Stages      []Span
+	Stages      []ragtime.Span
 }
 
 // SearchResult is what Search found, and how long each stage took.
@@ -140,7 +140,7 @@ type SearchResult struct {
 	// Hits are best first, with their legs' ranks and scores, and
 	// RerankScore when they were reranked.
 	Hits        []Hit
-	Stages      []Span
+	Stages      []ragtime.Span
 	RetrievalMs float64
 }
 
@@ -151,9 +151,9 @@ type SearchResult struct {
 func (p *Pipeline) Search(ctx context.Context, req *Request) (*SearchResult, error) {
 	q := p.start(ctx, req) // not traced: a trace ends with an ask's record
 	err := q.searchStages(ctx)
-	res := &SearchResult{QueryID: q.id, Retrieval: cmp.Or(q.req.Retrieval, RetrievalVector), Hits: q.hits}
+	res := &SearchResult{QueryID: q.id, Retrieval: cmp.Or(q.req.Retrieval, ragtime.RetrievalVector), Hits: q.hits}
 	for i := range q.spans {
-		q.spans[i].materialize()
+		q.materialize(i)
 		switch q.spans[i].Name {
 		case ragtime.StageEmbed, ragtime.StageSearch, ragtime.StageRerank:
 			res.RetrievalMs += q.spans[i].DurationMs

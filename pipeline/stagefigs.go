@@ -13,10 +13,10 @@ import (
 // map per stage. A map[string]any of a handful of attrs takes 336 bytes or
 // more, and the seven stages' maps (3.2 KB, the values boxed) were held
 // for as long as the answer streamed (make bench-streams); these fields
-// take some 250 bytes. A stage's span points here (Span.figs) and its
+// take some 250 bytes. A stage's span points here (StageSpan.figs) and its
 // attrs are framed from these fields, in the order of their keys, byte for
 // byte as the map they stand for would be (jsonappend.AppendObject); the
-// record's spans get their maps when the query ends (Span.materialize).
+// record's spans get their maps when the query ends (query.materialize).
 //
 // A field is written before its stage's span is sent and never after, so
 // a Stream that keeps the span (the SSE writer, for a resume) frames it
@@ -37,7 +37,7 @@ type stageFigs struct {
 
 	// llm_connect's and llm_prefill's figures as they were sent (with
 	// the first token, or at the stream's end).
-	conn    ConnInfo
+	conn    ragtime.ConnInfo
 	retries int
 	status  int
 }
@@ -197,7 +197,7 @@ func (f *stageFigs) attrs(name string, o *attrOut) {
 // that keep theirs (addConnAttrs). The embed stage interleaves its own
 // keys with these, in the same order (attrs; TestStageFigsFrameAsTheirMaps
 // holds the two to the same result).
-func connFigs(o *attrOut, c ConnInfo, retries int) {
+func connFigs(o *attrOut, c ragtime.ConnInfo, retries int) {
 	o.ms("connect_ms", roundMs(c.Connect))
 	o.ms("dns_ms", roundMs(c.DNS))
 	if c.FreshRetry {
@@ -225,13 +225,14 @@ func (f *stageFigs) searchFixed(i int, o *attrOut) {
 	}
 }
 
-// materialize gives sp the attrs map its figures stand for, as the record
-// and encoding/json need it.
-func (sp *Span) materialize() {
-	if sp.figs == nil {
+// materialize gives the query's span i the attrs map its figures stand
+// for, as the record and encoding/json need it.
+func (q *query) materialize(i int) {
+	if q.figged&(1<<i) == 0 {
 		return
 	}
-	sp.Attrs, sp.figs = sp.figs.attrsMap(sp.Name), nil
+	q.figged &^= 1 << i
+	q.spans[i].Attrs = q.figs.attrsMap(q.spans[i].Name)
 }
 
 // attrsMap returns the attrs of the stage name as a map.

@@ -23,7 +23,7 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 		}
 		lq := LegsQuery{Retrieval: mode, Question: q.req.Question, K: k, VectorK: vk, LexicalK: lk,
 			Filter: filter, Fusion: cfg.Fusion}
-		if mode == RetrievalHybrid && len(vecs) > 0 {
+		if mode == ragtime.RetrievalHybrid && len(vecs) > 0 {
 			lq.Vector = vecs[0]
 		}
 		var err error
@@ -35,7 +35,7 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 	var fusionMs any // null: inside the store
 	fusedBy := "store"
 	switch {
-	case mode == RetrievalLexical:
+	case mode == ragtime.RetrievalLexical:
 		lex := res.Lexical
 		if collapse {
 			lex = collapseLexical(lex)
@@ -63,7 +63,7 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 	attrs["retrieval"], attrs["collapse"] = mode, q.req.Collapse
 	attrs["lexical"] = hs.LexicalName()
 	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(res.Lexical), nil
-	if mode == RetrievalHybrid {
+	if mode == ragtime.RetrievalHybrid {
 		attrs["vector_k"], attrs["vector_hits"], attrs["vector_ms"] = vk, len(res.Vector), nil
 		attrs["fusion"], attrs["fusion_ms"], attrs["fused_by"] = cfg.Fusion.Name(), fusionMs, fusedBy
 	}

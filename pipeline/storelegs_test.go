@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"ragtime"
 )
 
 // A store whose data lacks the lexical leg refuses a hybrid or lexical
@@ -11,9 +13,9 @@ import (
 // vector one through.
 func TestLexicalMissingRefusesTheRequest(t *testing.T) {
 	t.Parallel()
-	d := Defaults{Retrieval: RetrievalVector, Lexical: true,
+	d := Defaults{Retrieval: ragtime.RetrievalVector, Lexical: true,
 		LexicalMissing: func() error { return errors.New(`collection "old" has no sparse vector: re-create it`) }}
-	for _, mode := range []string{RetrievalHybrid, RetrievalLexical} {
+	for _, mode := range []string{ragtime.RetrievalHybrid, ragtime.RetrievalLexical} {
 		r := Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset, Retrieval: mode}
 		err := r.NormalizeWith(0, d)
 		var ve *ValidationError
@@ -22,15 +24,15 @@ func TestLexicalMissingRefusesTheRequest(t *testing.T) {
 		}
 	}
 	r := Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}
-	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != RetrievalVector {
+	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != ragtime.RetrievalVector {
 		t.Errorf("vector (the default) on such a store: %v, %q", err, r.Retrieval)
 	}
 	// A default of hybrid (serve read the collection before it was
 	// re-created without the leg) falls back to vector: the request did
 	// not ask for the leg; collapse by document keeps the legs deep.
-	d.Retrieval = RetrievalHybrid
+	d.Retrieval = ragtime.RetrievalHybrid
 	r = Request{Question: "q", TopK: Unset, RerankTopN: Unset, MaxTokens: Unset}
-	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != RetrievalVector || r.LexicalK != max(r.TopK, DefaultLegK) {
+	if err := r.NormalizeWith(0, d); err != nil || r.Retrieval != ragtime.RetrievalVector || r.LexicalK != max(r.TopK, DefaultLegK) {
 		t.Errorf("a hybrid default on a store without its leg: %v, %q (lexical_k %d)", err, r.Retrieval, r.LexicalK)
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"ragtime/pipeline"
+	"ragtime"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -44,7 +44,7 @@ func BenchmarkRecorder(b *testing.B) {
 	b.Run("live-spread/batch=32", func(b *testing.B) {
 		start := time.Now()
 		rng := rand.New(rand.NewPCG(3, 3))
-		benchRecorder(b, 32, func(i int) pipeline.Record {
+		benchRecorder(b, 32, func(i int) ragtime.Record {
 			r := record(i)
 			r.CreatedAt = start.Add(time.Duration(i) * 50 * time.Microsecond)
 			r.QueryID = uuidV7(r.CreatedAt)
@@ -56,7 +56,7 @@ func BenchmarkRecorder(b *testing.B) {
 	})
 	b.Run("live/batch=256", func(b *testing.B) {
 		start := time.Now()
-		benchRecorder(b, 256, func(i int) pipeline.Record {
+		benchRecorder(b, 256, func(i int) ragtime.Record {
 			r := record(i)
 			r.CreatedAt = start.Add(time.Duration(i) * 50 * time.Microsecond)
 			r.QueryID = uuidV7(r.CreatedAt)
@@ -77,9 +77,9 @@ func uuidV7(t time.Time) string {
 	return id.String()
 }
 
-func benchRecorder(b *testing.B, batch int, record func(int) pipeline.Record) {
+func benchRecorder(b *testing.B, batch int, record func(int) ragtime.Record) {
 	pool := postgrestest.NewPool(b)
-	recs := make([]pipeline.Record, b.N)
+	recs := make([]ragtime.Record, b.N)
 	for i := range recs {
 		recs[i] = record(i)
 	}
@@ -125,7 +125,7 @@ func benchRecorder(b *testing.B, batch int, record func(int) pipeline.Record) {
 // roll-up upsert's arguments. cpu-µs/rec (this process's CPU per record)
 // and allocs/op do not depend on how much of the machine it gets.
 func BenchmarkEncodeBatch(b *testing.B) {
-	recs := make([]pipeline.Record, 256)
+	recs := make([]ragtime.Record, 256)
 	for i := range recs {
 		recs[i] = record(i)
 	}

@@ -10,15 +10,15 @@ import (
 
 	"github.com/google/uuid"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
-// column is one column of the queries table, bound to the pipeline.Record
+// column is one column of the queries table, bound to the ragtime.Record
 // field it stores. The list is derived from Record's db tags (see its doc),
 // so the insert, the select and the checks before writing are written once.
 type column struct {
 	name  string
-	index []int // reflect field index in pipeline.Record
+	index []int // reflect field index in ragtime.Record
 	// null stores the field's zero value as NULL and reads NULL as zero.
 	null bool
 	// uuid: the field is a string holding a UUID, in a uuid column.
@@ -35,7 +35,7 @@ type column struct {
 }
 
 // queryColumns are the queries table's columns, in Record's field order.
-var queryColumns = recordColumns(reflect.TypeFor[pipeline.Record](), nil)
+var queryColumns = recordColumns(reflect.TypeFor[ragtime.Record](), nil)
 
 // recordColumns walks t's fields: a field tagged db:"name[,null][,uuid]"
 // is a column, db:"-" is not stored in queries, and an untagged struct
@@ -94,7 +94,7 @@ var selectQueryAnywhere = func() string {
 // queryColumns' order, and returns rec's id parsed. It checks what
 // PostgreSQL could not be asked to check (a UUID is one, an integer fits an
 // int4 column); its errors wrap errInvalidRecord.
-func appendQueryRow(b []byte, rec *pipeline.Record) ([]byte, [16]byte, error) {
+func appendQueryRow(b []byte, rec *ragtime.Record) ([]byte, [16]byte, error) {
 	id, err := uuid.Parse(rec.QueryID)
 	if err != nil {
 		return nil, id, fmt.Errorf("%w: id %.80q is not a UUID", errInvalidRecord, rec.QueryID)
@@ -170,7 +170,7 @@ func fieldEncoder(name string, t reflect.Type, isUUID bool) (string, func([]byte
 			return elem(b, v.Elem())
 		}
 	}
-	panic(fmt.Sprintf("postgres: pipeline.Record's column %s has Go type %s, which the recorder cannot store", name, t))
+	panic(fmt.Sprintf("postgres: ragtime.Record's column %s has Go type %s, which the recorder cannot store", name, t))
 }
 
 // appendNull appends a NULL field of COPY's binary format.
@@ -180,7 +180,7 @@ func appendNull(b []byte) []byte {
 
 // scanTargets returns where to scan a selectQuery row into rec: the field
 // itself, or for a null column a pointer that scanned sets afterwards.
-func scanTargets(rec *pipeline.Record) (targets []any, scanned func()) {
+func scanTargets(rec *ragtime.Record) (targets []any, scanned func()) {
 	rv := reflect.ValueOf(rec).Elem()
 	targets = make([]any, len(queryColumns))
 	var nulls []func()

@@ -2,7 +2,7 @@
 // the embedded migrations, records finished queries through a bounded,
 // non-blocking batch writer, and reads them back for the API and dashboards
 // as the read types pipeline declares. The queries table's columns are
-// derived from pipeline.Record's db tags (columns.go).
+// derived from ragtime.Record's db tags (columns.go).
 //
 // The request path never waits on the database: Recorder.Record only queues,
 // and a background writer writes batches. With a spool (package spool),

@@ -3,7 +3,7 @@ package postgres
 import (
 	"fmt"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // Exported for the tests of package postgres_test, which read the plans of
@@ -35,13 +35,13 @@ func CopiedColumnTypes() map[string][][2]string {
 // EncodeBatch turns recs into what the recorder sends for them — the COPY
 // rows, in a buffer reused from batch to batch as a writer's is, and the
 // roll-up upsert's arguments — without sending it.
-func EncodeBatch(recs []pipeline.Record) error {
+func EncodeBatch(recs []ragtime.Record) error {
 	e := encode(recs, encodeBuf())
 	defer releaseBuf(e.buf)
 	if len(e.invalid) > 0 {
 		return e.invalid[0].err
 	}
-	rows := make([]*pipeline.Record, len(e.rows))
+	rows := make([]*ragtime.Record, len(e.rows))
 	for i := range e.rows {
 		rows[i] = e.rows[i].rec
 	}

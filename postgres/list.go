@@ -11,18 +11,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // ListQueries returns the queries f selects, newest first (ties broken by
 // id), one page at a time. The page after a cursor is stable while new
 // queries arrive: it continues strictly below the cursor's position.
-func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeline.QueryPage, error) {
+func (s *Store) ListQueries(ctx context.Context, f ragtime.QueryFilter) (ragtime.QueryPage, error) {
 	limit := f.Limit
 	if limit <= 0 {
-		limit = pipeline.DefaultListLimit
+		limit = ragtime.DefaultListLimit
 	}
-	limit = min(limit, pipeline.MaxListLimit)
+	limit = min(limit, ragtime.MaxListLimit)
 
 	// The WHERE clause holds only the filters given, so that each shape gets
 	// a plan using the index that fits it (a generic "$1 IS NULL OR ..."
@@ -60,14 +60,14 @@ func (s *Store) ListQueries(ctx context.Context, f pipeline.QueryFilter) (pipeli
 	if f.KeyID != "" {
 		id, err := uuid.Parse(f.KeyID)
 		if err != nil {
-			return pipeline.QueryPage{Queries: []pipeline.QuerySummary{}}, nil // no query has that key
+			return ragtime.QueryPage{Queries: []ragtime.QuerySummary{}}, nil // no query has that key
 		}
 		add("q.key_id = ?", id)
 	}
 	if f.Cursor != "" {
 		at, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return pipeline.QueryPage{}, err
+			return ragtime.QueryPage{}, err
 		}
 		add("(q.created_at, q.id) < (?, ?)", at, id)
 	}
@@ -85,13 +85,13 @@ FROM queries q`
 
 	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
-		return pipeline.QueryPage{}, fmt.Errorf("list queries: %w", err)
+		return ragtime.QueryPage{}, fmt.Errorf("list queries: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[pipeline.QuerySummary])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[ragtime.QuerySummary])
 	if err != nil {
-		return pipeline.QueryPage{}, fmt.Errorf("list queries: %w", err)
+		return ragtime.QueryPage{}, fmt.Errorf("list queries: %w", err)
 	}
-	page := pipeline.QueryPage{Queries: list}
+	page := ragtime.QueryPage{Queries: list}
 	if len(list) > limit {
 		page.Queries = list[:limit]
 		last := page.Queries[limit-1]
@@ -104,7 +104,7 @@ FROM queries q`
 		}
 	}
 	if page.Queries == nil {
-		page.Queries = []pipeline.QuerySummary{}
+		page.Queries = []ragtime.QuerySummary{}
 	}
 	return page, nil
 }
@@ -118,19 +118,19 @@ func encodeCursor(at time.Time, id string) string {
 func decodeCursor(c string) (time.Time, uuid.UUID, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, ragtime.ErrInvalidCursor
 	}
 	micros, id, ok := strings.Cut(string(raw), ",")
 	if !ok {
-		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, ragtime.ErrInvalidCursor
 	}
 	us, err := strconv.ParseInt(micros, 10, 64)
 	if err != nil {
-		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, ragtime.ErrInvalidCursor
 	}
 	parsed, err := uuid.Parse(id)
 	if err != nil {
-		return time.Time{}, uuid.UUID{}, pipeline.ErrInvalidCursor
+		return time.Time{}, uuid.UUID{}, ragtime.ErrInvalidCursor
 	}
 	return time.UnixMicro(us), parsed, nil
 }

@@ -55,7 +55,7 @@ func makeDays(t *testing.T, pool *pgxpool.Pool, first, last time.Time) {
 	}
 }
 
-func recordAll(t *testing.T, pool *pgxpool.Pool, recs ...pipeline.Record) {
+func recordAll(t *testing.T, pool *pgxpool.Pool, recs ...ragtime.Record) {
 	t.Helper()
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
 	for _, r := range recs {
@@ -210,7 +210,7 @@ func TestPruneDropsWholeDays(t *testing.T) {
 	ctx := ctxFor(t)
 	d0 := utcDay(time.Now()).AddDate(0, 0, -10)
 	makeDays(t, pool, d0, d0.AddDate(0, 0, 2))
-	at := func(day int, hour int) pipeline.Record {
+	at := func(day int, hour int) ragtime.Record {
 		r := record(day*100 + hour)
 		r.CreatedAt = d0.AddDate(0, 0, day).Add(time.Duration(hour) * time.Hour)
 		r.QueryID = v7At(t, r.CreatedAt)
@@ -224,7 +224,7 @@ func TestPruneDropsWholeDays(t *testing.T) {
 	searches := postgres.NewSearchRecorder(pool, nil)
 	for i, at := range []time.Time{cutoff.Add(-time.Hour), cutoff.Add(-48 * time.Hour), cutoff.Add(time.Hour)} {
 		searches.RecordSearch(pipeline.SearchRecord{QueryID: v7At(t, at), CreatedAt: at, QuestionSHA256: fmt.Sprint(i),
-			Retrieval: pipeline.RetrievalHybrid, Status: ragtime.StatusOK, Stages: early.Stages})
+			Retrieval: ragtime.RetrievalHybrid, Status: ragtime.StatusOK, Stages: early.Stages})
 	}
 	searches.Close()
 	if n := countRows(t, pool, "searches"); n != 3 {
@@ -277,7 +277,7 @@ func TestGetQueryReadsOnePartition(t *testing.T) {
 	ctx := ctxFor(t)
 	d0 := utcDay(time.Now()).AddDate(0, 0, -5)
 	makeDays(t, pool, d0, d0.AddDate(0, 0, 4))
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i := range 5 {
 		r := record(i)
 		r.CreatedAt = d0.AddDate(0, 0, i).Add(9 * time.Hour)

@@ -23,7 +23,6 @@ import (
 
 	"ragtime"
 	"ragtime/migrations"
-	"ragtime/pipeline"
 	"ragtime/pipeline/pipelinetest"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
@@ -44,9 +43,9 @@ func ptr[T any](v T) *T { return &v }
 
 // record builds a realistic finished query: every field set, eight stages
 // with attrs whose values are what JSON decoding yields.
-func record(i int) pipeline.Record {
+func record(i int) ragtime.Record {
 	created := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * 1234567 * time.Microsecond)
-	return pipeline.Record{
+	return ragtime.Record{
 		QueryID:          uuid.NewString(),
 		CreatedAt:        created,
 		Question:         fmt.Sprintf("how long does prefill take for question %d?", i),
@@ -64,7 +63,7 @@ func record(i int) pipeline.Record {
 		ServerQueueMs:    ptr(1.5),
 		ServerPrefillMs:  ptr(340.25),
 		ServerLoadMs:     ptr(0.125),
-		Stages: []pipeline.Span{
+		Stages: []ragtime.Span{
 			{Name: ragtime.StageQueue, Seq: 0, StartMs: 0, DurationMs: 0.004},
 			{Name: ragtime.StageEmbed, Seq: 1, StartMs: 0.01, DurationMs: 3.217, Attrs: map[string]any{"texts": 1.0, "model": "hash-384"}},
 			{Name: ragtime.StageSearch, Seq: 2, StartMs: 3.3, DurationMs: 12.5, Attrs: map[string]any{"k": 8.0, "hits": 8.0, "store": "embedded"}},
@@ -74,7 +73,7 @@ func record(i int) pipeline.Record {
 			{Name: ragtime.StageLLMPrefill, Seq: 6, StartMs: 46.6, DurationMs: 365.9, Attrs: map[string]any{"server_queue_ms": 1.5, "server_prefill_ms": 340.25, "nested": map[string]any{"list": []any{1.0, "a", nil}}}},
 			{Name: ragtime.StageLLMDecode, Seq: 7, StartMs: 412.5, DurationMs: 1477.9, Attrs: map[string]any{"chunks": 180.0, "completion_tokens": 180.0, "itl_p50_ms": 8.1, "itl_p95_ms": 12.7, "itl_max_ms": 30.003}},
 		},
-		Figures: pipeline.Figures{
+		Figures: ragtime.Figures{
 			TTFTMs:         ptr(412.731),
 			FirstTokenMs:   ptr(398.002),
 			E2EMs:          1890.456,
@@ -86,15 +85,15 @@ func record(i int) pipeline.Record {
 			ReasoningMs:    ptr(0.25),
 			RetrievalShare: ptr(35.125 / 412.731),
 			PrefillShare:   ptr(365.9 / 412.731),
-			Usage:          pipeline.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: new(1024), ReasoningTokens: 12, CacheCreationTokens: 512},
+			Usage:          ragtime.Usage{PromptTokens: 2048, CompletionTokens: 180, CachedTokens: new(1024), ReasoningTokens: 12, CacheCreationTokens: 512},
 		},
 	}
 }
 
 // failedRecord is a query that failed before a first token: nil pointers,
 // empty optional strings, no upstream status, empty (not nil) attrs.
-func failedRecord() pipeline.Record {
-	return pipeline.Record{
+func failedRecord() ragtime.Record {
+	return ragtime.Record{
 		QueryID:        uuid.NewString(),
 		CreatedAt:      time.Date(2025, 3, 2, 8, 30, 0, 123456000, time.UTC),
 		QuestionSHA256: strings.Repeat("ab", 32),
@@ -104,11 +103,11 @@ func failedRecord() pipeline.Record {
 		Status:         ragtime.StatusError,
 		ErrorCode:      "llm_auth",
 		ErrorMessage:   "the provider refused the API key",
-		Stages: []pipeline.Span{
+		Stages: []ragtime.Span{
 			{Name: ragtime.StageEmbed, Seq: 0, StartMs: 0, DurationMs: 10.5},
 			{Name: ragtime.StageSearch, Seq: 1, StartMs: 10.5, DurationMs: 9.75, Attrs: map[string]any{}},
 		},
-		Figures: pipeline.Figures{
+		Figures: ragtime.Figures{
 			E2EMs:       120.5,
 			RetrievalMs: 20.25,
 		},
@@ -123,7 +122,7 @@ func (panicMarshaler) MarshalJSON() ([]byte, error) { panic("boom") }
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // equalRecords compares a stored record with the one recorded.
-func equalRecords(t *testing.T, got, want pipeline.Record) {
+func equalRecords(t *testing.T, got, want ragtime.Record) {
 	t.Helper()
 	if !got.CreatedAt.Equal(want.CreatedAt) {
 		t.Errorf("CreatedAt = %v, want %v", got.CreatedAt, want.CreatedAt)
@@ -321,7 +320,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	ctx := ctxFor(t)
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{BatchSize: 4, FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
-	want := []pipeline.Record{failedRecord()}
+	want := []ragtime.Record{failedRecord()}
 	for i := range 9 {
 		want = append(want, record(i))
 	}
@@ -336,7 +335,7 @@ func TestRecorderRoundTrip(t *testing.T) {
 	if err := rec.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if st := rec.Stats(); st != (pipeline.RecorderStats{Written: int64(len(want))}) {
+	if st := rec.Stats(); st != (ragtime.RecorderStats{Written: int64(len(want))}) {
 		t.Errorf("Stats = %+v, want only Written %d", st, len(want))
 	}
 
@@ -484,9 +483,9 @@ func TestRecorderInvalidRecordsAreFailedNotBlocking(t *testing.T) {
 	nulInJSON.Stages[1].Attrs = map[string]any{"s": "a\x00b"}
 	panicky := record(0)
 	panicky.Stages[3].Attrs = map[string]any{"p": panicMarshaler{}}
-	bad := []pipeline.Record{badStatus, badID, badUTF8, badAttrs, dupSeq, tooBig, nulInJSON, panicky}
+	bad := []ragtime.Record{badStatus, badID, badUTF8, badAttrs, dupSeq, tooBig, nulInJSON, panicky}
 
-	var good []pipeline.Record
+	var good []ragtime.Record
 	for i := range 20 {
 		r := record(i)
 		good = append(good, r)
@@ -529,7 +528,7 @@ func TestRecorderSurvivesOutage(t *testing.T) {
 		QueueSize: 1000, BatchSize: 16, FlushInterval: time.Millisecond, RetryBackoff: 20 * time.Millisecond, Logger: quietLogger(),
 	})
 
-	var want []pipeline.Record
+	var want []ragtime.Record
 	for i := range 40 {
 		r := record(i)
 		want = append(want, r)
@@ -734,7 +733,7 @@ func TestGetQueryNotFound(t *testing.T) {
 	ctx := ctxFor(t)
 	store := postgres.NewStore(postgrestest.NewPool(t))
 	for _, id := range []string{uuid.NewString(), "not-a-uuid", "", "'; DROP TABLE queries; --", strings.Repeat("a", 10000)} {
-		if _, err := store.GetQuery(ctx, id); !errors.Is(err, pipeline.ErrNotFound) {
+		if _, err := store.GetQuery(ctx, id); !errors.Is(err, ragtime.ErrNotFound) {
 			t.Errorf("GetQuery(%.40q) = %v, want ErrNotFound", id, err)
 		}
 	}
@@ -744,7 +743,7 @@ func TestGetQueryNotFound(t *testing.T) {
 }
 
 // TestEveryRecordFieldIsStored stores a record with every field set and
-// reads it back equal: a field added to pipeline.Record without its column
+// reads it back equal: a field added to ragtime.Record without its column
 // (a migration) fails the insert, and one the insert or the read misses
 // comes back zero.
 func TestEveryRecordFieldIsStored(t *testing.T) {
@@ -762,7 +761,7 @@ func TestEveryRecordFieldIsStored(t *testing.T) {
 	closeCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := rec.Close(closeCtx); err != nil {
-		t.Fatalf("Close: %v (a pipeline.Record field without its column in a migration?)", err)
+		t.Fatalf("Close: %v (a ragtime.Record field without its column in a migration?)", err)
 	}
 	if st := rec.Stats(); st.Written != 1 {
 		t.Fatalf("recorder stats %+v: the full record was not written (a Record field without its column?)", st)

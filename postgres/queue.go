@@ -1,6 +1,8 @@
 package postgres
 
-import "ragtime/pipeline"
+import (
+	"ragtime"
+)
 
 // recordQueue is the recorder's memory queue. It holds records in chunks
 // of BatchSize, oldest first, so that Record copies a record once (into
@@ -11,9 +13,9 @@ import "ragtime/pipeline"
 // back, cleared, for the records to come. Not safe for concurrent use: the
 // recorder holds its mutex.
 type recordQueue struct {
-	chunks [][]pipeline.Record // oldest first; only the last may have room
-	n      int                 // records in chunks
-	free   [][]pipeline.Record // empty chunks to reuse
+	chunks [][]ragtime.Record // oldest first; only the last may have room
+	n      int                // records in chunks
+	free   [][]ragtime.Record // empty chunks to reuse
 }
 
 // maxFreeChunks bounds the empty chunks the queue keeps for reuse: about
@@ -22,16 +24,16 @@ const maxFreeChunks = 4
 
 // push appends rec, starting a chunk of size records when the last one is
 // full, and returns how many records the queue holds.
-func (q *recordQueue) push(rec pipeline.Record, size int) int {
+func (q *recordQueue) push(rec ragtime.Record, size int) int {
 	k := len(q.chunks)
 	if k == 0 || len(q.chunks[k-1]) == cap(q.chunks[k-1]) {
-		var c []pipeline.Record
+		var c []ragtime.Record
 		if f := len(q.free); f > 0 {
 			c = q.free[f-1]
 			q.free[f-1] = nil
 			q.free = q.free[:f-1]
 		} else {
-			c = make([]pipeline.Record, 0, size)
+			c = make([]ragtime.Record, 0, size)
 		}
 		q.chunks = append(q.chunks, c)
 		k++
@@ -49,7 +51,7 @@ func (q *recordQueue) frontFull(size int) bool {
 // pop removes and returns the oldest chunk (nil when the queue is empty).
 // The queue no longer reaches it: a record pushed next starts a chunk of
 // its own.
-func (q *recordQueue) pop() []pipeline.Record {
+func (q *recordQueue) pop() []ragtime.Record {
 	if len(q.chunks) == 0 {
 		return nil
 	}
@@ -67,13 +69,13 @@ func (q *recordQueue) pop() []pipeline.Record {
 // most max records (at least one chunk, nil when the queue is empty). One
 // chunk is returned as it is; several are copied into one array and
 // recycled.
-func (q *recordQueue) popUpTo(max int) []pipeline.Record {
+func (q *recordQueue) popUpTo(max int) []ragtime.Record {
 	c := q.pop()
 	if len(q.chunks) == 0 || len(c)+len(q.chunks[0]) > max {
 		return c
 	}
 	size := cap(c)
-	batch := make([]pipeline.Record, 0, max)
+	batch := make([]ragtime.Record, 0, max)
 	batch = append(batch, c...)
 	clear(c)
 	q.recycle(c[:0], size)
@@ -88,7 +90,7 @@ func (q *recordQueue) popUpTo(max int) []pipeline.Record {
 
 // recycle keeps c, an emptied chunk popped before, for reuse when it has
 // room for size records and fewer than maxFreeChunks are kept.
-func (q *recordQueue) recycle(c []pipeline.Record, size int) {
+func (q *recordQueue) recycle(c []ragtime.Record, size int) {
 	if cap(c) == size && len(c) == 0 && len(q.free) < maxFreeChunks {
 		q.free = append(q.free, c)
 	}

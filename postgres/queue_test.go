@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // TestRecordQueueKeepsOrder pushes and pops records through chunks,
@@ -18,7 +18,7 @@ func TestRecordQueueKeepsOrder(t *testing.T) {
 	push := func(k int) {
 		for range k {
 			pushed++
-			if n := q.push(pipeline.Record{QueryID: strconv.Itoa(pushed)}, size); n != pushed-popped {
+			if n := q.push(ragtime.Record{QueryID: strconv.Itoa(pushed)}, size); n != pushed-popped {
 				t.Fatalf("push returned %d queued, want %d", n, pushed-popped)
 			}
 		}
@@ -72,11 +72,11 @@ func TestRecordQueueKeepsOrder(t *testing.T) {
 // records between valid ones into a reused, dirty buffer: every valid row's
 // bytes are newRow's, and the invalid ones are reported by index.
 func TestEncodeIntoSharedBufferMatchesNewRow(t *testing.T) {
-	rec := func(id string, attrs map[string]any) pipeline.Record {
-		return pipeline.Record{QueryID: id, CreatedAt: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC), Question: "q " + id, Model: "m",
-			Stages: []pipeline.Span{{Name: "embed", Seq: 0, DurationMs: 1.5, Attrs: attrs}, {Name: "search", Seq: 1, Attrs: map[string]any{"k": 4.0}}}}
+	rec := func(id string, attrs map[string]any) ragtime.Record {
+		return ragtime.Record{QueryID: id, CreatedAt: time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC), Question: "q " + id, Model: "m",
+			Stages: []ragtime.Span{{Name: "embed", Seq: 0, DurationMs: 1.5, Attrs: attrs}, {Name: "search", Seq: 1, Attrs: map[string]any{"k": 4.0}}}}
 	}
-	recs := []pipeline.Record{
+	recs := []ragtime.Record{
 		rec("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a51", map[string]any{"texts": 1.0}),
 		rec("not-a-uuid", nil),
 		rec("0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a52", map[string]any{"bad": make(chan int)}),

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/internal/spool"
-	"ragtime/pipeline"
 )
 
 // Recorder defaults.
@@ -81,7 +81,7 @@ type RecorderOptions struct {
 // writer flushes it in batches, one transaction per batch. While PostgreSQL
 // is away the writer keeps its batch and retries with capped backoff, and
 // Record keeps accepting records up to QueueSize; what does not fit is
-// counted as dropped and logged. It implements pipeline.Recorder and is safe
+// counted as dropped and logged. It implements ragtime.Recorder and is safe
 // for concurrent use. Close flushes and stops it.
 type Recorder struct {
 	pool *pgxpool.Pool
@@ -113,7 +113,7 @@ type Recorder struct {
 	dropLog, retryLog, failLog, replayLog, partLog limiter
 }
 
-var _ pipeline.Recorder = (*Recorder)(nil)
+var _ ragtime.Recorder = (*Recorder)(nil)
 
 // NewRecorder starts a Recorder writing into the database pool is connected
 // to, which must be migrated (Migrate). Call Close to flush and stop it.
@@ -189,7 +189,7 @@ func NewRecorder(pool *pgxpool.Pool, opts RecorderOptions) *Recorder {
 // database. When the queue is full or the recorder is closed, the record is
 // dropped, counted and logged (rate-limited). A zero CreatedAt is set to now.
 // rec, its Stages and their Attrs must not be modified after the call.
-func (r *Recorder) Record(rec pipeline.Record) {
+func (r *Recorder) Record(rec ragtime.Record) {
 	if rec.CreatedAt.IsZero() {
 		rec.CreatedAt = time.Now()
 	}
@@ -203,7 +203,7 @@ func (r *Recorder) Record(rec pipeline.Record) {
 			// that may never come (PostgreSQL away, the process killed).
 			r.spoolQueueLocked()
 		}
-		r.spoolLocked([]pipeline.Record{rec})
+		r.spoolLocked([]ragtime.Record{rec})
 		r.mu.Unlock()
 		return
 	}
@@ -228,12 +228,12 @@ func (r *Recorder) Record(rec pipeline.Record) {
 }
 
 // Stats returns the recorder's counters.
-func (r *Recorder) Stats() pipeline.RecorderStats {
+func (r *Recorder) Stats() ragtime.RecorderStats {
 	r.mu.Lock()
 	queued := int64(r.queue.n + r.inflight)
 	spooling := r.spooling
 	r.mu.Unlock()
-	st := pipeline.RecorderStats{
+	st := ragtime.RecorderStats{
 		Queued:   queued,
 		Written:  r.written.Load(),
 		Dropped:  r.dropped.Load(),
@@ -399,7 +399,7 @@ func (r *Recorder) flush(drain bool) {
 
 // write is a batch being written by its own goroutine.
 type write struct {
-	batch []pipeline.Record
+	batch []ragtime.Record
 	buf   []byte        // the batch's rows (encoded.buf)
 	done  chan struct{} // closed when n and err are set
 	n     int           // records from the front settled
@@ -422,7 +422,7 @@ func (r *Recorder) start(enc encoded) *write {
 // there before the queue, and when the recorder is cancelled while
 // retrying w it is abandoned with it. finish reports whether the writer
 // may go on to write next; if not, next is settled.
-func (r *Recorder) finish(w *write, next []pipeline.Record) bool {
+func (r *Recorder) finish(w *write, next []ragtime.Record) bool {
 	<-w.done
 	releaseBuf(w.buf) // a retry encodes the rest again
 	ok := r.deliverRest(w.batch, w.n, w.err, next)
@@ -435,7 +435,7 @@ func (r *Recorder) finish(w *write, next []pipeline.Record) bool {
 // BatchSize are waiting. A batch is the queue's oldest chunk (BatchSize
 // records at most, not copied again) or, under a backlog, the chunks that
 // fit in backlogBatches × BatchSize, copied into one array.
-func (r *Recorder) take(partial bool) []pipeline.Record {
+func (r *Recorder) take(partial bool) []ragtime.Record {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !partial && !r.queue.frontFull(r.opts.BatchSize) {
@@ -458,7 +458,7 @@ const backlogBatches = 4
 
 // recycle hands a settled batch's array back to the queue for the
 // records to come, cleared so that it keeps nothing alive.
-func (r *Recorder) recycle(batch []pipeline.Record) {
+func (r *Recorder) recycle(batch []ragtime.Record) {
 	clear(batch)
 	r.mu.Lock()
 	r.queue.recycle(batch[:0], r.opts.BatchSize)
@@ -478,7 +478,7 @@ func (r *Recorder) settle(n int) {
 // spools the rest, then next, then the queue. It reports whether the
 // writer may go on to write next; when it returns false next is settled
 // (spooled, or abandoned because the recorder was cancelled).
-func (r *Recorder) deliverRest(batch []pipeline.Record, n int, err error, next []pipeline.Record) bool {
+func (r *Recorder) deliverRest(batch []ragtime.Record, n int, err error, next []ragtime.Record) bool {
 	backoff := min(firstBackoff, r.opts.RetryBackoff)
 	for {
 		r.settle(n)
@@ -511,7 +511,7 @@ func (r *Recorder) deliverRest(batch []pipeline.Record, n int, err error, next [
 
 // giveUp settles the writer's unwritten records as abandoned, when the
 // recorder is cancelled (Close's context ended) before they were written.
-func (r *Recorder) giveUp(batches ...[]pipeline.Record) {
+func (r *Recorder) giveUp(batches ...[]ragtime.Record) {
 	for _, b := range batches {
 		if len(b) > 0 {
 			r.settle(len(b))
@@ -522,7 +522,7 @@ func (r *Recorder) giveUp(batches ...[]pipeline.Record) {
 
 // encoded is a batch turned into rows, ready to write.
 type encoded struct {
-	recs    []pipeline.Record
+	recs    []ragtime.Record
 	rows    []row
 	at      []int // rows[k] is recs[at[k]]
 	invalid []invalidRecord
@@ -562,7 +562,7 @@ func releaseBuf(buf []byte) {
 // encode turns recs into rows, appended to buf (which may be nil); what
 // cannot be turned is kept aside, to be counted failed when the records
 // around it are settled.
-func encode(recs []pipeline.Record, buf []byte) encoded {
+func encode(recs []ragtime.Record, buf []byte) encoded {
 	if buf == nil {
 		buf = make([]byte, 0, len(recs)*(512+192*8))
 	}
@@ -596,7 +596,7 @@ func encode(recs []pipeline.Record, buf []byte) encoded {
 // invalid ones are counted failed. It returns how many records from the
 // front are settled (written or failed) and, when that is not all of them,
 // the error (PostgreSQL away, schema missing, ctx ended) that stopped it.
-func (r *Recorder) store(ctx context.Context, recs []pipeline.Record) (int, error) {
+func (r *Recorder) store(ctx context.Context, recs []ragtime.Record) (int, error) {
 	return r.storeEncoded(ctx, encode(recs, nil))
 }
 
@@ -647,7 +647,7 @@ func (r *Recorder) storeEncoded(ctx context.Context, e encoded) (int, error) {
 // after it, not written) and everything queued into the spool, after
 // PostgreSQL failed with cause, and switches Record to the spool until the
 // replayer has drained it.
-func (r *Recorder) spill(batch, next []pipeline.Record, cause error) {
+func (r *Recorder) spill(batch, next []ragtime.Record, cause error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.spooling {
@@ -676,11 +676,11 @@ func (r *Recorder) startSpooling(reason string) {
 		"reason", reason, "dir", r.opts.Spool.Dir(), "spool_records", st.Records, "spool_bytes", st.Bytes)
 }
 
-// spoolLocked appends recs to the spool as their pipeline.Record JSON (a
+// spoolLocked appends recs to the spool as their ragtime.Record JSON (a
 // shape independent of the SQL that stores them); what the spool refuses is
 // dropped and counted. Called with r.mu held, so that records enter the
 // spool in the order they are recorded.
-func (r *Recorder) spoolLocked(recs []pipeline.Record) {
+func (r *Recorder) spoolLocked(recs []ragtime.Record) {
 	if len(recs) == 0 {
 		return
 	}
@@ -705,7 +705,7 @@ func (r *Recorder) spoolLocked(recs []pipeline.Record) {
 
 // marshalRecord encodes rec as JSON, turning a panicking MarshalJSON of an
 // attribute value into an error.
-func marshalRecord(rec *pipeline.Record) (b []byte, err error) {
+func marshalRecord(rec *ragtime.Record) (b []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("encoding panicked: %v", p)
@@ -795,12 +795,12 @@ func (r *Recorder) replayBatch() (int, error) {
 		r.endSpooling()
 		return 0, nil
 	}
-	recs := make([]pipeline.Record, 0, len(entries))
+	recs := make([]ragtime.Record, 0, len(entries))
 	at := make([]int, 0, len(entries)) // recs[k] came from entries[at[k]]
 	var undecodable []int
 	var decodeErr error
 	for i, e := range entries {
-		var rec pipeline.Record
+		var rec ragtime.Record
 		if err := json.Unmarshal(e.Data, &rec); err != nil {
 			undecodable, decodeErr = append(undecodable, i), err
 			continue

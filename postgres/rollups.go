@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"ragtime"
-	"ragtime/pipeline"
 )
 
 // The roll-up histogram's buckets (migration 0031): bucket i ≥ 0 counts the
@@ -87,7 +86,7 @@ func (r *rollupRow) add(ms float64, b int) {
 // rollupsOf aggregates recs into the roll-up rows they add to, per UTC
 // minute and hour × provider × model × stage, in key order (so that
 // concurrent writers lock the rows they share in the same order).
-func rollupsOf(recs []*pipeline.Record) []*rollupRow {
+func rollupsOf(recs []*ragtime.Record) []*rollupRow {
 	// The rows of one period × provider × model by stage: consecutive
 	// records mostly share a group, so a record costs a lookup by stage
 	// name per value instead of one by the whole key.

@@ -28,7 +28,7 @@ func TestRollupPercentilesWithinOnePercent(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 42))
 	start := utcDay(time.Now()).Add(-36 * time.Hour) // in the default partition: partitions do not matter here
 	const n = 3000
-	recs := make([]pipeline.Record, n)
+	recs := make([]ragtime.Record, n)
 	for i := range recs {
 		r := record(i)
 		r.QueryID = uuid.NewString()
@@ -149,7 +149,7 @@ func TestRollupBucketMatchesSQL(t *testing.T) {
 func TestRollupFillMatchesRecorder(t *testing.T) {
 	t.Parallel()
 	pool := postgrestest.NewPool(t)
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i := range 40 {
 		r := record(i)
 		if i%4 == 0 {
@@ -194,7 +194,7 @@ func TestLongWindowsReadRollups(t *testing.T) {
 	ctx := ctxFor(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	from := time.Now().Add(-30 * time.Hour).Truncate(time.Hour)
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i := range 600 {
 		r := record(i)
 		r.QueryID = uuid.NewString()
@@ -289,7 +289,7 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 	ctx := ctxFor(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	since := time.Now().Add(-window)
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i := range 400 {
 		r := record(i)
 		r.QueryID = uuid.NewString()
@@ -316,14 +316,14 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 	recordAll(t, pool, recs...)
 	store := postgres.NewStore(pool)
 	// A model filter applies to the roll-ups' rows as to the raw ones.
-	other, err := store.Stats(ctx, pipeline.StatsFilter{Since: since, Model: "other-model"})
+	other, err := store.Stats(ctx, ragtime.StatsFilter{Since: since, Model: "other-model"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if other.Totals.Queries != 100 || len(other.Models) != 2 || len(other.Series) == 0 {
 		t.Errorf("stats of other-model: %d queries, models %+v, %d points; want 100 of 2 models", other.Totals.Queries, other.Models, len(other.Series))
 	}
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: since})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: since})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,12 +331,12 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 		t.Fatalf("bucket %s, want %s for a %s window", st.Bucket, bucket, window)
 	}
 	rows, _ := pool.Query(ctx, postgres.TotalsSQL, since, time.Now())
-	exact, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals])
+	exact, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ragtime.Totals])
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows, _ = pool.Query(ctx, postgres.SeriesSQL, since, time.Now(), bucket)
-	exactSeries, err := pgx.CollectRows(rows, pgx.RowToStructByName[pipeline.SeriesPoint])
+	exactSeries, err := pgx.CollectRows(rows, pgx.RowToStructByName[ragtime.SeriesPoint])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 		}
 	}
 	// Every figure is rounded as the views round: ms to 0.001, shares to 0.0001.
-	rounded := func(from string, st pipeline.Totals, series []pipeline.SeriesPoint) {
+	rounded := func(from string, st ragtime.Totals, series []ragtime.SeriesPoint) {
 		t.Helper()
 		checkRounded(t, from+" totals", 3, st.TTFTP50Ms, st.TTFTP95Ms, st.TTFTP99Ms)
 		checkRounded(t, from+" totals", 4, st.CacheHitRate)
@@ -397,7 +397,7 @@ func statsFromRollups(t *testing.T, window, bucket time.Duration) {
 	if _, err := pool.Exec(ctx, "TRUNCATE queries, query_stages"); err != nil {
 		t.Fatal(err)
 	}
-	if st, err = store.Stats(ctx, pipeline.StatsFilter{Since: since}); err != nil {
+	if st, err = store.Stats(ctx, ragtime.StatsFilter{Since: since}); err != nil {
 		t.Fatal(err)
 	}
 	check(st) // the same, without a raw row
@@ -441,7 +441,7 @@ func TestWideRollupHistogramsAreNotCompressed(t *testing.T) {
 	// One minute of one stage from 0.002 ms to some 16 minutes: about a
 	// thousand buckets, a few of them counted (a sparse array compresses
 	// well, so pglz would have kept its output).
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i, ms := range []float64{0.002, 0.5, 40, 3000, 1e6} {
 		r := record(i)
 		r.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Second)

@@ -134,7 +134,7 @@ func queueSearch(b *pgx.Batch, rec *pipeline.SearchRecord) error {
 		case ragtime.StageSearch:
 			search = &d
 			vector, lexical, fusion = attrMs(s.Attrs, "vector_ms"), attrMs(s.Attrs, "lexical_ms"), attrMs(s.Attrs, "fusion_ms")
-			if vector == nil && rec.Retrieval == pipeline.RetrievalVector {
+			if vector == nil && rec.Retrieval == ragtime.RetrievalVector {
 				vector = &d // the leg is the stage
 			}
 		case ragtime.StageRerank:

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/spool"
-	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -42,7 +42,7 @@ func TestRecorderSpoolsBeyondTheQueue(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)), Spool: sp,
 	})
 
-	want := map[string]pipeline.Record{}
+	want := map[string]ragtime.Record{}
 	add := func(from, to int) {
 		for i := from; i < to; i++ {
 			r := record(i)
@@ -130,12 +130,12 @@ func TestRecorderReplaysSpoolLeftByCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var left []pipeline.Record
+	var left []ragtime.Record
 	for i := 1; i <= 30; i++ {
 		left = append(left, record(i))
 	}
 	victim := left[11]
-	for _, r := range append([]pipeline.Record{stored}, left...) {
+	for _, r := range append([]ragtime.Record{stored}, left...) {
 		b, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)

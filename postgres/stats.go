@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -133,7 +134,7 @@ const prefillPointsSQL = `SELECT provider, model, created_at, uncached_tokens, p
 // (ttft_tail, cache_hit_rate, network_health) aggregate every caller's
 // queries and come back empty. Models lists the providers and models of
 // the window (of the key's queries), whatever f.Provider and f.Model.
-func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Stats, error) {
+func (s *Store) Stats(ctx context.Context, f ragtime.StatsFilter) (pipeline.Stats, error) {
 	since := f.Since
 	until := time.Now()
 	bucket := bucketFor(until.Sub(since))
@@ -176,7 +177,7 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 
 	totals := and([]any{since, until}, onQueries)
 	rows, _ := tx.Query(ctx, strings.Replace(totalsQ, "%s", totals.cond, 1), totals.args...)
-	if st.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[pipeline.Totals]); err != nil {
+	if st.Totals, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ragtime.Totals]); err != nil {
 		return pipeline.Stats{}, fmt.Errorf("read stats totals: %w", err)
 	}
 	read := func(what, sql string, b bound, into func(pgx.Rows) error) statsRead {
@@ -202,7 +203,7 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 		reads = append(reads, read("prefill_model", `SELECT * FROM prefill_model WHERE true%s ORDER BY provider, model`, and(nil, byModel), collect(&st.PrefillModel)),
 			read("prefill_points", prefillPointsSQL, and(nil, byModel), collect(&st.PrefillPoints)))
 	} else {
-		st.TTFTTail, st.CacheHitRate, st.NetworkHealth = []pipeline.TTFTTail{}, []pipeline.CacheHitRate{}, []pipeline.NetworkHealth{}
+		st.TTFTTail, st.CacheHitRate, st.NetworkHealth = []ragtime.TTFTTail{}, []ragtime.CacheHitRate{}, []ragtime.NetworkHealth{}
 		st.BudgetOutcomes, st.PrefillModel, st.PrefillPoints = []pipeline.BudgetOutcome{}, []pipeline.PrefillFit{}, []pipeline.PrefillPoint{}
 	}
 	return runStatsReads(ctx, tx, &st, reads)
@@ -211,12 +212,12 @@ func (s *Store) Stats(ctx context.Context, f pipeline.StatsFilter) (pipeline.Sta
 // Models lists the providers and models of the queries created in
 // [f.Since, now) (of f.KeyID's queries when set), with their query counts;
 // f.Provider and f.Model are ignored: these are the choices of a filter.
-func (s *Store) Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.ProviderModel, error) {
+func (s *Store) Models(ctx context.Context, f ragtime.StatsFilter) ([]ragtime.ProviderModel, error) {
 	var byKey []filterCond
 	if f.KeyID != "" {
 		k, err := uuid.Parse(f.KeyID)
 		if err != nil {
-			return []pipeline.ProviderModel{}, nil // no query has that key
+			return []ragtime.ProviderModel{}, nil // no query has that key
 		}
 		byKey = []filterCond{{"key_id = ?", k}}
 	}
@@ -229,7 +230,7 @@ func (s *Store) Models(ctx context.Context, f pipeline.StatsFilter) ([]pipeline.
 	if err != nil {
 		return nil, fmt.Errorf("read the models of the queries: %w", err)
 	}
-	var list []pipeline.ProviderModel
+	var list []ragtime.ProviderModel
 	if err := collect(&list)(rows); err != nil {
 		return nil, fmt.Errorf("read the models of the queries: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"ragtime/pipeline"
+	"ragtime"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -18,24 +18,24 @@ import (
 // the first five, 10 for the rest; prefill dominant; every other call on a
 // reused connection; a quarter of the prompt cached), one error and one
 // query three days old.
-func dashboardData(t *testing.T) (*postgres.Store, []pipeline.Record) {
+func dashboardData(t *testing.T) (*postgres.Store, []ragtime.Record) {
 	t.Helper()
 	pool := postgrestest.NewPool(t)
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{Logger: quietLogger()})
 	now := time.Now()
-	var recs []pipeline.Record
+	var recs []ragtime.Record
 	for i := range 10 {
 		r := record(i)
 		r.CreatedAt = now.Add(-time.Duration(i+1) * time.Minute)
 		ttft := 100 * float64(i+1)
 		r.TTFTMs = ptr(ttft)
 		r.Model = "sim-a"
-		r.TopK, r.Retrieval = 5, pipeline.RetrievalHybrid
+		r.TopK, r.Retrieval = 5, ragtime.RetrievalHybrid
 		if i >= 5 {
 			r.TopK = 10
 		}
 		if i%3 == 0 {
-			r.Retrieval = pipeline.RetrievalLexical
+			r.Retrieval = ragtime.RetrievalLexical
 		}
 		r.RetrievalMs = 10
 		r.QueueMs = 0
@@ -80,10 +80,10 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	ctx := ctxFor(t)
 
 	// Paging by 4 visits all 12, newest first, each once.
-	var seen []pipeline.QuerySummary
+	var seen []ragtime.QuerySummary
 	cursor := ""
 	for range 10 {
-		page, err := store.ListQueries(ctx, pipeline.QueryFilter{Limit: 4, Cursor: cursor})
+		page, err := store.ListQueries(ctx, ragtime.QueryFilter{Limit: 4, Cursor: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,24 +110,24 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	}
 	first := seen[1] // recs[0]
 	if first.ID != recs[0].QueryID || !near(first.TTFTMs, 100) || first.Stages["llm_prefill"] != 80 || len(first.Stages) != 8 ||
-		first.Retrieval != pipeline.RetrievalLexical {
+		first.Retrieval != ragtime.RetrievalLexical {
 		t.Errorf("second = %+v, want recs[0] with its 8 stage durations", first)
 	}
 
 	for _, tc := range []struct {
 		name string
-		f    pipeline.QueryFilter
+		f    ragtime.QueryFilter
 		want int
 	}{
-		{"status", pipeline.QueryFilter{Status: "error"}, 1},
-		{"model", pipeline.QueryFilter{Model: "sim-a"}, 11},
-		{"top_k", pipeline.QueryFilter{TopK: 10}, 5},
-		{"retrieval", pipeline.QueryFilter{Retrieval: pipeline.RetrievalLexical}, 4},
-		{"since", pipeline.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
-		{"until", pipeline.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
-		{"window", pipeline.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
-		{"all at once", pipeline.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
-		{"nothing", pipeline.QueryFilter{Model: "no-such-model"}, 0},
+		{"status", ragtime.QueryFilter{Status: "error"}, 1},
+		{"model", ragtime.QueryFilter{Model: "sim-a"}, 11},
+		{"top_k", ragtime.QueryFilter{TopK: 10}, 5},
+		{"retrieval", ragtime.QueryFilter{Retrieval: ragtime.RetrievalLexical}, 4},
+		{"since", ragtime.QueryFilter{Since: time.Now().Add(-time.Hour)}, 11},
+		{"until", ragtime.QueryFilter{Until: time.Now().Add(-time.Hour)}, 1},
+		{"window", ragtime.QueryFilter{Since: time.Now().Add(-5*time.Minute - 30*time.Second), Until: time.Now().Add(-90 * time.Second)}, 4},
+		{"all at once", ragtime.QueryFilter{Model: "sim-a", Status: "ok", TopK: 5}, 5},
+		{"nothing", ragtime.QueryFilter{Model: "no-such-model"}, 0},
 	} {
 		page, err := store.ListQueries(ctx, tc.f)
 		if err != nil {
@@ -139,7 +139,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 	}
 
 	for _, bad := range []string{"x", "!!!", "MTIz", "MTIzLG5vdC1hLXV1aWQ"} {
-		if _, err := store.ListQueries(ctx, pipeline.QueryFilter{Cursor: bad}); !errors.Is(err, pipeline.ErrInvalidCursor) {
+		if _, err := store.ListQueries(ctx, ragtime.QueryFilter{Cursor: bad}); !errors.Is(err, ragtime.ErrInvalidCursor) {
 			t.Errorf("cursor %q: err %v, want ErrInvalidCursor", bad, err)
 		}
 	}
@@ -148,7 +148,7 @@ func TestListQueriesPagesAndFilters(t *testing.T) {
 func TestStatsReadsEveryView(t *testing.T) {
 	t.Parallel()
 	store, recs := dashboardData(t)
-	st, err := store.Stats(ctxFor(t), pipeline.StatsFilter{Since: time.Now().Add(-time.Hour)})
+	st, err := store.Stats(ctxFor(t), ragtime.StatsFilter{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("bucket %s with %d points", st.Bucket, len(st.Series))
 	}
 
-	stages := map[string]pipeline.StagePercentile{}
+	stages := map[string]ragtime.StagePercentile{}
 	var order []string
 	for _, sp := range st.StagePercentiles {
 		stages[sp.Stage] = sp
@@ -238,7 +238,7 @@ func TestStatsReadsEveryView(t *testing.T) {
 		t.Errorf("last slow query %+v, want the error, dominated by embed", last)
 	}
 
-	empty, err := store.Stats(ctxFor(t), pipeline.StatsFilter{Since: time.Now().Add(time.Hour)})
+	empty, err := store.Stats(ctxFor(t), ragtime.StatsFilter{Since: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,10 +255,10 @@ func TestPruneDeletesOldQueriesAndTheirStages(t *testing.T) {
 	if err != nil || res.Deleted != 1 {
 		t.Fatalf("prune: %+v, %v; want 1 deleted", res, err)
 	}
-	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, pipeline.ErrNotFound) {
+	if _, err := store.GetQuery(ctx, recs[11].QueryID); !errors.Is(err, ragtime.ErrNotFound) {
 		t.Errorf("the old query is still there: %v", err)
 	}
-	page, err := store.ListQueries(ctx, pipeline.QueryFilter{})
+	page, err := store.ListQueries(ctx, ragtime.QueryFilter{})
 	if err != nil || len(page.Queries) != 11 {
 		t.Fatalf("after prune %d queries, %v", len(page.Queries), err)
 	}
@@ -299,12 +299,12 @@ func TestReadsScopedToAKey(t *testing.T) {
 	store := postgres.NewStore(pool)
 	ctx := ctxFor(t)
 	for key, want := range map[string]int{keyA: 2, keyB: 4, "": 6, uuid.NewString(): 0, "not-a-uuid": 0} {
-		page, err := store.ListQueries(ctx, pipeline.QueryFilter{KeyID: key})
+		page, err := store.ListQueries(ctx, ragtime.QueryFilter{KeyID: key})
 		if err != nil || len(page.Queries) != want {
 			t.Errorf("ListQueries(key %q) = %d queries, %v; want %d", key, len(page.Queries), err, want)
 		}
 	}
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour), KeyID: keyA})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: now.Add(-time.Hour), KeyID: keyA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestReadsScopedToAKey(t *testing.T) {
 	if series != 2 {
 		t.Errorf("key A's series holds %d queries, want 2", series)
 	}
-	all, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour)})
+	all, err := store.Stats(ctx, ragtime.StatsFilter{Since: now.Add(-time.Hour)})
 	if err != nil || all.Totals.Queries != 6 || len(all.TopK) != 2 || all.StagePercentiles[0].N != 6 {
 		t.Errorf("every key's stats: %+v, %v", all.Totals, err)
 	}
@@ -353,7 +353,7 @@ func TestCacheHitRateLeavesUnreportedOut(t *testing.T) {
 	if got.Usage.CachedTokens != nil {
 		t.Errorf("Ollama's query reads back %d cached tokens, want nil (unknown)", *got.Usage.CachedTokens)
 	}
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: now.Add(-time.Hour)})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: now.Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // Store reads stored queries for the API and dashboards.
@@ -68,14 +68,14 @@ func idWindow(id uuid.UUID) (lo, hi time.Time, ok bool) {
 // without a monotonic clock reading; a query without stages has nil Stages;
 // and Attrs values are JSON-decoded (numbers are float64, objects
 // map[string]any, arrays []any), while nil Attrs stay nil.
-func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error) {
+func (s *Store) GetQuery(ctx context.Context, id string) (ragtime.Record, error) {
 	parsed, err := uuid.Parse(id)
 	if err != nil {
-		return pipeline.Record{}, pipeline.ErrNotFound
+		return ragtime.Record{}, ragtime.ErrNotFound
 	}
 	pgID := pgtype.UUID{Bytes: parsed, Valid: true}
 
-	var rec pipeline.Record
+	var rec ragtime.Record
 	targets, scanned := scanTargets(&rec)
 	err = pgx.ErrNoRows
 	if lo, hi, ok := idWindow(parsed); ok {
@@ -88,33 +88,33 @@ func (s *Store) GetQuery(ctx context.Context, id string) (pipeline.Record, error
 	}
 	scanned()
 	if errors.Is(err, pgx.ErrNoRows) {
-		return pipeline.Record{}, pipeline.ErrNotFound
+		return ragtime.Record{}, ragtime.ErrNotFound
 	}
 	if err != nil {
-		return pipeline.Record{}, fmt.Errorf("read query %s: %w", parsed, err)
+		return ragtime.Record{}, fmt.Errorf("read query %s: %w", parsed, err)
 	}
 	rec.CreatedAt = rec.CreatedAt.UTC()
 
 	rows, err := s.pool.Query(ctx, selectStages, pgID, rec.CreatedAt)
 	if err != nil {
-		return pipeline.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
+		return ragtime.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var sp pipeline.Span
+		var sp ragtime.Span
 		var attrs []byte
 		if err := rows.Scan(&sp.Seq, &sp.Name, &sp.StartMs, &sp.DurationMs, &attrs); err != nil {
-			return pipeline.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
+			return ragtime.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
 		}
 		if attrs != nil {
 			if err := json.Unmarshal(attrs, &sp.Attrs); err != nil {
-				return pipeline.Record{}, fmt.Errorf("decode attrs of stage %q of query %s: %w", sp.Name, parsed, err)
+				return ragtime.Record{}, fmt.Errorf("decode attrs of stage %q of query %s: %w", sp.Name, parsed, err)
 			}
 		}
 		rec.Stages = append(rec.Stages, sp)
 	}
 	if err := rows.Err(); err != nil {
-		return pipeline.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
+		return ragtime.Record{}, fmt.Errorf("read stages of query %s: %w", parsed, err)
 	}
 	return rec, nil
 }

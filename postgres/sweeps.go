@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // Sweep statuses as stored in sweeps.status.
@@ -76,7 +76,7 @@ func (s *Sweeps) Finish(ctx context.Context, id, status string, summary any) err
 		return fmt.Errorf("storing the summary of sweep %s: %w", id, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("storing the summary of sweep %s: %w", id, pipeline.ErrNotFound)
+		return fmt.Errorf("storing the summary of sweep %s: %w", id, ragtime.ErrNotFound)
 	}
 	return nil
 }

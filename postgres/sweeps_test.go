@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"ragtime/pipeline"
+	"ragtime"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -94,7 +94,7 @@ func TestSweepResultsByRetrieval(t *testing.T) {
 	}
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
 	var ids []string
-	for i, mode := range []string{pipeline.RetrievalHybrid, pipeline.RetrievalHybrid, pipeline.RetrievalLexical, "dense"} {
+	for i, mode := range []string{ragtime.RetrievalHybrid, ragtime.RetrievalHybrid, ragtime.RetrievalLexical, "dense"} {
 		r := record(100 + i)
 		r.SweepID, r.Retrieval = id, mode
 		rec.Record(r)
@@ -106,7 +106,7 @@ func TestSweepResultsByRetrieval(t *testing.T) {
 	if st := rec.Stats(); st.Written != 3 || st.Failed != 1 {
 		t.Errorf("recorder stats %+v, want 3 written and the unknown mode refused", st)
 	}
-	if got, err := postgres.NewStore(pool).GetQuery(ctx, ids[2]); err != nil || got.Retrieval != pipeline.RetrievalLexical {
+	if got, err := postgres.NewStore(pool).GetQuery(ctx, ids[2]); err != nil || got.Retrieval != ragtime.RetrievalLexical {
 		t.Errorf("stored retrieval %q, %v", got.Retrieval, err)
 	}
 	summary := map[string]any{"settings": []map[string]any{

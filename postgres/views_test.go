@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime"
-	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -54,7 +53,7 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	t.Parallel()
 	pool, store := twoProviders(t)
 	ctx := ctxFor(t)
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: time.Now().Add(-time.Hour)})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +80,7 @@ func TestViewsGroupByProviderAndModel(t *testing.T) {
 	if len(answered) != 2 || answered["extractive/extractive"] != 5 || answered["openai/gpt-x"] != 5 {
 		t.Errorf("ttft_tail answered per provider and model %v, want 5 each of 2: %+v", answered, st.TTFTTail)
 	}
-	prefill := map[string]pipeline.StagePercentile{}
+	prefill := map[string]ragtime.StagePercentile{}
 	for _, sp := range st.StagePercentiles {
 		if sp.Stage == ragtime.StageLLMPrefill {
 			prefill[sp.Provider+"/"+sp.Model] = sp
@@ -202,7 +201,7 @@ func TestStatsFilterByProviderAndModel(t *testing.T) {
 	_, store := twoProviders(t)
 	ctx := ctxFor(t)
 	since := time.Now().Add(-time.Hour)
-	for _, f := range []pipeline.StatsFilter{
+	for _, f := range []ragtime.StatsFilter{
 		{Since: since, Provider: "openai"},
 		{Since: since, Model: "gpt-x"},
 		{Since: since, Provider: "openai", Model: "gpt-x"},
@@ -233,11 +232,11 @@ func TestStatsFilterByProviderAndModel(t *testing.T) {
 			t.Errorf("%+v: models %+v, want extractive and openai/gpt-x", f, st.Models)
 		}
 	}
-	st, err := store.Stats(ctx, pipeline.StatsFilter{Since: since, Provider: "extractive", Model: "gpt-x"})
+	st, err := store.Stats(ctx, ragtime.StatsFilter{Since: since, Provider: "extractive", Model: "gpt-x"})
 	if err != nil || st.Totals.Queries != 0 || len(st.StagePercentiles) != 0 || len(st.SlowQueries) != 0 {
 		t.Errorf("a provider and model that never met: %+v, %v; want nothing", st.Totals, err)
 	}
-	page, err := store.ListQueries(ctx, pipeline.QueryFilter{Provider: "extractive"})
+	page, err := store.ListQueries(ctx, ragtime.QueryFilter{Provider: "extractive"})
 	if err != nil || len(page.Queries) != 5 {
 		t.Errorf("ListQueries(provider extractive) = %d queries, %v; want 5", len(page.Queries), err)
 	}

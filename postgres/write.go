@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/internal/jsonappend"
-	"ragtime/pipeline"
 )
 
 // stageColumns are the query_stages columns the writer copies, in the
@@ -36,10 +36,10 @@ var (
 // row is a record turned into the values the writer sends.
 type row struct {
 	queryID string
-	id      [16]byte         // queryID parsed
-	query   []byte           // the queries row in COPY's binary format
-	stages  []byte           // the stage rows in COPY's binary format
-	rec     *pipeline.Record // for the roll-ups
+	id      [16]byte        // queryID parsed
+	query   []byte          // the queries row in COPY's binary format
+	stages  []byte          // the stage rows in COPY's binary format
+	rec     *ragtime.Record // for the roll-ups
 }
 
 // appendRow checks what PostgreSQL could not be asked to check (ids are
@@ -50,7 +50,7 @@ type row struct {
 // there to the end; the row keeps rec for the roll-ups) and an error
 // wrapping errInvalidRecord. On error the caller's buf may hold a partial
 // row past its old length.
-func appendRow(buf []byte, rec *pipeline.Record) (out []byte, r row, q int, err error) {
+func appendRow(buf []byte, rec *ragtime.Record) (out []byte, r row, q int, err error) {
 	n := len(buf)
 	buf, id, err := appendQueryRow(buf, rec)
 	if err != nil {
@@ -75,7 +75,7 @@ func appendRow(buf []byte, rec *pipeline.Record) (out []byte, r row, q int, err 
 // created at (copyTime), in COPY's binary format: a field count, then each
 // field's length and bytes in the column's binary representation. Its
 // error is the attrs' JSON encoding's.
-func appendStage(b []byte, id [16]byte, s *pipeline.Span, at int64) ([]byte, error) {
+func appendStage(b []byte, id [16]byte, s *ragtime.Span, at int64) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(stageColumns)))
 	b = binary.BigEndian.AppendUint32(b, 16) // uuid
 	b = append(b, id[:]...)
@@ -233,7 +233,7 @@ func writeRows(ctx context.Context, pool *pgxpool.Pool, rows []row) error {
 // unique violation.
 func copyRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 	queries := make([][]byte, len(rows))
-	recs := make([]*pipeline.Record, len(rows))
+	recs := make([]*ragtime.Record, len(rows))
 	stages := make([][]byte, len(rows))
 	for i, r := range rows {
 		queries[i], recs[i], stages[i] = r.query, r.rec, r.stages
@@ -268,7 +268,7 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 		return fmt.Errorf("insert queries: %w", err)
 	}
 	var stages [][]byte
-	inserted := make([]*pipeline.Record, 0, len(queries))
+	inserted := make([]*ragtime.Record, 0, len(queries))
 	var id pgtype.UUID
 	_, err = pgx.ForEachRow(ids, []any{&id}, func() error {
 		if r := byID[id.Bytes]; r != nil {
@@ -287,7 +287,7 @@ func moveRows(ctx context.Context, tx pgx.Tx, rows []*row) error {
 // one's rows in stages) straight into query_stages and adds recs to the
 // roll-ups. The stages skip a staging table: they are most of the rows,
 // and their queries are new.
-func insertStages(ctx context.Context, tx pgx.Tx, stages [][]byte, recs []*pipeline.Record) error {
+func insertStages(ctx context.Context, tx pgx.Tx, stages [][]byte, recs []*ragtime.Record) error {
 	if len(stages) > 0 {
 		if err := copyBinary(ctx, tx, copyStages, stages); err != nil {
 			return fmt.Errorf("copy query stages: %w", err)

@@ -77,7 +77,7 @@ func (l *Live) Fit(provider, model string) (pipeline.PrefillFit, bool) {
 // Observe notes a finished query of this replica: its llm_prefill_ms
 // against the fitted line for its uncached prompt tokens, so that Fit's
 // RecentRatioP50 follows the server within a few queries.
-func (l *Live) Observe(rec pipeline.Record) {
+func (l *Live) Observe(rec ragtime.Record) {
 	if rec.Status != ragtime.StatusOK || rec.LLMPrefillMs <= 0 || rec.Usage.PromptTokens <= 0 {
 		return
 	}
@@ -109,16 +109,16 @@ func (l *Live) Observe(rec pipeline.Record) {
 	l.mu.Unlock()
 }
 
-// Recorder returns a pipeline.Recorder that observes each finished query
+// Recorder returns a ragtime.Recorder that observes each finished query
 // (Observe) and hands it to next.
-func (l *Live) Recorder(next pipeline.Recorder) pipeline.Recorder { return observer{l, next} }
+func (l *Live) Recorder(next ragtime.Recorder) ragtime.Recorder { return observer{l, next} }
 
 type observer struct {
 	l    *Live
-	next pipeline.Recorder
+	next ragtime.Recorder
 }
 
-func (o observer) Record(rec pipeline.Record) {
+func (o observer) Record(rec ragtime.Record) {
 	o.l.Observe(rec)
 	o.next.Record(rec)
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"ragtime"
-	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -29,10 +28,10 @@ func record(t *testing.T, rec *postgres.Recorder, provider, model string, n int,
 		cached := 100
 		p := prefill(tokens-cached, r)
 		connect := 0.2 + r.Float64()*0.1
-		rec.Record(pipeline.Record{
+		rec.Record(ragtime.Record{
 			QueryID: uuid.Must(uuid.NewV7()).String(), CreatedAt: now.Add(-time.Duration(n-i) * time.Second).UTC(),
 			QuestionSHA256: strings.Repeat("ab", 32), TopK: 5, MaxTokens: 16, Model: model, Provider: provider, Status: ragtime.StatusOK,
-			Figures: pipeline.Figures{LLMPrefillMs: p, GenTTFTMs: p + connect, Usage: pipeline.Usage{PromptTokens: tokens, CachedTokens: &cached}},
+			Figures: ragtime.Figures{LLMPrefillMs: p, GenTTFTMs: p + connect, Usage: ragtime.Usage{PromptTokens: tokens, CachedTokens: &cached}},
 		})
 	}
 }
@@ -110,12 +109,12 @@ func TestObserveFollowsTheServer(t *testing.T) {
 	}
 	before, _ := live.Fit("openai", "m")
 	var forwarded int
-	r := live.Recorder(recorderFunc(func(pipeline.Record) { forwarded++ }))
+	r := live.Recorder(recorderFunc(func(ragtime.Record) { forwarded++ }))
 	cached := 0
 	for i := range minLatest {
 		x := 500 + 100*i
-		r.Record(pipeline.Record{Provider: "openai", Model: "m", Status: ragtime.StatusOK,
-			Figures: pipeline.Figures{LLMPrefillMs: 2 * (10 + 0.1*float64(x)), Usage: pipeline.Usage{PromptTokens: x, CachedTokens: &cached}}})
+		r.Record(ragtime.Record{Provider: "openai", Model: "m", Status: ragtime.StatusOK,
+			Figures: ragtime.Figures{LLMPrefillMs: 2 * (10 + 0.1*float64(x)), Usage: ragtime.Usage{PromptTokens: x, CachedTokens: &cached}}})
 	}
 	after, _ := live.Fit("openai", "m")
 	if forwarded != minLatest || math.Abs(after.RecentRatioP50-2) > 0.1 {
@@ -126,6 +125,6 @@ func TestObserveFollowsTheServer(t *testing.T) {
 	}
 }
 
-type recorderFunc func(pipeline.Record)
+type recorderFunc func(ragtime.Record)
 
-func (f recorderFunc) Record(rec pipeline.Record) { f(rec) }
+func (f recorderFunc) Record(rec ragtime.Record) { f(rec) }

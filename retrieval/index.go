@@ -21,6 +21,7 @@ import (
 
 	"github.com/gofrs/flock"
 
+	"ragtime"
 	"ragtime/lexical"
 	"ragtime/pipeline"
 )
@@ -361,14 +362,14 @@ func (ix *Index) StoredHash(_ context.Context, docID string) (string, bool, erro
 func (ix *Index) Flush(context.Context) error { return ix.Save() }
 
 // Documents lists the stored documents ordered by doc id.
-func (ix *Index) Documents() []pipeline.DocumentInfo {
+func (ix *Index) Documents() []ragtime.DocumentInfo {
 	ix.mu.RLock()
-	out := make([]pipeline.DocumentInfo, 0, len(ix.st.docs))
+	out := make([]ragtime.DocumentInfo, 0, len(ix.st.docs))
 	for id, d := range ix.st.docs {
-		out = append(out, pipeline.DocumentInfo{DocID: id, Title: d.title, ContentHash: d.hash, Chunks: len(d.slots)})
+		out = append(out, ragtime.DocumentInfo{DocID: id, Title: d.title, ContentHash: d.hash, Chunks: len(d.slots)})
 	}
 	ix.mu.RUnlock()
-	slices.SortFunc(out, func(a, b pipeline.DocumentInfo) int { return cmp.Compare(a.DocID, b.DocID) })
+	slices.SortFunc(out, func(a, b ragtime.DocumentInfo) int { return cmp.Compare(a.DocID, b.DocID) })
 	return out
 }
 

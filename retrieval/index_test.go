@@ -14,6 +14,7 @@ import (
 	"sync"
 	"testing"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -294,7 +295,7 @@ func TestReplaceAndDelete(t *testing.T) {
 	if h, ok := ix.DocumentHash("d"); !ok || h != "xy" {
 		t.Errorf("DocumentHash = %q %v", h, ok)
 	}
-	wantDocs := []pipeline.DocumentInfo{{DocID: "d", Title: "D", ContentHash: "xy", Chunks: 2}, {DocID: "other", Chunks: 1}}
+	wantDocs := []ragtime.DocumentInfo{{DocID: "d", Title: "D", ContentHash: "xy", Chunks: 2}, {DocID: "other", Chunks: 1}}
 	if got := ix.Documents(); !slices.Equal(got, wantDocs) {
 		t.Errorf("Documents = %+v, want %+v", got, wantDocs)
 	}
@@ -423,7 +424,7 @@ func TestPersistenceRoundTrip(t *testing.T) {
 	}
 }
 
-func checkPersisted(t *testing.T, dir string, dim int, r *rand.Rand, all map[string][]float32, docs []pipeline.DocumentInfo) {
+func checkPersisted(t *testing.T, dir string, dim int, r *rand.Rand, all map[string][]float32, docs []ragtime.DocumentInfo) {
 	t.Helper()
 	rd := openIndex(t, dir, dim, false)
 	if rd.Len() != len(all) {

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -88,7 +89,7 @@ func TestIngestCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []pipeline.DocumentInfo{
+	want := []ragtime.DocumentInfo{
 		{DocID: "guide.md", Title: "Getting started with prefill"},
 		{DocID: "notes.txt", Title: "notes.txt"},
 		{DocID: "page.html", Title: "Vector search notes"},
@@ -218,7 +219,7 @@ func TestReingest(t *testing.T) {
 func TestChunkingIsStable(t *testing.T) {
 	t.Parallel()
 	corpus := copyCorpus(t)
-	counts := func() []pipeline.DocumentInfo {
+	counts := func() []ragtime.DocumentInfo {
 		in, _ := newIngester(t, t.TempDir())
 		in.BatchSize = 3
 		if _, err := in.Ingest(context.Background(), []string{corpus}, nil); err != nil {

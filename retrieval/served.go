@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // What a serving process asks of a vector store beyond searching and
@@ -19,7 +19,7 @@ func (ix *Index) Ready(context.Context) error { return nil }
 
 // ListDocuments lists the stored documents (Documents, with the signature
 // of a store that asks a server).
-func (ix *Index) ListDocuments(context.Context) ([]pipeline.DocumentInfo, error) {
+func (ix *Index) ListDocuments(context.Context) ([]ragtime.DocumentInfo, error) {
 	return ix.Documents(), nil
 }
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/internal/golden"
-	"ragtime/pipeline"
 )
 
 // TestWriteApply: how the sweep prints its recommendation (serve's flags,
@@ -25,10 +25,10 @@ func TestWriteApply(t *testing.T) {
 		// In process: a budget and a retrieval, every knob the setting
 		// replaces dropped from the rerun (both spellings), a value that
 		// needs quoting quoted, the URL given with "=".
-		{"apply_full.golden", Setting{TopK: 10, RerankTopN: 0, MaxContextTokens: 3000, Retrieval: pipeline.RetrievalHybrid, VectorK: 20, LexicalK: 40},
+		{"apply_full.golden", Setting{TopK: 10, RerankTopN: 0, MaxContextTokens: 3000, Retrieval: ragtime.RetrievalHybrid, VectorK: 20, LexicalK: 40},
 			[]string{"--database-url=postgres://u:s3cret@h/db", "--questions", "my questions.txt", "--top-k", "5,10", "--rerank-top-n=0,3",
 				"--max-context-tokens", "1500,3000", "--retrieval", "vector,hybrid", "--vector-k=20", "--lexical-k", "40", "--runs", "3"}},
-		{"apply_no_args.golden", Setting{TopK: 5, RerankTopN: 5, Retrieval: pipeline.RetrievalLexical}, nil},
+		{"apply_no_args.golden", Setting{TopK: 5, RerankTopN: 5, Retrieval: ragtime.RetrievalLexical}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var b strings.Builder

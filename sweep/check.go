@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -41,7 +42,7 @@ func CheckQuestions(file string, questions []Question) error {
 
 // QueryLookup finds a stored query by id (*postgres.Store).
 type QueryLookup interface {
-	GetQuery(ctx context.Context, id string) (pipeline.Record, error)
+	GetQuery(ctx context.Context, id string) (ragtime.Record, error)
 }
 
 // NotRecordedError is CheckServerRecords' error for a server that stores
@@ -74,7 +75,7 @@ func CheckServerRecords(ctx context.Context, asker Asker, store QueryLookup, que
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, pipeline.ErrNotFound) {
+		if !errors.Is(err, ragtime.ErrNotFound) {
 			return fmt.Errorf("looking up the server's check query %s in --database-url %s: %w", rec.QueryID, dbURL, err)
 		}
 		if time.Now().After(deadline) {

@@ -19,7 +19,7 @@ import (
 // returns the query's record: *pipeline.Pipeline in-process, *api.Client
 // against a running server.
 type Asker interface {
-	Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record
+	Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record
 }
 
 // Store keeps the sweep's row and tags queries with it; *postgres.Sweeps
@@ -398,8 +398,8 @@ type collector struct {
 	docs []string
 }
 
-func (c *collector) Meta(pipeline.Meta) error  { return nil }
-func (c *collector) Stage(pipeline.Span) error { return nil }
+func (c *collector) Meta(pipeline.Meta) error       { return nil }
+func (c *collector) Stage(pipeline.StageSpan) error { return nil }
 func (c *collector) Sources(src []pipeline.Source) error {
 	for _, s := range src {
 		c.docs = append(c.docs, s.DocID)
@@ -407,5 +407,5 @@ func (c *collector) Sources(src []pipeline.Source) error {
 	return nil
 }
 func (c *collector) Delta(pipeline.Delta) error { return nil }
-func (c *collector) Done(pipeline.Record) error { return nil }
+func (c *collector) Done(ragtime.Record) error  { return nil }
 func (c *collector) Fail(*ragtime.Error) error  { return nil }

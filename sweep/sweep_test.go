@@ -198,23 +198,23 @@ func TestScheduleIsSeededAndComplete(t *testing.T) {
 // whose retrieval finds the first k of a fixed ranking would.
 type fakeAsker struct{ ranking []string }
 
-func (a fakeAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a fakeAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	var src []pipeline.Source
 	for i := range min(req.TopK, len(a.ranking)) {
 		src = append(src, pipeline.Source{Rank: i + 1, DocID: a.ranking[i]})
 	}
 	_ = out.Sources(src)
 	ttft := float64(10 * req.TopK)
-	return &pipeline.Record{
+	return &ragtime.Record{
 		QueryID: "q",
 		Status:  ragtime.StatusOK,
-		Figures: pipeline.Figures{
+		Figures: ragtime.Figures{
 			TTFTMs:       &ttft,
 			LLMPrefillMs: ttft - 1,
 			GenTTFTMs:    ttft - 1,
 			RetrievalMs:  1,
 			OverheadMs:   f(0),
-			Usage:        pipeline.Usage{PromptTokens: 50 * req.TopK},
+			Usage:        ragtime.Usage{PromptTokens: 50 * req.TopK},
 		},
 	}
 }
@@ -304,8 +304,8 @@ func TestRunFailsOnWarmUpError(t *testing.T) {
 
 type failingAsker struct{}
 
-func (failingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
-	return &pipeline.Record{Status: ragtime.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
+func (failingAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
+	return &ragtime.Record{Status: ragtime.StatusError, ErrorCode: "llm_unreachable", ErrorMessage: "connection refused"}
 }
 
 // cacheAsker stands for a server with a prefix cache: a prompt is its
@@ -318,7 +318,7 @@ type cacheAsker struct {
 	nonces []string
 }
 
-func (a *cacheAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *pipeline.Record {
+func (a *cacheAsker) Run(ctx context.Context, req *pipeline.Request, out pipeline.Stream) *ragtime.Record {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.nonces = append(a.nonces, req.PromptNonce)
@@ -329,8 +329,8 @@ func (a *cacheAsker) Run(ctx context.Context, req *pipeline.Request, out pipelin
 	}
 	a.seen[key] = true
 	ttft := float64(prompt-cached) / 10
-	return &pipeline.Record{QueryID: "q", Status: ragtime.StatusOK, Figures: pipeline.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
-		OverheadMs: f(0), Usage: pipeline.Usage{PromptTokens: prompt, CachedTokens: &cached}}}
+	return &ragtime.Record{QueryID: "q", Status: ragtime.StatusOK, Figures: ragtime.Figures{TTFTMs: &ttft, LLMPrefillMs: ttft, GenTTFTMs: ttft,
+		OverheadMs: f(0), Usage: ragtime.Usage{PromptTokens: prompt, CachedTokens: &cached}}}
 }
 
 // TestSweepMeasuresColdPrefillsByDefault: every measured query carries its

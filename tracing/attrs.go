@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"ragtime"
-	"ragtime/pipeline"
 )
 
 // Attribute keys of ragtime's own figures (the GenAI, server and error keys
@@ -40,7 +39,7 @@ const (
 )
 
 // rootAttrs are the query's figures on its root span.
-func rootAttrs(rec pipeline.Record) []attribute.KeyValue {
+func rootAttrs(rec ragtime.Record) []attribute.KeyValue {
 	kv := []attribute.KeyValue{
 		AttrQueryID.String(rec.QueryID), AttrStatus.String(rec.Status),
 		AttrE2EMs.Float64(rec.E2EMs), AttrRetrieval.Float64(rec.RetrievalMs), AttrGenTTFT.Float64(rec.GenTTFTMs),
@@ -67,7 +66,7 @@ func rootAttrs(rec pipeline.Record) []attribute.KeyValue {
 // stageAttrs are a stage's attrs, prefixed, with its stored start and
 // duration; the search span also names the embedder, and the embed span the
 // store, so that either says what was searched with what.
-func stageAttrs(s pipeline.Span, rec pipeline.Record) []attribute.KeyValue {
+func stageAttrs(s ragtime.Span, rec ragtime.Record) []attribute.KeyValue {
 	kv := make([]attribute.KeyValue, 0, len(s.Attrs)+3)
 	kv = append(kv, AttrStartMs.Float64(s.StartMs), AttrDurationMs.Float64(s.DurationMs))
 	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
@@ -88,7 +87,7 @@ func stageAttrs(s pipeline.Span, rec pipeline.Record) []attribute.KeyValue {
 }
 
 // stageAttr is the attr key of the record's stage name, or nil.
-func stageAttr(rec pipeline.Record, name, key string) any {
+func stageAttr(rec ragtime.Record, name, key string) any {
 	for _, s := range rec.Stages {
 		if s.Name == name {
 			return s.Attrs[key]
@@ -98,7 +97,7 @@ func stageAttr(rec pipeline.Record, name, key string) any {
 }
 
 // chatAttrs are the GenAI semantic conventions' attributes of the chat span.
-func (t *Tracer) chatAttrs(rec pipeline.Record, requested string) []attribute.KeyValue {
+func (t *Tracer) chatAttrs(rec ragtime.Record, requested string) []attribute.KeyValue {
 	kv := []attribute.KeyValue{
 		semconv.GenAIOperationNameChat,
 		semconv.GenAIProviderNameKey.String(rec.Provider),

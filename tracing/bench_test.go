@@ -60,5 +60,5 @@ func median(xs []float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return pipeline.NearestRank(s, 0.5)
+	return ragtime.NearestRank(s, 0.5)
 }

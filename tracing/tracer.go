@@ -51,7 +51,7 @@ type Tracer struct {
 // ended is a finished query waiting for its spans.
 type ended struct {
 	q   *queryTrace
-	rec pipeline.Record
+	rec ragtime.Record
 	err *ragtime.Error
 }
 
@@ -204,7 +204,7 @@ func (q *queryTrace) Generation(ctx context.Context, model string) context.Conte
 }
 
 // End queues the finished query for its spans; never blocks.
-func (q *queryTrace) End(rec pipeline.Record, err *ragtime.Error) {
+func (q *queryTrace) End(rec ragtime.Record, err *ragtime.Error) {
 	if !q.root.IsRecording() {
 		return
 	}
@@ -325,7 +325,7 @@ func isGeneration(name string) bool {
 
 // generationBounds is the start of the first generation stage and the end of
 // the last, relative to t0.
-func generationBounds(stages []pipeline.Span) (start, end time.Duration, ok bool) {
+func generationBounds(stages []ragtime.Span) (start, end time.Duration, ok bool) {
 	for _, s := range stages {
 		if !isGeneration(s.Name) {
 			continue

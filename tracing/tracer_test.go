@@ -548,7 +548,7 @@ func TestZeroLengthStageIsAZeroLengthSpan(t *testing.T) {
 		t.Fatalf("status %s: %s", rec.Status, rec.ErrorMessage)
 	}
 	flush(t, tr)
-	var stored *pipeline.Span
+	var stored *ragtime.Span
 	for i := range rec.Stages {
 		if rec.Stages[i].Name == ragtime.StageLLMDecode {
 			stored = &rec.Stages[i]

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/llm/sim"
-	"ragtime/pipeline"
 )
 
 // askTokens is the answer's length in BenchmarkAskOverhead: make
@@ -75,5 +75,5 @@ func percentile(xs []float64, p float64) float64 {
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return pipeline.NearestRank(s, p)
+	return ragtime.NearestRank(s, p)
 }

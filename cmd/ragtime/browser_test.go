@@ -168,9 +168,9 @@ func TestPagesInHeadlessChromium(t *testing.T) {
 
 	// What the page shows is what the server stored.
 	store := newStoreFor(t, dbURL)
-	var stored pipeline.QueryPage
+	var stored ragtime.QueryPage
 	eventually(t, "the asked query to be stored", func() bool {
-		p, err := store.ListQueries(context.Background(), pipeline.QueryFilter{TopK: 4})
+		p, err := store.ListQueries(context.Background(), ragtime.QueryFilter{TopK: 4})
 		stored = p
 		return err == nil && len(p.Queries) == 1
 	})
@@ -331,11 +331,11 @@ func recordExtractive(t *testing.T, dbURL string, n int) {
 	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{})
 	for i := range n {
 		ttft := 2.5 + float64(i)
-		rec.Record(pipeline.Record{
+		rec.Record(ragtime.Record{
 			QueryID: uuid.NewString(), CreatedAt: time.Now().Add(-time.Duration(i+2) * time.Minute),
 			Question: fmt.Sprintf("extractive question %d", i), QuestionSHA256: fmt.Sprintf("%064x", i),
 			TopK: 5, RerankTopN: 3, MaxTokens: 64, Model: "extractive", Provider: "extractive", Status: ragtime.StatusOK,
-			Stages: []pipeline.Span{
+			Stages: []ragtime.Span{
 				{Name: "embed", Seq: 0, DurationMs: 0.2},
 				{Name: "search", Seq: 1, StartMs: 0.2, DurationMs: 0.4},
 				{Name: "rerank", Seq: 2, StartMs: 0.6, DurationMs: 0.3},
@@ -343,7 +343,7 @@ func recordExtractive(t *testing.T, dbURL string, n int) {
 				{Name: "llm_prefill", Seq: 4, StartMs: 1.2, DurationMs: ttft - 1.3},
 				{Name: "llm_decode", Seq: 5, StartMs: ttft, DurationMs: 4},
 			},
-			Figures: pipeline.Figures{TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: ttft + 4, RetrievalMs: 1.2, GenTTFTMs: ttft - 1.3,
+			Figures: ragtime.Figures{TTFTMs: &ttft, FirstTokenMs: &ttft, E2EMs: ttft + 4, RetrievalMs: 1.2, GenTTFTMs: ttft - 1.3,
 				LLMPrefillMs: ttft - 1.3, OverheadMs: ptrTo(0.1)},
 		})
 	}

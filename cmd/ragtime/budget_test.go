@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"ragtime"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
 )
@@ -49,7 +50,7 @@ func TestTTFTBudgetEndToEnd(t *testing.T) {
 		return f.Model == "sim-7b" && f.Samples >= pipeline.MinFitSamples && f.RatioP90 > 0
 	})
 
-	budgetAsk := func(query string) (meta pipeline.Meta, done pipeline.DoneEvent, sources []pipeline.Source) {
+	budgetAsk := func(query string) (meta pipeline.Meta, done ragtime.DoneEvent, sources []pipeline.Source) {
 		t.Helper()
 		for _, ev := range ask(t, srv.url, query) {
 			switch ev.Name {
@@ -68,7 +69,7 @@ func TestTTFTBudgetEndToEnd(t *testing.T) {
 	q := "q=" + url.QueryEscape(questions[1]) + "&top_k=8&rerank_top_n=0&max_tokens=2"
 	// The model refreshes once a second: the first asks after the view
 	// showed it may still find none.
-	var done pipeline.DoneEvent
+	var done ragtime.DoneEvent
 	var sources []pipeline.Source
 	var meta pipeline.Meta
 	eventually(t, "a budget decided by the model", func() bool {

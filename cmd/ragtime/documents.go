@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"ragtime"
 	"ragtime/api"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
@@ -51,6 +52,6 @@ func (d *documentStore) DeleteDocument(ctx context.Context, id string) (bool, er
 	return true, d.store.Flush(ctx)
 }
 
-func (d *documentStore) ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error) {
+func (d *documentStore) ListDocuments(ctx context.Context) ([]ragtime.DocumentInfo, error) {
 	return d.store.ListDocuments(ctx)
 }

@@ -33,7 +33,7 @@ type evalConfig struct {
 }
 
 func (c *evalConfig) register(fs *flag.FlagSet) {
-	c.retrieval = listFlag{pipeline.RetrievalVector, pipeline.RetrievalLexical, pipeline.RetrievalHybrid}
+	c.retrieval = listFlag{ragtime.RetrievalVector, ragtime.RetrievalLexical, ragtime.RetrievalHybrid}
 	c.rerank = listFlag{"off"}
 	fs.StringVar(&c.qrels, "qrels", "", "labelled questions: JSONL {\"question\", \"relevant\": [doc_id, ...], \"relevant_chunks\": [chunk_id, ...]} or TSV question<TAB>doc_ids[<TAB>chunk_ids] (required)")
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "URL of the running ragtime serve whose POST /v1/search is measured")
@@ -89,7 +89,7 @@ func (c *evalConfig) configs() ([]eval.Config, error) {
 	for _, cm := range collapses {
 		for _, mode := range c.retrieval {
 			switch mode {
-			case pipeline.RetrievalVector, pipeline.RetrievalLexical, pipeline.RetrievalHybrid:
+			case ragtime.RetrievalVector, ragtime.RetrievalLexical, ragtime.RetrievalHybrid:
 			case "default":
 				mode = ""
 			default:
@@ -110,10 +110,10 @@ func (c *evalConfig) configs() ([]eval.Config, error) {
 						if rerank {
 							cfg.RerankTopN = c.rerankTopN
 						}
-						if mode == pipeline.RetrievalVector {
+						if mode == ragtime.RetrievalVector {
 							cfg.LexicalK = 0
 						}
-						if mode == pipeline.RetrievalLexical {
+						if mode == ragtime.RetrievalLexical {
 							cfg.VectorK = 0
 						}
 						if !seen[cfg] {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"ragtime"
 	"ragtime/api"
 	"ragtime/eval"
-	"ragtime/pipeline"
 )
 
 // TestEvalRefusesUnknownIDs: a label naming no indexed page stops eval
@@ -88,7 +88,7 @@ func TestEvalAgainstServer(t *testing.T) {
 	searcher := eval.HTTPSearcher{Client: &api.Client{BaseURL: srv.url}}
 	var hit10, mrr float64
 	for _, q := range qs {
-		resp, err := searcher.Search(context.Background(), eval.Request{Query: q.Text, TopK: 10, Retrieval: pipeline.RetrievalVector})
+		resp, err := searcher.Search(context.Background(), eval.Request{Query: q.Text, TopK: 10, Retrieval: ragtime.RetrievalVector})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -42,9 +43,9 @@ func (l lexicalLeg) missing() error {
 // data has it, vector otherwise.
 func (l lexicalLeg) defaultMode() string {
 	if l.has() && l.missing() == nil {
-		return pipeline.RetrievalHybrid
+		return ragtime.RetrievalHybrid
 	}
-	return pipeline.RetrievalVector
+	return ragtime.RetrievalVector
 }
 
 // apply sets d's lexical fields: whether the leg exists, and the check a
@@ -60,7 +61,7 @@ func (l lexicalLeg) apply(d *pipeline.Defaults) {
 // check refuses a command configured for a retrieval (flag names it) that
 // the store cannot run: no lexical leg, or data without it.
 func (l lexicalLeg) check(flag, mode, storeName string) error {
-	if mode == "" || mode == pipeline.RetrievalVector {
+	if mode == "" || mode == ragtime.RetrievalVector {
 		return nil
 	}
 	if !l.has() {

@@ -203,7 +203,7 @@ type store interface {
 	pipeline.Searcher
 	retrieval.Store
 	DeleteDocument(ctx context.Context, docID string) (bool, error)
-	ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error)
+	ListDocuments(ctx context.Context) ([]ragtime.DocumentInfo, error)
 	// SearchAttrs are added to every search stage's attrs.
 	SearchAttrs() map[string]any
 	// Ready reports whether the store can be searched (/readyz).

@@ -25,21 +25,21 @@ import (
 
 // doneEvent mirrors the done event.
 type doneEvent struct {
-	QueryID        string          `json:"query_id"`
-	TTFTMs         float64         `json:"ttft_ms"`
-	FirstTokenMs   float64         `json:"first_token_ms"`
-	E2EMs          float64         `json:"e2e_ms"`
-	AcceptMs       float64         `json:"accept_ms"`
-	QueueMs        float64         `json:"queue_ms"`
-	RetrievalMs    float64         `json:"retrieval_ms"`
-	GenTTFTMs      float64         `json:"gen_ttft_ms"`
-	LLMPrefillMs   float64         `json:"llm_prefill_ms"`
-	OverheadMs     float64         `json:"overhead_ms"`
-	ReasoningMs    float64         `json:"reasoning_ms"`
-	RetrievalShare float64         `json:"retrieval_share"`
-	PrefillShare   float64         `json:"prefill_share"`
-	Usage          pipeline.Usage  `json:"usage"`
-	Stages         []pipeline.Span `json:"stages"`
+	QueryID        string         `json:"query_id"`
+	TTFTMs         float64        `json:"ttft_ms"`
+	FirstTokenMs   float64        `json:"first_token_ms"`
+	E2EMs          float64        `json:"e2e_ms"`
+	AcceptMs       float64        `json:"accept_ms"`
+	QueueMs        float64        `json:"queue_ms"`
+	RetrievalMs    float64        `json:"retrieval_ms"`
+	GenTTFTMs      float64        `json:"gen_ttft_ms"`
+	LLMPrefillMs   float64        `json:"llm_prefill_ms"`
+	OverheadMs     float64        `json:"overhead_ms"`
+	ReasoningMs    float64        `json:"reasoning_ms"`
+	RetrievalShare float64        `json:"retrieval_share"`
+	PrefillShare   float64        `json:"prefill_share"`
+	Usage          ragtime.Usage  `json:"usage"`
+	Stages         []ragtime.Span `json:"stages"`
 }
 
 func eventNames(events []sseEvent) string {
@@ -92,7 +92,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 		var stageNames []string
 		for _, e := range events {
 			if e.Name == "stage" {
-				var s pipeline.Span
+				var s ragtime.Span
 				e.decode(t, &s)
 				stageNames = append(stageNames, s.Name)
 			}
@@ -149,7 +149,7 @@ func TestAskEndToEndAgainstLLMSim(t *testing.T) {
 	}
 
 	// The stored rows equal the done event's numbers.
-	var stored pipeline.Record
+	var stored ragtime.Record
 	eventually(t, "the query row", func() bool {
 		resp, err := http.Get(srv.url + "/v1/queries/" + d.QueryID)
 		if err != nil {
@@ -597,8 +597,8 @@ func TestPprofOnlyBehindTheFlag(t *testing.T) {
 // llm_prefill alone is not one: it starts when the client's httptrace hook
 // stamped the request written, which can run after the server already has
 // the request.
-func connectToFirstTokenMs(stages []pipeline.Span) float64 {
-	var connect, prefill pipeline.Span
+func connectToFirstTokenMs(stages []ragtime.Span) float64 {
+	var connect, prefill ragtime.Span
 	for _, s := range stages {
 		switch s.Name {
 		case ragtime.StageLLMConnect:

@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/api"
 	"ragtime/pipeline"
 	"ragtime/postgres"
@@ -194,10 +195,10 @@ func (c *sweepConfig) retrievalSettings() ([]sweep.Setting, error) {
 		for _, vk := range vks {
 			for _, lk := range lks {
 				s := sweep.Setting{Retrieval: m, VectorK: vk, LexicalK: lk}
-				if m == pipeline.RetrievalVector {
+				if m == ragtime.RetrievalVector {
 					s.LexicalK = 0
 				}
-				if m == pipeline.RetrievalLexical {
+				if m == ragtime.RetrievalLexical {
 					s.VectorK = 0
 				}
 				if !seen[s] {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"ragtime"
 	"ragtime/api"
 	"ragtime/llm/sim"
 	"ragtime/pipeline"
@@ -604,7 +605,7 @@ func cacheWarnings(warnings []string) int {
 func TestSweepSnippetRetrievalKeys(t *testing.T) {
 	t.Parallel()
 	var b strings.Builder
-	sweep.WriteApply(&b, sweep.Setting{TopK: 8, RerankTopN: 0, Retrieval: pipeline.RetrievalHybrid, VectorK: 20, LexicalK: 40}, nil, postgres.RedactURL)
+	sweep.WriteApply(&b, sweep.Setting{TopK: 8, RerankTopN: 0, Retrieval: ragtime.RetrievalHybrid, VectorK: 20, LexicalK: 40}, nil, postgres.RedactURL)
 	_, snippet, ok := strings.Cut(b.String(), "(TOML):\n")
 	snippet, _, _ = strings.Cut(snippet, "confirm it")
 	if !ok || !strings.Contains(snippet, `retrieval = "hybrid"`) {

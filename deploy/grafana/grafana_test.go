@@ -18,7 +18,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"ragtime"
-	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -147,7 +146,7 @@ func expandMacros(t *testing.T, sql string, from, to time.Time, interval time.Du
 }
 
 // record makes one finished query i minutes ago with every field set.
-func record(i int, now time.Time) pipeline.Record {
+func record(i int, now time.Time) ragtime.Record {
 	ttft := 120 + float64(i%7)*40
 	if i%10 == 0 {
 		ttft *= 6 // the tail
@@ -159,7 +158,7 @@ func record(i int, now time.Time) pipeline.Record {
 	if i%3 == 0 {
 		reasoning = 30
 	}
-	return pipeline.Record{
+	return ragtime.Record{
 		QueryID:        uuid.NewString(),
 		CreatedAt:      now.Add(-time.Duration(i) * 7 * time.Minute),
 		Question:       fmt.Sprintf("question %d", i),
@@ -172,7 +171,7 @@ func record(i int, now time.Time) pipeline.Record {
 		Status:         ragtime.StatusOK,
 		ConnReused:     &reused,
 		UpstreamStatus: 200,
-		Stages: []pipeline.Span{
+		Stages: []ragtime.Span{
 			{Name: "embed", Seq: 0, DurationMs: 2},
 			{Name: "search", Seq: 1, StartMs: 2, DurationMs: 4},
 			{Name: "rerank", Seq: 2, StartMs: 6, DurationMs: 3},
@@ -181,7 +180,7 @@ func record(i int, now time.Time) pipeline.Record {
 			{Name: "llm_prefill", Seq: 5, StartMs: 14, DurationMs: ttft - 14.5},
 			{Name: "llm_decode", Seq: 6, StartMs: ttft, DurationMs: 500},
 		},
-		Figures: pipeline.Figures{
+		Figures: ragtime.Figures{
 			TTFTMs:         &ttft,
 			FirstTokenMs:   ptr(ttft - reasoning),
 			E2EMs:          ttft + 500,
@@ -194,7 +193,7 @@ func record(i int, now time.Time) pipeline.Record {
 			ReasoningMs:    &reasoning,
 			RetrievalShare: ptr(12 / ttft),
 			PrefillShare:   ptr((ttft - 22.5 - reasoning) / ttft),
-			Usage:          pipeline.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: new(200 * (i % 3))},
+			Usage:          ragtime.Usage{PromptTokens: 800, CompletionTokens: 60, CachedTokens: new(200 * (i % 3))},
 		},
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/gofrs/flock"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // Defaults for Options.
@@ -550,10 +550,10 @@ func (s *Spool) peekTime() time.Time {
 }
 
 // Stats returns what the spool holds now.
-func (s *Spool) Stats() pipeline.SpoolStats {
+func (s *Spool) Stats() ragtime.SpoolStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := pipeline.SpoolStats{Bytes: s.bytes, Records: s.records, Oldest: s.oldest, Corrupt: s.corrupt}
+	st := ragtime.SpoolStats{Bytes: s.bytes, Records: s.records, Oldest: s.oldest, Corrupt: s.corrupt}
 	if !s.oldest.IsZero() {
 		st.OldestAgeSeconds = max(0, time.Since(s.oldest).Seconds())
 	}

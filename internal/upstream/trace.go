@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // Trace collects the httptrace events of one call. Hooks may run on other
@@ -147,10 +147,10 @@ func (t *Trace) restart(fresh bool) {
 }
 
 // Conn describes the connection the call used.
-func (t *Trace) Conn() pipeline.ConnInfo {
+func (t *Trace) Conn() ragtime.ConnInfo {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return pipeline.ConnInfo{
+	return ragtime.ConnInfo{
 		Reused:     t.reused,
 		DNS:        span(t.dnsStart, t.dnsDone),
 		Connect:    span(t.connStart, t.connDone),

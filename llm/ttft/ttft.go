@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"ragtime"
 	"ragtime/pipeline"
 )
 
@@ -147,10 +148,10 @@ func Summarize(s *Series) {
 	}
 	slices.Sort(v)
 	s.MinMs, s.MaxMs = v[0], v[len(v)-1]
-	s.MedianMs, s.P95Ms = pipeline.NearestRank(v, 0.5), pipeline.NearestRank(v, 0.95)
+	s.MedianMs, s.P95Ms = ragtime.NearestRank(v, 0.5), ragtime.NearestRank(v, 0.95)
 	if len(answers) > 0 {
 		slices.Sort(answers)
-		m := pipeline.NearestRank(answers, 0.5)
+		m := ragtime.NearestRank(answers, 0.5)
 		s.AnswerMedianMs = &m
 	}
 }

@@ -10,28 +10,27 @@ import (
 	"github.com/google/uuid"
 
 	"ragtime"
-	"ragtime/pipeline"
 )
 
-// FullRecord returns a pipeline.Record whose every field (those of Figures
+// FullRecord returns a ragtime.Record whose every field (those of Figures
 // and Usage included) holds a distinct non-zero value that survives a trip
 // through JSON and PostgreSQL unchanged: ids are UUIDs (sweepID is used for
 // SweepID, which must name a stored sweep when the record is stored),
 // Status is ok, CreatedAt is in UTC at microsecond resolution, and stage
 // attrs hold what JSON decoding yields. It panics on a field kind it does
 // not know how to fill, so that a new kind of field is noticed.
-func FullRecord(sweepID string) pipeline.Record {
-	var rec pipeline.Record
+func FullRecord(sweepID string) ragtime.Record {
+	var rec ragtime.Record
 	n := 0
 	fill(reflect.ValueOf(&rec).Elem(), &n)
 	rec.QueryID = uuid.NewString()
 	rec.SweepID = sweepID
 	rec.Status = ragtime.StatusOK
-	rec.Retrieval = pipeline.RetrievalLexical // the column checks the mode
+	rec.Retrieval = ragtime.RetrievalLexical // the column checks the mode
 	rec.QuestionSHA256 = strings.Repeat("5e", 32)
 	rec.TraceID = strings.Repeat("7a", 16) // 32 hex digits, as the column checks
 	rec.CreatedAt = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
-	rec.Stages = []pipeline.Span{
+	rec.Stages = []ragtime.Span{
 		{Name: ragtime.StageEmbed, Seq: 0, StartMs: 0.5, DurationMs: 1.25, Attrs: map[string]any{"dim": 384.0}},
 		{Name: ragtime.StageSearch, Seq: 1, StartMs: 1.75, DurationMs: 2.5, Attrs: map[string]any{"store": "embedded"}},
 	}
@@ -40,7 +39,7 @@ func FullRecord(sweepID string) pipeline.Record {
 
 // fill sets every settable leaf of v to a value derived from a counter.
 func fill(v reflect.Value, n *int) {
-	if v.Type() == reflect.TypeFor[time.Time]() || v.Type() == reflect.TypeFor[[]pipeline.Span]() {
+	if v.Type() == reflect.TypeFor[time.Time]() || v.Type() == reflect.TypeFor[[]ragtime.Span]() {
 		return // set by FullRecord
 	}
 	*n++
@@ -69,7 +68,7 @@ func fill(v reflect.Value, n *int) {
 		fill(p.Elem(), n)
 		v.Set(p)
 	default:
-		panic(fmt.Sprintf("pipelinetest: cannot fill a %s field of pipeline.Record; teach FullRecord", v.Type()))
+		panic(fmt.Sprintf("pipelinetest: cannot fill a %s field of ragtime.Record; teach FullRecord", v.Type()))
 	}
 }
 
@@ -77,8 +76,8 @@ func fill(v reflect.Value, n *int) {
 // (OpenAI-compatible embedder and model, embedded store, 64 tokens, no
 // rerank), for benchmarks of what frames or stores a record: the attrs
 // carry the kinds of values the pipeline sets.
-func TypicalStages() []pipeline.Span {
-	return []pipeline.Span{
+func TypicalStages() []ragtime.Span {
+	return []ragtime.Span{
 		{Name: ragtime.StageAccept, Seq: 0, DurationMs: 0.052},
 		{Name: ragtime.StageQueue, Seq: 1, StartMs: 0.052, Attrs: map[string]any{"limit": 0}},
 		{Name: ragtime.StageEmbed, Seq: 2, StartMs: 0.211, DurationMs: 5.9, Attrs: map[string]any{"dim": 512, "embedder": "openai:sim-embed", "reused": true, "dns_ms": 0.0, "connect_ms": 0.0, "tls_ms": 0.0, "retries": 0}},

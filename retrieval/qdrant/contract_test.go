@@ -119,7 +119,7 @@ func runSuite(t *testing.T, addr, collection string) {
 		t.Errorf("after replace: %v, %v", ids(hits), err)
 	}
 	docs, err := s.Documents(ctx)
-	want := []pipeline.DocumentInfo{{DocID: "a.md", Title: "Alpha 2", ContentHash: "hash-a2", Chunks: 1}, {DocID: "b.md", Title: "Beta", ContentHash: "hash-b.md", Chunks: 2}}
+	want := []ragtime.DocumentInfo{{DocID: "a.md", Title: "Alpha 2", ContentHash: "hash-a2", Chunks: 1}, {DocID: "b.md", Title: "Beta", ContentHash: "hash-b.md", Chunks: 2}}
 	if err != nil || !slices.Equal(docs, want) {
 		t.Errorf("Documents = %+v, %v; want %+v", docs, err, want)
 	}

@@ -130,7 +130,7 @@ func rrfK(f pipeline.Fusion) (uint32, bool) {
 // cannot take), Fused is nil and the caller fuses the legs.
 func (s *Store) SearchLegs(ctx context.Context, q pipeline.LegsQuery) (pipeline.LegsResult, error) {
 	var res pipeline.LegsResult
-	hybrid := q.Retrieval == pipeline.RetrievalHybrid
+	hybrid := q.Retrieval == ragtime.RetrievalHybrid
 	if hybrid && len(q.Vector) != s.cfg.Dimension {
 		return res, &ragtime.Error{Code: CodeDimensionMismatch,
 			Message: fmt.Sprintf("query vector has %d dimensions, collection %q has %d", len(q.Vector), s.cfg.Collection, s.cfg.Dimension)}

@@ -10,6 +10,7 @@ import (
 
 	qc "github.com/qdrant/go-client/qdrant"
 
+	"ragtime"
 	"ragtime/lexical"
 	"ragtime/pipeline"
 	"ragtime/retrieval"
@@ -57,7 +58,7 @@ func runHybridSuite(t *testing.T, addr, collection string) {
 
 	// Lexical alone: only chunks holding a question word, the one holding
 	// the rarer (evict) above the one holding the commoner (cache).
-	res, err := s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: pipeline.RetrievalLexical, Question: "How does the cache evict?", K: 10, LexicalK: 10})
+	res, err := s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: ragtime.RetrievalLexical, Question: "How does the cache evict?", K: 10, LexicalK: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +71,12 @@ func runHybridSuite(t *testing.T, addr, collection string) {
 	if res.Lexical[0].Text == "" || res.Lexical[0].Title != "evict" {
 		t.Errorf("a lexical hit lacks its payload: %+v", res.Lexical[0].Chunk)
 	}
-	if res, err := s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: pipeline.RetrievalLexical, Question: "what is the", K: 10, LexicalK: 10}); err != nil || len(res.Lexical) != 0 {
+	if res, err := s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: ragtime.RetrievalLexical, Question: "what is the", K: 10, LexicalK: 10}); err != nil || len(res.Lexical) != 0 {
 		t.Errorf("a question of stop words: %v, %v; want no hits and no error", ids(res.Lexical), err)
 	}
 
 	// Hybrid with RRF: Qdrant's fusion is ragtime's, to the score.
-	q := pipeline.LegsQuery{Retrieval: pipeline.RetrievalHybrid, Vector: vec(3, 0), Question: "cache memory eviction", K: 3, VectorK: 4, LexicalK: 4}
+	q := pipeline.LegsQuery{Retrieval: ragtime.RetrievalHybrid, Vector: vec(3, 0), Question: "cache memory eviction", K: 3, VectorK: 4, LexicalK: 4}
 	res, err = s.SearchLegs(ctx, q)
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestQdrantHybridWire(t *testing.T) {
 		t.Fatalf("point vectors %v; want the dense vector and the chunk's sparse vector %v %v", named, wantIx, wantVals)
 	}
 
-	q := pipeline.LegsQuery{Retrieval: pipeline.RetrievalHybrid, Vector: vec(0, 0), Question: "cache eviction", K: 2, VectorK: 7, LexicalK: 5}
+	q := pipeline.LegsQuery{Retrieval: ragtime.RetrievalHybrid, Vector: vec(0, 0), Question: "cache eviction", K: 2, VectorK: 7, LexicalK: 5}
 	if _, err := s.SearchLegs(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestQdrantCollectionWithoutLexicalLeg(t *testing.T) {
 	if hits, err := s.Search(ctx, vec(0, 0), 3, pipeline.Filter{}); err != nil || len(hits) != 1 {
 		t.Fatalf("vector search on the old collection: %v, %v", ids(hits), err)
 	}
-	_, err = s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: pipeline.RetrievalHybrid, Vector: vec(0, 0), Question: "cache", K: 3, VectorK: 3, LexicalK: 3})
+	_, err = s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: ragtime.RetrievalHybrid, Vector: vec(0, 0), Question: "cache", K: 3, VectorK: 3, LexicalK: 3})
 	pe := wantCode(t, err, CodeLexicalMissing)
 	if !strings.Contains(pe.Hint, "ragtime ingest --store qdrant") {
 		t.Errorf("hint %q does not say how to re-create the collection", pe.Hint)

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"ragtime/pipeline"
+	"ragtime"
 )
 
 // What a serving process asks of a vector store beyond searching and
@@ -17,7 +17,7 @@ import (
 func (s *Store) Len() int { return -1 }
 
 // ListDocuments lists the stored documents (Documents).
-func (s *Store) ListDocuments(ctx context.Context) ([]pipeline.DocumentInfo, error) {
+func (s *Store) ListDocuments(ctx context.Context) ([]ragtime.DocumentInfo, error) {
 	return s.Documents(ctx)
 }
 

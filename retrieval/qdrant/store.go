@@ -566,14 +566,14 @@ func (s *Store) DeleteDocument(ctx context.Context, docID string) (bool, error) 
 
 // Documents lists the stored documents with their chunk counts, ordered by
 // doc id, scrolling through every point's doc_id, title and hash.
-func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) {
+func (s *Store) Documents(ctx context.Context) ([]ragtime.DocumentInfo, error) {
 	if err := s.ensure(ctx, false); err != nil {
 		if collectionMissing(err) {
 			return nil, nil
 		}
 		return nil, err
 	}
-	docs := map[string]*pipeline.DocumentInfo{}
+	docs := map[string]*ragtime.DocumentInfo{}
 	var offset *qc.PointId
 	for {
 		cctx, cancel := s.call(ctx)
@@ -591,7 +591,7 @@ func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) 
 			id := pl[KeyDocID].GetStringValue()
 			d, ok := docs[id]
 			if !ok {
-				d = &pipeline.DocumentInfo{DocID: id, Title: pl[KeyTitle].GetStringValue(), ContentHash: pl[KeyContentHash].GetStringValue()}
+				d = &ragtime.DocumentInfo{DocID: id, Title: pl[KeyTitle].GetStringValue(), ContentHash: pl[KeyContentHash].GetStringValue()}
 				docs[id] = d
 			}
 			d.Chunks++
@@ -601,7 +601,7 @@ func (s *Store) Documents(ctx context.Context) ([]pipeline.DocumentInfo, error) 
 		}
 		offset = next
 	}
-	out := make([]pipeline.DocumentInfo, 0, len(docs))
+	out := make([]ragtime.DocumentInfo, 0, len(docs))
 	for _, id := range slices.Sorted(maps.Keys(docs)) {
 		out = append(out, *docs[id])
 	}

@@ -20,9 +20,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"ragtime"
 	"ragtime/internal/sse"
 	"ragtime/llm/tokens"
-	"ragtime/pipeline"
 )
 
 // Class is one kind of request in the arrival mix.
@@ -174,8 +174,8 @@ func percentiles(ms []float64) Percentiles {
 	}
 	s := slices.Clone(ms)
 	slices.Sort(s)
-	p := Percentiles{N: len(s), P50: pipeline.NearestRank(s, 0.50), P95: pipeline.NearestRank(s, 0.95),
-		P99: pipeline.NearestRank(s, 0.99), Max: s[len(s)-1]}
+	p := Percentiles{N: len(s), P50: ragtime.NearestRank(s, 0.50), P95: ragtime.NearestRank(s, 0.95),
+		P99: ragtime.NearestRank(s, 0.99), Max: s[len(s)-1]}
 	if p.P50 > 0 {
 		p.P99OverP50 = p.P99 / p.P50
 	}

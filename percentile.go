@@ -1,4 +1,4 @@
-package pipeline
+package ragtime
 
 // NearestRank is the nearest-rank percentile p (0 < p ≤ 1) of sorted
 // (ascending) values: the smallest value with at least p of the values at
@@ -13,11 +13,11 @@ func NearestRank(sorted []float64, p float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	return sorted[nearestRankIndex(len(sorted), p)]
+	return sorted[NearestRankIndex(len(sorted), p)]
 }
 
-// nearestRankIndex is NearestRank's index into n (> 0) sorted values.
-func nearestRankIndex(n int, p float64) int {
+// NearestRankIndex is NearestRank's index into n (> 0) sorted values.
+func NearestRankIndex(n int, p float64) int {
 	i := int(p*float64(n)+0.999999) - 1
 	return max(0, min(i, n-1))
 }
