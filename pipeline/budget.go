@@ -32,6 +32,14 @@ type PrefillFit struct {
 	// latest queries: a server that has just slowed down shows here
 	// first.
 	RecentRatioP50 float64 `json:"recent_ratio_p50" db:"recent_ratio_p50"`
+	// RecentRatio is the replica's own level of measured / fitted over its
+	// latest queries as they finish (prefillmodel.Live; 0: none yet): it
+	// rises within two queries of a slowdown and falls slowly.
+	RecentRatio float64 `json:"recent_ratio,omitempty" db:"-"`
+	// RecentOverheadMs is the upper quantile of overhead_ms (what the
+	// stages leave of TTFT) over the replica's latest queries, added to a
+	// predicted TTFT: a loaded machine's scheduling delays show here.
+	RecentOverheadMs float64 `json:"recent_overhead_ms,omitempty" db:"-"`
 	// llm_connect's quantiles over the window.
 	ConnectP50Ms float64 `json:"connect_p50_ms" db:"connect_p50_ms"`
 	ConnectP90Ms float64 `json:"connect_p90_ms" db:"connect_p90_ms"`
@@ -71,13 +79,18 @@ func (f *PrefillFit) PredictPrefillMs(tokens, prefix int, q float64) float64 {
 }
 
 // drift is how far the latest queries stand from the window's median
-// (1 without a recent figure): a prediction follows a change of the
-// server's load within 8 queries, where the line takes half a window.
+// (1 without a recent figure): the replica's own level (RecentRatio) if it
+// has one, else the view's RecentRatioP50. A prediction follows a slowdown
+// within two queries, where the line takes half a window.
 func (f *PrefillFit) drift() float64 {
-	if f.RecentRatioP50 <= 0 || f.RatioP50 <= 0 {
+	recent := f.RecentRatio
+	if recent <= 0 {
+		recent = f.RecentRatioP50
+	}
+	if recent <= 0 || f.RatioP50 <= 0 {
 		return 1
 	}
-	return f.RecentRatioP50 / f.RatioP50
+	return recent / f.RatioP50
 }
 
 // PredictConnectMs is llm_connect predicted at quantile q.
@@ -122,14 +135,14 @@ type budgetChoice struct {
 
 // chooseBudget returns how many of the assembled sources (in rank order)
 // to keep: the longest prefix whose predicted TTFT — elapsed (the time
-// since t0 so far) + the predicted connect + the predicted prefill of its
-// prompt — fits budgetMs, never fewer than minChunks (or all there are).
+// since t0 so far) + the predicted connect + the recent overhead + the
+// predicted prefill of its prompt — fits budgetMs, never fewer than minChunks (or all there are).
 // full is the prompt of every source; sourceTokens are each source's
 // tokens in it and sepTokens what each adds besides. Deterministic given
 // fit and elapsed.
 func chooseBudget(fit *PrefillFit, q float64, budgetMs float64, elapsed time.Duration, full promptParts, sourceTokens []int, sepTokens, minChunks int) (keep int, c budgetChoice) {
 	c.budgetMs, c.modelled = budgetMs, true
-	connect := fit.PredictConnectMs(q)
+	connect := fit.PredictConnectMs(q) + max(fit.RecentOverheadMs, 0)
 	spent := float64(elapsed) / 1e6
 	tokens := full.promptTokens
 	keep = len(sourceTokens)

@@ -154,4 +154,23 @@ func TestPredictPrefillFollowsTheLatestQueries(t *testing.T) {
 	if got := fit.PredictPrefillMs(100, 0, 0.9); got != 240 {
 		t.Fatalf("the latest twice as slow: %v, want 240", got)
 	}
+	fit.RecentRatio = 3 // the replica's own level wins over the view's
+	if got := fit.PredictPrefillMs(100, 0, 0.9); got != 360 {
+		t.Fatalf("the replica's latest three times as slow: %v, want 360", got)
+	}
+}
+
+// The overhead the latest queries measured outside the stages counts in the
+// predicted TTFT, and can cost a chunk.
+func TestChooseBudgetCountsTheRecentOverhead(t *testing.T) {
+	t.Parallel()
+	fit := &PrefillFit{Samples: 100, MsPerToken: 1, RatioP50: 1, RatioP90: 1, RatioP95: 1}
+	full := promptParts{promptTokens: 100}
+	if keep, c := chooseBudget(fit, 0.5, 110, 10*time.Millisecond, full, []int{20, 20, 20}, 0, 1); keep != 3 || c.predictedMs != 110 {
+		t.Fatalf("no overhead: keep %d, predicted %v; want 3, 110", keep, c.predictedMs)
+	}
+	fit.RecentOverheadMs = 5
+	if keep, c := chooseBudget(fit, 0.5, 110, 10*time.Millisecond, full, []int{20, 20, 20}, 0, 1); keep != 2 || c.predictedMs != 95 {
+		t.Fatalf("5 ms overhead: keep %d, predicted %v; want 2, 95", keep, c.predictedMs)
+	}
 }

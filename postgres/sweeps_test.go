@@ -138,3 +138,55 @@ func TestSweepResultsByRetrieval(t *testing.T) {
 		t.Errorf("sweep_results by mode %q, want %q", got, want)
 	}
 }
+
+// TestSweepResultsByBudget: a sweep that asks a TTFT budget at the same
+// top_k as a fixed setting gets a row for each, each with its own recall.
+func TestSweepResultsByBudget(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t)
+	pool := postgrestest.NewPool(t)
+	sw := postgres.NewSweeps(pool)
+	id := uuid.NewString()
+	if err := sw.Start(ctx, id, "in-process", 3, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec := postgres.NewRecorder(pool, postgres.RecorderOptions{FlushInterval: 10 * time.Millisecond, Logger: quietLogger()})
+	for i, budget := range []float64{0, 0, 45} {
+		r := record(200 + i)
+		r.SweepID = id
+		if budget > 0 {
+			r.TTFTBudgetMs = &budget
+		}
+		rec.Record(r)
+	}
+	if err := rec.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	summary := map[string]any{"settings": []map[string]any{
+		{"top_k": 8, "rerank_top_n": 4, "recall": 1},
+		{"top_k": 8, "rerank_top_n": 4, "ttft_budget_ms": 45, "recall": 0.75},
+	}}
+	if err := sw.Finish(ctx, id, postgres.SweepDone, summary); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT coalesce(ttft_budget_ms, 0), queries, recall FROM sweep_results WHERE sweep_id = $1 ORDER BY 1`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var budget, recall float64
+		var n int
+		if err := rows.Scan(&budget, &n, &recall); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%g %d %g", budget, n, recall))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"0 2 1", "45 1 0.75"}; !slices.Equal(got, want) {
+		t.Errorf("sweep_results by budget %q, want %q", got, want)
+	}
+}

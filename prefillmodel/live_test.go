@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"ragtime"
+	"ragtime/pipeline"
 	"ragtime/postgres"
 	"ragtime/postgres/postgrestest"
 )
@@ -117,8 +118,8 @@ func TestObserveFollowsTheServer(t *testing.T) {
 			Figures: ragtime.Figures{LLMPrefillMs: 2 * (10 + 0.1*float64(x)), Usage: ragtime.Usage{PromptTokens: x, CachedTokens: &cached}}})
 	}
 	after, _ := live.Fit("openai", "m")
-	if forwarded != minLatest || math.Abs(after.RecentRatioP50-2) > 0.1 {
-		t.Fatalf("forwarded %d; recent ratio %v after %d queries twice as slow (before %v); want about 2", forwarded, after.RecentRatioP50, minLatest, before.RecentRatioP50)
+	if forwarded != minLatest || math.Abs(after.RecentRatio-2) > 0.1 {
+		t.Fatalf("forwarded %d; recent ratio %v after %d queries twice as slow (before %v); want about 2", forwarded, after.RecentRatio, minLatest, before.RecentRatio)
 	}
 	if p0, p1 := before.PredictPrefillMs(1000, 0, 0.5), after.PredictPrefillMs(1000, 0, 0.5); math.Abs(p1/p0-2) > 0.15 {
 		t.Fatalf("prediction %v → %v; want it doubled", p0, p1)
@@ -128,3 +129,109 @@ func TestObserveFollowsTheServer(t *testing.T) {
 type recorderFunc func(ragtime.Record)
 
 func (f recorderFunc) Record(rec ragtime.Record) { f(rec) }
+
+// fixedSource is a Source of one fit, as the view would read it.
+type fixedSource struct{ fit pipeline.PrefillFit }
+
+func (s *fixedSource) PrefillModel(context.Context) ([]pipeline.PrefillFit, error) {
+	return []pipeline.PrefillFit{s.fit}, nil
+}
+
+// TestLevelReactsFastToSlowdownsSlowlyToSpeedups drives the replica's
+// level with synthetic records (no clock, no storage): after the prefill
+// cost doubles, the prediction doubles within riseQueries queries; one
+// slow outlier moves nothing; a speedup lowers it only once half the slow
+// window is fast; a refresh of the line that already holds the slowdown
+// does not count it twice; the overhead is the ring's 0.9 quantile.
+func TestLevelReactsFastToSlowdownsSlowlyToSpeedups(t *testing.T) {
+	src := &fixedSource{pipeline.PrefillFit{Provider: "openai", Model: "m", Samples: 64,
+		InterceptMs: 10, MsPerToken: 0.1, RatioP50: 1, RatioP90: 1.05, RatioP95: 1.1}}
+	live := New(src)
+	if err := live.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cost := 1.0
+	n := 0
+	ask := func(overheadMs float64) {
+		n++
+		x := 400 + 50*(n%7)
+		over := overheadMs
+		live.Observe(ragtime.Record{Provider: "openai", Model: "m", Status: ragtime.StatusOK,
+			Figures: ragtime.Figures{LLMPrefillMs: cost * (10 + 0.1*float64(x)), OverheadMs: &over,
+				Usage: ragtime.Usage{PromptTokens: x}}})
+	}
+	predict := func() float64 {
+		f, ok := live.Fit("openai", "m")
+		if !ok {
+			t.Fatal("no fit")
+		}
+		return f.PredictPrefillMs(1000, 0, 0.5)
+	}
+	base := predict() // 110 ms: no queries of our own yet
+	if base != 110 {
+		t.Fatalf("prediction before any query %v; want 110", base)
+	}
+	for range slowWindow {
+		ask(1)
+	}
+	if p := predict(); math.Abs(p/base-1) > 0.01 {
+		t.Fatalf("steady: %v; want %v", p, base)
+	}
+	// One outlier (a GC pause, a neighbour's burst) is not a slowdown.
+	cost = 10
+	ask(1)
+	cost = 1
+	if p := predict(); math.Abs(p/base-1) > 0.01 {
+		t.Fatalf("after one outlier: %v; want %v", p, base)
+	}
+	ask(1)
+	// The cost doubles: within riseQueries queries, so does the prediction.
+	cost = 2
+	for i := range riseQueries {
+		if p := predict(); math.Abs(p/base-1) > 0.01 {
+			t.Fatalf("after %d slow queries: %v; want still %v", i, p, base)
+		}
+		ask(1)
+	}
+	if p := predict(); math.Abs(p/base-2) > 0.01 {
+		t.Fatalf("after %d queries twice as slow: %v; want %v", riseQueries, p, 2*base)
+	}
+	for range slowWindow {
+		ask(1)
+	}
+	// It speeds up again: the level stays up while fewer than half the
+	// slow window are fast (one fast query is not a speedup), then
+	// follows the median.
+	cost = 1
+	for i := range slowWindow/2 - 1 {
+		ask(1)
+		if p := predict(); math.Abs(p/base-2) > 0.01 {
+			t.Fatalf("after %d fast queries: %v; want still %v", i+1, p, 2*base)
+		}
+	}
+	ask(1)
+	ask(1)
+	if p := predict(); math.Abs(p/base-1) > 0.01 {
+		t.Fatalf("after %d fast queries: %v; want %v", slowWindow/2+1, p, base)
+	}
+	// The view's line catches up with a slowdown: the latest queries are
+	// read against the new line, so the slowdown is not counted twice.
+	cost = 2
+	for range slowWindow {
+		ask(1)
+	}
+	src.fit.InterceptMs, src.fit.MsPerToken = 20, 0.2
+	if err := live.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p := predict(); math.Abs(p/base-2) > 0.01 {
+		t.Fatalf("after the line's refresh: %v; want %v", p, 2*base)
+	}
+	// Overhead: the 0.9 quantile of the ring's overhead_ms.
+	for i := range ringSize {
+		ask(float64(i + 1))
+	}
+	if f, _ := live.Fit("openai", "m"); f.RecentOverheadMs != 15 {
+		t.Fatalf("overhead %v over 1..16 ms; want 15 (the 0.9 quantile)", f.RecentOverheadMs)
+	}
+}
