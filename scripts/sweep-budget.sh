@@ -19,24 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-14}
-base_db=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}
-db_name=ragtime_sweep_budget_$$
-db=${base_db%/*}/$db_name?sslmode=disable
-work=$(mktemp -d)
-bin=$work/ragtime
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [ -n "${KEEP_DB:-}" ] && echo "kept database $db_name" || psql "$base_db" -qc "DROP DATABASE IF EXISTS $db_name" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-go build -o "$bin" ./cmd/ragtime
-psql "$base_db" -qc "CREATE DATABASE $db_name" >/dev/null
-DATABASE_URL=$db "$bin" migrate >/dev/null
-
-port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])'; }
+source scripts/budget-setup.sh sweep_budget
 sim_port=$(port)
 sim=http://127.0.0.1:$sim_port/v1
 start_sim() { # start_sim [FLAGS]: llmsim at its default costs, 8 output tokens
