@@ -30,7 +30,6 @@ import (
 	"ragtime/postgres"
 	"ragtime/redisstate"
 	"ragtime/retrieval"
-	"ragtime/retrieval/qdrant"
 	"ragtime/tracing"
 )
 
@@ -590,7 +589,7 @@ func storeReady(s store) api.ReadyCheck {
 	return func(ctx context.Context) error {
 		err := s.Ready(ctx)
 		var pe *ragtime.Error
-		if errors.As(err, &pe) && pe.Code == qdrant.CodeCollectionMissing {
+		if errors.As(err, &pe) && pe.Kind == ragtime.KindUpstreamNotFound { // a store whose collection is missing
 			return fmt.Errorf("%w; POST /v1/documents or `ragtime ingest --store qdrant` creates it (%w)", err, api.ErrDegraded)
 		}
 		return err
