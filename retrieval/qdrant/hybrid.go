@@ -62,16 +62,27 @@ func sparseConfig() *qc.SparseVectorConfig {
 }
 
 // noteLexical records whether an existing collection has the sparse
-// vector (with the idf modifier: without it the scores would not be BM25's).
+// vector (with the idf modifier: without it the scores would not be BM25's)
+// made by this ragtime's encoding: terms hashed or weighted otherwise
+// would match the question's terms wrongly, so such a leg counts as absent.
 func (s *Store) noteLexical(info *qc.CollectionInfo) {
 	p := info.GetConfig().GetParams().GetSparseVectorsConfig().GetMap()[SparseName]
+	why := fmt.Sprintf("has no sparse vector %q (it was created before ragtime stored the lexical leg)", SparseName)
 	if p != nil && p.GetModifier() == qc.Modifier_Idf {
-		s.lexical.Store(lexPresent)
-		return
+		got := info.GetConfig().GetMetadata()[MetaLexical].GetStringValue()
+		if got == LexicalEncoding {
+			s.lexical.Store(lexPresent)
+			return
+		}
+		if got == "" {
+			got = "an unknown encoding (no " + MetaLexical + " in its metadata)"
+		}
+		why = fmt.Sprintf("has sparse vectors %q made by %s, where this ragtime makes %s", SparseName, got, LexicalEncoding)
 	}
+	s.lexicalWhy.Store(&why)
 	if s.lexical.Swap(lexAbsent) != lexAbsent && s.cfg.Logger != nil {
-		s.cfg.Logger.Warn("qdrant collection has no lexical leg: only vector retrieval works on it",
-			"collection", s.cfg.Collection, "sparse_vector", SparseName, "fix", lexicalFix)
+		s.cfg.Logger.Warn("qdrant collection's lexical leg cannot be used: only vector retrieval works on it",
+			"collection", s.cfg.Collection, "why", why, "fix", lexicalFix)
 	}
 }
 
@@ -85,12 +96,19 @@ func (s *Store) LexicalMissing() error {
 	if s.lexical.Load() != lexAbsent {
 		return nil
 	}
-	return fmt.Errorf("qdrant collection %q has no sparse vector %q (it was created before ragtime stored the lexical leg): %s",
-		s.cfg.Collection, SparseName, lexicalFix)
+	why := fmt.Sprintf("has no sparse vector %q", SparseName)
+	if w := s.lexicalWhy.Load(); w != nil {
+		why = *w
+	}
+	return fmt.Errorf("qdrant collection %q %s: %s", s.cfg.Collection, why, lexicalFix)
 }
 
 func (s *Store) lexicalMissing(err error) error {
-	msg := fmt.Sprintf("qdrant collection %q has no sparse vector %q (it was created before ragtime stored the lexical leg)", s.cfg.Collection, SparseName)
+	why := fmt.Sprintf("has no sparse vector %q (it was created before ragtime stored the lexical leg)", SparseName)
+	if w := s.lexicalWhy.Load(); w != nil && err == nil {
+		why = *w
+	}
+	msg := fmt.Sprintf("qdrant collection %q %s", s.cfg.Collection, why)
 	return &ragtime.Error{Kind: ragtime.KindInvalid, Code: CodeLexicalMissing, Message: msg, Hint: lexicalFix, Err: err}
 }
 

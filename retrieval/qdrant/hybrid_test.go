@@ -217,3 +217,41 @@ func TestQdrantCollectionWithoutLexicalLeg(t *testing.T) {
 		t.Errorf("hint %q does not say how to re-create the collection", pe.Hint)
 	}
 }
+
+// TestQdrantCollectionWithAnotherLexicalEncoding: sparse vectors made by
+// another encoding (other hashing or weights) would match the question's
+// terms wrongly, so the leg counts as absent and the refusal names both
+// encodings.
+func TestQdrantCollectionWithAnotherLexicalEncoding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, addr := qdranttest.Start(t)
+	host, port, _ := strings.Cut(addr, ":")
+	p, _ := strconv.Atoi(port)
+	c, err := qc.NewClient(&qc.Config{Host: host, Port: p, SkipCompatibilityCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const other = "bm25:english-snowball:fnv1a:k1=0.9,b=0.4,avgdl=60"
+	if err := c.CreateCollection(ctx, &qc.CreateCollection{CollectionName: "other",
+		VectorsConfig:       qc.NewVectorsConfig(&qc.VectorParams{Size: dim, Distance: qc.Distance_Cosine}),
+		SparseVectorsConfig: sparseConfig(),
+		Metadata:            qc.NewValueMap(map[string]any{MetaEmbedder: "test-embedder", MetaDimension: int64(dim), MetaLexical: other})}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Config{Addr: addr, Collection: "other", Dimension: dim, Embedder: "test-embedder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.LexicalMissing()
+	if err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), LexicalEncoding) || !strings.Contains(err.Error(), "re-create") {
+		t.Fatalf("LexicalMissing = %v; want both encodings and the fix named", err)
+	}
+	_, err = s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: ragtime.RetrievalLexical, Question: "cache", K: 3, LexicalK: 3})
+	pe := wantCode(t, err, CodeLexicalMissing)
+	if !strings.Contains(pe.Message, other) {
+		t.Errorf("message %q does not name the collection's encoding", pe.Message)
+	}
+}

@@ -121,6 +121,9 @@ type Store struct {
 	// lexical is whether the collection has the sparse vector SparseName:
 	// lexUnknown until the collection was read or created.
 	lexical atomic.Int32
+	// lexicalWhy says why the leg is absent (lexAbsent): no sparse vector,
+	// or sparse vectors of another encoding than LexicalEncoding.
+	lexicalWhy atomic.Pointer[string]
 
 	shardMu   sync.Mutex      // guards shardKeys
 	shardKeys map[string]bool // tenant shard keys known to exist
