@@ -39,6 +39,39 @@ func stageErr(ctx context.Context, stage string, err error) error {
 // end, rather than returned: a Record's 472 bytes in the caller's frame
 // would be held on the answer's stack while it streams.
 func (q *query) finish(ctx context.Context, out Stream, model string, runErr error) {
+	rec := q.newRecord(model)
+	q.serverTimings(&rec)
+	q.stageSums(&rec)
+	q.firstTokenFigures(&rec)
+	q.ttft.figures(&rec.Figures, rec.TTFTMs)
+	for i := range q.spans {
+		q.materialize(i)
+	}
+	rec.Stages = q.spans
+	perr, tell := q.outcome(ctx, &rec, runErr)
+	rec.E2EMs = q.ms(q.now())
+	if q.trace != nil {
+		rec.TraceID = q.trace.TraceID()
+	}
+	// Record before done or error goes out: a client that saw done can
+	// count on the record being at least queued (or spooled), even if the
+	// process dies right after.
+	if q.p.cfg.Recorder != nil {
+		q.p.cfg.Recorder.Record(rec)
+	}
+	reply(out, &rec, perr, tell)
+	if q.trace != nil {
+		// After the stream's last event: the trace's spans are built off
+		// the request path.
+		q.trace.End(rec, perr)
+	}
+	q.rec = &rec
+}
+
+// newRecord is the record's start: the request's settings, the model and
+// provider, the generation's usage and upstream identity, the question's
+// hash (and the question, when the config stores it), status ok.
+func (q *query) newRecord(model string) ragtime.Record {
 	cfg := q.p.cfg
 	rec := ragtime.Record{
 		QueryID: q.id, CreatedAt: q.t0.UTC(), TopK: q.req.TopK, RerankTopN: q.req.RerankTopN,
@@ -60,6 +93,12 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		reused := q.gen.Conn.Reused
 		rec.ConnReused = &reused
 	}
+	return rec
+}
+
+// serverTimings copies the timings the LLM server reported (queue,
+// prefill, load) into rec; one it did not report stays nil.
+func (q *query) serverTimings(rec *ragtime.Record) {
 	for _, t := range [...]struct {
 		key string
 		dst **float64
@@ -69,6 +108,12 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 			*t.dst = &v
 		}
 	}
+}
+
+// stageSums adds the stages' durations up into the record's parts of the
+// time to first token: accept, queue, retrieval, the generation's connect
+// and prefill, and the prefill the server does not explain.
+func (q *query) stageSums(rec *ragtime.Record) {
 	for _, s := range q.spans {
 		switch s.Name {
 		case ragtime.StageAccept:
@@ -90,6 +135,12 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 		unexplained := round3(rec.LLMPrefillMs - *rec.ServerPrefillMs)
 		rec.PrefillUnexplainedMs = &unexplained
 	}
+}
+
+// firstTokenFigures sets the first token's and first answer token's times,
+// the overhead (glue) and reasoning time, and the shares of the time to
+// first token retrieval and prefill take. stageSums comes first.
+func (q *query) firstTokenFigures(rec *ragtime.Record) {
 	if !q.firstAt.IsZero() {
 		v := q.ms(q.firstAt)
 		rec.FirstTokenMs = &v
@@ -108,13 +159,12 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 			rec.RetrievalShare, rec.PrefillShare = &rs, &ps
 		}
 	}
-	q.ttft.figures(&rec.Figures, rec.TTFTMs)
-	for i := range q.spans {
-		q.materialize(i)
-	}
-	rec.Stages = q.spans
+}
 
-	var perr *ragtime.Error
+// outcome sets the record's status and error from runErr (nil: ok) and
+// returns the error as the client and the trace see it (nil when none),
+// and whether a cancellation is told to the client (a Cancel with Tell).
+func (q *query) outcome(ctx context.Context, rec *ragtime.Record, runErr error) (perr *ragtime.Error, tell bool) {
 	var cause *Cancel
 	switch {
 	case runErr == nil:
@@ -139,30 +189,21 @@ func (q *query) finish(ctx context.Context, out Stream, model string, runErr err
 			rec.RequestID = SafeRequestID(perr.RequestID)
 		}
 	}
-	rec.E2EMs = q.ms(q.now())
-	if q.trace != nil {
-		rec.TraceID = q.trace.TraceID()
-	}
-	// Record before done or error goes out: a client that saw done can
-	// count on the record being at least queued (or spooled), even if the
-	// process dies right after.
-	if cfg.Recorder != nil {
-		cfg.Recorder.Record(rec)
-	}
+	return perr, perr != nil && cause != nil && cause.Tell
+}
+
+// reply writes the stream's last event: done for a record with status ok,
+// error for a failure or a cancellation the client is told of (tell), none
+// for any other cancellation.
+func reply(out Stream, rec *ragtime.Record, perr *ragtime.Error, tell bool) {
 	switch rec.Status {
 	case ragtime.StatusOK:
-		_ = out.Done(rec)
+		_ = out.Done(*rec)
 	case ragtime.StatusError:
 		_ = out.Fail(perr)
 	case ragtime.StatusCancelled:
-		if perr != nil && cause != nil && cause.Tell {
+		if tell {
 			_ = out.Fail(perr)
 		}
 	}
-	if q.trace != nil {
-		// After the stream's last event: the trace's spans are built off
-		// the request path.
-		q.trace.End(rec, perr)
-	}
-	q.rec = &rec
 }

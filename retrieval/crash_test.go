@@ -118,28 +118,12 @@ func TestCrashSafety(t *testing.T) {
 	acked, compactions := 0, 0
 	seen := map[string]int{} // what the opens after a kill found, by kind
 	for round := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWriterChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnvDir+"="+dataDir, crashEnvSeq+"="+strconv.Itoa(seq))
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, linec := startCrashChild(t, "^TestCrashWriterChild$", crashEnvDir+"="+dataDir, crashEnvSeq+"="+strconv.Itoa(seq))
 		// Kill at a point chosen by what the child has done, not by the
 		// clock, so a loaded machine does not move every kill into
 		// start-up: one round in eight during start-up (open, replay, the
 		// compaction a rebuilt graph starts), the others after a random
 		// number of acknowledged writes, a random moment into the next.
-		linec := make(chan string)
-		go func() {
-			defer close(linec)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				linec <- sc.Text()
-			}
-		}()
 		var lines []string
 		killAfter := -1 // acknowledgements; -1: during start-up
 		if r.IntN(8) != 0 {
@@ -169,11 +153,7 @@ func TestCrashSafety(t *testing.T) {
 				break collect
 			}
 		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		for l := range linec {
-			lines = append(lines, l)
-		}
-		cmd.Wait()
+		lines = killCrashChild(cmd, linec, lines)
 
 		// Replay the child's report: acknowledged writes move want; the
 		// last begun and unacknowledged one may or may not have landed.
@@ -211,6 +191,42 @@ func TestCrashSafety(t *testing.T) {
 		t.Errorf("only %d writes acknowledged over %d runs: the kills came too early to test much", acked, kills)
 	}
 	t.Logf("%d kills, %d acknowledged writes (%d explicit compactions); opens after a kill found: %v", kills, acked, compactions, seen)
+}
+
+// startCrashChild runs this test binary again as a crash test's child,
+// running the test that matches run with env added to the environment, and
+// returns it with its stdout's lines, the channel closed at their end.
+func startCrashChild(t *testing.T, run string, env ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run="+run, "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	linec := make(chan string)
+	go func() {
+		defer close(linec)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			linec <- sc.Text()
+		}
+	}()
+	return cmd, linec
+}
+
+// killCrashChild kills the child with SIGKILL and returns lines with the
+// rest of its output appended, once it has exited.
+func killCrashChild(cmd *exec.Cmd, linec <-chan string, lines []string) []string {
+	cmd.Process.Signal(syscall.SIGKILL)
+	for l := range linec {
+		lines = append(lines, l)
+	}
+	cmd.Wait()
+	return lines
 }
 
 // crashRepairs are what an open after a kill may say it repaired, counted
@@ -457,23 +473,7 @@ func TestCrashSafetyConcurrent(t *testing.T) {
 	acked, compactions := 0, 0
 	seen := map[string]int{}
 	for round := range kills {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashConcurrentChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnvDir+"="+dataDir, crashEnvSeq+"="+strconv.Itoa(seq), crashEnvWriters+"=1")
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		linec := make(chan string)
-		go func() {
-			defer close(linec)
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				linec <- sc.Text()
-			}
-		}()
+		cmd, linec := startCrashChild(t, "^TestCrashConcurrentChild$", crashEnvDir+"="+dataDir, crashEnvSeq+"="+strconv.Itoa(seq), crashEnvWriters+"=1")
 		var lines []string
 		killAfter := r.IntN(80)
 		deadline := time.After(10 * time.Second)
@@ -497,11 +497,7 @@ func TestCrashSafetyConcurrent(t *testing.T) {
 				break collect
 			}
 		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		for l := range linec {
-			lines = append(lines, l)
-		}
-		cmd.Wait()
+		lines = killCrashChild(cmd, linec, lines)
 
 		inflight := map[string][]string{}
 		for _, l := range lines {

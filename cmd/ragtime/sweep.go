@@ -227,41 +227,13 @@ func intList(flagName string, raw listFlag, lo, hi int) ([]int, error) {
 }
 
 func runSweep(ctx context.Context, env *environment, args []string) error {
-	fs := newFlagSet(env, "sweep", "sweep --questions FILE [--top-k 1,2,4,8,16,32] [--runs 3] [--server URL] [flags]")
-	var cfg sweepConfig
-	cfg.register(fs)
-	if err := parseFlags(fs, env, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return &usageError{msg: fmt.Sprintf("sweep takes no arguments, got %q (questions go in --questions)", fs.Arg(0))}
-	}
-	if cfg.questions == "" {
-		fs.Usage()
-		return &usageError{msg: "--questions is required: a JSONL or TSV file of questions (see docs/tuning.md)"}
-	}
-	params := sweep.Params{
-		QuestionsFile: cfg.questions, Runs: cfg.runs, Concurrency: cfg.concurrency,
-		MaxTokens: cfg.maxTokens, Model: cfg.model, RecallTolerance: cfg.recallTolerance,
-		TTFTBudgetMs: cfg.ttftBudgetMs, Server: cfg.server, WarmCache: cfg.warmCache,
-	}
-	if err := params.Check(); err != nil {
-		return &usageError{msg: err.Error()}
-	}
-	settings, err := cfg.settings()
+	cfg, err := parseSweepFlags(env, args)
 	if err != nil {
 		return err
 	}
-	questions, err := sweep.LoadQuestions(cfg.questions)
+	params, questions, err := cfg.plan()
 	if err != nil {
 		return err
-	}
-	if err := sweep.CheckQuestions(cfg.questions, questions); err != nil {
-		return err
-	}
-	seed := cfg.seed
-	if seed == 0 {
-		seed = rand.Int64N(1<<53) + 1
 	}
 
 	db, err := cfg.db.open(ctx, true)
@@ -270,50 +242,127 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	}
 	defer db.Close()
 
-	params.Settings, params.Seed = settings, seed
 	run := sweep.Config{
 		Params: params, Questions: questions, Store: postgres.NewSweeps(db),
 		Progress: sweep.ProgressBar(env.stderr, isTerminal(env.stderr)), Log: env.stderr,
 	}
 	warnLog := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	var rec *postgres.Recorder
-	if cfg.server != "" {
-		client, err := cfg.serverAsker(ctx, env, db, questions[0].Text)
-		if err != nil {
-			return err
-		}
-		run.Mode, run.Params.Provider, run.Asker = sweep.ModeServer, "server", client
-	} else {
-		parts, err := cfg.parts.build(ctx, env, false)
-		if err != nil {
-			return err
-		}
-		defer parts.Close()
-		if parts.store.Len() == 0 {
-			return fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", cfg.parts.dataDir, cfg.parts.dataDir)
-		}
-		rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
-		pl, defaults, stopLive, err := cfg.inProcessAsker(ctx, parts, db, rec, settings, warnLog)
-		defer stopLive()
-		if err != nil {
-			return err
-		}
-		run.Mode, run.Params.Provider, run.Asker, run.Defaults = sweep.ModeInProcess, parts.provider, pl, defaults
+	rec, release, err := cfg.asker(ctx, env, db, &run, warnLog)
+	defer release()
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(env.stdout, "sweep: %d questions, %d settings, %d runs, seed %d (rerun with --seed %d for the same order)\n",
-		len(questions), len(settings), cfg.runs, seed, seed)
+		len(questions), len(params.Settings), cfg.runs, params.Seed, params.Seed)
 
 	rep, runErr := sweep.Run(ctx, run)
 	if rec != nil {
-		closeRecorder(rec, warnLog)
-		if st := rec.Stats(); st.Dropped+st.Failed > 0 {
-			fmt.Fprintf(env.stderr, "warning: %d queries could not be recorded in Postgres (%d dropped, %d rejected)\n",
-				st.Dropped+st.Failed, st.Dropped, st.Failed)
-		}
+		closeSweepRecorder(env, rec, warnLog)
 	}
 	if rep == nil {
 		return runErr
 	}
+	return cfg.report(env, rep, runErr, args)
+}
+
+// parseSweepFlags reads sweep's flags: no arguments, --questions required.
+func parseSweepFlags(env *environment, args []string) (*sweepConfig, error) {
+	fs := newFlagSet(env, "sweep", "sweep --questions FILE [--top-k 1,2,4,8,16,32] [--runs 3] [--server URL] [flags]")
+	var cfg sweepConfig
+	cfg.register(fs)
+	if err := parseFlags(fs, env, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, &usageError{msg: fmt.Sprintf("sweep takes no arguments, got %q (questions go in --questions)", fs.Arg(0))}
+	}
+	if cfg.questions == "" {
+		fs.Usage()
+		return nil, &usageError{msg: "--questions is required: a JSONL or TSV file of questions (see docs/tuning.md)"}
+	}
+	return &cfg, nil
+}
+
+// plan checks the sweep's parameters and returns them with the settings
+// and seed (drawn when --seed is 0), and the questions, loaded and checked.
+func (c *sweepConfig) plan() (sweep.Params, []sweep.Question, error) {
+	params := sweep.Params{
+		QuestionsFile: c.questions, Runs: c.runs, Concurrency: c.concurrency,
+		MaxTokens: c.maxTokens, Model: c.model, RecallTolerance: c.recallTolerance,
+		TTFTBudgetMs: c.ttftBudgetMs, Server: c.server, WarmCache: c.warmCache,
+	}
+	if err := params.Check(); err != nil {
+		return params, nil, &usageError{msg: err.Error()}
+	}
+	settings, err := c.settings()
+	if err != nil {
+		return params, nil, err
+	}
+	questions, err := sweep.LoadQuestions(c.questions)
+	if err != nil {
+		return params, nil, err
+	}
+	if err := sweep.CheckQuestions(c.questions, questions); err != nil {
+		return params, nil, err
+	}
+	seed := c.seed
+	if seed == 0 {
+		seed = rand.Int64N(1<<53) + 1
+	}
+	params.Settings, params.Seed = settings, seed
+	return params, questions, nil
+}
+
+// asker sets run's mode, provider and asker: a --server sweep asks the
+// server; another builds the parts and a pipeline of its own (with serve's
+// defaults), recording through rec, which the caller closes after the run.
+// release lets go of what asker opened; the caller defers it, also when
+// err is set.
+func (c *sweepConfig) asker(ctx context.Context, env *environment, db *pgxpool.Pool, run *sweep.Config, warnLog *slog.Logger) (rec *postgres.Recorder, release func(), err error) {
+	release = func() {}
+	if c.server != "" {
+		client, err := c.serverAsker(ctx, env, db, run.Questions[0].Text)
+		if err != nil {
+			return nil, release, err
+		}
+		run.Mode, run.Params.Provider, run.Asker = sweep.ModeServer, "server", client
+		return nil, release, nil
+	}
+	parts, err := c.parts.build(ctx, env, false)
+	if err != nil {
+		return nil, release, err
+	}
+	release = func() { _ = parts.Close() }
+	if parts.store.Len() == 0 {
+		return nil, release, fmt.Errorf("the index under --data-dir %s is empty: run `ragtime ingest --data-dir %s PATH...` first", c.parts.dataDir, c.parts.dataDir)
+	}
+	rec = postgres.NewRecorder(db, postgres.RecorderOptions{Logger: warnLog})
+	pl, defaults, stopLive, err := c.inProcessAsker(ctx, parts, db, rec, run.Params.Settings, warnLog)
+	release = func() {
+		stopLive()
+		_ = parts.Close()
+	}
+	if err != nil {
+		return nil, release, err
+	}
+	run.Mode, run.Params.Provider, run.Asker, run.Defaults = sweep.ModeInProcess, parts.provider, pl, defaults
+	return rec, release, nil
+}
+
+// closeSweepRecorder closes an in-process sweep's recorder and warns of
+// the queries it could not record.
+func closeSweepRecorder(env *environment, rec *postgres.Recorder, warnLog *slog.Logger) {
+	closeRecorder(rec, warnLog)
+	if st := rec.Stats(); st.Dropped+st.Failed > 0 {
+		fmt.Fprintf(env.stderr, "warning: %d queries could not be recorded in Postgres (%d dropped, %d rejected)\n",
+			st.Dropped+st.Failed, st.Dropped, st.Failed)
+	}
+}
+
+// report writes the sweep's table, its files (under --out, or
+// sweep-<id>), where its queries are in Postgres and the recommended
+// setting's flags; it returns the first of the files' and the run's error.
+func (c *sweepConfig) report(env *environment, rep *sweep.Report, runErr error, args []string) error {
 	if rep.Status == sweep.StatusInterrupted {
 		fmt.Fprintf(env.stdout, "interrupted after %d of %d queries: the figures below are what was measured\n", rep.Measured, rep.Planned)
 	}
@@ -321,7 +370,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	if err := rep.WriteTable(env.stdout); err != nil {
 		return err
 	}
-	dir := cfg.out
+	dir := c.out
 	if dir == "" {
 		dir = "sweep-" + rep.SweepID[:8]
 	}
@@ -338,10 +387,7 @@ func runSweep(ctx context.Context, env *environment, args []string) error {
 	if werr != nil {
 		return werr
 	}
-	if runErr != nil {
-		return runErr
-	}
-	return nil
+	return runErr
 }
 
 // serverAsker is the api.Client a --server sweep asks through, once the

@@ -1,0 +1,171 @@
+package retrieval
+
+import (
+	"maps"
+	"slices"
+
+	"ragtime/lexical"
+	"ragtime/pipeline"
+)
+
+// The embedded index's state: the slab of vectors, chunks and liveness
+// that searches read, and how documents are put into and removed from it.
+
+// state is the searchable content of an index. Slots are positions in the
+// slab; a freed slot (its document replaced or deleted) is dead until reused.
+type state struct {
+	vecs   []float32 // slot i is vecs[i*dim : (i+1)*dim]
+	chunks []pipeline.Chunk
+	alive  []bool
+	free   []int32
+	docs   map[string]*docEntry
+	live   int
+	// graph is the HNSW graph over the slots; nil when searches are exact.
+	// With a graph, freed slots are not reused (their vectors still route
+	// searches); they go at the next compaction.
+	graph *graph
+	// unlinked lists, in slot order, loaded chunks not yet in the graph
+	// (see linkSome): searches scan them exactly.
+	unlinked []int32
+	// linking lists the slots of the document being linked by its writer,
+	// a few per hold of the write lock (upsert): visible, so searches scan
+	// them exactly like unlinked ones.
+	linking []int32
+	// lex is the lexical leg's inverted index over the live slots, and
+	// lexID each live slot's id in it (lexical.go).
+	lex   *lexical.Index
+	lexID []uint32
+	// sum is the checksum of the snapshot the state was read from (0 for
+	// none): the lexical index file names it (lexicalfile.go).
+	sum uint32
+	// frozen is set while a compaction writes a copy of this state made
+	// by freeze, which shares its vectors and chunks: slots freed
+	// meanwhile keep their chunk and are not reused. Guarded by writeMu.
+	frozen bool
+}
+
+type docEntry struct {
+	title string
+	hash  string
+	slots []int32 // in chunk order
+}
+
+func newState() *state {
+	return &state{docs: make(map[string]*docEntry), lex: lexical.NewIndex()}
+}
+
+func (ix *Index) newState() *state {
+	st := newState()
+	if !ix.exact {
+		st.graph = newGraph()
+	}
+	return st
+}
+
+// remove frees the slots of docID; the caller holds the write lock.
+func (st *state) remove(docID string) bool {
+	e, ok := st.docs[docID]
+	if !ok {
+		return false
+	}
+	for _, s := range e.slots {
+		st.alive[s] = false
+		st.lex.Delete(st.lexID[s])
+		if st.frozen { // a compaction reads the slot's chunk and vector
+			continue
+		}
+		st.chunks[s] = pipeline.Chunk{} // release the text
+		if st.graph == nil {
+			st.free = append(st.free, s)
+		}
+	}
+	st.live -= len(e.slots)
+	delete(st.docs, docID)
+	return true
+}
+
+// put stores rec's document in st (replacing the one of its id) and
+// returns its slots in chunk order; it does not touch the graph. The caller
+// holds the write lock, or st is not visible yet.
+func (st *state) put(dim int, rec *logRecord) []int32 {
+	st.remove(rec.docID)
+	e := &docEntry{title: rec.title, hash: rec.hash, slots: make([]int32, len(rec.chunks))}
+	for i := range rec.chunks {
+		slot := st.alloc(dim)
+		copy(st.vecs[int(slot)*dim:(int(slot)+1)*dim], rec.vecs[i*dim:(i+1)*dim])
+		st.chunks[slot] = rec.chunks[i]
+		st.alive[slot] = true
+		var d lexical.Doc
+		if rec.lex != nil {
+			d = rec.lex[i]
+		} else {
+			d = analyseChunk(&rec.chunks[i])
+		}
+		st.lexID[slot] = st.lex.Add(d, slot)
+		e.slots[i] = slot
+	}
+	st.live += len(rec.chunks)
+	st.docs[rec.docID] = e
+	return e.slots
+}
+
+// freeze returns a copy of st for a compaction to write while writes go
+// on: its documents, liveness and graph are copied, its vectors and chunks
+// shared, which writes leave alone while st.frozen is set (they append past
+// the copy's end, or reuse slots freed before the freeze, which the copy
+// does not list). The caller holds writeMu.
+func (st *state) freeze() *state {
+	n := len(st.alive)
+	f := &state{
+		vecs:   st.vecs[:len(st.vecs):len(st.vecs)],
+		chunks: st.chunks[:n:n],
+		alive:  slices.Clone(st.alive),
+		docs:   maps.Clone(st.docs),
+		live:   st.live,
+	}
+	if st.graph != nil {
+		f.graph = st.graph.clone()
+	}
+	st.frozen = true
+	return f
+}
+
+// catchUp applies the records written during a compaction to the state it
+// read back, which no search sees yet; their chunks are linked into the
+// graph in the background (searches scan them exactly meanwhile).
+func (st *state) catchUp(dim int, recs []*logRecord) {
+	for _, rec := range recs {
+		if rec.op == opDelete {
+			st.remove(rec.docID)
+			continue
+		}
+		slots := st.put(dim, rec)
+		if st.graph != nil {
+			st.unlinked = append(st.unlinked, slots...)
+		}
+	}
+}
+
+// apply replays one log record into st, which is not visible yet.
+func (st *state) apply(dim int, rec *logRecord) {
+	if rec.op == opDelete {
+		st.remove(rec.docID)
+		return
+	}
+	st.put(dim, rec)
+}
+
+// alloc returns a dead slot, growing the slab when none is free.
+func (st *state) alloc(dim int) int32 {
+	if n := len(st.free); n > 0 {
+		s := st.free[n-1]
+		st.free = st.free[:n-1]
+		return s
+	}
+	s := int32(len(st.alive))
+	st.vecs = append(st.vecs, make([]float32, dim)...)
+	st.chunks = append(st.chunks, pipeline.Chunk{})
+	st.alive = append(st.alive, false)
+	st.lexID = append(st.lexID, 0)
+	return s
+}

@@ -1,0 +1,311 @@
+package retrieval
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ragtime/pipeline"
+)
+
+// The embedded index's write path: replacing and deleting a document,
+// planning its vectors' places in the graph and linking them.
+
+// ReplaceDocument stores doc, replacing every chunk previously stored under
+// its DocID in one step. A document without chunks is recorded (with its
+// hash) but never found by a search.
+func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
+	}
+	if !ix.writable {
+		return fmt.Errorf("replacing document %q: %w", doc.DocID, ErrReadOnly)
+	}
+	if doc.DocID == "" {
+		return fmt.Errorf("replacing document: empty doc id")
+	}
+	if len(doc.Chunks) != len(doc.Vectors) {
+		return fmt.Errorf("replacing document %q: %d chunks but %d vectors", doc.DocID, len(doc.Chunks), len(doc.Vectors))
+	}
+	// Everything is prepared outside the lock, so searches wait only for
+	// the slot bookkeeping and a copy.
+	vecs := make([]float32, len(doc.Vectors)*ix.dim)
+	for i, v := range doc.Vectors {
+		if len(v) != ix.dim {
+			return fmt.Errorf("replacing document %q: chunk %d has %d dimensions, index has %d: %w",
+				doc.DocID, i, len(v), ix.dim, ErrDimension)
+		}
+		if !normaliseInto(vecs[i*ix.dim:(i+1)*ix.dim], v) {
+			return fmt.Errorf("replacing document %q: chunk %d has a NaN or infinite component", doc.DocID, i)
+		}
+	}
+	chunks := make([]pipeline.Chunk, len(doc.Chunks))
+	for i, c := range doc.Chunks {
+		c.Index = i
+		c.ID = ChunkID(doc.DocID, i)
+		c.DocID = doc.DocID
+		if c.Title == "" {
+			c.Title = doc.Title
+		}
+		c.Metadata = maps.Clone(c.Metadata)
+		chunks[i] = c
+	}
+
+	rec := &logRecord{op: opUpsert, docID: doc.DocID, title: doc.Title, hash: doc.ContentHash, chunks: chunks, vecs: vecs,
+		lex: analyseAll(chunks)}
+	frame := encodeRecord(ix.dim, rec)
+
+	// With a graph, the expensive part of inserting (finding each vector's
+	// neighbours) runs under the read lock, before the writer lock, so
+	// searches and other writers' planning go on meanwhile.
+	var plans []plan
+	var planned *state
+	if !ix.exact {
+		plans, planned = ix.plan(doc.DocID, vecs)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.log == nil {
+		return fmt.Errorf("replacing document %q: the index was closed", doc.DocID)
+	}
+	if !ix.exact && planned != ix.st { // a compaction renumbered the slots since
+		plans, _ = ix.plan(doc.DocID, vecs)
+	}
+	if err := ix.log.append(frame); err != nil {
+		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
+	}
+	ix.reserve(len(chunks))
+	ix.upsert(rec, plans)
+	if ix.catching {
+		ix.pending = append(ix.pending, rec)
+	}
+	ix.maybeCompact()
+	return nil
+}
+
+// upsert stores rec in the visible state, linking its chunks into the
+// graph with plans (made by ix.plan against the current state). The
+// document becomes visible whole in one hold of the write lock; its chunks
+// are then linked in holds of about linkHold each (linking one chunk can
+// take milliseconds: each of its neighbours may prune its own list),
+// searches scanning those not linked yet (st.linking), so a large document
+// never holds searches up for long. The caller holds writeMu.
+func (ix *Index) upsert(rec *logRecord, plans []plan) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	st := ix.st
+	slots := st.put(ix.dim, rec)
+	ix.version++
+	if st.graph == nil {
+		return
+	}
+	st.linking = slots
+	held := time.Now()
+	for i, slot := range slots {
+		if i > 0 && time.Since(held) >= linkHold {
+			ix.mu.Unlock()
+			ix.mu.Lock()
+			held = time.Now()
+		}
+		p := plans[i]
+		if p.links == nil && st.graph.entry >= 0 && i == 0 {
+			// Planned against an empty graph that has filled since.
+			p = st.planInsert(ix.dim, rec.vecs[:ix.dim], p.level)
+		}
+		st.link(ix.dim, slot, p, slots[:i])
+		st.linking = slots[i+1:]
+	}
+	st.linking = nil
+}
+
+// linkHold bounds how long upsert holds the write lock to link a
+// document's chunks before it lets waiting searches in.
+const linkHold = time.Millisecond
+
+// reserve makes room for n more slots in the visible state's arrays (and
+// its graph's) when they are full. The copy into larger arrays is made
+// holding writeMu only (no other writer changes the state; searches go on
+// reading the old arrays) and swapped in under the write lock, so searches
+// never wait for a copy of the slab. The caller holds writeMu.
+func (ix *Index) reserve(n int) {
+	st, dim := ix.st, ix.dim
+	vecs := growCap(st.vecs, n*dim)
+	chunks := growCap(st.chunks, n)
+	alive := growCap(st.alive, n)
+	lexID := growCap(st.lexID, n)
+	var links0 []int32
+	var dists0 []float32
+	var count0 []uint8
+	if g := st.graph; g != nil {
+		// The graph grows to the slab's length (graph.grow).
+		add := len(st.alive) + n - len(g.count0)
+		links0 = growCap(g.links0, add*hnswCap0)
+		dists0 = growCap(g.dists0, add*hnswCap0)
+		count0 = growCap(g.count0, add)
+	}
+	if vecs == nil && chunks == nil && alive == nil && lexID == nil && links0 == nil && dists0 == nil && count0 == nil {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if vecs != nil {
+		st.vecs = vecs
+	}
+	if chunks != nil {
+		st.chunks = chunks
+	}
+	if alive != nil {
+		st.alive = alive
+	}
+	if lexID != nil {
+		st.lexID = lexID
+	}
+	if links0 != nil {
+		st.graph.links0 = links0
+	}
+	if dists0 != nil {
+		st.graph.dists0 = dists0
+	}
+	if count0 != nil {
+		st.graph.count0 = count0
+	}
+}
+
+// growCap returns a copy of s with room for add more elements (and half as
+// many again), or nil when s has that room already.
+func growCap[T any](s []T, add int) []T {
+	if add <= 0 || len(s)+add <= cap(s) {
+		return nil
+	}
+	out := make([]T, len(s), max(len(s)+add, cap(s)+cap(s)/2, 256))
+	copy(out, s)
+	return out
+}
+
+// DeleteDocument removes docID and its chunks, reporting whether it was
+// stored.
+func (ix *Index) DeleteDocument(ctx context.Context, docID string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("deleting document %q: %w", docID, err)
+	}
+	if !ix.writable {
+		return false, fmt.Errorf("deleting document %q: %w", docID, ErrReadOnly)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.log == nil {
+		return false, fmt.Errorf("deleting document %q: the index was closed", docID)
+	}
+	if _, ok := ix.st.docs[docID]; !ok { // only writers change docs, and we are the writer
+		return false, nil
+	}
+	rec := &logRecord{op: opDelete, docID: docID}
+	if err := ix.log.append(encodeRecord(ix.dim, rec)); err != nil {
+		return false, fmt.Errorf("deleting document %q: %w", docID, err)
+	}
+	ix.mu.Lock()
+	ix.st.remove(docID)
+	ix.version++
+	ix.mu.Unlock()
+	if ix.catching {
+		ix.pending = append(ix.pending, rec)
+	}
+	ix.maybeCompact()
+	return true, nil
+}
+
+// normaliseInto writes v/|v| into dst (zero stays zero) and reports false
+// when v holds a NaN or an infinity.
+func normaliseInto(dst, v []float32) bool {
+	var sum float64
+	for _, x := range v {
+		f := float64(x)
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return false
+		}
+		sum += f * f
+	}
+	if sum == 0 {
+		clear(dst)
+		return true
+	}
+	inv := 1 / math.Sqrt(sum)
+	for i, x := range v {
+		dst[i] = float32(float64(x) * inv)
+	}
+	return true
+}
+
+// plan draws each vector's level (from its document and position, so a
+// rebuild makes the same graph) and finds its neighbours, in parallel for
+// a document of several chunks, under the read lock, taken per planStep
+// chunks: a read lock held long would make searches wait behind a writer
+// waiting for the write lock. It returns the state it planned against (the
+// plans hold its slot numbers), nil when that changed midway.
+func (ix *Index) plan(docID string, vecs []float32) ([]plan, *state) {
+	n := len(vecs) / ix.dim
+	plans := make([]plan, n)
+	ix.mu.RLock()
+	st := ix.st
+	ix.mu.RUnlock()
+	if st.graph == nil {
+		return plans, st
+	}
+	for lo := 0; lo < n; lo += planStep {
+		hi := min(lo+planStep, n)
+		ix.mu.RLock()
+		if ix.st != st {
+			ix.mu.RUnlock()
+			return plans, nil
+		}
+		parallel(hi-lo, func(i int) {
+			plans[lo+i] = st.planInsert(ix.dim, vecs[(lo+i)*ix.dim:(lo+i+1)*ix.dim], levelFor(docID, lo+i))
+		})
+		ix.mu.RUnlock()
+	}
+	return plans, st
+}
+
+// planStep is how many chunks plan and linkSome plan per hold of the read
+// lock.
+const planStep = 16
+
+// parallel calls fn(0) … fn(n-1) across the cores.
+func parallel(n int, fn func(i int)) {
+	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range workers {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				fn(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// levelFor draws the HNSW level of chunk i of docID from a hash of both:
+// P(level ≥ l) = M^-l, as the paper's random draw, but reproducible.
+func levelFor(docID string, i int) int {
+	h := fnv.New64a()
+	h.Write([]byte(docID))
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], uint64(i))
+	h.Write(b[:])
+	u := (float64(h.Sum64()>>11) + 0.5) / (1 << 53)
+	return int(math.Floor(-math.Log(u) / math.Log(hnswM)))
+}
