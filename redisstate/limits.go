@@ -171,7 +171,9 @@ func (s *Store) renewLeases() {
 // an ask would be taken, 0} when the bucket is empty (nothing taken), {1,
 // 0, i} when lease i (1-based) is all held (the ask taken from the bucket,
 // no lease), {1, 0, 0} when everything was taken.
-var admit = redis.NewScript(`
+var admit = redis.NewScript(admitSrc)
+
+const admitSrc = `
 local n = tonumber(ARGV[5])
 for i = 2 + n, #KEYS do
   redis.call('ZREM', KEYS[i], ARGV[4 + i])
@@ -203,7 +205,7 @@ for i = 2, 1 + n do
   redis.call('PEXPIRE', KEYS[i], ttl)
 end
 return {1, 0, 0}
-`)
+`
 
 // releaseDelay bounds how long a released lease waits to be given back
 // with the next ask's admission (one round trip for both) before it is
@@ -241,13 +243,10 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 		keys = append(keys, l.key)
 		args = append(args, l.member)
 	}
-	res, err := admit.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	res, err := s.scripts.eval3(ctx, admit, admitSrc, keys, args)
 	// Releases that Redis was not told of expire after LeaseTTL.
 	if err = s.done(ctx, concern, err); err != nil {
 		return admission.SharedGrant{}, err
-	}
-	if len(res) != 3 {
-		return admission.SharedGrant{}, s.done(ctx, concern, errBadReply)
 	}
 	switch {
 	case res[0] == 0:

@@ -62,6 +62,9 @@ type Store struct {
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+
+	// scripts run the admission script, the round trip of every ask.
+	scripts *scriptConns
 }
 
 // Open connects to the Redis at rawURL (redis:// or rediss://, with an
@@ -102,6 +105,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		s.rdb.Close()
 		return nil, fmt.Errorf("connecting to Redis at --redis-url %s: %w", upstream.RedactURL(rawURL), err)
 	}
+	s.scripts = &scriptConns{opt: s.rdb.Options(), timeout: opts.Timeout}
 	s.streams = newPublisher(s)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.renewLeases() }()
@@ -117,6 +121,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 		s.wg.Wait()
 		s.flushReleased()
+		s.scripts.close()
 		err = s.rdb.Close()
 	})
 	return err
