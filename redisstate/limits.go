@@ -94,9 +94,11 @@ end
 return 0
 `)
 
-// lease is one held lease, renewed until released.
+// lease is one member held in each of keys (an ask's leases, taken at
+// once), renewed until released.
 type lease struct {
-	key, member string
+	keys   []string
+	member string
 }
 
 // Lease takes one of limit leases on key, shared by every replica: it
@@ -107,8 +109,8 @@ func (s *Store) Lease(ctx context.Context, key string, limit int) (release func(
 	if err := s.ready(ConcernLeases); err != nil {
 		return nil, err
 	}
-	l := &lease{key: s.key("lease", key), member: s.member + ":" + strconv.FormatUint(s.leaseSeq.Add(1), 36)}
-	ok, err := acquire.Run(ctx, s.rdb, []string{l.key}, l.member, limit, s.opts.LeaseTTL.Milliseconds()).Int()
+	l := &lease{keys: []string{s.key("lease", key)}, member: s.member + ":" + strconv.FormatUint(s.leaseSeq.Add(1), 36)}
+	ok, err := acquire.Run(ctx, s.rdb, l.keys, l.member, limit, s.opts.LeaseTTL.Milliseconds()).Int()
 	if err = s.done(ctx, ConcernLeases, err); err != nil {
 		return nil, err
 	}
@@ -130,7 +132,7 @@ func (s *Store) release(l *lease) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	_ = s.done(ctx, ConcernLeases, s.rdb.ZRem(ctx, l.key, l.member).Err())
+	_ = s.done(ctx, ConcernLeases, s.rdb.ZRem(ctx, l.keys[0], l.member).Err())
 }
 
 // renewLeases renews every held lease each third of LeaseTTL, in one
@@ -148,8 +150,10 @@ func (s *Store) renewLeases() {
 		args := []any{s.opts.LeaseTTL.Milliseconds()}
 		s.leases.Range(func(k, _ any) bool {
 			l := k.(*lease)
-			keys = append(keys, l.key)
-			args = append(args, l.member)
+			for _, key := range l.keys {
+				keys = append(keys, key)
+				args = append(args, l.member)
+			}
 			return true
 		})
 		if len(keys) == 0 || !s.Available() {
@@ -240,8 +244,10 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 		args = append(args, l.Limit)
 	}
 	for _, l := range released {
-		keys = append(keys, l.key)
-		args = append(args, l.member)
+		for _, key := range l.keys {
+			keys = append(keys, key)
+			args = append(args, l.member)
+		}
 	}
 	res, err := s.scripts.eval3(ctx, admit, admitSrc, keys, args)
 	// Releases that Redis was not told of expire after LeaseTTL.
@@ -257,26 +263,30 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 	if len(ask.Leases) == 0 {
 		return admission.SharedGrant{Full: -1}, nil
 	}
-	held := make([]*lease, len(ask.Leases))
-	for i := range ask.Leases {
-		held[i] = &lease{key: keys[i+1], member: member}
-		s.leases.Store(held[i], struct{}{})
-	}
+	held := &lease{keys: keys[1 : 1+len(ask.Leases) : 1+len(ask.Leases)], member: member}
+	s.leases.Store(held, struct{}{})
 	return admission.SharedGrant{Full: -1, Release: func() { s.releaseLater(held) }}, nil
 }
 
-// releaseLater stops renewing ls and queues them to be given back with the
-// next Admit, or by flushReleased after releaseDelay.
-func (s *Store) releaseLater(ls []*lease) {
+// releaseLater stops renewing l and queues it to be given back with the
+// next Admit, or by flushReleased at most releaseDelay later. The timer is
+// armed once per releaseDelay, not once per ask: arming a timer wakes the
+// runtime's network poller, a syscall and a thread wake-up on every ask.
+// It is left armed when an Admit takes the queue, and then finds it empty.
+func (s *Store) releaseLater(l *lease) {
+	if _, held := s.leases.LoadAndDelete(l); !held {
+		return
+	}
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
-	for _, l := range ls {
-		if _, held := s.leases.LoadAndDelete(l); held {
-			s.released = append(s.released, l)
+	s.released = append(s.released, l)
+	if !s.relArmed {
+		s.relArmed = true
+		if s.relTimer == nil {
+			s.relTimer = time.AfterFunc(releaseDelay, s.flushQueued)
+		} else {
+			s.relTimer.Reset(releaseDelay)
 		}
-	}
-	if len(s.released) > 0 && s.relTimer == nil {
-		s.relTimer = time.AfterFunc(releaseDelay, s.flushReleased)
 	}
 }
 
@@ -286,11 +296,15 @@ func (s *Store) takeReleased() []*lease {
 	defer s.relMu.Unlock()
 	ls := s.released
 	s.released = nil
-	if s.relTimer != nil {
-		s.relTimer.Stop()
-		s.relTimer = nil
-	}
 	return ls
+}
+
+// flushQueued is the release timer: the next release arms it again.
+func (s *Store) flushQueued() {
+	s.relMu.Lock()
+	s.relArmed = false
+	s.relMu.Unlock()
+	s.flushReleased()
 }
 
 // flushReleased gives back the queued releases in one round trip; those
@@ -304,7 +318,9 @@ func (s *Store) flushReleased() {
 	defer cancel()
 	pipe := s.rdb.Pipeline()
 	for _, l := range ls {
-		pipe.ZRem(ctx, l.key, l.member)
+		for _, key := range l.keys {
+			pipe.ZRem(ctx, key, l.member)
+		}
 	}
 	_, err := pipe.Exec(ctx)
 	_ = s.done(ctx, ConcernLeases, err)

@@ -57,6 +57,7 @@ type Store struct {
 	relMu     sync.Mutex
 	released  []*lease
 	relTimer  *time.Timer
+	relArmed  bool // relTimer will fire
 	leaseSeq  atomic.Uint64
 	streams   *publisher
 	stop      chan struct{}
@@ -120,6 +121,11 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
+		s.relMu.Lock()
+		if s.relTimer != nil && s.relTimer.Stop() {
+			s.relArmed = false
+		}
+		s.relMu.Unlock()
 		s.flushReleased()
 		s.scripts.close()
 		err = s.rdb.Close()
