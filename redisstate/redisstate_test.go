@@ -3,10 +3,13 @@ package redisstate
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"ragtime/admission"
 	"ragtime/auth"
@@ -299,4 +302,58 @@ func TestAdmitTakesRateAndLeasesAtOnce(t *testing.T) {
 	if err != nil || g.Retry <= 0 || g.Retry > time.Second || g.Release != nil {
 		t.Fatalf("an ask past the burst: %+v, %v", g, err)
 	}
+}
+
+// Admit's round trips run on connections of their own: they select the
+// URL's database, load the script when Redis has forgotten it (SCRIPT
+// FLUSH, a restart), and a connection cut mid-run is dropped, counted as a
+// fallback, and replaced once Redis answers again.
+func TestAdmitConnections(t *testing.T) {
+	t.Parallel()
+	u, err := neturl.Parse(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/1"
+	url := u.String()
+	proxy := postgrestest.NewProxy(t, u.Host)
+	s := open(t, proxy.URL(url), Options{Prefix: redistest.Prefix(t, url), BreakFor: 100 * time.Millisecond})
+	ctx := context.Background()
+	ask := admission.SharedAsk{RateKey: "key:k", Rate: auth.Rate{N: 600, Per: time.Minute}, Burst: 100,
+		Leases: []admission.SharedLease{{Key: "streams:key:k", Limit: 2}}}
+	g, err := s.Admit(ctx, ask)
+	if err != nil || g.Full != -1 || g.Release == nil {
+		t.Fatalf("first ask: %+v, %v", g, err)
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	if n, err := c.Exists(ctx, s.key("rate", "key:k"), s.key("lease", "streams:key:k")).Result(); err != nil || n != 2 {
+		t.Fatalf("%d of the ask's two keys in database 1 (%v)", n, err)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := s.Admit(ctx, ask)
+	if err != nil || g2.Full != -1 || g2.Release == nil {
+		t.Fatalf("an ask after SCRIPT FLUSH: %+v, %v", g2, err)
+	}
+	// Both leases of two are held: the third ask finds the lease full.
+	if g3, err := s.Admit(ctx, ask); err != nil || g3.Full != 0 {
+		t.Fatalf("a third ask: %+v, %v; want the lease full", g3, err)
+	}
+	proxy.Cut()
+	if _, err := s.Admit(ctx, ask); err == nil {
+		t.Fatal("an ask through a cut proxy succeeded")
+	}
+	if n := s.Failures()[ConcernRate]; n < 1 {
+		t.Errorf("counted %d rate fallbacks, want at least 1", n)
+	}
+	proxy.Restore()
+	g.Release()
+	g2.Release()
+	waitFor(t, func() bool { g, err := s.Admit(ctx, ask); return err == nil && g.Full == -1 })
 }
