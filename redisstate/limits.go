@@ -269,16 +269,20 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 }
 
 // releaseLater stops renewing l and queues it to be given back with the
-// next Admit, or by flushReleased at most releaseDelay later. The timer is
-// armed once per releaseDelay, not once per ask: arming a timer wakes the
-// runtime's network poller, a syscall and a thread wake-up on every ask.
-// It is left armed when an Admit takes the queue, and then finds it empty.
+// next Admit, or by flushReleased once the oldest queued release has waited
+// releaseDelay. One timer serves every release: reset here when the queue
+// was taken or sent, stopped when an Admit takes the queue (left to fire
+// between asks, it would wake the idle process once an ask at paces under
+// releaseDelay).
 func (s *Store) releaseLater(l *lease) {
 	if _, held := s.leases.LoadAndDelete(l); !held {
 		return
 	}
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
+	if len(s.released) == 0 {
+		s.relSince = time.Now()
+	}
 	s.released = append(s.released, l)
 	if !s.relArmed {
 		s.relArmed = true
@@ -290,18 +294,32 @@ func (s *Store) releaseLater(l *lease) {
 	}
 }
 
-// takeReleased takes the queued releases, for the caller to send.
+// takeReleased takes the queued releases, for the caller to send, and
+// stops the release timer.
 func (s *Store) takeReleased() []*lease {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
 	ls := s.released
 	s.released = nil
+	if s.relArmed {
+		s.relTimer.Stop()
+		s.relArmed = false
+	}
 	return ls
 }
 
-// flushQueued is the release timer: the next release arms it again.
+// flushQueued is the release timer: it sends the queue once its oldest
+// release has waited releaseDelay, else (a release queued as an Admit
+// stopped the timer too late) waits the rest.
 func (s *Store) flushQueued() {
 	s.relMu.Lock()
+	if len(s.released) > 0 {
+		if wait := releaseDelay - time.Since(s.relSince); wait > 0 {
+			s.relTimer.Reset(wait)
+			s.relMu.Unlock()
+			return
+		}
+	}
 	s.relArmed = false
 	s.relMu.Unlock()
 	s.flushReleased()

@@ -57,7 +57,8 @@ type Store struct {
 	relMu     sync.Mutex
 	released  []*lease
 	relTimer  *time.Timer
-	relArmed  bool // relTimer will fire
+	relArmed  bool      // relTimer will fire
+	relSince  time.Time // when the oldest of released was queued
 	leaseSeq  atomic.Uint64
 	streams   *publisher
 	stop      chan struct{}
@@ -121,11 +122,6 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.wg.Wait()
-		s.relMu.Lock()
-		if s.relTimer != nil && s.relTimer.Stop() {
-			s.relArmed = false
-		}
-		s.relMu.Unlock()
 		s.flushReleased()
 		s.scripts.close()
 		err = s.rdb.Close()
