@@ -357,3 +357,54 @@ func TestAdmitConnections(t *testing.T) {
 	g2.Release()
 	waitFor(t, func() bool { g, err := s.Admit(ctx, ask); return err == nil && g.Full == -1 })
 }
+
+// A lease given back goes to Redis with the store's next Admit, or on its
+// own when none comes: the other store gets it within waitFor's 5 s
+// either way, also when an Admit took the queue (and stopped its timer)
+// and a release came after it.
+func TestReleaseIsSentWithoutAnotherAsk(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{})
+	b := open(t, url, Options{Prefix: a.Prefix()})
+	ctx := context.Background()
+	ask := admission.SharedAsk{RateKey: "key:k", Leases: []admission.SharedLease{{Key: "streams:key:k", Limit: 1}}}
+	other := admission.SharedAsk{RateKey: "key:o", Leases: []admission.SharedLease{{Key: "streams:key:o", Limit: 1}}}
+	from := func(s *Store) func() bool {
+		return func() bool {
+			g, err := s.Admit(ctx, ask)
+			if err == nil && g.Full == -1 {
+				g.Release() // not sent until the next call, or alone
+				return true
+			}
+			return false
+		}
+	}
+	for round := range 3 {
+		g, err := a.Admit(ctx, ask)
+		if err != nil || g.Full != -1 || g.Release == nil {
+			t.Fatalf("round %d: %+v, %v", round, g, err)
+		}
+		if g, err := b.Admit(ctx, ask); err != nil || g.Full != 0 {
+			t.Fatalf("round %d: another store's ask while the lease is held: %+v, %v", round, g, err)
+		}
+		if round == 1 {
+			o, err := a.Admit(ctx, other)
+			if err != nil || o.Release == nil {
+				t.Fatalf("round %d: %+v, %v", round, o, err)
+			}
+			o.Release()
+			g.Release()
+			if _, err := a.Admit(ctx, admission.SharedAsk{RateKey: "key:p"}); err != nil { // takes the queue
+				t.Fatal(err)
+			}
+			g, err = a.Admit(ctx, ask)
+			if err != nil || g.Full != -1 || g.Release == nil {
+				t.Fatalf("round %d: %+v, %v", round, g, err)
+			}
+		}
+		g.Release()
+		waitFor(t, from(b)) // a's release, sent alone
+		waitFor(t, from(a)) // b's, sent alone
+	}
+}
