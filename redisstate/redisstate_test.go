@@ -408,3 +408,35 @@ func TestReleaseIsSentWithoutAnotherAsk(t *testing.T) {
 		waitFor(t, from(a)) // b's, sent alone
 	}
 }
+
+// Asks at once beyond the client's pool size (pool_size=2 here) wait for a
+// connection in use and all get through.
+func TestAdmitWaitsForABusyConnection(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	s := open(t, url+"?pool_size=2", Options{Prefix: redistest.Prefix(t, url)})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			g, err := s.Admit(ctx, admission.SharedAsk{RateKey: fmt.Sprint("key:", i), Leases: []admission.SharedLease{{Key: "backend:m", Limit: 100}}})
+			if err == nil && g.Release != nil {
+				g.Release()
+			} else if err == nil {
+				err = fmt.Errorf("%+v", g)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := cap(s.scripts.inUse); n != 2 {
+		t.Errorf("%d connections allowed in use, want the URL's pool_size 2", n)
+	}
+}

@@ -20,20 +20,32 @@ import (
 // three-integer reply. Through the client the same call also checked the
 // connection's health with a syscall on every checkout, set two deadlines,
 // built and parsed generic command values and ran its hooks and
-// push-notification checks, about a third more CPU per ask on loopback
-// (BenchmarkAdmitPaced). The connections use the client's dialer (TLS for
-// rediss://) and its URL's credentials and database.
+// push-notification checks: about a quarter of the CPU the round trip
+// added to an ask on loopback (BenchmarkAdmitPaced). The connections use
+// the client's dialer (TLS for rediss://) and its URL's credentials and
+// database; at most the client's PoolSize are in use at once (and 16 more
+// idle), and an ask finding them all busy waits for one within the
+// timeout, as the client's pool did.
 type scriptConns struct {
 	opt     *redis.Options
 	timeout time.Duration
+	inUse   chan struct{} // a token per connection in use, PoolSize at most
 	mu      sync.Mutex
 	idle    []*scriptConn
 	closed  bool
 }
 
+func newScriptConns(opt *redis.Options, timeout time.Duration) *scriptConns {
+	return &scriptConns{opt: opt, timeout: timeout, inUse: make(chan struct{}, max(1, opt.PoolSize))}
+}
+
 // maxIdleScriptConns bounds the connections kept between asks; asks beyond
 // them at once dial, and close theirs after.
 const maxIdleScriptConns = 16
+
+// errScriptConnsBusy is an ask that found every connection busy for the
+// whole timeout.
+var errScriptConnsBusy = errors.New("redis: every admission connection busy for the round trip timeout")
 
 type scriptConn struct {
 	c   net.Conn
@@ -47,9 +59,23 @@ type errRedisReply string
 func (e errRedisReply) Error() string { return "redis: " + string(e) }
 
 func (p *scriptConns) get(ctx context.Context) (*scriptConn, error) {
+	select {
+	case p.inUse <- struct{}{}:
+	default:
+		t := time.NewTimer(p.timeout)
+		defer t.Stop()
+		select {
+		case p.inUse <- struct{}{}:
+		case <-t.C:
+			return nil, errScriptConnsBusy
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
+		<-p.inUse
 		return nil, redis.ErrClosed
 	}
 	if n := len(p.idle); n > 0 {
@@ -59,12 +85,17 @@ func (p *scriptConns) get(ctx context.Context) (*scriptConn, error) {
 		return sc, nil
 	}
 	p.mu.Unlock()
-	return p.dial(ctx)
+	sc, err := p.dial(ctx)
+	if err != nil {
+		<-p.inUse
+	}
+	return sc, err
 }
 
 // put keeps sc for the next ask, or closes it when it failed (its reply
 // may be half read), the pool is full or closed.
 func (p *scriptConns) put(sc *scriptConn, healthy bool) {
+	defer func() { <-p.inUse }()
 	if healthy {
 		p.mu.Lock()
 		if !p.closed && len(p.idle) < maxIdleScriptConns {

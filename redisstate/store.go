@@ -107,7 +107,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		s.rdb.Close()
 		return nil, fmt.Errorf("connecting to Redis at --redis-url %s: %w", upstream.RedactURL(rawURL), err)
 	}
-	s.scripts = &scriptConns{opt: s.rdb.Options(), timeout: opts.Timeout}
+	s.scripts = newScriptConns(s.rdb.Options(), opts.Timeout)
 	s.streams = newPublisher(s)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.renewLeases() }()
