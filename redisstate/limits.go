@@ -94,9 +94,11 @@ end
 return 0
 `)
 
-// lease is one held lease, renewed until released.
+// lease is one member held in each of keys (an ask's leases, taken at
+// once), renewed until released.
 type lease struct {
-	key, member string
+	keys   []string
+	member string
 }
 
 // Lease takes one of limit leases on key, shared by every replica: it
@@ -107,8 +109,8 @@ func (s *Store) Lease(ctx context.Context, key string, limit int) (release func(
 	if err := s.ready(ConcernLeases); err != nil {
 		return nil, err
 	}
-	l := &lease{key: s.key("lease", key), member: s.member + ":" + strconv.FormatUint(s.leaseSeq.Add(1), 36)}
-	ok, err := acquire.Run(ctx, s.rdb, []string{l.key}, l.member, limit, s.opts.LeaseTTL.Milliseconds()).Int()
+	l := &lease{keys: []string{s.key("lease", key)}, member: s.member + ":" + strconv.FormatUint(s.leaseSeq.Add(1), 36)}
+	ok, err := acquire.Run(ctx, s.rdb, l.keys, l.member, limit, s.opts.LeaseTTL.Milliseconds()).Int()
 	if err = s.done(ctx, ConcernLeases, err); err != nil {
 		return nil, err
 	}
@@ -130,7 +132,7 @@ func (s *Store) release(l *lease) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.Timeout)
 	defer cancel()
-	_ = s.done(ctx, ConcernLeases, s.rdb.ZRem(ctx, l.key, l.member).Err())
+	_ = s.done(ctx, ConcernLeases, s.rdb.ZRem(ctx, l.keys[0], l.member).Err())
 }
 
 // renewLeases renews every held lease each third of LeaseTTL, in one
@@ -148,8 +150,10 @@ func (s *Store) renewLeases() {
 		args := []any{s.opts.LeaseTTL.Milliseconds()}
 		s.leases.Range(func(k, _ any) bool {
 			l := k.(*lease)
-			keys = append(keys, l.key)
-			args = append(args, l.member)
+			for _, key := range l.keys {
+				keys = append(keys, key)
+				args = append(args, l.member)
+			}
 			return true
 		})
 		if len(keys) == 0 || !s.Available() {
@@ -171,7 +175,9 @@ func (s *Store) renewLeases() {
 // an ask would be taken, 0} when the bucket is empty (nothing taken), {1,
 // 0, i} when lease i (1-based) is all held (the ask taken from the bucket,
 // no lease), {1, 0, 0} when everything was taken.
-var admit = redis.NewScript(`
+var admit = redis.NewScript(admitSrc)
+
+const admitSrc = `
 local n = tonumber(ARGV[5])
 for i = 2 + n, #KEYS do
   redis.call('ZREM', KEYS[i], ARGV[4 + i])
@@ -203,7 +209,7 @@ for i = 2, 1 + n do
   redis.call('PEXPIRE', KEYS[i], ttl)
 end
 return {1, 0, 0}
-`)
+`
 
 // releaseDelay bounds how long a released lease waits to be given back
 // with the next ask's admission (one round trip for both) before it is
@@ -238,16 +244,15 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 		args = append(args, l.Limit)
 	}
 	for _, l := range released {
-		keys = append(keys, l.key)
-		args = append(args, l.member)
+		for _, key := range l.keys {
+			keys = append(keys, key)
+			args = append(args, l.member)
+		}
 	}
-	res, err := admit.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	res, err := s.scripts.eval3(ctx, admit, admitSrc, keys, args)
 	// Releases that Redis was not told of expire after LeaseTTL.
 	if err = s.done(ctx, concern, err); err != nil {
 		return admission.SharedGrant{}, err
-	}
-	if len(res) != 3 {
-		return admission.SharedGrant{}, s.done(ctx, concern, errBadReply)
 	}
 	switch {
 	case res[0] == 0:
@@ -258,40 +263,66 @@ func (s *Store) Admit(ctx context.Context, ask admission.SharedAsk) (admission.S
 	if len(ask.Leases) == 0 {
 		return admission.SharedGrant{Full: -1}, nil
 	}
-	held := make([]*lease, len(ask.Leases))
-	for i := range ask.Leases {
-		held[i] = &lease{key: keys[i+1], member: member}
-		s.leases.Store(held[i], struct{}{})
-	}
+	held := &lease{keys: keys[1 : 1+len(ask.Leases) : 1+len(ask.Leases)], member: member}
+	s.leases.Store(held, struct{}{})
 	return admission.SharedGrant{Full: -1, Release: func() { s.releaseLater(held) }}, nil
 }
 
-// releaseLater stops renewing ls and queues them to be given back with the
-// next Admit, or by flushReleased after releaseDelay.
-func (s *Store) releaseLater(ls []*lease) {
+// releaseLater stops renewing l and queues it to be given back with the
+// next Admit, or by flushReleased once the oldest queued release has waited
+// releaseDelay. One timer serves every release: reset here when the queue
+// was taken or sent, stopped when an Admit takes the queue (left to fire
+// between asks, it would wake the idle process once an ask at paces under
+// releaseDelay).
+func (s *Store) releaseLater(l *lease) {
+	if _, held := s.leases.LoadAndDelete(l); !held {
+		return
+	}
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
-	for _, l := range ls {
-		if _, held := s.leases.LoadAndDelete(l); held {
-			s.released = append(s.released, l)
-		}
+	if len(s.released) == 0 {
+		s.relSince = time.Now()
 	}
-	if len(s.released) > 0 && s.relTimer == nil {
-		s.relTimer = time.AfterFunc(releaseDelay, s.flushReleased)
+	s.released = append(s.released, l)
+	if !s.relArmed {
+		s.relArmed = true
+		if s.relTimer == nil {
+			s.relTimer = time.AfterFunc(releaseDelay, s.flushQueued)
+		} else {
+			s.relTimer.Reset(releaseDelay)
+		}
 	}
 }
 
-// takeReleased takes the queued releases, for the caller to send.
+// takeReleased takes the queued releases, for the caller to send, and
+// stops the release timer.
 func (s *Store) takeReleased() []*lease {
 	s.relMu.Lock()
 	defer s.relMu.Unlock()
 	ls := s.released
 	s.released = nil
-	if s.relTimer != nil {
+	if s.relArmed {
 		s.relTimer.Stop()
-		s.relTimer = nil
+		s.relArmed = false
 	}
 	return ls
+}
+
+// flushQueued is the release timer: it sends the queue once its oldest
+// release has waited releaseDelay, else (a release queued as an Admit
+// stopped the timer too late) waits the rest.
+func (s *Store) flushQueued() {
+	s.relMu.Lock()
+	if len(s.released) > 0 {
+		if wait := releaseDelay - time.Since(s.relSince); wait > 0 {
+			s.relTimer.Reset(wait)
+			s.relMu.Unlock()
+			return
+		}
+	}
+	s.relArmed = false
+	s.relMu.Unlock()
+	s.flushReleased()
 }
 
 // flushReleased gives back the queued releases in one round trip; those
@@ -305,7 +336,9 @@ func (s *Store) flushReleased() {
 	defer cancel()
 	pipe := s.rdb.Pipeline()
 	for _, l := range ls {
-		pipe.ZRem(ctx, l.key, l.member)
+		for _, key := range l.keys {
+			pipe.ZRem(ctx, key, l.member)
+		}
 	}
 	_, err := pipe.Exec(ctx)
 	_ = s.done(ctx, ConcernLeases, err)

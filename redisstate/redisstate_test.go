@@ -3,10 +3,13 @@ package redisstate
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"ragtime/admission"
 	"ragtime/auth"
@@ -298,5 +301,142 @@ func TestAdmitTakesRateAndLeasesAtOnce(t *testing.T) {
 	g, err = b.Admit(ctx, ask)
 	if err != nil || g.Retry <= 0 || g.Retry > time.Second || g.Release != nil {
 		t.Fatalf("an ask past the burst: %+v, %v", g, err)
+	}
+}
+
+// Admit's round trips run on connections of their own: they select the
+// URL's database, load the script when Redis has forgotten it (SCRIPT
+// FLUSH, a restart), and a connection cut mid-run is dropped, counted as a
+// fallback, and replaced once Redis answers again.
+func TestAdmitConnections(t *testing.T) {
+	t.Parallel()
+	u, err := neturl.Parse(redistest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/1"
+	url := u.String()
+	proxy := postgrestest.NewProxy(t, u.Host)
+	s := open(t, proxy.URL(url), Options{Prefix: redistest.Prefix(t, url), BreakFor: 100 * time.Millisecond})
+	ctx := context.Background()
+	ask := admission.SharedAsk{RateKey: "key:k", Rate: auth.Rate{N: 600, Per: time.Minute}, Burst: 100,
+		Leases: []admission.SharedLease{{Key: "streams:key:k", Limit: 2}}}
+	g, err := s.Admit(ctx, ask)
+	if err != nil || g.Full != -1 || g.Release == nil {
+		t.Fatalf("first ask: %+v, %v", g, err)
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opts)
+	defer c.Close()
+	if n, err := c.Exists(ctx, s.key("rate", "key:k"), s.key("lease", "streams:key:k")).Result(); err != nil || n != 2 {
+		t.Fatalf("%d of the ask's two keys in database 1 (%v)", n, err)
+	}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := s.Admit(ctx, ask)
+	if err != nil || g2.Full != -1 || g2.Release == nil {
+		t.Fatalf("an ask after SCRIPT FLUSH: %+v, %v", g2, err)
+	}
+	// Both leases of two are held: the third ask finds the lease full.
+	if g3, err := s.Admit(ctx, ask); err != nil || g3.Full != 0 {
+		t.Fatalf("a third ask: %+v, %v; want the lease full", g3, err)
+	}
+	proxy.Cut()
+	if _, err := s.Admit(ctx, ask); err == nil {
+		t.Fatal("an ask through a cut proxy succeeded")
+	}
+	if n := s.Failures()[ConcernRate]; n < 1 {
+		t.Errorf("counted %d rate fallbacks, want at least 1", n)
+	}
+	proxy.Restore()
+	g.Release()
+	g2.Release()
+	waitFor(t, func() bool { g, err := s.Admit(ctx, ask); return err == nil && g.Full == -1 })
+}
+
+// A lease given back goes to Redis with the store's next Admit, or on its
+// own when none comes: the other store gets it within waitFor's 5 s
+// either way, also when an Admit took the queue (and stopped its timer)
+// and a release came after it.
+func TestReleaseIsSentWithoutAnotherAsk(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	a := open(t, url, Options{})
+	b := open(t, url, Options{Prefix: a.Prefix()})
+	ctx := context.Background()
+	ask := admission.SharedAsk{RateKey: "key:k", Leases: []admission.SharedLease{{Key: "streams:key:k", Limit: 1}}}
+	other := admission.SharedAsk{RateKey: "key:o", Leases: []admission.SharedLease{{Key: "streams:key:o", Limit: 1}}}
+	from := func(s *Store) func() bool {
+		return func() bool {
+			g, err := s.Admit(ctx, ask)
+			if err == nil && g.Full == -1 {
+				g.Release() // not sent until the next call, or alone
+				return true
+			}
+			return false
+		}
+	}
+	for round := range 3 {
+		g, err := a.Admit(ctx, ask)
+		if err != nil || g.Full != -1 || g.Release == nil {
+			t.Fatalf("round %d: %+v, %v", round, g, err)
+		}
+		if g, err := b.Admit(ctx, ask); err != nil || g.Full != 0 {
+			t.Fatalf("round %d: another store's ask while the lease is held: %+v, %v", round, g, err)
+		}
+		if round == 1 {
+			o, err := a.Admit(ctx, other)
+			if err != nil || o.Release == nil {
+				t.Fatalf("round %d: %+v, %v", round, o, err)
+			}
+			o.Release()
+			g.Release()
+			if _, err := a.Admit(ctx, admission.SharedAsk{RateKey: "key:p"}); err != nil { // takes the queue
+				t.Fatal(err)
+			}
+			g, err = a.Admit(ctx, ask)
+			if err != nil || g.Full != -1 || g.Release == nil {
+				t.Fatalf("round %d: %+v, %v", round, g, err)
+			}
+		}
+		g.Release()
+		waitFor(t, from(b)) // a's release, sent alone
+		waitFor(t, from(a)) // b's, sent alone
+	}
+}
+
+// Asks at once beyond the client's pool size (pool_size=2 here) wait for a
+// connection in use and all get through.
+func TestAdmitWaitsForABusyConnection(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	s := open(t, url+"?pool_size=2", Options{Prefix: redistest.Prefix(t, url)})
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			g, err := s.Admit(ctx, admission.SharedAsk{RateKey: fmt.Sprint("key:", i), Leases: []admission.SharedLease{{Key: "backend:m", Limit: 100}}})
+			if err == nil && g.Release != nil {
+				g.Release()
+			} else if err == nil {
+				err = fmt.Errorf("%+v", g)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := cap(s.scripts.inUse); n != 2 {
+		t.Errorf("%d connections allowed in use, want the URL's pool_size 2", n)
 	}
 }

@@ -57,11 +57,16 @@ type Store struct {
 	relMu     sync.Mutex
 	released  []*lease
 	relTimer  *time.Timer
+	relArmed  bool      // relTimer will fire
+	relSince  time.Time // when the oldest of released was queued
 	leaseSeq  atomic.Uint64
 	streams   *publisher
 	stop      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup
+
+	// scripts run the admission script, the round trip of every ask.
+	scripts *scriptConns
 }
 
 // Open connects to the Redis at rawURL (redis:// or rediss://, with an
@@ -102,6 +107,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Store, error) {
 		s.rdb.Close()
 		return nil, fmt.Errorf("connecting to Redis at --redis-url %s: %w", upstream.RedactURL(rawURL), err)
 	}
+	s.scripts = newScriptConns(s.rdb.Options(), opts.Timeout)
 	s.streams = newPublisher(s)
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.renewLeases() }()
@@ -117,6 +123,7 @@ func (s *Store) Close() error {
 		close(s.stop)
 		s.wg.Wait()
 		s.flushReleased()
+		s.scripts.close()
 		err = s.rdb.Close()
 	})
 	return err
