@@ -440,3 +440,62 @@ func TestAdmitWaitsForABusyConnection(t *testing.T) {
 		t.Errorf("%d connections allowed in use, want the URL's pool_size 2", n)
 	}
 }
+
+// Admit's own connections authenticate as the URL says: with a user and
+// password (an ACL user made for the test and deleted after), a wrong
+// password is refused and counted as a fallback, never an admitted ask.
+func TestAdmitConnectionsAuthenticate(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(opts)
+	defer admin.Close()
+	ctx := context.Background()
+	user := fmt.Sprintf("ragtime-admit-%d", time.Now().UnixNano())
+	if err := admin.Do(ctx, "ACL", "SETUSER", user, "on", ">s3cret-pass", "~*", "+@all").Err(); err != nil {
+		t.Skipf("this Redis cannot make an ACL user (%v)", err)
+	}
+	t.Cleanup(func() { admin.Do(context.Background(), "ACL", "DELUSER", user) })
+	u, err := neturl.Parse(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := admission.SharedAsk{RateKey: "key:k", Rate: auth.Rate{N: 600, Per: time.Minute}, Burst: 100,
+		Leases: []admission.SharedLease{{Key: "streams:key:k", Limit: 2}}}
+
+	u.User = neturl.UserPassword(user, "s3cret-pass")
+	s := open(t, u.String(), Options{Prefix: redistest.Prefix(t, url)})
+	g, err := s.Admit(ctx, ask)
+	if err != nil || g.Full != -1 || g.Release == nil {
+		t.Fatalf("an ask as the ACL user: %+v, %v", g, err)
+	}
+	// The round trip ran on a connection authenticated as the user (the
+	// default user needs no password here, so success alone shows nothing).
+	list, err := admin.Do(ctx, "CLIENT", "LIST").Text()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asUser bool
+	for _, line := range strings.Split(list, "\n") {
+		asUser = asUser || strings.Contains(line, " user="+user+" ") && strings.Contains(line, " cmd=evalsha")
+	}
+	if !asUser {
+		t.Errorf("no connection of user %s ran the admission script:\n%s", user, list)
+	}
+	g.Release()
+
+	u.User = neturl.UserPassword(user, "wrong")
+	bad, err := Open(ctx, u.String(), Options{Prefix: redistest.Prefix(t, url)})
+	if err != nil {
+		return // refused at open: nothing can be admitted through it
+	}
+	defer bad.Close()
+	if g, err := bad.Admit(ctx, ask); err == nil {
+		t.Fatalf("an ask with a wrong password was admitted: %+v", g)
+	} else if strings.Contains(err.Error(), "wrong") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+}
