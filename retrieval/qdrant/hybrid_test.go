@@ -183,14 +183,7 @@ func TestQdrantHybridWire(t *testing.T) {
 func TestQdrantCollectionWithoutLexicalLeg(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, addr := qdranttest.Start(t)
-	host, port, _ := strings.Cut(addr, ":")
-	p, _ := strconv.Atoi(port)
-	c, err := qc.NewClient(&qc.Config{Host: host, Port: p, SkipCompatibilityCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	addr, c := startWithClient(t)
 	if err := c.CreateCollection(ctx, &qc.CreateCollection{CollectionName: "old",
 		VectorsConfig: qc.NewVectorsConfig(&qc.VectorParams{Size: dim, Distance: qc.Distance_Cosine}),
 		Metadata:      qc.NewValueMap(map[string]any{MetaEmbedder: "test-embedder", MetaDimension: int64(dim)})}); err != nil {
@@ -225,14 +218,7 @@ func TestQdrantCollectionWithoutLexicalLeg(t *testing.T) {
 func TestQdrantCollectionWithAnotherLexicalEncoding(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	_, addr := qdranttest.Start(t)
-	host, port, _ := strings.Cut(addr, ":")
-	p, _ := strconv.Atoi(port)
-	c, err := qc.NewClient(&qc.Config{Host: host, Port: p, SkipCompatibilityCheck: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	addr, c := startWithClient(t)
 	const other = "bm25:english-snowball:fnv1a:k1=0.9,b=0.4,avgdl=60"
 	if err := c.CreateCollection(ctx, &qc.CreateCollection{CollectionName: "other",
 		VectorsConfig:       qc.NewVectorsConfig(&qc.VectorParams{Size: dim, Distance: qc.Distance_Cosine}),
@@ -254,4 +240,19 @@ func TestQdrantCollectionWithAnotherLexicalEncoding(t *testing.T) {
 	if !strings.Contains(pe.Message, other) {
 		t.Errorf("message %q does not name the collection's encoding", pe.Message)
 	}
+}
+
+// startWithClient starts a contract server and a go-client of its own on
+// it, to make collections as an older or another ragtime would have.
+func startWithClient(t *testing.T) (string, *qc.Client) {
+	t.Helper()
+	_, addr := qdranttest.Start(t)
+	host, port, _ := strings.Cut(addr, ":")
+	p, _ := strconv.Atoi(port)
+	c, err := qc.NewClient(&qc.Config{Host: host, Port: p, SkipCompatibilityCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return addr, c
 }
