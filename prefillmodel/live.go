@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -133,10 +132,7 @@ func (r *ring) level(f *pipeline.PrefillFit) (ratio, overhead float64) {
 		over = append(over, max(r.newest(i).overheadMs, 0))
 	}
 	slices.Sort(over)
-	if len(over) > 0 {
-		overhead = over[min(int(math.Ceil(overheadQ*float64(len(over))))-1, len(over)-1)]
-	}
-	return ratio, overhead
+	return ratio, ragtime.NearestRank(over, overheadQ)
 }
 
 func median(xs []float64) float64 {

@@ -133,23 +133,13 @@ func (w *fileWriter) str(s string) {
 	}
 }
 
-// readFile decodes the index file into a fresh state (see readFileAt).
-func (ix *Index) readFile() (*state, uint64, fileID, error) {
-	st, gen, id, err := ix.readFileAt(ix.path, 0)
-	if err == nil {
-		st.indexAll()
-	}
-	return st, gen, id, err
-}
-
 // readFileAt decodes the snapshot at path into a fresh state, its lexical
 // index still empty (st.indexAll fills it), with room in its slab for
 // extra more chunks (those of the log about to be replayed: growing the
 // slab then would copy it, a cost of the snapshot's size rather than the
-// log's). Every length
-// is checked against what is left of the file before anything is
-// allocated, so a corrupt or truncated file yields ErrCorrupt naming the
-// file.
+// log's). Every length is checked against what is left of the file
+// before anything is allocated, so a corrupt or truncated file yields
+// ErrCorrupt naming the file.
 func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, error) {
 	f, err := os.Open(path)
 	if err != nil {

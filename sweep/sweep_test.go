@@ -20,15 +20,6 @@ import (
 	"ragtime/pipeline"
 )
 
-func writeTemp(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 func TestPercentileMatchesPercentileCont(t *testing.T) {
 	t.Parallel()
 	// Values PostgreSQL's percentile_cont gives for these inputs.
