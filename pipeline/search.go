@@ -65,31 +65,35 @@ func (q *query) search(ctx context.Context, vecs [][]float32) ([]Hit, map[string
 		return nil, nil, err
 	}
 	fuseStart := q.now()
-	var hits []Hit
-	nlex := len(lhits)
+	hits := q.rank(mode, vhits, lhits)
+	fuseDur := q.now().Sub(fuseStart)
+	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
+	attrs := q.figs.attrsMap(ragtime.StageSearch)
+	attrs["retrieval"], attrs["collapse"] = mode, q.req.Collapse
+	attrs["lexical"] = cfg.Lexical.LexicalName()
+	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, len(lhits), roundMs(ldur)
+	if mode == ragtime.RetrievalHybrid {
+		attrs["vector_k"], attrs["vector_hits"], attrs["vector_ms"] = vk, len(vhits), roundMs(vdur)
+		attrs["fusion"], attrs["fusion_ms"] = cfg.Fusion.Name(), roundMs(fuseDur)
+	}
+	return hits, attrs, nil
+}
+
+// rank makes the search's top_k of its legs' hits: a lexical leg alone
+// collapsed or as it is, two legs fused by document or by chunk.
+func (q *query) rank(mode string, vhits, lhits []Hit) []Hit {
 	switch {
 	case mode == ragtime.RetrievalLexical:
 		if q.req.Collapse == CollapseDoc {
 			lhits = collapseLexical(lhits)
 		}
 		markLeg(lhits, false)
-		hits = lhits[:min(len(lhits), q.req.TopK)]
+		return lhits[:min(len(lhits), q.req.TopK)]
 	case q.req.Collapse == CollapseDoc:
-		hits = cfg.Fusion.FuseDocs(vhits, lhits, q.req.TopK)
+		return q.p.cfg.Fusion.FuseDocs(vhits, lhits, q.req.TopK)
 	default:
-		hits = cfg.Fusion.Fuse(vhits, lhits, q.req.TopK)
+		return q.p.cfg.Fusion.Fuse(vhits, lhits, q.req.TopK)
 	}
-	fuseDur := q.now().Sub(fuseStart)
-	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
-	attrs := q.figs.attrsMap(ragtime.StageSearch)
-	attrs["retrieval"], attrs["collapse"] = mode, q.req.Collapse
-	attrs["lexical"] = cfg.Lexical.LexicalName()
-	attrs["lexical_k"], attrs["lexical_hits"], attrs["lexical_ms"] = lk, nlex, roundMs(ldur)
-	if mode == ragtime.RetrievalHybrid {
-		attrs["vector_k"], attrs["vector_hits"], attrs["vector_ms"] = vk, len(vhits), roundMs(vdur)
-		attrs["fusion"], attrs["fusion_ms"] = cfg.Fusion.Name(), roundMs(fuseDur)
-	}
-	return hits, attrs, nil
 }
 
 // rerankNote says why a request that named no rerank_top_n gets fewer

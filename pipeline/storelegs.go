@@ -35,27 +35,18 @@ func (q *query) searchInStore(ctx context.Context, hs HybridSearcher, vecs [][]f
 	var fusionMs any // null: inside the store
 	fusedBy := "store"
 	switch {
-	case mode == ragtime.RetrievalLexical:
-		lex := res.Lexical
-		if collapse {
-			lex = collapseLexical(lex)
-		}
-		markLeg(lex, false)
-		hits = lex[:min(len(lex), q.req.TopK)]
-	case res.Fused != nil:
+	case res.Fused != nil && mode != ragtime.RetrievalLexical:
 		// The store fused chunks; by document, each keeps its best chunk.
 		hits = withLegs(res.Fused, res.Vector, res.Lexical)
 		if collapse {
 			hits = collapseDocs(hits)
 		}
 		hits = hits[:min(len(hits), q.req.TopK)]
-	case collapse:
-		start := q.now()
-		hits = cfg.Fusion.FuseDocs(res.Vector, res.Lexical, q.req.TopK)
-		fusionMs, fusedBy = roundMs(q.now().Sub(start)), "ragtime"
+	case mode == ragtime.RetrievalLexical:
+		hits = q.rank(mode, nil, res.Lexical)
 	default:
 		start := q.now()
-		hits = cfg.Fusion.Fuse(res.Vector, res.Lexical, q.req.TopK)
+		hits = q.rank(mode, res.Vector, res.Lexical)
 		fusionMs, fusedBy = roundMs(q.now().Sub(start)), "ragtime"
 	}
 	q.figs.k, q.figs.hits = q.req.TopK, len(hits)
