@@ -72,15 +72,15 @@ func (g *graph) grow(n int) {
 	g.count0 = append(g.count0, make([]uint8, n-len(g.count0))...)
 }
 
-// clone returns a deep copy of g.
-func (g *graph) clone() *graph {
+// cloneUpper returns a copy of g's upper layers, entry and level, with no
+// layer 0: copyLayer0 fills that in, a few slots at a time, so that a
+// compaction's frozen copy never holds writers up for a copy of the whole
+// graph.
+func (g *graph) cloneUpper() *graph {
 	c := &graph{
-		links0: slices.Clone(g.links0),
-		dists0: slices.Clone(g.dists0),
-		count0: slices.Clone(g.count0),
-		upper:  make(map[int32][]nodeLinks, len(g.upper)),
-		entry:  g.entry,
-		top:    g.top,
+		upper: make(map[int32][]nodeLinks, len(g.upper)),
+		entry: g.entry,
+		top:   g.top,
 	}
 	for s, lv := range g.upper {
 		cl := make([]nodeLinks, len(lv))
@@ -90,6 +90,14 @@ func (g *graph) clone() *graph {
 		c.upper[s] = cl
 	}
 	return c
+}
+
+// copyLayer0 copies the layer-0 lists of slots lo to hi-1 from src into g,
+// whose layer-0 arrays hold at least hi slots.
+func (g *graph) copyLayer0(src *graph, lo, hi int) {
+	copy(g.links0[lo*hnswCap0:hi*hnswCap0], src.links0[lo*hnswCap0:hi*hnswCap0])
+	copy(g.dists0[lo*hnswCap0:hi*hnswCap0], src.dists0[lo*hnswCap0:hi*hnswCap0])
+	copy(g.count0[lo:hi], src.count0[lo:hi])
 }
 
 // reserve gives g's layer-0 arrays room for n nodes.

@@ -94,6 +94,9 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 	out := make([]cand, 0, len(ids))
 	var frontier []int32
 	for i, t := range ids {
+		if int(t) >= len(st.alive) {
+			continue // linked after a compaction's freeze (copyFrozenLayer0)
+		}
 		if st.alive[t] {
 			out = append(out, cand{ds[i], t})
 		} else {
@@ -121,7 +124,7 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 				continue
 			}
 			for _, t := range g.neighbours(d, l) {
-				if seen[t] {
+				if seen[t] || int(t) >= len(st.alive) {
 					continue
 				}
 				seen[t] = true

@@ -110,7 +110,8 @@ func (st *state) put(dim int, rec *logRecord) []int32 {
 }
 
 // freeze returns a copy of st for a compaction to write while writes go
-// on: its documents, liveness and graph are copied, its vectors and chunks
+// on: its documents, liveness and the graph's upper layers are copied (its
+// layer 0 by Index.copyFrozenLayer0, after the hold), its vectors and chunks
 // shared, which writes leave alone while st.frozen is set (they append past
 // the copy's end, or reuse slots freed before the freeze, which the copy
 // does not list). The caller holds writeMu.
@@ -124,7 +125,7 @@ func (st *state) freeze() *state {
 		live:   st.live,
 	}
 	if st.graph != nil {
-		f.graph = st.graph.clone()
+		f.graph = st.graph.cloneUpper() // layer 0: Index.copyFrozenLayer0
 	}
 	st.frozen = true
 	return f
