@@ -100,6 +100,7 @@ func BenchmarkAddDuringCompact300MB(b *testing.B) {
 		b.ReportMetric(float64(len(during)), "adds-during")
 		b.ReportMetric(stats.Took.Seconds(), "compact-s")
 		b.ReportMetric(float64(stats.Freeze.Microseconds())/1000, "freeze-hold-ms")
+		b.ReportMetric(float64(stats.CopyHold.Microseconds())/1000, "copy-hold-ms")
 		b.ReportMetric(float64(stats.Swap.Microseconds())/1000, "swap-hold-ms")
 		b.StartTimer()
 	}
