@@ -280,6 +280,10 @@ func (st *state) annSearch(dim int, q []float32, k, ef int) []cand {
 type plan struct {
 	level int
 	links [][]cand // per level 0..min(level, top)
+	// near are the nearest of the chunks stored before it in the same
+	// batch, which the search could not see: their distances and their
+	// positions in the batch (Index.plan).
+	near []cand
 }
 
 // planInsert finds q's neighbours in the current graph.
@@ -302,6 +306,18 @@ func (st *state) planInsert(dim int, q []float32, level int) plan {
 		eps = w
 	}
 	return p
+}
+
+// recent returns the last hnswM0 of slots (chunks of s's document linked
+// before it) with their distances to s, the near nodes link takes when s is
+// linked on its own.
+func (st *state) recent(dim int, s int32, slots []int32) []cand {
+	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
+	var out []cand
+	for _, b := range slots[max(0, len(slots)-hnswM0):] {
+		out = append(out, cand{1 - simdDot(q, st.vecs[int(b)*dim:(int(b)+1)*dim]), b})
+	}
+	return out
 }
 
 // selectNeighbours is the paper's heuristic (SELECT-NEIGHBORS-HEURISTIC,
@@ -336,10 +352,10 @@ func (st *state) selectNeighbours(dim int, w []cand, m int) []cand {
 }
 
 // link is phase two, under the write lock: it wires slot s (whose vector is
-// in the slab) into the graph with the planned neighbours plus the nodes
-// inserted before it in the same batch (chunks of one document, which the
-// plan could not see), keeping the nearest when there are too many.
-func (st *state) link(dim int, s int32, p plan, batch []int32) {
+// in the slab) into the graph with the planned neighbours plus near (nodes
+// inserted before it in the same batch, which the plan could not see, with
+// their distances to s), keeping the nearest when there are too many.
+func (st *state) link(dim int, s int32, p plan, near []cand) {
 	g := st.graph
 	g.grow(len(st.alive))
 	if p.level > 0 {
@@ -352,16 +368,14 @@ func (st *state) link(dim int, s int32, p plan, batch []int32) {
 		g.entry, g.top = s, p.level
 		return
 	}
-	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
 	for l := 0; l <= p.level; l++ {
 		var cs []cand
 		if l < len(p.links) {
 			cs = slices.Clone(p.links[l])
 		}
-		// Chunks of a document are similar: its last few are enough.
-		for _, b := range batch[max(0, len(batch)-hnswM0):] {
-			if g.level(b) >= l && b != s {
-				cs = append(cs, cand{1 - simdDot(q, st.vecs[int(b)*dim:(int(b)+1)*dim]), b})
+		for _, c := range near {
+			if c.s != s && g.level(c.s) >= l {
+				cs = append(cs, c)
 			}
 		}
 		m := hnswM
