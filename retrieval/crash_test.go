@@ -55,8 +55,9 @@ func crashDoc(id string, ver int) Document {
 }
 
 // TestCrashWriterChild is the writer half of TestCrashSafety; run on its
-// own it skips. It writes until killed, printing "B op doc ver" before
-// each write and "A" once the write is saved (acknowledged).
+// own it skips. It writes until killed (documents one at a time and in
+// batches of four), printing "B op doc ver" ("B puts doc ver doc ver ...")
+// before each write and "A" once the write is saved (acknowledged).
 func TestCrashWriterChild(t *testing.T) {
 	dir := os.Getenv(crashEnvDir)
 	if dir == "" {
@@ -79,6 +80,23 @@ func TestCrashWriterChild(t *testing.T) {
 		case p < 20:
 			fmt.Printf("B delete %s 0\n", id)
 			_, err = ix.DeleteDocument(ctx, id)
+		case p < 35:
+			// A batch, as an ingest stores one: each of its documents is
+			// found at its new version or its old one.
+			ids := []string{id}
+			for len(ids) < 4 {
+				if more := fmt.Sprintf("doc-%02d", r.IntN(crashDocs)); !slices.Contains(ids, more) {
+					ids = append(ids, more)
+				}
+			}
+			docs := make([]Document, len(ids))
+			line := "B puts"
+			for i, d := range ids {
+				docs[i] = crashDoc(d, seq)
+				line += fmt.Sprintf(" %s %d", d, seq)
+			}
+			fmt.Println(line)
+			err = ix.ReplaceDocuments(ctx, docs)
 		default:
 			fmt.Printf("B put %s %d\n", id, seq)
 			err = ix.ReplaceDocument(ctx, crashDoc(id, seq))
@@ -300,6 +318,11 @@ func applyCrashOp(m map[string]int, op []string) {
 		m[op[1]] = v
 	case "delete":
 		m[op[1]] = 0
+	case "puts":
+		for i := 1; i+1 < len(op); i += 2 {
+			v, _ := strconv.Atoi(op[i+1])
+			m[op[i]] = v
+		}
 	}
 }
 

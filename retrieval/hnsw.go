@@ -32,9 +32,14 @@ const (
 	// A neighbour list may grow to its cap before it is pruned back to M
 	// (M0 on layer 0) with the selection heuristic, so the pruning, which
 	// compares the neighbours pairwise, runs once per several additions.
-	hnswCap            = hnswM + hnswM/2
-	hnswCap0           = hnswM0 + hnswM0/2
-	hnswEfConstruction = 128
+	hnswCap  = hnswM + hnswM/2
+	hnswCap0 = hnswM0 + hnswM0/2
+	// hnswEfConstruction is the candidate list length of an insertion's
+	// search. 64 rather than 128 halves the graph's build, which is most
+	// of an ingest's CPU, for recall@10 0.9486 → 0.9439 on the PostgreSQL
+	// manual's hash vectors and 0.9965 → 0.9955 on 6,000 clustered ones
+	// (BenchmarkHNSWBuildPGDocs, BenchmarkHNSWBuild; docs/architecture.md).
+	hnswEfConstruction = 64
 	// DefaultEf is the search-time candidate list length (--index-ef):
 	// larger is slower and closer to exact.
 	DefaultEf = 64
@@ -173,7 +178,12 @@ var touchSink atomic.Uint32
 
 // searchLayer is the paper's SEARCH-LAYER: the ef nodes nearest to q on
 // level l reachable from eps, nearest first. Dead nodes are walked through
-// but, when aliveOnly is set, never returned.
+// but, when aliveOnly is set, never returned. A search (aliveOnly) touches
+// the cache lines of each step's fresh neighbours before scoring any, so
+// their misses overlap; an insertion's search does not: with
+// efConstruction's longer walk over 2 KB vectors the touched lines no
+// longer fit in the L1 cache by the time they are scored, and the build
+// ran 20–25 % slower with it (BenchmarkHNSWBuildPGDocs, -cpu 1).
 func (st *state) searchLayer(dim int, q []float32, eps []cand, ef, l int, aliveOnly bool) []cand {
 	g := st.graph
 	vis := getVisited(len(st.alive))
@@ -210,6 +220,9 @@ func (st *state) searchLayer(dim int, q []float32, eps []cand, ef, l int, aliveO
 			}
 		}
 		for _, n := range fresh {
+			if !aliveOnly { // an insertion's search (see above)
+				break
+			}
 			v := st.vecs[int(n)*dim : (int(n)+1)*dim]
 			for i := 0; i < len(v); i += 16 { // 16 floats: one 64-byte line
 				touch ^= math.Float32bits(v[i])
@@ -275,6 +288,10 @@ func (st *state) annSearch(dim int, q []float32, k, ef int) []cand {
 type plan struct {
 	level int
 	links [][]cand // per level 0..min(level, top)
+	// near are the nearest of the chunks stored before it in the same
+	// batch, which the search could not see: their distances and their
+	// positions in the batch (Index.plan).
+	near []cand
 }
 
 // planInsert finds q's neighbours in the current graph.
@@ -297,6 +314,18 @@ func (st *state) planInsert(dim int, q []float32, level int) plan {
 		eps = w
 	}
 	return p
+}
+
+// recent returns the last hnswM0 of slots (chunks of s's document linked
+// before it) with their distances to s, the near nodes link takes when s is
+// linked on its own.
+func (st *state) recent(dim int, s int32, slots []int32) []cand {
+	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
+	var out []cand
+	for _, b := range slots[max(0, len(slots)-hnswM0):] {
+		out = append(out, cand{1 - simdDot(q, st.vecs[int(b)*dim:(int(b)+1)*dim]), b})
+	}
+	return out
 }
 
 // selectNeighbours is the paper's heuristic (SELECT-NEIGHBORS-HEURISTIC,
@@ -331,10 +360,10 @@ func (st *state) selectNeighbours(dim int, w []cand, m int) []cand {
 }
 
 // link is phase two, under the write lock: it wires slot s (whose vector is
-// in the slab) into the graph with the planned neighbours plus the nodes
-// inserted before it in the same batch (chunks of one document, which the
-// plan could not see), keeping the nearest when there are too many.
-func (st *state) link(dim int, s int32, p plan, batch []int32) {
+// in the slab) into the graph with the planned neighbours plus near (nodes
+// inserted before it in the same batch, which the plan could not see, with
+// their distances to s), keeping the nearest when there are too many.
+func (st *state) link(dim int, s int32, p plan, near []cand) {
 	g := st.graph
 	g.grow(len(st.alive))
 	if p.level > 0 {
@@ -347,16 +376,14 @@ func (st *state) link(dim int, s int32, p plan, batch []int32) {
 		g.entry, g.top = s, p.level
 		return
 	}
-	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
 	for l := 0; l <= p.level; l++ {
 		var cs []cand
 		if l < len(p.links) {
 			cs = slices.Clone(p.links[l])
 		}
-		// Chunks of a document are similar: its last few are enough.
-		for _, b := range batch[max(0, len(batch)-hnswM0):] {
-			if g.level(b) >= l && b != s {
-				cs = append(cs, cand{1 - simdDot(q, st.vecs[int(b)*dim:(int(b)+1)*dim]), b})
+		for _, c := range near {
+			if c.s != s && g.level(c.s) >= l {
+				cs = append(cs, c)
 			}
 		}
 		m := hnswM

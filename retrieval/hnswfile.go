@@ -343,7 +343,7 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 			}
 			// The document's earlier chunks, linked already: chunks of a
 			// wave were planned without seeing each other.
-			st.link(dim, s, p, st.docs[c.DocID].slots[:c.Index])
+			st.link(dim, s, p, st.recent(dim, s, st.docs[c.DocID].slots[:c.Index]))
 		}
 		st.unlinked = st.unlinked[hi-lo:]
 		ix.mu.Unlock()

@@ -563,8 +563,8 @@ func (ix *Index) applyLive(rec *logRecord) {
 		ix.mu.Unlock()
 		return
 	}
-	plans, _ := ix.plan(rec.docID, rec.vecs)
-	ix.upsert(rec, plans)
+	plans, _ := ix.plan([]*logRecord{rec})
+	ix.upsert(rec, plans, nil)
 }
 
 // Generation returns the generation of the snapshot this index last read

@@ -22,28 +22,96 @@ import (
 // its DocID in one step. A document without chunks is recorded (with its
 // hash) but never found by a search.
 func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
+	return ix.ReplaceDocuments(ctx, []Document{doc})
+}
+
+// ReplaceDocuments stores docs in order, each as ReplaceDocument stores
+// one: every document is appended to the log and becomes visible whole, one
+// after the other. What it adds is that the graph neighbours of all their
+// chunks are searched for at once, across the cores, against the graph as
+// it was before the first (each chunk is also linked to the nearest of the
+// batch's chunks before it, which that search could not see), so a bulk
+// ingest of small documents keeps every core busy, and the graph depends
+// only on the batches, not on how many cores built it. When a document
+// cannot be stored, the error names it; the ones before it are stored, none
+// after it. Nothing is stored when a document is invalid.
+func (ix *Index) ReplaceDocuments(ctx context.Context, docs []Document) error {
+	if len(docs) == 0 {
+		return nil
+	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
+		return fmt.Errorf("replacing document %q: %w", docs[0].DocID, err)
 	}
 	if !ix.writable {
-		return fmt.Errorf("replacing document %q: %w", doc.DocID, ErrReadOnly)
-	}
-	if doc.DocID == "" {
-		return fmt.Errorf("replacing document: empty doc id")
-	}
-	if len(doc.Chunks) != len(doc.Vectors) {
-		return fmt.Errorf("replacing document %q: %d chunks but %d vectors", doc.DocID, len(doc.Chunks), len(doc.Vectors))
+		return fmt.Errorf("replacing document %q: %w", docs[0].DocID, ErrReadOnly)
 	}
 	// Everything is prepared outside the lock, so searches wait only for
 	// the slot bookkeeping and a copy.
+	recs := make([]*logRecord, len(docs))
+	frames := make([][]byte, len(docs))
+	errs := make([]error, len(docs))
+	parallel(len(docs), func(i int) { recs[i], frames[i], errs[i] = ix.record(docs[i]) })
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+
+	// With a graph, the expensive part of inserting (finding each vector's
+	// neighbours) runs under the read lock, before the writer lock, so
+	// searches and other writers' planning go on meanwhile.
+	var plans []plan
+	var planned *state
+	if !ix.exact {
+		plans, planned = ix.plan(recs)
+	}
+	ix.writeMu.Lock()
+	defer ix.writeMu.Unlock()
+	if ix.log == nil {
+		return fmt.Errorf("replacing document %q: the index was closed", docs[0].DocID)
+	}
+	if !ix.exact && planned != ix.st { // a compaction renumbered the slots since
+		plans, _ = ix.plan(recs)
+	}
+	var batch []int32 // the slots of the batch's chunks stored so far
+	for i, rec := range recs {
+		if err := ix.log.append(frames[i]); err != nil {
+			if i > 0 {
+				return fmt.Errorf("replacing document %q (%d documents of the batch stored before it): %w", rec.docID, i, err)
+			}
+			return fmt.Errorf("replacing document %q: %w", rec.docID, err)
+		}
+		ix.reserve(len(rec.chunks))
+		var own []plan
+		if plans != nil {
+			own = plans[len(batch) : len(batch)+len(rec.chunks)]
+		}
+		batch = ix.upsert(rec, own, batch)
+		if ix.catching {
+			ix.pending = append(ix.pending, rec)
+		}
+		ix.maybeCompact()
+	}
+	return nil
+}
+
+// record checks doc and makes its log record (vectors normalised, chunks
+// numbered, text analysed for the lexical leg) and the record's frame.
+func (ix *Index) record(doc Document) (*logRecord, []byte, error) {
+	if doc.DocID == "" {
+		return nil, nil, fmt.Errorf("replacing document: empty doc id")
+	}
+	if len(doc.Chunks) != len(doc.Vectors) {
+		return nil, nil, fmt.Errorf("replacing document %q: %d chunks but %d vectors", doc.DocID, len(doc.Chunks), len(doc.Vectors))
+	}
 	vecs := make([]float32, len(doc.Vectors)*ix.dim)
 	for i, v := range doc.Vectors {
 		if len(v) != ix.dim {
-			return fmt.Errorf("replacing document %q: chunk %d has %d dimensions, index has %d: %w",
+			return nil, nil, fmt.Errorf("replacing document %q: chunk %d has %d dimensions, index has %d: %w",
 				doc.DocID, i, len(v), ix.dim, ErrDimension)
 		}
 		if !normaliseInto(vecs[i*ix.dim:(i+1)*ix.dim], v) {
-			return fmt.Errorf("replacing document %q: chunk %d has a NaN or infinite component", doc.DocID, i)
+			return nil, nil, fmt.Errorf("replacing document %q: chunk %d has a NaN or infinite component", doc.DocID, i)
 		}
 	}
 	chunks := make([]pipeline.Chunk, len(doc.Chunks))
@@ -57,57 +125,33 @@ func (ix *Index) ReplaceDocument(ctx context.Context, doc Document) error {
 		c.Metadata = maps.Clone(c.Metadata)
 		chunks[i] = c
 	}
-
 	rec := &logRecord{op: opUpsert, docID: doc.DocID, title: doc.Title, hash: doc.ContentHash, chunks: chunks, vecs: vecs,
 		lex: analyseAll(chunks)}
-	frame := encodeRecord(ix.dim, rec)
-
-	// With a graph, the expensive part of inserting (finding each vector's
-	// neighbours) runs under the read lock, before the writer lock, so
-	// searches and other writers' planning go on meanwhile.
-	var plans []plan
-	var planned *state
-	if !ix.exact {
-		plans, planned = ix.plan(doc.DocID, vecs)
-	}
-	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	if ix.log == nil {
-		return fmt.Errorf("replacing document %q: the index was closed", doc.DocID)
-	}
-	if !ix.exact && planned != ix.st { // a compaction renumbered the slots since
-		plans, _ = ix.plan(doc.DocID, vecs)
-	}
-	if err := ix.log.append(frame); err != nil {
-		return fmt.Errorf("replacing document %q: %w", doc.DocID, err)
-	}
-	ix.reserve(len(chunks))
-	ix.upsert(rec, plans)
-	if ix.catching {
-		ix.pending = append(ix.pending, rec)
-	}
-	ix.maybeCompact()
-	return nil
+	return rec, encodeRecord(ix.dim, rec), nil
 }
 
 // upsert stores rec in the visible state, linking its chunks into the
-// graph with plans (made by ix.plan against the current state). The
+// graph with plans (made by ix.plan against the current state, as part of
+// a batch whose chunks stored before rec's have the slots batch). The
 // document becomes visible whole in one hold of the write lock; its chunks
 // are then linked in holds of about linkHold each (linking one chunk can
 // take milliseconds: each of its neighbours may prune its own list),
 // searches scanning those not linked yet (st.linking), so a large document
-// never holds searches up for long. The caller holds writeMu.
-func (ix *Index) upsert(rec *logRecord, plans []plan) {
+// never holds searches up for long. It returns batch with rec's slots
+// added. The caller holds writeMu.
+func (ix *Index) upsert(rec *logRecord, plans []plan, batch []int32) []int32 {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	st := ix.st
 	slots := st.put(ix.dim, rec)
 	ix.version++
+	batch = append(batch, slots...)
 	if st.graph == nil {
-		return
+		return batch
 	}
 	st.linking = slots
 	held := time.Now()
+	var near []cand
 	for i, slot := range slots {
 		if i > 0 && time.Since(held) >= linkHold {
 			ix.mu.Unlock()
@@ -115,14 +159,19 @@ func (ix *Index) upsert(rec *logRecord, plans []plan) {
 			held = time.Now()
 		}
 		p := plans[i]
-		if p.links == nil && st.graph.entry >= 0 && i == 0 {
+		if p.links == nil && len(p.near) == 0 && st.graph.entry >= 0 {
 			// Planned against an empty graph that has filled since.
-			p = st.planInsert(ix.dim, rec.vecs[:ix.dim], p.level)
+			p = st.planInsert(ix.dim, rec.vecs[i*ix.dim:(i+1)*ix.dim], p.level)
 		}
-		st.link(ix.dim, slot, p, slots[:i])
+		near = near[:0]
+		for _, c := range p.near {
+			near = append(near, cand{c.d, batch[c.s]})
+		}
+		st.link(ix.dim, slot, p, near)
 		st.linking = slots[i+1:]
 	}
 	st.linking = nil
+	return batch
 }
 
 // linkHold bounds how long upsert holds the write lock to link a
@@ -243,38 +292,66 @@ func normaliseInto(dst, v []float32) bool {
 	return true
 }
 
-// plan draws each vector's level (from its document and position, so a
-// rebuild makes the same graph) and finds its neighbours, in parallel for
-// a document of several chunks, under the read lock, taken per planStep
-// chunks: a read lock held long would make searches wait behind a writer
-// waiting for the write lock. It returns the state it planned against (the
-// plans hold its slot numbers), nil when that changed midway.
-func (ix *Index) plan(docID string, vecs []float32) ([]plan, *state) {
-	n := len(vecs) / ix.dim
-	plans := make([]plan, n)
+// plan draws the level of each chunk of recs (from its document and
+// position, so a rebuild makes the same graph), finds its neighbours in the
+// graph and, among the nearWindow chunks of recs before it, the hnswM0
+// nearest (plan.near), all chunks in parallel. The read lock is taken per
+// chunk: a read lock held long would make searches wait behind a writer
+// waiting for the write lock. It returns the plans, one per chunk in
+// order, and the state it planned against (the plans hold its slot
+// numbers), nil when that changed midway.
+func (ix *Index) plan(recs []*logRecord) ([]plan, *state) {
+	dim := ix.dim
+	type item struct {
+		docID string
+		i     int
+		vec   []float32
+	}
+	var items []item
+	for _, rec := range recs {
+		for i := range rec.chunks {
+			items = append(items, item{rec.docID, i, rec.vecs[i*dim : (i+1)*dim]})
+		}
+	}
+	plans := make([]plan, len(items))
 	ix.mu.RLock()
 	st := ix.st
 	ix.mu.RUnlock()
 	if st.graph == nil {
 		return plans, st
 	}
-	for lo := 0; lo < n; lo += planStep {
-		hi := min(lo+planStep, n)
-		ix.mu.RLock()
-		if ix.st != st {
-			ix.mu.RUnlock()
-			return plans, nil
+	var moved atomic.Bool
+	parallel(len(items), func(j int) {
+		it := items[j]
+		near := make([]cand, 0, min(j, nearWindow))
+		for b := max(0, j-nearWindow); b < j; b++ {
+			near = append(near, cand{1 - simdDot(it.vec, items[b].vec), int32(b)})
 		}
-		parallel(hi-lo, func(i int) {
-			plans[lo+i] = st.planInsert(ix.dim, vecs[(lo+i)*ix.dim:(lo+i+1)*ix.dim], levelFor(docID, lo+i))
-		})
-		ix.mu.RUnlock()
+		sortCands(near)
+		if moved.Load() {
+			return
+		}
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
+		if ix.st != st {
+			moved.Store(true)
+			return
+		}
+		plans[j] = st.planInsert(dim, it.vec, levelFor(it.docID, it.i))
+		plans[j].near = near[:min(len(near), hnswM0)]
+	})
+	if moved.Load() {
+		return plans, nil
 	}
 	return plans, st
 }
 
-// planStep is how many chunks plan and linkSome plan per hold of the read
-// lock.
+// nearWindow is how many of a batch's chunks before a chunk plan compares
+// it with: a batch of an ingest is about 128 chunks, and a long document's
+// chunks lie near their neighbours in it.
+const nearWindow = 128
+
+// planStep is how many chunks linkSome plans per hold of the read lock.
 const planStep = 16
 
 // parallel calls fn(0) … fn(n-1) across the cores.

@@ -69,9 +69,9 @@ type Ingester struct {
 	// embedder uses the cores); 0 means 1.
 	Concurrency int
 	// Workers is how many files Ingest reads, extracts and splits at once,
-	// ahead of the store; the documents are still stored one at a time in
-	// the order the files were found, so the store ends up the same for
-	// any number. 0 means GOMAXPROCS.
+	// ahead of the store; the documents are still stored in the order the
+	// files were found, in batches that do not depend on it, so the store
+	// ends up the same for any number. 0 means GOMAXPROCS.
 	Workers int
 }
 
@@ -635,20 +635,55 @@ func (r *ingestRun) embed(batch, n int) error {
 		}
 		r.queue = r.queue[n:]
 	}
-	for !r.hold && len(r.pending) > 0 && r.pending[0].missing == 0 {
-		p := r.pending[0]
-		r.pending = r.pending[1:]
-		if err := r.in.Store.ReplaceDocument(r.ctx, p.doc); err != nil {
-			return fmt.Errorf("storing %s: %w", p.doc.DocID, err)
+	if r.hold {
+		return nil
+	}
+	// The documents complete now are stored as one batch (cut where a save
+	// falls due), so a store that takes batches spreads their graph work
+	// across the cores; what a batch holds depends only on the files and
+	// the batch size, so the store ends up the same for any Workers.
+	saveEvery := cmpOr(r.in.SaveEvery, DefaultSaveEvery)
+	for len(r.pending) > 0 && r.pending[0].missing == 0 {
+		var docs []Document
+		for len(r.pending) > 0 && r.pending[0].missing == 0 && r.sinceSave+len(docs) < saveEvery {
+			docs = append(docs, r.pending[0].doc)
+			r.pending = r.pending[1:]
 		}
-		r.progress.Documents++
-		r.progress.Chunks += len(p.doc.Chunks)
-		r.sinceSave++
-		if r.sinceSave >= cmpOr(r.in.SaveEvery, DefaultSaveEvery) {
+		if err := r.store(docs); err != nil {
+			return err
+		}
+		for _, d := range docs {
+			r.progress.Documents++
+			r.progress.Chunks += len(d.Chunks)
+		}
+		r.sinceSave += len(docs)
+		if r.sinceSave >= saveEvery {
 			if err := r.in.Store.Flush(r.ctx); err != nil {
 				return fmt.Errorf("saving the store during ingest: %w", err)
 			}
 			r.sinceSave = 0
+		}
+	}
+	return nil
+}
+
+// batchStore is a Store that stores several documents in one call, in
+// order (the embedded *Index: Index.ReplaceDocuments).
+type batchStore interface {
+	ReplaceDocuments(ctx context.Context, docs []Document) error
+}
+
+// store stores docs in order, in one call when the store takes batches.
+func (r *ingestRun) store(docs []Document) error {
+	if bs, ok := r.in.Store.(batchStore); ok {
+		if err := bs.ReplaceDocuments(r.ctx, docs); err != nil {
+			return fmt.Errorf("storing a batch of %d documents from %s: %w", len(docs), docs[0].DocID, err)
+		}
+		return nil
+	}
+	for _, d := range docs {
+		if err := r.in.Store.ReplaceDocument(r.ctx, d); err != nil {
+			return fmt.Errorf("storing %s: %w", d.DocID, err)
 		}
 	}
 	return nil

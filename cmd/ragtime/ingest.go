@@ -24,7 +24,7 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	chunkOverlap := fs.Int("chunk-overlap", retrieval.DefaultChunkOverlap, "characters shared by neighbouring chunks")
 	batchSize := fs.Int("batch-size", retrieval.DefaultBatchSize, "chunks embedded per call")
 	concurrency := fs.Int("concurrency", 2, "embedding calls in flight at once")
-	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files read, extracted and split at once, ahead of the store, which still stores them one at a time in the order found (the index is the same for any number); default: GOMAXPROCS")
+	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files read, extracted and split at once, ahead of the store, which stores them in the order found, in batches whose graph search uses every core (the index is the same for any number); default: GOMAXPROCS")
 	cpuProfile := fs.String("cpuprofile", "", "`file` to write a CPU profile of the whole ingest to (read it with go tool pprof)")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
