@@ -320,7 +320,7 @@ func (ix *Index) writeFiles(c *compaction) error {
 		c.nst = nst
 		if err == nil {
 			nst.indexAll()
-			if !ix.exact {
+			if c.graphTmp != "" {
 				nst.graph, err = readGraph(c.graphTmp, len(nst.chunks), gen)
 			}
 		}

@@ -43,6 +43,10 @@ const (
 	// DefaultEf is the search-time candidate list length (--index-ef):
 	// larger is slower and closer to exact.
 	DefaultEf = 64
+	// DefaultGraphFromMB is serve's and ingest's --index-graph-mb: the
+	// megabytes of vectors from which the index builds its graph
+	// (IndexOptions.GraphFrom), Qdrant's default indexing_threshold.
+	DefaultGraphFromMB = 20
 )
 
 // graph is an HNSW graph whose node ids are slots of the index's slab.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -235,5 +237,97 @@ func TestANNSearchesDuringWrites(t *testing.T) {
 	}
 	if ix.Len() != 1500 {
 		t.Errorf("Len = %d", ix.Len())
+	}
+}
+
+// TestGraphThreshold checks IndexOptions.GraphFrom: below it the index has
+// no graph (searches exact, no graph file, no rebuild at open); the write
+// that takes it past builds the graph in the background, searches finding
+// every chunk meanwhile; the compaction after saves it; and an open whose
+// log takes the snapshot past the threshold builds it too.
+func TestGraphThreshold(t *testing.T) {
+	t.Parallel()
+	const dim, below, perDoc = 32, 1500, 5
+	from := int64(2000 * dim * 4) // 2,000 chunks' vectors
+	r := rand.New(rand.NewPCG(7, 8))
+	vecs := clustered(r, 2600, dim, 20)
+	queries := vecs[2500:]
+	dir := t.TempDir()
+	var logs strings.Builder
+	opts := IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1, GraphFrom: from,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	w := openIndexOpts(t, dir, opts)
+	fillDocs(t, w, vecs[:below], perDoc)
+	hasGraph := func(ix *Index) bool {
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
+		return ix.st.graph != nil
+	}
+	if hasGraph(w) {
+		t.Fatalf("a graph below the threshold (%d chunks, %d bytes of vectors, threshold %d)", below, below*dim*4, from)
+	}
+	exact := openExact(t, t.TempDir(), dim, true)
+	fillDocs(t, exact, vecs[:below], perDoc)
+	if rec := recallAt(t, w, exact, queries, 10); rec != 1 {
+		t.Errorf("recall@10 below the threshold = %.3f, want 1 (an exact scan)", rec)
+	}
+	if _, err := w.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	graphPath := filepath.Join(dir, indexDirName, graphFileName)
+	if _, err := os.Stat(graphPath); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a graph file below the threshold: %v", err)
+	}
+	// Past it: the graph starts, its chunks linked in the background.
+	fillNamed(t, w, "more", vecs[below:2500], perDoc)
+	fillNamed(t, exact, "more", vecs[below:2500], perDoc)
+	if !hasGraph(w) {
+		t.Fatalf("no graph past the threshold (2,500 chunks)")
+	}
+	if !strings.Contains(logs.String(), "passed the graph threshold") {
+		t.Errorf("no log line for the graph's start: %s", logs.String())
+	}
+	if rec := recallAt(t, w, exact, queries, 10); rec < 0.95 { // linked or not, every chunk is searched
+		t.Errorf("recall@10 while the graph is built = %.3f", rec)
+	}
+	w.linkLoaded()
+	if rec := recallAt(t, w, exact, queries, 10); rec < 0.95 {
+		t.Errorf("recall@10 of the built graph = %.3f", rec)
+	}
+	if _, err := w.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(graphPath); err != nil {
+		t.Errorf("no graph file after a compaction past the threshold: %v", err)
+	}
+	w.Close()
+
+	// A snapshot below the threshold whose log takes it past: the open
+	// builds the graph.
+	dir2 := t.TempDir()
+	w2 := openIndexOpts(t, dir2, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1, GraphFrom: from})
+	fillDocs(t, w2, vecs[:below], perDoc)
+	if _, err := w2.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w2.exact = true // log the rest without starting a graph, as an exact writer would
+	fillNamed(t, w2, "more", vecs[below:2500], perDoc)
+	if err := w2.Save(); err != nil {
+		t.Fatal(err)
+	}
+	w2.Close()
+	logs.Reset()
+	r2 := openIndexOpts(t, dir2, IndexOptions{Dimension: dim, Embedder: "test", GraphFrom: from,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if !hasGraph(r2) || !strings.Contains(logs.String(), "passed the graph threshold") {
+		t.Errorf("an open past the threshold built no graph: %s", logs.String())
+	}
+	if rec := recallAt(t, r2, exact, queries, 10); rec < 0.95 {
+		t.Errorf("recall@10 after the open = %.3f", rec)
+	}
+
+	if _, err := OpenIndex(t.TempDir(), IndexOptions{Dimension: dim, Embedder: "test", GraphFrom: -1}); err == nil ||
+		!strings.Contains(err.Error(), "--index-graph-mb") {
+		t.Errorf("a negative threshold: err = %v, want one naming --index-graph-mb", err)
 	}
 }

@@ -61,6 +61,16 @@ type IndexOptions struct {
 	Exact bool
 	// Ef is the HNSW search candidate list length (0: DefaultEf).
 	Ef int
+	// GraphFrom is the size of the live vectors (chunks × dimension × 4
+	// bytes) from which the index builds its HNSW graph: below it every
+	// search scans every vector, exactly, and writes link nothing; once a
+	// write takes the index past it, the graph is built in the background
+	// (searches scan the chunks not linked yet) and kept from then on. It
+	// is Qdrant's indexing_threshold (20 MB there, and in serve's
+	// --index-graph-mb, DefaultGraphFromMB): under it a scan costs about as
+	// much as a graph search and building the graph costs most of an
+	// ingest. 0: a graph from the first chunk. Ignored with Exact.
+	GraphFrom int64
 	// CompactAfter is the size of the log past which a writable index
 	// compacts in the background: 0 means DefaultCompactAfter, negative
 	// never (Compact still can). The larger of it and a quarter of the
@@ -114,7 +124,9 @@ type Index struct {
 	writable bool
 	exact    bool
 	ef       int
-	logger   *slog.Logger
+	// graphFrom is IndexOptions.GraphFrom (wantsGraph).
+	graphFrom int64
+	logger    *slog.Logger
 	// compactAfter is IndexOptions.CompactAfter resolved (negative: never).
 	compactAfter int64
 
@@ -184,6 +196,9 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 	if opts.Ef < 0 {
 		return nil, fmt.Errorf("opening index in %s: --index-ef %d must be positive", dataDir, opts.Ef)
 	}
+	if opts.GraphFrom < 0 {
+		return nil, fmt.Errorf("opening index in %s: the graph threshold (--index-graph-mb) must not be negative, got %d bytes", dataDir, opts.GraphFrom)
+	}
 	dir := filepath.Join(dataDir, indexDirName)
 	ix := &Index{
 		dir:          dir,
@@ -195,6 +210,7 @@ func OpenIndex(dataDir string, opts IndexOptions) (*Index, error) {
 		writable:     opts.Writable,
 		exact:        opts.Exact,
 		ef:           cmpOr(opts.Ef, DefaultEf),
+		graphFrom:    opts.GraphFrom,
 		logger:       opts.Logger,
 		compactAfter: cmp.Or(opts.CompactAfter, DefaultCompactAfter),
 	}

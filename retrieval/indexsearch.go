@@ -61,10 +61,13 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 	}
 	var top topK
 	var err error
+	// A graph with nothing linked yet (one just started) is no help: the
+	// scan below covers every chunk, in parallel.
+	graph := st.graph != nil && st.graph.entry >= 0 && len(st.alive) >= exactBelow
 	switch {
 	case len(filter.DocIDs) > 0 || len(filter.Metadata) > 0:
 		top, err = st.searchFiltered(ctx, ix.dim, q, k, filter)
-	case st.graph != nil && len(st.alive) >= exactBelow && (len(st.unlinked) > 0 || len(st.linking) > 0):
+	case graph && (len(st.unlinked) > 0 || len(st.linking) > 0):
 		// Chunks still being linked (loaded ones, a large document's):
 		// the graph's best and theirs, scored exactly, merged.
 		top = topK{k: k, items: make([]scored, 0, k)}
@@ -78,7 +81,7 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 				}
 			}
 		}
-	case st.graph != nil && len(st.alive) >= exactBelow:
+	case graph:
 		found := st.annSearch(ix.dim, q, k, ix.ef)
 		hits := make([]pipeline.Hit, len(found))
 		for i, c := range found {

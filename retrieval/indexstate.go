@@ -56,10 +56,43 @@ func newState() *state {
 
 func (ix *Index) newState() *state {
 	st := newState()
-	if !ix.exact {
+	if ix.wantsGraph(st) {
 		st.graph = newGraph()
 	}
 	return st
+}
+
+// wantsGraph reports whether st should have an HNSW graph: the index is
+// not exact and st's live vectors reach IndexOptions.GraphFrom.
+func (ix *Index) wantsGraph(st *state) bool {
+	return !ix.exact && int64(st.live)*int64(ix.dim)*4 >= ix.graphFrom
+}
+
+// startGraph gives the visible state its HNSW graph once a write has taken
+// its vectors past IndexOptions.GraphFrom: every live chunk is listed as
+// unlinked (searches go on scanning them exactly) and linked in the
+// background, a wave at a time. It waits for no compaction: while one runs
+// (its freeze would have to link the whole graph holding writeMu, and the
+// state it swaps in is read from a snapshot without a graph) it leaves the
+// start to a later write. The caller holds writeMu.
+func (ix *Index) startGraph() {
+	st := ix.st
+	if st.graph != nil || !ix.wantsGraph(st) {
+		return
+	}
+	if !ix.compactMu.TryLock() {
+		return
+	}
+	defer ix.compactMu.Unlock()
+	g := newGraph()
+	g.grow(len(st.alive))
+	ix.mu.Lock()
+	st.graph = g
+	st.unlinked = liveFrom(st, 0)
+	ix.mu.Unlock()
+	ix.logger.Info("building the index's HNSW graph in the background: its vectors passed the graph threshold (searches scan the chunks not linked yet)",
+		"dir", ix.dir, "chunks", st.live, "vector_bytes", int64(st.live)*int64(ix.dim)*4, "threshold_bytes", ix.graphFrom)
+	ix.linkInBackground(st, nil)
 }
 
 // remove frees the slots of docID; the caller holds the write lock.

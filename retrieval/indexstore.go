@@ -132,6 +132,12 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 		}
 		ld.segT = time.Since(t)
 	}
+	if ld.st.graph == nil && ix.wantsGraph(ld.st) { // the log took it past the graph threshold
+		ld.st.graph = newGraph()
+		ld.rebuilt = true
+		ix.logger.Info("building the index's HNSW graph in the background: its vectors passed the graph threshold (searches scan the chunks not linked yet)",
+			"dir", ix.dir, "chunks", ld.st.live, "vector_bytes", int64(ld.st.live)*int64(ix.dim)*4, "threshold_bytes", ix.graphFrom)
+	}
 	if ld.st.graph != nil {
 		ld.st.graph.grow(len(ld.st.alive)) // here, not under the write lock once visible
 	}
@@ -164,6 +170,9 @@ func (ix *Index) loadGraph(ld *loaded, follow bool) error {
 		return errNotYet
 	case !errors.Is(err, errGraphStale) && !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("reading HNSW graph file %s: %w", path, err)
+	}
+	if !ix.wantsGraph(ld.st) {
+		return nil // below the graph threshold: searched exactly (load looks again after the log)
 	}
 	reason := err.Error()
 	if errors.Is(err, fs.ErrNotExist) {
@@ -537,6 +546,9 @@ func (ix *Index) follow(id fileID, from int64) (bool, error) {
 		applied++
 		return nil
 	})
+	if applied > 0 {
+		ix.startGraph()
+	}
 	if from == 0 && err == nil {
 		if sc.gen != gen {
 			if sc.gen < gen { // the writer replaces it next: nothing to apply

@@ -92,6 +92,7 @@ func (ix *Index) ReplaceDocuments(ctx context.Context, docs []Document) error {
 		}
 		ix.maybeCompact()
 	}
+	ix.startGraph()
 	return nil
 }
 

@@ -18,18 +18,22 @@ func runCompact(ctx context.Context, env *environment, args []string) error {
 	fs := newFlagSet(env, "compact", "compact [flags]")
 	dataDir := fs.String("data-dir", "./data", "directory holding the embedded vector index")
 	exact := fs.Bool("store-exact", false, "the index is searched exactly (serve --store-exact): write no HNSW graph file")
+	graphMB := fs.Int("index-graph-mb", retrieval.DefaultGraphFromMB, "megabytes of vectors from which the index has an HNSW graph, as serve's --index-graph-mb: a smaller index is written without one (0: always one)")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return &usageError{msg: fmt.Sprintf("compact takes no arguments, got %q", fs.Args())}
 	}
+	if *graphMB < 0 {
+		return &usageError{msg: fmt.Sprintf("--index-graph-mb must not be negative, got %d", *graphMB)}
+	}
 	name, dim, err := retrieval.StoredEmbedder(*dataDir)
 	if err != nil {
 		return fmt.Errorf("compacting: %w", err)
 	}
 	ix, err := retrieval.OpenIndex(*dataDir, retrieval.IndexOptions{
-		Dimension: dim, Embedder: name, Writable: true, Exact: *exact, CompactAfter: -1,
+		Dimension: dim, Embedder: name, Writable: true, Exact: *exact, CompactAfter: -1, GraphFrom: int64(*graphMB) << 20,
 		Logger: slog.New(slog.NewTextHandler(env.stderr, nil)),
 	})
 	if errors.Is(err, retrieval.ErrLocked) {

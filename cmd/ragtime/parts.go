@@ -57,6 +57,7 @@ type partsConfig struct {
 	store       string
 	storeExact  bool
 	indexEf     int
+	indexGraph  int
 	qdrantURL   string
 	qdrantKey   string
 	qdrantColl  string
@@ -178,6 +179,7 @@ func (c *partsConfig) registerIndex(fs *flag.FlagSet) {
 	fs.StringVar(&c.store, "store", "embedded", "vector store: embedded (in-process HNSW index persisted under --data-dir) or qdrant (gRPC, see --qdrant-url)")
 	fs.BoolVar(&c.storeExact, "store-exact", false, "embedded store: scan every vector (exact) instead of searching the HNSW graph")
 	fs.IntVar(&c.indexEf, "index-ef", retrieval.DefaultEf, "embedded store: HNSW search candidate list length (higher: slower, closer to exact)")
+	fs.IntVar(&c.indexGraph, "index-graph-mb", retrieval.DefaultGraphFromMB, "embedded store: megabytes of vectors (chunks × dimensions × 4 bytes) from which the index builds its HNSW graph, in the background; below them every search scans every vector, exactly, as under Qdrant's indexing_threshold (0: a graph from the first chunk)")
 	fs.StringVar(&c.qdrantURL, "qdrant-url", "127.0.0.1:6334", "Qdrant gRPC address, host:port")
 	fs.StringVar(&c.qdrantKey, "qdrant-api-key-env", QdrantKeyEnvDefault, "NAME of the environment variable holding the Qdrant API key")
 	fs.StringVar(&c.qdrantColl, "qdrant-collection", "ragtime", "Qdrant collection (created by the first write when missing)")
@@ -384,9 +386,12 @@ func (c *partsConfig) openStore(ctx context.Context, env *environment, emb *embe
 		if c.indexEf < 1 {
 			return nil, &usageError{msg: fmt.Sprintf("--index-ef must be at least 1, got %d", c.indexEf)}
 		}
+		if c.indexGraph < 0 {
+			return nil, &usageError{msg: fmt.Sprintf("--index-graph-mb must not be negative, got %d", c.indexGraph)}
+		}
 		opts := retrieval.IndexOptions{
 			Dimension: emb.dim, Embedder: emb.name, Writable: writable, Exact: c.storeExact, Ef: c.indexEf,
-			Logger: c.logger,
+			GraphFrom: int64(c.indexGraph) << 20, Logger: c.logger,
 		}
 		ix, err := retrieval.OpenIndex(c.dataDir, opts)
 		if err != nil && errors.Is(err, retrieval.ErrLocked) && c.lockedReadOnly {
