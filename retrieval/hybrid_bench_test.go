@@ -23,8 +23,9 @@ import (
 // it by default on the embedded store: the pipeline's own search path
 // (Pipeline.Search, whose search span is timed) with serve's defaults —
 // hybrid retrieval, top_k 5, each leg max(top_k, 50) deep, the vector leg
-// (HNSW, hash embedder at 512 dimensions) on its own goroutine beside the
-// BM25 leg, collapse by document and the hash embedder's default fusion
+// (hash embedder at 512 dimensions; at 10k chunks, 19.5 MiB of vectors,
+// below --index-graph-mb, an exact scan; at 300k and 1M the HNSW graph) on
+// its own goroutine beside the BM25 leg, collapse by document and the hash embedder's default fusion
 // (weighted, vector leg 0.3). The corpus is lexical's synthetic one (chunks
 // of 150 Zipf-drawn words, ten chunks a document). It reports the search
 // stage's p50, p99 and mean, and each leg's and the fusion's p50 and p99 as
@@ -123,7 +124,7 @@ func benchHybridSearch(b *testing.B, n int) {
 // compacted (snapshot, graph and lexical file) and opened read-only.
 func hybridBenchIndex(b *testing.B, emb *HashEmbedder, n int) (*Index, []string) {
 	b.Helper()
-	opts := IndexOptions{Dimension: hybridBenchDim, Embedder: "hash"}
+	opts := IndexOptions{Dimension: hybridBenchDim, Embedder: "hash", GraphFrom: DefaultGraphFromMB << 20} // serve's default
 	if n <= 10_000 {
 		wopts := opts
 		wopts.Writable, wopts.CompactAfter = true, -1
