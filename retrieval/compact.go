@@ -11,6 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"ragtime/lexical"
+	"ragtime/pipeline"
 )
 
 // CompactStats describes one compaction.
@@ -302,13 +305,38 @@ const layerCopyStep = 16384
 // failure the caller abandons the compaction.
 func (ix *Index) writeFiles(c *compaction) error {
 	gen, frozen := c.gen, c.frozen
+	// The lexical analysis of the new state's chunks (in the snapshot's
+	// order, which the state read back keeps) runs beside the snapshot's
+	// write and read-back rather than after them: it is most of a
+	// compaction's CPU, and it needs only the frozen chunks' text.
+	order := frozen.fileOrder()
+	analysed := make(chan []lexical.Doc, 1)
+	frozenChunks := frozen.chunks
+	go func() {
+		chunks := make([]pipeline.Chunk, len(order))
+		for i, s := range order {
+			chunks[i] = frozenChunks[s]
+		}
+		analysed <- analyseAll(chunks)
+	}()
+	// It reads the frozen chunks: it is over before writeFiles returns,
+	// whatever happens (an abandoned compaction lets writes reuse them).
+	var docs []lexical.Doc
+	waited := false
+	wait := func() []lexical.Doc {
+		if !waited {
+			docs, waited = <-analysed, true
+		}
+		return docs
+	}
+	defer wait()
 	var err error
 	c.idxTmp, err = writeTemp(ix.dir, indexFileName, func(f *os.File) error {
 		return ix.writeState(&chunkSyncer{f: f}, frozen, gen)
 	})
 	if err == nil && frozen.graph != nil {
 		c.graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
-			return writeGraph(&chunkSyncer{f: f}, frozen, ix.dim, frozen.fileOrder(), gen)
+			return writeGraph(&chunkSyncer{f: f}, frozen, ix.dim, order, gen)
 		})
 	}
 	c.frozen, frozen = nil, nil
@@ -318,8 +346,11 @@ func (ix *Index) writeFiles(c *compaction) error {
 		var nst *state
 		nst, _, c.id, err = ix.readFileAt(c.idxTmp, catchUpRoom)
 		c.nst = nst
+		if err == nil && len(wait()) != len(nst.chunks) {
+			err = fmt.Errorf("the snapshot read back holds %d chunks, the frozen state %d", len(nst.chunks), len(docs))
+		}
 		if err == nil {
-			nst.indexAll()
+			nst.indexDocs(docs)
 			if c.graphTmp != "" {
 				nst.graph, err = readGraph(c.graphTmp, len(nst.chunks), gen)
 			}

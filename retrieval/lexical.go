@@ -67,8 +67,11 @@ func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
 
 // indexAll files every live slot of a freshly read state in its lexical
 // index.
-func (st *state) indexAll() {
-	docs := analyseAll(st.chunks)
+func (st *state) indexAll() { st.indexDocs(analyseAll(st.chunks)) }
+
+// indexDocs files every live slot of a freshly read state in its lexical
+// index, slot s as docs[s] (analyseChunk of its chunk).
+func (st *state) indexDocs(docs []lexical.Doc) {
 	st.lexID = make([]uint32, len(st.chunks), cap(st.alive))
 	for s, d := range docs {
 		if st.alive[s] {
