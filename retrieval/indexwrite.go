@@ -355,12 +355,17 @@ const nearWindow = 128
 // planStep is how many chunks linkSome plans per hold of the read lock.
 const planStep = 16
 
-// parallel calls fn(0) … fn(n-1) across the cores.
+// parallel calls fn(0) … fn(n-1) across the cores, yielding the core
+// after each call: the writes' planning keeps every core busy, and a
+// search that became runnable meanwhile would otherwise wait for the
+// scheduler to preempt a worker (10 ms at a time) — its p99 during a bulk
+// upload rose 4–7× before the yield (docs/index.md).
 func parallel(n int, fn func(i int)) {
 	workers := min(runtime.GOMAXPROCS(0), n)
 	if workers <= 1 {
 		for i := range n {
 			fn(i)
+			runtime.Gosched()
 		}
 		return
 	}
@@ -370,6 +375,7 @@ func parallel(n int, fn func(i int)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				fn(i)
+				runtime.Gosched()
 			}
 		})
 	}
