@@ -157,6 +157,11 @@ func (ix *Index) compact() (CompactStats, error) {
 
 	linkLater := ix.catchUpAndSwap(c)
 	derr = ix.renameSegment(c, derr)
+	ix.writeMu.Lock()
+	if derr == nil && ix.log != nil {
+		ix.beginGraph() // a write during the compaction took the index past the graph threshold
+	}
+	ix.writeMu.Unlock()
 	c.old.f.Close() // its records are all in the snapshot
 	if derr != nil {
 		return c.stats, wrap(derr)

@@ -326,6 +326,27 @@ func TestGraphThreshold(t *testing.T) {
 		t.Errorf("recall@10 after the open = %.3f", rec)
 	}
 
+	// Writes during a compaction take it past: the graph starts as the
+	// compaction ends (the state it swaps in has none).
+	w3 := openIndexOpts(t, t.TempDir(), IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1, GraphFrom: from})
+	fillDocs(t, w3, vecs[:below], perDoc)
+	w3.hook = func(step string) error {
+		if step == "frozen" {
+			fillNamed(t, w3, "more", vecs[below:2500], perDoc)
+		}
+		return nil
+	}
+	if _, err := w3.Compact(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w3.hook = nil
+	if !hasGraph(w3) {
+		t.Errorf("writes during a compaction took the index past the threshold, and it has no graph after it")
+	}
+	if rec := recallAt(t, w3, exact, queries, 10); rec < 0.95 {
+		t.Errorf("recall@10 after that compaction = %.3f", rec)
+	}
+
 	if _, err := OpenIndex(t.TempDir(), IndexOptions{Dimension: dim, Embedder: "test", GraphFrom: -1}); err == nil ||
 		!strings.Contains(err.Error(), "--index-graph-mb") {
 		t.Errorf("a negative threshold: err = %v, want one naming --index-graph-mb", err)

@@ -74,16 +74,23 @@ func (ix *Index) wantsGraph(st *state) bool {
 // background, a wave at a time. It waits for no compaction: while one runs
 // (its freeze would have to link the whole graph holding writeMu, and the
 // state it swaps in is read from a snapshot without a graph) it leaves the
-// start to a later write. The caller holds writeMu.
+// start to that compaction's end (compact calls beginGraph). The caller
+// holds writeMu.
 func (ix *Index) startGraph() {
-	st := ix.st
-	if st.graph != nil || !ix.wantsGraph(st) {
-		return
-	}
 	if !ix.compactMu.TryLock() {
 		return
 	}
 	defer ix.compactMu.Unlock()
+	ix.beginGraph()
+}
+
+// beginGraph is startGraph for a caller that holds both writeMu and
+// compactMu.
+func (ix *Index) beginGraph() {
+	st := ix.st
+	if st.graph != nil || !ix.wantsGraph(st) {
+		return
+	}
 	g := newGraph()
 	g.grow(len(st.alive))
 	ix.mu.Lock()
