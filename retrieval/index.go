@@ -140,10 +140,15 @@ type Index struct {
 	// logEnd is the offset just past the last record applied from the log
 	// identified by logID; 0 when that log follows another snapshot (a
 	// compaction is under way) and nothing of it was applied.
-	logEnd     int64
-	logBase    int64 // the followed log's header size
-	generation atomic.Uint64
-	snapBytes  int64 // the snapshot's size (writer: guarded by writeMu)
+	logEnd  int64
+	logBase int64 // the followed log's header size
+	// segID, segBase and segEnd are the same for a running compaction's
+	// log segment, which a follower reads once the log is complete
+	// (followSegment); segID is zero when none is being followed.
+	segID           fileID
+	segBase, segEnd int64
+	generation      atomic.Uint64
+	snapBytes       int64 // the snapshot's size (writer: guarded by writeMu)
 
 	// writeMu serialises the writer's changes: a log append and its
 	// application in memory, a compaction, a follower's replay. Searches

@@ -616,3 +616,71 @@ func TestCorruptFileIsAnError(t *testing.T) {
 	copy(huge[8:], []byte{0xff, 0xff, 0xff, 0x7f}) // dimension
 	try("huge dimension", huge)
 }
+
+// TestReloadSeesWritesDuringCompaction: a follower sees a write made while
+// the writer compacts (it goes to the compaction's log segment) before the
+// compaction commits, and after it, as one document.
+func TestReloadSeesWritesDuringCompaction(t *testing.T) {
+	t.Parallel()
+	const dim = 8
+	dir := t.TempDir()
+	ctx := context.Background()
+	writer := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1})
+	reader := openIndex(t, dir, dim, false)
+	put := func(id string) {
+		t.Helper()
+		err := writer.ReplaceDocument(ctx, Document{DocID: id, Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writer.Save(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func() []string {
+		var out []string
+		for _, d := range reader.Documents() {
+			out = append(out, d.DocID)
+		}
+		return out
+	}
+	has := func(id string) bool { return slices.Contains(ids(), id) }
+	reload := func(when string) {
+		t.Helper()
+		if _, err := reader.Reload(); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+	}
+	put("a")
+	reload("before")
+	writer.hook = func(step string) error {
+		switch step {
+		case "frozen":
+			put("b") // into the segment
+			reload("after the freeze")
+			if !has("a") || !has("b") {
+				t.Errorf("during the compaction the follower holds %v, want a and b", ids())
+			}
+			put("a") // a replace, in the segment too
+			put("c")
+			reload("again")
+			if got := ids(); len(got) != 3 {
+				t.Errorf("during the compaction the follower holds %v, want a, b and c once", got)
+			}
+		}
+		return nil
+	}
+	if _, err := writer.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writer.hook = nil
+	reload("after the compaction")
+	put("d")
+	reload("after a write")
+	if got := ids(); !slices.Equal(got, []string{"a", "b", "c", "d"}) || reader.Generation() != 1 {
+		t.Errorf("after the compaction the follower holds %v at generation %d, want a-d at 1", got, reader.Generation())
+	}
+	if n := reader.Len(); n != 4 {
+		t.Errorf("the follower holds %d chunks, want 4", n)
+	}
+}

@@ -497,6 +497,7 @@ func (ix *Index) reload() (bool, error) {
 		ix.publish(ld)
 		ix.writeMu.Unlock()
 		ix.startLinking(ld)
+		ix.segID, ix.segBase, ix.segEnd = fileID{}, 0, 0
 		return true, nil
 	}
 	fi, err = os.Stat(ix.logPath)
@@ -507,6 +508,7 @@ func (ix *Index) reload() (bool, error) {
 		return false, fmt.Errorf("checking index log: %w", err)
 	}
 	id := fileIDOf(fi)
+	var changed bool
 	switch {
 	case id.ino != ix.logID.ino:
 		if ix.logEnd > ix.logBase {
@@ -514,12 +516,84 @@ func (ix *Index) reload() (bool, error) {
 			ix.snap = fileID{}
 			return ix.reload()
 		}
-		return ix.follow(id, 0)
+		changed, err = ix.follow(id, 0)
 	case ix.logEnd == 0 || fi.Size() <= ix.logEnd:
-		return false, nil // a log of the previous generation, or nothing new
+		// a log of the previous generation, or nothing new
 	default:
-		return ix.follow(id, ix.logEnd)
+		changed, err = ix.follow(id, ix.logEnd)
+		// The log grew: no compaction is past its freeze, or one was
+		// given up and its segment's records appended to the log (a new
+		// segment starts again from its beginning).
+		ix.segID, ix.segBase, ix.segEnd = fileID{}, 0, 0
 	}
+	if err != nil {
+		return changed, err
+	}
+	seg, err := ix.followSegment()
+	return changed || seg, err
+}
+
+// followSegment applies the records a running compaction's log segment
+// holds beyond those applied: from its freeze on, the writer appends there,
+// and a follower that waited for the commit would not see a write for the
+// whole compaction (seconds to tens of seconds for a large index). It reads
+// the segment only once the log it follows is complete (the writer fsyncs
+// it at the freeze, and then never appends to it again unless the
+// compaction is given up, when the log grows and reload starts the segment
+// over): a record that reached the log before the freeze must be applied
+// before the segment's. Applying a record twice (a segment re-read) is
+// harmless: each replaces or deletes a whole document. Where files have no
+// inode number (inodeOf), a segment cannot be told from a later one, and
+// the follower waits for the commit as before. The caller holds saveMu.
+func (ix *Index) followSegment() (bool, error) {
+	if ix.logEnd == 0 {
+		return false, nil // the followed log is not this snapshot's: the commit is past
+	}
+	f, err := os.Open(ix.nextPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("opening index log segment: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("reading index log segment %s: %w", ix.nextPath, err)
+	}
+	id := fileIDOf(fi)
+	if id.ino == 0 {
+		return false, nil
+	}
+	from, base := int64(0), int64(0)
+	if id.ino == ix.segID.ino {
+		if fi.Size() <= ix.segEnd {
+			return false, nil
+		}
+		from, base = ix.segEnd, ix.segBase
+	}
+	gen := ix.generation.Load()
+	var recs []*logRecord
+	sc, err := ix.scanLog(f, ix.nextPath, from, base, fi.Size(), gen+1, func(rec *logRecord) error {
+		recs = append(recs, rec)
+		return nil
+	})
+	if err != nil || sc.gen != gen+1 {
+		return false, err // another compaction's: the writer removes it
+	}
+	if li, err := os.Stat(ix.logPath); err != nil || fileIDOf(li).ino != ix.logID.ino || li.Size() != ix.logEnd {
+		return false, nil // the log is not complete yet, or was replaced: next time
+	}
+	ix.writeMu.Lock()
+	for _, rec := range recs {
+		ix.applyLive(rec)
+	}
+	if len(recs) > 0 {
+		ix.startGraph()
+	}
+	ix.writeMu.Unlock()
+	ix.segID, ix.segBase, ix.segEnd = id, sc.base, sc.end
+	return len(recs) > 0, nil
 }
 
 // follow applies the records of the log identified by id from offset from
