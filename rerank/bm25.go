@@ -2,6 +2,7 @@ package rerank
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"ragtime/lexical"
@@ -17,16 +18,31 @@ import (
 type BM25 struct {
 	scorer lexical.BM25
 	corpus lexical.Stats
+	remote CorpusScorer
+}
+
+// CorpusScorer scores candidates by BM25 with a corpus's statistics that
+// live elsewhere: a Qdrant collection's lexical leg (its sparse vectors'
+// idf). A candidate holding none of the question's words scores 0.
+type CorpusScorer interface {
+	ScoreLexical(ctx context.Context, question string, hits []pipeline.Hit) ([]float64, error)
 }
 
 // NewBM25 returns a BM25 reranker with k1 = 1.2, b = 0.75 scoring with
 // corpus's statistics (the embedded store's lexical index). A nil corpus
-// (a store without one, such as Qdrant) takes them from the candidates.
+// (a store that keeps none) takes them from the candidates.
 func NewBM25(corpus lexical.Stats) *BM25 {
 	if corpus == nil {
 		corpus = noCorpus{}
 	}
 	return &BM25{scorer: lexical.NewBM25(), corpus: corpus}
+}
+
+// NewBM25Remote returns a BM25 reranker whose scores come from scorer (a
+// Qdrant store, whose collection holds the corpus statistics): one request
+// per rerank.
+func NewBM25Remote(scorer CorpusScorer) *BM25 {
+	return &BM25{scorer: lexical.NewBM25(), corpus: noCorpus{}, remote: scorer}
 }
 
 // noCorpus has no statistics: ScoreCorpus then counts over the candidates.
@@ -43,6 +59,13 @@ func (*BM25) Name() string { return "bm25" }
 func (r *BM25) Rerank(ctx context.Context, question string, hits []pipeline.Hit, topN int) ([]pipeline.Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if r.remote != nil {
+		scores, err := r.remote.ScoreLexical(ctx, question, hits)
+		if err != nil {
+			return nil, fmt.Errorf("reranking %d candidates by BM25: %w", len(hits), err)
+		}
+		return rankByScores(hits, scores, topN), nil
 	}
 	docs := make([]lexical.Doc, len(hits))
 	for i, h := range hits {

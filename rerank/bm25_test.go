@@ -125,3 +125,44 @@ func TestBM25DeeperPoolKeepsScores(t *testing.T) {
 		}
 	}
 }
+
+// scorerFunc is a CorpusScorer from a function (a Qdrant store's stand-in).
+type scorerFunc func(ctx context.Context, question string, hits []pipeline.Hit) ([]float64, error)
+
+func (f scorerFunc) ScoreLexical(ctx context.Context, question string, hits []pipeline.Hit) ([]float64, error) {
+	return f(ctx, question, hits)
+}
+
+// TestBM25RemoteRerank: with a CorpusScorer the reranker ranks by its
+// scores (ties keeping the search order), keeps topN, and a scorer's
+// failure is the rerank's, saying what it was doing.
+func TestBM25RemoteRerank(t *testing.T) {
+	t.Parallel()
+	var asked []string
+	r := NewBM25Remote(scorerFunc(func(_ context.Context, q string, hits []pipeline.Hit) ([]float64, error) {
+		asked = append(asked, q)
+		out := make([]float64, len(hits))
+		for i, h := range hits {
+			out[i] = map[string]float64{"a": 0, "b": 2, "c": 5, "d": 2}[h.ID]
+		}
+		return out, nil
+	}))
+	got, err := r.Rerank(context.Background(), "q", []pipeline.Hit{hit("a", "", 0.9), hit("b", "", 0.8), hit("c", "", 0.7), hit("d", "", 0.6)}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, h := range got {
+		ids = append(ids, h.ID)
+	}
+	if !slices.Equal(ids, []string{"c", "b", "d"}) || *got[0].RerankScore != 5 || !slices.Equal(asked, []string{"q"}) {
+		t.Errorf("reranked %v (top score %v), asked %v; want c, b, d (5) after one request for q", ids, *got[0].RerankScore, asked)
+	}
+	failing := NewBM25Remote(scorerFunc(func(context.Context, string, []pipeline.Hit) ([]float64, error) {
+		return nil, fmt.Errorf("qdrant down")
+	}))
+	if _, err := failing.Rerank(context.Background(), "q", []pipeline.Hit{hit("a", "", 1)}, 1); err == nil ||
+		err.Error() != "reranking 1 candidates by BM25: qdrant down" {
+		t.Errorf("a failing scorer: err = %v", err)
+	}
+}

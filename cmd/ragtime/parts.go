@@ -467,8 +467,14 @@ func (c *partsConfig) build(ctx context.Context, env *environment, writable bool
 		return nil, err
 	}
 	if c.reranker == "bm25" {
-		corpus, _ := p.store.(lexical.Stats) // the embedded store's; nil for Qdrant
-		rr = rerank.NewBM25(corpus)
+		switch st := p.store.(type) {
+		case lexical.Stats: // the embedded store's lexical index
+			rr = rerank.NewBM25(st)
+		case rerank.CorpusScorer: // a Qdrant collection's lexical leg
+			rr = rerank.NewBM25Remote(st)
+		default:
+			rr = rerank.NewBM25(nil)
+		}
 	}
 	p.reranker, p.rerankerName = rr, rrName
 	p.counter = counter

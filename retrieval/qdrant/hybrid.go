@@ -248,3 +248,47 @@ func (s *Store) SearchLegs(ctx context.Context, q pipeline.LegsQuery) (pipeline.
 	res.Vector, res.Lexical = hits(vecAt), hits(lexAt)
 	return res, nil
 }
+
+// ScoreLexical returns the lexical leg's score of each hit for question
+// (0 for a hit that holds none of its words): BM25 with the collection's
+// own document frequencies (the sparse vector's idf modifier, computed by
+// Qdrant over every point) and ragtime's term-frequency saturation, so a
+// candidate's score does not depend on which others are scored beside it.
+// It is one query on the sparse vector, restricted to the hits' points. It
+// implements rerank.CorpusScorer: the BM25 reranker over Qdrant.
+func (s *Store) ScoreLexical(ctx context.Context, question string, hits []pipeline.Hit) ([]float64, error) {
+	scores := make([]float64, len(hits))
+	ix, vals := lexical.SparseQuery(question)
+	if len(hits) == 0 || len(ix) == 0 {
+		return scores, nil
+	}
+	if err := s.ensure(ctx, false); err != nil {
+		return nil, err
+	}
+	if s.lexical.Load() == lexAbsent {
+		return nil, s.lexicalMissing(nil)
+	}
+	ids := make([]*qc.PointId, len(hits))
+	at := make(map[string][]int, len(hits))
+	for i, h := range hits {
+		id := PointID(h.DocID, h.Index)
+		ids[i] = qc.NewID(id)
+		at[id] = append(at[id], i)
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	points, err := s.client.Query(cctx, &qc.QueryPoints{CollectionName: s.cfg.Collection,
+		Query: qc.NewQuerySparse(ix, vals), Using: ptr(SparseName), Limit: ptr(uint64(len(hits))),
+		Filter:          &qc.Filter{Must: []*qc.Condition{qc.NewHasID(ids...)}},
+		WithPayload:     qc.NewWithPayload(false),
+		ReadConsistency: s.cfg.Cluster.readConsistency()})
+	if err != nil {
+		return nil, s.classify(ctx, "scoring candidates by the lexical leg", err)
+	}
+	for _, p := range points {
+		for _, i := range at[p.GetId().GetUuid()] {
+			scores[i] = float64(p.GetScore())
+		}
+	}
+	return scores, nil
+}

@@ -75,6 +75,34 @@ func runHybridSuite(t *testing.T, addr, collection string) {
 		t.Errorf("a question of stop words: %v, %v; want no hits and no error", ids(res.Lexical), err)
 	}
 
+	// The BM25 reranker's scores (ScoreLexical): the lexical leg's, with
+	// the collection's idf, 0 for a candidate without a question word, and
+	// the same whichever candidates are scored beside it.
+	cands, err := s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: ragtime.RetrievalHybrid, Vector: vec(0, 0), Question: "How does the cache evict?",
+		K: 4, VectorK: 4, LexicalK: 4, Fusion: pipeline.Fusion{Method: pipeline.FusionWeighted}})
+	if err != nil || len(cands.Vector) != 4 {
+		t.Fatalf("4 candidates: %v, %v", ids(cands.Vector), err)
+	}
+	scores, err := s.ScoreLexical(ctx, "How does the cache evict?", cands.Vector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lexScore := map[string]float64{}
+	for _, h := range res.Lexical {
+		lexScore[h.ID] = h.Score
+	}
+	for i, h := range cands.Vector {
+		if math.Abs(scores[i]-lexScore[h.ID]) > 1e-6 {
+			t.Errorf("ScoreLexical of %s = %.6f, the lexical leg's %.6f", h.ID, scores[i], lexScore[h.ID])
+		}
+	}
+	for i, h := range cands.Vector {
+		alone, err := s.ScoreLexical(ctx, "How does the cache evict?", cands.Vector[i:i+1])
+		if err != nil || math.Abs(alone[0]-scores[i]) > 1e-6 {
+			t.Errorf("ScoreLexical of %s alone = %v (%v), among four %.6f", h.ID, alone, err, scores[i])
+		}
+	}
+
 	// Hybrid with RRF: Qdrant's fusion is ragtime's, to the score.
 	q := pipeline.LegsQuery{Retrieval: ragtime.RetrievalHybrid, Vector: vec(3, 0), Question: "cache memory eviction", K: 3, VectorK: 4, LexicalK: 4}
 	res, err = s.SearchLegs(ctx, q)

@@ -299,7 +299,7 @@ func (f fakePoints) UpdateBatch(_ context.Context, r *qc.UpdateBatchPoints) (*qc
 
 func (c *fakeCollection) deleteMatching(flt *qc.Filter) {
 	for id, p := range c.points {
-		if matches(flt, p.payload) {
+		if matches(flt, p.id, p.payload) {
 			delete(c.points, id)
 		}
 	}
@@ -309,7 +309,7 @@ func (c *fakeCollection) deleteMatching(flt *qc.Filter) {
 func (c *fakeCollection) sorted(flt *qc.Filter) []*fakePoint {
 	var out []*fakePoint
 	for _, p := range c.points {
-		if matches(flt, p.payload) {
+		if matches(flt, p.id, p.payload) {
 			out = append(out, p)
 		}
 	}
@@ -543,7 +543,7 @@ func (c *fakeCollection) nearest(q *qc.Query, using string, filters []*qc.Filter
 		}
 		pass := true
 		for _, f := range filters {
-			pass = pass && matches(f, p.payload)
+			pass = pass && matches(f, p.id, p.payload)
 		}
 		if !pass {
 			continue
@@ -616,15 +616,22 @@ func Cosine(a, b []float32) float32 {
 }
 
 // matches evaluates the filter shapes ragtime sends: no MustNot condition
-// holds, and every Must condition is a field match (keyword or any-of keywords) or a numeric range, on a
-// top-level key or a dotted path into a nested object.
-func matches(flt *qc.Filter, payload map[string]*qc.Value) bool {
+// holds, and every Must condition is a point id among those listed
+// (has_id), or a field match (keyword or any-of keywords) or a numeric
+// range, on a top-level key or a dotted path into a nested object.
+func matches(flt *qc.Filter, id string, payload map[string]*qc.Value) bool {
 	for _, c := range flt.GetMustNot() {
-		if matches(&qc.Filter{Must: []*qc.Condition{c}}, payload) {
+		if matches(&qc.Filter{Must: []*qc.Condition{c}}, id, payload) {
 			return false
 		}
 	}
 	for _, c := range flt.GetMust() {
+		if hc := c.GetHasId(); hc != nil {
+			if !slices.ContainsFunc(hc.GetHasId(), func(p *qc.PointId) bool { return p.GetUuid() == id }) {
+				return false
+			}
+			continue
+		}
 		fc := c.GetField()
 		if fc == nil {
 			panic("fake qdrant: unsupported condition " + c.String())
