@@ -23,7 +23,10 @@ type BM25 struct {
 
 // CorpusScorer scores candidates by BM25 with a corpus's statistics that
 // live elsewhere: a Qdrant collection's lexical leg (its sparse vectors'
-// idf). A candidate holding none of the question's words scores 0.
+// idf). A candidate holding none of the question's words scores 0; nil
+// scores without an error say the corpus keeps no statistics (a collection
+// without the lexical leg), and the reranker then takes them from the
+// candidates.
 type CorpusScorer interface {
 	ScoreLexical(ctx context.Context, question string, hits []pipeline.Hit) ([]float64, error)
 }
@@ -65,7 +68,9 @@ func (r *BM25) Rerank(ctx context.Context, question string, hits []pipeline.Hit,
 		if err != nil {
 			return nil, fmt.Errorf("reranking %d candidates by BM25: %w", len(hits), err)
 		}
-		return rankByScores(hits, scores, topN), nil
+		if scores != nil {
+			return rankByScores(hits, scores, topN), nil
+		}
 	}
 	docs := make([]lexical.Doc, len(hits))
 	for i, h := range hits {

@@ -158,6 +158,12 @@ func TestBM25RemoteRerank(t *testing.T) {
 	if !slices.Equal(ids, []string{"c", "b", "d"}) || *got[0].RerankScore != 5 || !slices.Equal(asked, []string{"q"}) {
 		t.Errorf("reranked %v (top score %v), asked %v; want c, b, d (5) after one request for q", ids, *got[0].RerankScore, asked)
 	}
+	// A corpus without statistics: the candidates' own, as NewBM25(nil).
+	none := NewBM25Remote(scorerFunc(func(context.Context, string, []pipeline.Hit) ([]float64, error) { return nil, nil }))
+	got, err = none.Rerank(context.Background(), "prefill time", []pipeline.Hit{hit("a", "the cat", 0.9), hit("b", "prefill time is measured", 0.8)}, 2)
+	if err != nil || got[0].ID != "b" {
+		t.Errorf("no corpus scores: %v, %v; want b first, by the candidates' statistics", got, err)
+	}
 	failing := NewBM25Remote(scorerFunc(func(context.Context, string, []pipeline.Hit) ([]float64, error) {
 		return nil, fmt.Errorf("qdrant down")
 	}))

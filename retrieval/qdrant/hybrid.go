@@ -254,8 +254,10 @@ func (s *Store) SearchLegs(ctx context.Context, q pipeline.LegsQuery) (pipeline.
 // own document frequencies (the sparse vector's idf modifier, computed by
 // Qdrant over every point) and ragtime's term-frequency saturation, so a
 // candidate's score does not depend on which others are scored beside it.
-// It is one query on the sparse vector, restricted to the hits' points. It
-// implements rerank.CorpusScorer: the BM25 reranker over Qdrant.
+// It is one query on the sparse vector, restricted to the hits' points. A
+// collection created without the lexical leg has no such statistics: nil
+// scores and no error. It implements rerank.CorpusScorer: the BM25
+// reranker over Qdrant.
 func (s *Store) ScoreLexical(ctx context.Context, question string, hits []pipeline.Hit) ([]float64, error) {
 	scores := make([]float64, len(hits))
 	ix, vals := lexical.SparseQuery(question)
@@ -266,7 +268,7 @@ func (s *Store) ScoreLexical(ctx context.Context, question string, hits []pipeli
 		return nil, err
 	}
 	if s.lexical.Load() == lexAbsent {
-		return nil, s.lexicalMissing(nil)
+		return nil, nil
 	}
 	ids := make([]*qc.PointId, len(hits))
 	at := make(map[string][]int, len(hits))

@@ -229,8 +229,14 @@ func TestQdrantCollectionWithoutLexicalLeg(t *testing.T) {
 	if err := s.ReplaceDocument(ctx, wordDoc("evict.md", "The cache evicts entries.", 0)); err != nil {
 		t.Fatalf("a write to the old collection: %v", err)
 	}
-	if hits, err := s.Search(ctx, vec(0, 0), 3, pipeline.Filter{}); err != nil || len(hits) != 1 {
+	hits, err := s.Search(ctx, vec(0, 0), 3, pipeline.Filter{})
+	if err != nil || len(hits) != 1 {
 		t.Fatalf("vector search on the old collection: %v, %v", ids(hits), err)
+	}
+	// The BM25 reranker gets no corpus scores from it (and then scores
+	// with the candidates'), not an error that would fail the ask.
+	if scores, err := s.ScoreLexical(ctx, "cache", hits); scores != nil || err != nil {
+		t.Errorf("ScoreLexical on the old collection = %v, %v; want nil, nil", scores, err)
 	}
 	_, err = s.SearchLegs(ctx, pipeline.LegsQuery{Retrieval: ragtime.RetrievalHybrid, Vector: vec(0, 0), Question: "cache", K: 3, VectorK: 3, LexicalK: 3})
 	pe := wantCode(t, err, CodeLexicalMissing)
