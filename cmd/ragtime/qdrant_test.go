@@ -50,13 +50,28 @@ func TestQdrantStoreEndToEnd(t *testing.T) {
 	}
 	// Collapsed by document (the default), the vector leg searches
 	// max(top_k, 50) chunks deep to find top_k documents; collapse=none
-	// asks Qdrant for top_k.
-	if qs := qdranttest.Recorded[*qc.QueryPoints](q); len(qs) == 0 || qs[len(qs)-1].GetLimit() != pipeline.DefaultLegK {
-		t.Errorf("queries %v", qs)
+	// asks Qdrant for top_k. The BM25 reranker then scores the candidates
+	// with the collection's statistics: a query on the lexical sparse
+	// vector restricted to their points.
+	lastDense := func() *qc.QueryPoints {
+		qs := qdranttest.Recorded[*qc.QueryPoints](q)
+		for i := len(qs) - 1; i >= 0; i-- {
+			if qs[i].GetQuery().GetNearest().GetDense() != nil {
+				return qs[i]
+			}
+		}
+		return nil
+	}
+	if qd := lastDense(); qd.GetLimit() != pipeline.DefaultLegK {
+		t.Errorf("vector query %v", qd)
+	}
+	if qs := qdranttest.Recorded[*qc.QueryPoints](q); len(qs) == 0 || qs[len(qs)-1].GetUsing() != "lexical" ||
+		len(qs[len(qs)-1].GetFilter().GetMust()) != 1 || len(qs[len(qs)-1].GetFilter().GetMust()[0].GetHasId().GetHasId()) != 3 {
+		t.Errorf("the reranker's query %v: want the lexical leg over the 3 candidates' points", qs[len(qs)-1])
 	}
 	lastDone(t, ask(t, srv.url, "q=what+is+prefill&top_k=3&retrieval=vector&collapse=none"))
-	if qs := qdranttest.Recorded[*qc.QueryPoints](q); len(qs) == 0 || qs[len(qs)-1].GetLimit() != 3 {
-		t.Errorf("queries with collapse=none %v", qs)
+	if qd := lastDense(); qd.GetLimit() != 3 {
+		t.Errorf("vector query with collapse=none %v", qd)
 	}
 
 	// Another collection that nobody ingested: the stream ends with an
