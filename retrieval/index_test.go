@@ -469,16 +469,7 @@ func TestReloadSeesAnotherWriter(t *testing.T) {
 	if changed, err := reader.Reload(); changed || err != nil {
 		t.Fatalf("Reload with no file = %v, %v", changed, err)
 	}
-	put := func(id string) {
-		t.Helper()
-		err := writer.ReplaceDocument(ctx, Document{DocID: id, Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := writer.Save(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(id string) { t.Helper(); putSaved(t, writer, id) }
 	// Searches keep running while the reader reloads.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -627,16 +618,7 @@ func TestReloadSeesWritesDuringCompaction(t *testing.T) {
 	ctx := context.Background()
 	writer := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1})
 	reader := openIndex(t, dir, dim, false)
-	put := func(id string) {
-		t.Helper()
-		err := writer.ReplaceDocument(ctx, Document{DocID: id, Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := writer.Save(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	put := func(id string) { t.Helper(); putSaved(t, writer, id) }
 	ids := func() []string {
 		var out []string
 		for _, d := range reader.Documents() {
@@ -682,5 +664,18 @@ func TestReloadSeesWritesDuringCompaction(t *testing.T) {
 	}
 	if n := reader.Len(); n != 4 {
 		t.Errorf("the follower holds %d chunks, want 4", n)
+	}
+}
+
+// putSaved stores a one-chunk document id (an 8-dimensional vector) in w
+// and saves it, as an API write is acknowledged.
+func putSaved(t *testing.T, w *Index, id string) {
+	t.Helper()
+	err := w.ReplaceDocument(context.Background(), Document{DocID: id, Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Save(); err != nil {
+		t.Fatal(err)
 	}
 }
