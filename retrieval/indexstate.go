@@ -84,6 +84,13 @@ func (ix *Index) startGraph() {
 	ix.beginGraph()
 }
 
+// logGraphStart says that st's vectors passed the graph threshold and its
+// graph is being built.
+func (ix *Index) logGraphStart(st *state) {
+	ix.logger.Info("building the index's HNSW graph in the background: its vectors passed the graph threshold (searches scan the chunks not linked yet)",
+		"dir", ix.dir, "chunks", st.live, "vector_bytes", int64(st.live)*int64(ix.dim)*4, "threshold_bytes", ix.graphFrom)
+}
+
 // beginGraph is startGraph for a caller that holds both writeMu and
 // compactMu.
 func (ix *Index) beginGraph() {
@@ -97,8 +104,7 @@ func (ix *Index) beginGraph() {
 	st.graph = g
 	st.unlinked = liveFrom(st, 0)
 	ix.mu.Unlock()
-	ix.logger.Info("building the index's HNSW graph in the background: its vectors passed the graph threshold (searches scan the chunks not linked yet)",
-		"dir", ix.dir, "chunks", st.live, "vector_bytes", int64(st.live)*int64(ix.dim)*4, "threshold_bytes", ix.graphFrom)
+	ix.logGraphStart(st)
 	ix.linkInBackground(st, nil)
 }
 

@@ -135,8 +135,7 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 	if ld.st.graph == nil && ix.wantsGraph(ld.st) { // the log took it past the graph threshold
 		ld.st.graph = newGraph()
 		ld.rebuilt = true
-		ix.logger.Info("building the index's HNSW graph in the background: its vectors passed the graph threshold (searches scan the chunks not linked yet)",
-			"dir", ix.dir, "chunks", ld.st.live, "vector_bytes", int64(ld.st.live)*int64(ix.dim)*4, "threshold_bytes", ix.graphFrom)
+		ix.logGraphStart(ld.st)
 	}
 	if ld.st.graph != nil {
 		ld.st.graph.grow(len(ld.st.alive)) // here, not under the write lock once visible
