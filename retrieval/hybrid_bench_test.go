@@ -24,7 +24,8 @@ import (
 // (Pipeline.Search, whose search span is timed) with serve's defaults —
 // hybrid retrieval, top_k 5, each leg max(top_k, 50) deep, the vector leg
 // (hash embedder at 512 dimensions; at 10k chunks, 19.5 MiB of vectors,
-// below --index-graph-mb, an exact scan; at 300k and 1M the HNSW graph) on
+// below --index-graph-mb, an exact scan, and 10k-graph the same with the
+// HNSW graph; at 300k and 1M the graph) on
 // its own goroutine beside the BM25 leg, collapse by document and the hash embedder's default fusion
 // (weighted, vector leg 0.3). The corpus is lexical's synthetic one (chunks
 // of 150 Zipf-drawn words, ten chunks a document). It reports the search
@@ -47,18 +48,21 @@ func BenchmarkHybridSearch(b *testing.B) {
 			})
 			continue
 		}
-		b.Run(name, func(b *testing.B) { benchHybridSearch(b, n) })
+		b.Run(name, func(b *testing.B) { benchHybridSearch(b, n, DefaultGraphFromMB<<20) })
+		if n == 10_000 { // the same with the graph serve builds only past --index-graph-mb
+			b.Run(name+"-graph", func(b *testing.B) { benchHybridSearch(b, n, 0) })
+		}
 	}
 }
 
 const hybridBenchDim = 512
 
-func benchHybridSearch(b *testing.B, n int) {
+func benchHybridSearch(b *testing.B, n int, graphFrom int64) {
 	emb, err := NewHashEmbedder(hybridBenchDim)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ix, queries := hybridBenchIndex(b, emb, n)
+	ix, queries := hybridBenchIndex(b, emb, n, graphFrom)
 	w := 0.3 // serve's default fusion over the hash embedder (cmd/ragtime defaultFusion)
 	p, err := pipeline.New(pipeline.Config{Embedder: emb, Searcher: ix, Lexical: ix,
 		Fusion:    pipeline.Fusion{Method: pipeline.FusionWeighted, VectorWeight: &w},
@@ -122,9 +126,9 @@ func benchHybridSearch(b *testing.B, n int) {
 // vectors and lexical postings, and the corpus's queries. Up to 10k it is
 // built in memory; larger ones are built once into a cached data dir,
 // compacted (snapshot, graph and lexical file) and opened read-only.
-func hybridBenchIndex(b *testing.B, emb *HashEmbedder, n int) (*Index, []string) {
+func hybridBenchIndex(b *testing.B, emb *HashEmbedder, n int, graphFrom int64) (*Index, []string) {
 	b.Helper()
-	opts := IndexOptions{Dimension: hybridBenchDim, Embedder: "hash", GraphFrom: DefaultGraphFromMB << 20} // serve's default
+	opts := IndexOptions{Dimension: hybridBenchDim, Embedder: "hash", GraphFrom: graphFrom}
 	if n <= 10_000 {
 		wopts := opts
 		wopts.Writable, wopts.CompactAfter = true, -1
