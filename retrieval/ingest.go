@@ -582,18 +582,26 @@ func (in *Ingester) IngestContents(ctx context.Context, cs []pipeline.DocumentIn
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("ingesting: %w", err)
 	}
-	// Commit: every document is ready.
+	// Commit: every document is ready. They are stored as one batch, as
+	// an ingest's wave is (a store that takes batches plans all their
+	// chunks' graph neighbours across the cores); a failure names the
+	// document it stopped at and how many were stored before it.
 	commit := context.WithoutCancel(ctx)
+	run.ctx = commit
 	results := make([]pipeline.DocumentResult, len(cs))
+	var docs []Document
 	for i, p := range staged {
 		if p == nil {
 			results[i] = pipeline.DocumentResult{DocID: cs[i].DocID, Unchanged: true}
 			continue
 		}
-		if err := in.Store.ReplaceDocument(commit, p.doc); err != nil {
-			return nil, fmt.Errorf("storing %s (%d of %d documents of the batch stored before it): %w", p.doc.DocID, i, len(cs), err)
-		}
+		docs = append(docs, p.doc)
 		results[i] = pipeline.DocumentResult{DocID: p.doc.DocID, Title: p.doc.Title, Chunks: len(p.doc.Chunks)}
+	}
+	if len(docs) > 0 {
+		if err := run.store(docs); err != nil {
+			return nil, err
+		}
 	}
 	if err := in.Store.Flush(commit); err != nil {
 		return nil, fmt.Errorf("saving after storing %d documents: %w", len(cs), err)

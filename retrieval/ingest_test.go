@@ -747,3 +747,34 @@ func TestIngestWorkersWriteTheSameIndex(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestContentsStoresOneBatch: a batch of contents is stored in one
+// call, in order, an unchanged document left alone; a store that fails
+// stores nothing of the batch it refuses and the error says which batch.
+func TestIngestContentsStoresOneBatch(t *testing.T) {
+	t.Parallel()
+	in, _ := newIngester(t, t.TempDir())
+	ix := in.Store.(*Index)
+	batch := []pipeline.DocumentInput{
+		{DocID: "a.md", Kind: pipeline.KindMarkdown, Body: []byte("# A\n\nPrefill is measured.")},
+		{DocID: "b.md", Kind: pipeline.KindMarkdown, Body: []byte("# B\n\nDecode emits tokens.")},
+	}
+	if _, err := in.IngestContents(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	batch = append(batch, pipeline.DocumentInput{DocID: "c.md", Kind: pipeline.KindMarkdown, Body: []byte("# C\n\nThe queue waits.")})
+	batch[1].Body = []byte("# B\n\nDecode emits one token at a time.")
+	res, err := in.IngestContents(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Unchanged || res[1].Unchanged || res[2].Title != "C" || ix.Len() != 3 {
+		t.Errorf("results %+v, %d chunks; want a unchanged, b replaced, c added (3 chunks)", res, ix.Len())
+	}
+	ix.Close()
+	batch[0].Body = []byte("# A\n\nChanged.")
+	if _, err := in.IngestContents(context.Background(), batch); err == nil ||
+		!strings.Contains(err.Error(), "storing a batch of 1 documents from a.md") || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("a closed store: err = %v, want the batch and the reason named", err)
+	}
+}
