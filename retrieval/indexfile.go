@@ -88,8 +88,13 @@ func (ix *Index) writeState(f io.Writer, st *state, gen uint64) error {
 	buf := make([]byte, 0, 4*ix.dim)
 	for _, id := range ids {
 		for _, s := range st.docs[id].slots {
+			v := st.vecs[int(s)*ix.dim : (int(s)+1)*ix.dim]
+			if b := floatBytes(v); b != nil {
+				w.bytes(b)
+				continue
+			}
 			buf = buf[:0]
-			for _, x := range st.vecs[int(s)*ix.dim : (int(s)+1)*ix.dim] {
+			for _, x := range v {
 				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(x))
 			}
 			w.bytes(buf)
@@ -281,6 +286,25 @@ func (r *fileReader) bytes(n int) []byte {
 	return b
 }
 
+// into reads len(b) bytes into b, as bytes does into its own buffer.
+func (r *fileReader) into(b []byte) {
+	if r.err != nil {
+		return
+	}
+	if int64(len(b)) > r.left {
+		r.err = errTruncated
+		return
+	}
+	if _, err := io.ReadFull(r.r, b); err != nil {
+		r.err = errTruncated
+		return
+	}
+	if r.crc != nil {
+		r.crc.Write(b)
+	}
+	r.left -= int64(len(b))
+}
+
 func (r *fileReader) u32() uint32 {
 	if b := r.bytes(4); b != nil {
 		return binary.LittleEndian.Uint32(b)
@@ -317,6 +341,10 @@ func (r *fileReader) count(minSize int) int {
 }
 
 func (r *fileReader) floats(dst []float32) {
+	if b := floatBytes(dst); b != nil {
+		r.into(b)
+		return
+	}
 	const block = 16384
 	for len(dst) > 0 && r.err == nil {
 		m := min(len(dst), block)
