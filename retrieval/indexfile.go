@@ -275,14 +275,9 @@ func (r *fileReader) bytes(n int) []byte {
 		r.buf = make([]byte, n)
 	}
 	b := r.buf[:n]
-	if _, err := io.ReadFull(r.r, b); err != nil {
-		r.err = errTruncated
+	if r.into(b); r.err != nil {
 		return nil
 	}
-	if r.crc != nil {
-		r.crc.Write(b)
-	}
-	r.left -= int64(n)
 	return b
 }
 
