@@ -679,3 +679,93 @@ func putSaved(t *testing.T, w *Index, id string) {
 		t.Fatal(err)
 	}
 }
+
+// TestFollowerConvergesThroughCompactions: a writer replaces and deletes
+// documents while compactions run one after another and a follower reloads
+// all along. Every state the follower shows is one the writer had (a write
+// applied out of order would show a mix that never existed), and once the
+// writer stops the follower holds exactly the writer's documents at their
+// last versions.
+func TestFollowerConvergesThroughCompactions(t *testing.T) {
+	t.Parallel()
+	const dim = 8
+	dir := t.TempDir()
+	ctx := context.Background()
+	writer := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1})
+	reader := openIndex(t, dir, dim, false)
+	r := rand.New(rand.NewPCG(11, 12))
+	state := func(docs []ragtime.DocumentInfo) string {
+		var b strings.Builder
+		for _, d := range docs { // sorted by id
+			fmt.Fprintf(&b, "%s=%s ", d.DocID, d.ContentHash)
+		}
+		return b.String()
+	}
+	had := map[string]bool{state(nil): true}
+	var seen []string
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Go(func() { // compactions, back to back
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := writer.Compact(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Go(func() { // the follower
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if _, err := reader.Reload(); err != nil {
+				t.Error(err)
+				return
+			}
+			seen = append(seen, state(reader.Documents()))
+		}
+	})
+	for i := range 400 {
+		id := fmt.Sprintf("doc%d", r.IntN(25))
+		if r.IntN(5) == 0 {
+			if _, err := writer.DeleteDocument(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			err := writer.ReplaceDocument(ctx, Document{DocID: id, ContentHash: fmt.Sprintf("v%d", i),
+				Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{randomVector(r, dim)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := writer.Save(); err != nil {
+			t.Fatal(err)
+		}
+		had[state(writer.Documents())] = true
+	}
+	close(done)
+	wg.Wait()
+	for _, s := range seen {
+		if !had[s] {
+			t.Fatalf("the follower showed a state the writer never had: %s", s)
+		}
+	}
+	want := writer.Documents()
+	var got []ragtime.DocumentInfo
+	for range 3 { // a compaction's renames may need a second look
+		if _, err := reader.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		if got = reader.Documents(); reflect.DeepEqual(got, want) {
+			return
+		}
+	}
+	t.Errorf("the follower holds %v, the writer %v", got, want)
+}
