@@ -94,6 +94,9 @@ func NewTermAnalyzer() *TermAnalyzer {
 }
 
 // term returns the term of a scanned word and whether it is a stop word.
+// A word this analyzer has not met is stemmed through Stem's shared cache,
+// so an analyzer made when the busy ones are all taken does not stem the
+// corpus's vocabulary over again.
 func (a *TermAnalyzer) term(w []byte) termEntry {
 	if e, ok := a.terms[string(w)]; ok {
 		return e
@@ -101,12 +104,10 @@ func (a *TermAnalyzer) term(w []byte) termEntry {
 	word := string(w)
 	e := termEntry{stop: IsStopword(word)}
 	if !e.stop {
-		e.term = stem(word)
+		e.term = Stem(word)
 	}
 	if len(a.terms) < analyzerCacheMax {
 		a.terms[word] = e
-	} else if !e.stop {
-		e.term = Stem(word)
 	}
 	return e
 }
@@ -147,23 +148,35 @@ func (a *TermAnalyzer) Analyse(body string, titles ...string) Doc {
 }
 
 // analyzers keeps TermAnalyzers, with their caches, between Analyse
-// calls: a channel rather than a sync.Pool, which a garbage collection
-// would empty along with the caches.
-var analyzers = make(chan *TermAnalyzer, 16)
+// calls: a stack rather than a sync.Pool, which a garbage collection would
+// empty along with the caches, and rather than a queue, which would cycle
+// through every analyzer ever made and warm each one's cache on the whole
+// vocabulary; the stack hands out the one used last.
+var analyzers struct {
+	mu    sync.Mutex
+	stack []*TermAnalyzer
+}
+
+// analyzersKept bounds the analyzers kept: more than the cores that
+// analyse at once.
+const analyzersKept = 16
 
 func getAnalyzer() *TermAnalyzer {
-	select {
-	case a := <-analyzers:
+	analyzers.mu.Lock()
+	defer analyzers.mu.Unlock()
+	if n := len(analyzers.stack); n > 0 {
+		a := analyzers.stack[n-1]
+		analyzers.stack = analyzers.stack[:n-1]
 		return a
-	default:
-		return NewTermAnalyzer()
 	}
+	return NewTermAnalyzer()
 }
 
 func putAnalyzer(a *TermAnalyzer) {
-	select {
-	case analyzers <- a:
-	default:
+	analyzers.mu.Lock()
+	defer analyzers.mu.Unlock()
+	if len(analyzers.stack) < analyzersKept {
+		analyzers.stack = append(analyzers.stack, a)
 	}
 }
 
