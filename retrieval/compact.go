@@ -119,8 +119,8 @@ type compaction struct {
 	// frozen is live's frozen copy, dropped once its files are written.
 	frozen *state
 	// idxTmp, graphTmp and lexTmp are the new files before their renames
-	// (graphTmp is empty with no graph); nst is the new state read back
-	// from them, id its snapshot file's identity (writeFiles).
+	// (graphTmp is empty with no graph); nst is the new state, as the new
+	// snapshot opens, id its snapshot file's identity (writeFiles).
 	idxTmp, graphTmp, lexTmp string
 	nst                      *state
 	id                       fileID
@@ -302,73 +302,79 @@ const layerCopyStep = 16384
 
 // writeFiles is step 3 of docs/index.md (Files), with no lock held: the
 // snapshot and the graph of the frozen state are written as temporary
-// files and read back as the new state (c.nst: the live chunks only,
-// renumbered, and the graph without the deleted nodes), and the lexical
-// index of that state (the snapshot's, nothing caught up yet) is written
-// as a temporary file too. A crash during it leaves `*.tmp` files beside
-// snapshot G, log G and segment G+1, which the next open removes; on
-// failure the caller abandons the compaction.
+// files; the new state (c.nst: the live chunks only, renumbered in the
+// snapshot's order, as the snapshot opens) is built from the frozen one
+// while the snapshot is written, and its graph read back from the graph
+// file; and the lexical index of the new state (the snapshot's, nothing
+// caught up yet) is written as a temporary file too. A crash during it
+// leaves `*.tmp` files beside snapshot G, log G and segment G+1, which the
+// next open removes; on failure the caller abandons the compaction.
 func (ix *Index) writeFiles(c *compaction) error {
 	gen, frozen := c.gen, c.frozen
 	// The lexical analysis of the new state's chunks (in the snapshot's
-	// order, which the state read back keeps) runs beside the snapshot's
-	// write and read-back rather than after them: it is most of a
-	// compaction's CPU, and it needs only the frozen chunks' text.
+	// order) and the new state run beside the snapshot's write rather than
+	// after it: the analysis is most of a compaction's CPU, and both need
+	// only the frozen chunks, which no write changes.
 	order := frozen.fileOrder()
-	analysed := make(chan []lexical.Doc, 1)
+	lexDone := make(chan *lexical.Index, 1)
 	frozenChunks := frozen.chunks
 	go func() {
 		chunks := make([]pipeline.Chunk, len(order))
 		for i, s := range order {
 			chunks[i] = frozenChunks[s]
 		}
-		analysed <- analyseAll(chunks)
+		lexDone <- lexicalOf(analyseAll(chunks))
 	}()
-	// It reads the frozen chunks: it is over before writeFiles returns,
-	// whatever happens (an abandoned compaction lets writes reuse them).
-	var docs []lexical.Doc
+	stDone := make(chan *state, 1)
+	go func() { stDone <- frozen.reclaimed(ix.dim, catchUpRoom) }()
+	// Both read the frozen chunks: they are over before writeFiles
+	// returns, whatever happens (an abandoned compaction lets writes reuse
+	// them).
+	var lex *lexical.Index
+	var nst *state
 	waited := false
-	wait := func() []lexical.Doc {
+	wait := func() {
 		if !waited {
-			docs, waited = <-analysed, true
+			lex, nst, waited = <-lexDone, <-stDone, true
 		}
-		return docs
 	}
 	defer wait()
+	var sum uint32
 	var err error
 	c.idxTmp, err = writeTemp(ix.dir, indexFileName, func(f *os.File) error {
-		return ix.writeState(&chunkSyncer{f: f}, frozen, gen)
+		var werr error
+		sum, werr = ix.writeState(&chunkSyncer{f: f}, frozen, gen)
+		return werr
 	})
 	if err == nil && frozen.graph != nil {
 		c.graphTmp, err = writeTemp(ix.dir, graphFileName, func(f *os.File) error {
 			return writeGraph(&chunkSyncer{f: f}, frozen, ix.dim, order, gen)
 		})
 	}
-	c.frozen, frozen = nil, nil
+	var fi fs.FileInfo
 	if err == nil {
-		// The reclaimed state: the live chunks only, renumbered, and the
-		// graph without the deleted nodes.
-		var nst *state
-		nst, _, c.id, err = ix.readFileAt(c.idxTmp, catchUpRoom)
-		c.nst = nst
-		if err == nil && len(wait()) != len(nst.chunks) {
-			err = fmt.Errorf("the snapshot read back holds %d chunks, the frozen state %d", len(nst.chunks), len(docs))
-		}
-		if err == nil {
-			nst.indexDocs(docs)
-			if c.graphTmp != "" {
-				nst.graph, err = readGraph(c.graphTmp, len(nst.chunks), gen)
+		fi, err = os.Stat(c.idxTmp)
+	}
+	wait()
+	c.frozen, frozen = nil, nil
+	if err == nil && lex.Docs() != len(nst.chunks) {
+		err = fmt.Errorf("the lexical index holds %d chunks, the new snapshot %d", lex.Docs(), len(nst.chunks))
+	}
+	if err == nil {
+		c.nst, c.id = nst, fileIDOf(fi)
+		nst.sum = sum
+		nst.useLexical(lex)
+		if c.graphTmp != "" {
+			if nst.graph, err = readGraph(c.graphTmp, len(nst.chunks), gen); err != nil {
+				err = fmt.Errorf("reading back the new graph: %w", err)
 			}
 		}
 		if err == nil && nst.graph != nil {
 			nst.graph.reserve(len(nst.chunks) + catchUpRoom)
 		}
-		if err != nil {
-			err = fmt.Errorf("reading back the new snapshot: %w", err)
-		}
 	}
 	if err == nil {
-		// The lexical index of the state read back: the snapshot's, nothing
+		// The lexical index of the new state: the snapshot's, nothing
 		// caught up yet.
 		c.lexTmp, err = writeLexicalTemp(ix.dir, c.nst, gen)
 	}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -244,5 +245,75 @@ func checkWritten(t *testing.T, when string, ix *Index, written map[string]Docum
 				t.Errorf("%s: the lexical leg finds %v for %s chunk %d (%v)", when, lex, id, i, err)
 			}
 		}
+	}
+}
+
+// TestCompactedStateIsTheSnapshots checks that the state a compaction
+// swaps in, built from the frozen state rather than read from the new
+// files, is the one those files open as: the same documents, chunks,
+// vectors, lexical index and graph, with and without a graph, after
+// replacements and deletions left dead slots behind.
+func TestCompactedStateIsTheSnapshots(t *testing.T) {
+	t.Parallel()
+	const dim = 16
+	for _, exact := range []bool{true, false} {
+		t.Run(fmt.Sprintf("exact=%v", exact), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			opts := IndexOptions{Dimension: dim, Embedder: "test", Writable: true, Exact: exact}
+			w := openIndexOpts(t, dir, opts)
+			r := rand.New(rand.NewPCG(5, 6))
+			fillRandom(t, w, r, 300, dim)
+			ctx := context.Background()
+			for d := 0; d < 40; d += 3 {
+				if _, err := w.DeleteDocument(ctx, fmt.Sprintf("doc%d", d)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A replacement with no metadata, and one whose chunk ids the
+			// caller gave in another form: the file keeps neither.
+			for d := 1; d < 40; d += 3 {
+				doc := Document{DocID: fmt.Sprintf("doc%d", d), Title: "Replaced", ContentHash: "h2"}
+				for i := range 2 {
+					doc.Chunks = append(doc.Chunks, pipeline.Chunk{ID: "given", Text: fmt.Sprintf("replaced chunk %d", i),
+						Metadata: map[string]string{}})
+					doc.Vectors = append(doc.Vectors, randomVector(r, dim))
+				}
+				if err := w.ReplaceDocument(ctx, doc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := w.Compact(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rd := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Exact: exact})
+			got, want := w.st, rd.st
+			if !reflect.DeepEqual(got.docs, want.docs) {
+				t.Error("documents differ from the snapshot's")
+			}
+			if !reflect.DeepEqual(got.chunks, want.chunks) {
+				for i := range min(len(got.chunks), len(want.chunks)) {
+					if !reflect.DeepEqual(got.chunks[i], want.chunks[i]) {
+						t.Fatalf("slot %d holds %+v, the snapshot %+v", i, got.chunks[i], want.chunks[i])
+					}
+				}
+				t.Fatalf("%d chunks, the snapshot %d", len(got.chunks), len(want.chunks))
+			}
+			if !slices.Equal(got.vecs, want.vecs) || !slices.Equal(got.alive, want.alive) || got.live != want.live {
+				t.Error("vectors or liveness differ from the snapshot's")
+			}
+			if got.sum != want.sum || got.sum == 0 {
+				t.Errorf("checksum %08x, the snapshot's %08x", got.sum, want.sum)
+			}
+			if !slices.Equal(got.lexID, want.lexID) || !reflect.DeepEqual(got.lex, want.lex) {
+				t.Error("lexical index differs from the snapshot's")
+			}
+			if (got.graph == nil) != exact || !reflect.DeepEqual(got.graph, want.graph) {
+				t.Errorf("graph %v differs from the snapshot's %v", got.graph != nil, want.graph != nil)
+			}
+			if w.snap != rd.snap {
+				t.Errorf("snapshot identity %+v, the file's %+v", w.snap, rd.snap)
+			}
+		})
 	}
 }

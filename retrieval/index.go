@@ -157,7 +157,7 @@ type Index struct {
 	log     *indexLog // the writer's log; nil when read-only or closed
 	// While a compaction runs (catching set), prevLog is the log its
 	// snapshot folds in, which no longer takes writes, and pending the
-	// records written since its freeze, for the state it reads back.
+	// records written since its freeze, for its new state.
 	prevLog  *indexLog
 	pending  []*logRecord
 	catching bool

@@ -53,9 +53,9 @@ func fileIDOf(fi fs.FileInfo) fileID {
 	return fileID{ino: inodeOf(fi), size: fi.Size(), mtime: fi.ModTime()}
 }
 
-// writeState encodes st as a snapshot of generation gen; the caller keeps
-// st from changing.
-func (ix *Index) writeState(f io.Writer, st *state, gen uint64) error {
+// writeState encodes st as a snapshot of generation gen and returns its
+// checksum; the caller keeps st from changing.
+func (ix *Index) writeState(f io.Writer, st *state, gen uint64) (uint32, error) {
 	crc := crc32.New(castagnoli)
 	w := &fileWriter{w: bufio.NewWriterSize(io.MultiWriter(f, crc), 1<<20)}
 	w.bytes([]byte(fileMagic))
@@ -100,7 +100,8 @@ func (ix *Index) writeState(f io.Writer, st *state, gen uint64) error {
 			w.bytes(buf)
 		}
 	}
-	return w.finish(f, crc)
+	err := w.finish(f, crc) // flushes into crc first
+	return crc.Sum32(), err
 }
 
 // finish flushes what is buffered and appends sum's checksum of it,

@@ -177,8 +177,45 @@ func (st *state) freeze() *state {
 	return f
 }
 
-// catchUp applies the records written during a compaction to the state it
-// read back, which no search sees yet; their chunks are linked into the
+// reclaimed returns the state st's snapshot opens as (readFileAt, with room
+// for extra more chunks): the live chunks only, renumbered in the
+// snapshot's order (documents by id, then chunk order), each chunk as the
+// file gives it back, and no lexical index or graph yet. It shares st's
+// strings and metadata maps, which no write changes, and copies the
+// vectors. The caller keeps st from changing (a frozen copy).
+func (st *state) reclaimed(dim, extra int) *state {
+	n := 0
+	for _, e := range st.docs {
+		n += len(e.slots)
+	}
+	nst := newState()
+	nst.chunks = make([]pipeline.Chunk, n, n+extra)
+	nst.vecs = make([]float32, n*dim, (n+extra)*dim)
+	nst.alive = make([]bool, n, n+extra)
+	slot := 0
+	for _, id := range slices.Sorted(maps.Keys(st.docs)) {
+		e := st.docs[id]
+		ne := &docEntry{title: e.title, hash: e.hash, slots: make([]int32, len(e.slots))}
+		for i, s := range e.slots {
+			c := &st.chunks[s]
+			nc := pipeline.Chunk{ID: ChunkID(id, i), DocID: id, Title: e.title, Index: i, Text: c.Text}
+			if len(c.Metadata) > 0 {
+				nc.Metadata = c.Metadata
+			}
+			nst.chunks[slot] = nc
+			copy(nst.vecs[slot*dim:(slot+1)*dim], st.vecs[int(s)*dim:(int(s)+1)*dim])
+			nst.alive[slot] = true
+			ne.slots[i] = int32(slot)
+			slot++
+		}
+		nst.docs[id] = ne
+	}
+	nst.live = n
+	return nst
+}
+
+// catchUp applies the records written during a compaction to the new
+// state, which no search sees yet; their chunks are linked into the
 // graph in the background (searches scan them exactly meanwhile).
 func (st *state) catchUp(dim int, recs []*logRecord) {
 	for _, rec := range recs {

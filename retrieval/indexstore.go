@@ -13,9 +13,9 @@ package retrieval
 // the writes to it in one short hold of the writer lock, taking a frozen
 // copy of the state's bookkeeping (the vectors and chunk texts are shared:
 // they are not overwritten meanwhile). It then writes the snapshot and the
-// graph of that frozen state as temporary files, reads them back (the
-// reclaimed state), writes the lexical index of the state read back, and
-// commits: the graph, the lexical index, then the snapshot (the commit
+// graph of that frozen state as temporary files, builds the state they
+// open as (the reclaimed state: live chunks only, renumbered) beside the
+// write, writes the lexical index of that state, and commits: the graph, the lexical index, then the snapshot (the commit
 // point), a directory fsync, then the segment renamed over the log. The
 // writes made meanwhile are applied to the new state, and it replaces the
 // old one in one more short hold. A crash leaves one of:

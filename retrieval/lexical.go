@@ -65,18 +65,27 @@ func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
 	return docs
 }
 
-// indexAll files every live slot of a freshly read state in its lexical
-// index.
-func (st *state) indexAll() { st.indexDocs(analyseAll(st.chunks)) }
+// indexAll files every slot of a freshly read state (every slot live) in
+// its lexical index.
+func (st *state) indexAll() { st.useLexical(lexicalOf(analyseAll(st.chunks))) }
 
-// indexDocs files every live slot of a freshly read state in its lexical
-// index, slot s as docs[s] (analyseChunk of its chunk).
-func (st *state) indexDocs(docs []lexical.Doc) {
-	st.lexID = make([]uint32, len(st.chunks), cap(st.alive))
+// lexicalOf returns the lexical index of a freshly read state's chunks,
+// slot s filed as docs[s] (analyseChunk of its chunk) under id s.
+func lexicalOf(docs []lexical.Doc) *lexical.Index {
+	x := lexical.NewIndex()
 	for s, d := range docs {
-		if st.alive[s] {
-			st.lexID[s] = st.lex.Add(d, int32(s))
-		}
+		x.Add(d, int32(s))
+	}
+	return x
+}
+
+// useLexical makes x, which files slot s under id s, the lexical index of
+// st, freshly read (every slot live).
+func (st *state) useLexical(x *lexical.Index) {
+	st.lex = x
+	st.lexID = make([]uint32, len(st.chunks), cap(st.alive))
+	for s := range st.lexID {
+		st.lexID[s] = uint32(s)
 	}
 }
 

@@ -5,9 +5,8 @@ package retrieval
 // snapshot order, postings, lengths), stamped with the snapshot's
 // generation and checksum and the analyzer's version, so an open loads the
 // postings instead of analysing every chunk's text again. It is derived
-// data: a compaction writes it from the state it reads back from the new
-// snapshot and renames it into place before the snapshot (the commit
-// point). Missing, of another snapshot or analyzer, or damaged, it is
+// data: a compaction writes it from the new snapshot's chunks and renames
+// it into place before the snapshot (the commit point). Missing, of another snapshot or analyzer, or damaged, it is
 // rebuilt from the text, with the reason in the "opened the index" line;
 // a writer then saves the rebuilt one.
 
@@ -43,11 +42,7 @@ func (ix *Index) loadLexical(st *state, gen uint64, save bool) string {
 			err = fmt.Errorf("%w: it holds %d chunks (%d live), the snapshot %d", lexical.ErrFileStale, x.Docs(), x.Len(), len(st.chunks))
 		}
 		if err == nil {
-			st.lex = x
-			st.lexID = make([]uint32, len(st.chunks), cap(st.alive))
-			for s := range st.lexID {
-				st.lexID[s] = uint32(s)
-			}
+			st.useLexical(x)
 			return "file"
 		}
 	}
