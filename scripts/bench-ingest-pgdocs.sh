@@ -5,7 +5,9 @@
 # that many cores with taskset, GOMAXPROCS set to match), and prints per run
 # the CPU seconds (user + system), the wall time, the peak RSS and the bytes
 # of the index, then per core count the range (min–max) of each and the wall
-# ratio of the first core count to the last (median against median).
+# ratio of the first core count to the last: median against median, and the
+# median and range of the ratios within each run (a run measures every core
+# count back to back).
 # The package is installed when missing and never enters the repository.
 #
 # BASELINE=<commit> builds that commit too (git archive into a temporary
@@ -79,5 +81,13 @@ for b in "${bins[@]}"; do
 		median() { awk -v b="$name" -v n="$1" '$1 == b && $2 == n { print $4 }' "$results" | sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 		m1=$(median "$first") m2=$(median "$last")
 		echo "  $name: median wall on $first core(s) / on $last: $m1 s / $m2 s = $(echo "scale=2; $m1 / $m2" | bc)×"
+		# Each run measures every core count back to back, so the ratio
+		# within a run is not moved by the machine's load drifting from one
+		# run to the next: on a shared machine it is the steadier figure.
+		awk -v b="$name" -v f="$first" -v l="$last" '$1 == b && $2 == f { a[++i] = $4 } $1 == b && $2 == l { z[++j] = $4 }
+			END { for (k = 1; k <= i && k <= j; k++) print a[k] / z[k] }' "$results" | sort -n |
+			awk -v b="$name" -v f="$first" -v l="$last" '{ v[NR] = $1 } END {
+				m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+				printf "  %s: wall on %s core(s) / on %s within each run: median %.2f×, range %.2f–%.2f×\n", b, f, l, m, v[1], v[NR] }'
 	fi
 done
