@@ -38,6 +38,17 @@ func AnalyseFields(body string, titles ...string) Doc {
 	return a.Analyse(body, titles...)
 }
 
+// WithAnalyzer calls f with one of the analyzers kept between calls (its
+// cache warm), for f alone to use on any number of texts, and keeps it
+// again afterwards. A worker analysing many chunks holds one analyzer,
+// whose cache then stays in its core's cache, rather than taking one per
+// chunk from whichever core used it last.
+func WithAnalyzer(f func(a *TermAnalyzer)) {
+	a := getAnalyzer()
+	defer putAnalyzer(a)
+	f(a)
+}
+
 // newDoc makes the Doc of term counts summing to n.
 func newDoc(counts map[string]int, n int) Doc {
 	d := Doc{terms: make([]string, 0, len(counts)), tfs: make([]uint16, 0, len(counts)), len: uint32(n)}

@@ -323,7 +323,7 @@ func (ix *Index) writeFiles(c *compaction) error {
 		for i, s := range order {
 			chunks[i] = frozenChunks[s]
 		}
-		lexDone <- lexicalOf(analyseAll(chunks))
+		lexDone <- lexicalOf(chunks)
 	}()
 	stDone := make(chan *state, 1)
 	go func() { stDone <- frozen.reclaimed(ix.dim, catchUpRoom) }()

@@ -31,6 +31,11 @@ func analyseChunk(c *pipeline.Chunk) lexical.Doc {
 	return lexical.AnalyseFields(c.Text, c.Title, heading(c.Text))
 }
 
+// analyseChunkWith is analyseChunk on the analyzer a.
+func analyseChunkWith(a *lexical.TermAnalyzer, c *pipeline.Chunk) lexical.Doc {
+	return a.Analyse(c.Text, c.Title, heading(c.Text))
+}
+
 // AnalyseChunk is the lexical view of a chunk that the embedded store's
 // lexical leg indexes, for a store that keeps the leg itself (Qdrant's
 // sparse vectors), so both stores see the same terms.
@@ -56,9 +61,11 @@ func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < len(chunks); i = int(next.Add(1) - 1) {
-				docs[i] = analyseChunk(&chunks[i])
-			}
+			lexical.WithAnalyzer(func(a *lexical.TermAnalyzer) {
+				for i := int(next.Add(1) - 1); i < len(chunks); i = int(next.Add(1) - 1) {
+					docs[i] = analyseChunkWith(a, &chunks[i])
+				}
+			})
 		})
 	}
 	wg.Wait()
@@ -67,15 +74,44 @@ func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
 
 // indexAll files every slot of a freshly read state (every slot live) in
 // its lexical index.
-func (st *state) indexAll() { st.useLexical(lexicalOf(analyseAll(st.chunks))) }
+func (st *state) indexAll() { st.useLexical(lexicalOf(st.chunks)) }
 
 // lexicalOf returns the lexical index of a freshly read state's chunks,
-// slot s filed as docs[s] (analyseChunk of its chunk) under id s.
-func lexicalOf(docs []lexical.Doc) *lexical.Index {
-	x := lexical.NewIndex()
-	for s, d := range docs {
-		x.Add(d, int32(s))
+// slot s (analyseChunk of chunks[s]) filed under id s. Workers analyse
+// blocks of chunks across the cores while the caller's goroutine files
+// each block, in order, as soon as it is analysed: filing is serial, and
+// would otherwise wait for the last block.
+func lexicalOf(chunks []pipeline.Chunk) *lexical.Index {
+	const block = 64
+	blocks := (len(chunks) + block - 1) / block
+	docs := make([]lexical.Doc, len(chunks))
+	analysed := make([]chan struct{}, blocks)
+	for b := range analysed {
+		analysed[b] = make(chan struct{})
 	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), blocks) {
+		wg.Go(func() {
+			lexical.WithAnalyzer(func(a *lexical.TermAnalyzer) {
+				for b := int(next.Add(1) - 1); b < blocks; b = int(next.Add(1) - 1) {
+					for i := b * block; i < min((b+1)*block, len(chunks)); i++ {
+						docs[i] = analyseChunkWith(a, &chunks[i])
+					}
+					close(analysed[b])
+				}
+			})
+		})
+	}
+	x := lexical.NewIndex()
+	for b := range blocks {
+		<-analysed[b]
+		for i := b * block; i < min((b+1)*block, len(chunks)); i++ {
+			x.Add(docs[i], int32(i))
+			docs[i] = lexical.Doc{}
+		}
+	}
+	wg.Wait()
 	return x
 }
 
