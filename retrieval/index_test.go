@@ -649,6 +649,14 @@ func TestReloadSeesWritesDuringCompaction(t *testing.T) {
 			if got := ids(); len(got) != 3 {
 				t.Errorf("during the compaction the follower holds %v, want a, b and c once", got)
 			}
+		case "committed":
+			// The new snapshot is in place and the segment not yet renamed
+			// over the log: a follower reading the snapshot must not drop
+			// the writes it already shows.
+			reload("after the commit")
+			if got := ids(); len(got) != 3 || reader.Generation() != 1 {
+				t.Errorf("after the commit the follower holds %v at generation %d, want a, b and c at 1", got, reader.Generation())
+			}
 		}
 		return nil
 	}
