@@ -126,19 +126,13 @@ func (ix *Index) load(follow bool) (*loaded, error) {
 	}
 	ld.replayT = time.Since(t)
 	switch {
-	case !follow:
+	case !follow, ld.logID != (fileID{}) && ld.logGen < ld.gen:
+		// A follower reads the segment only between a compaction's commit
+		// and the segment's rename: the log is the one the snapshot folds
+		// in, and the writes made since the compaction's freeze, which it
+		// may show already, are in the segment, which follows the snapshot.
 		t = time.Now()
-		if err := ix.replaySegment(ld); err != nil {
-			return nil, err
-		}
-		ld.segT = time.Since(t)
-	case ld.logID != (fileID{}) && ld.logGen < ld.gen:
-		// Between a compaction's commit and its segment's rename: the log
-		// is the one the snapshot folds in, and the writes made since the
-		// compaction's freeze, which this follower may show already, are
-		// in the segment, which follows the snapshot.
-		t = time.Now()
-		if err := ix.replayCommittedSegment(ld); err != nil {
+		if err := ix.replaySegment(ld, follow); err != nil {
 			return nil, err
 		}
 		ld.segT = time.Since(t)
@@ -233,10 +227,18 @@ func (ix *Index) replayLog(ld *loaded) error {
 // replaySegment applies the records of the log segment an interrupted
 // compaction left (see the top of this file): it follows the next
 // generation when the log follows the snapshot (the compaction had not
-// committed), else the snapshot's own.
-func (ix *Index) replaySegment(ld *loaded) error {
+// committed), else the snapshot's own. A follower (follow set) reads the
+// segment of a running compaction that has committed, which its writer is
+// still appending to: a record being written is left for the next poll
+// (which, once the segment is the log, reads it from its start: applying
+// a record twice changes nothing), and a segment already renamed or of
+// another generation is errNotYet, since the files are moving.
+func (ix *Index) replaySegment(ld *loaded, follow bool) error {
 	f, err := os.Open(ix.nextPath)
 	if errors.Is(err, fs.ErrNotExist) {
+		if follow {
+			return errNotYet
+		}
 		return nil
 	}
 	if err != nil {
@@ -259,50 +261,14 @@ func (ix *Index) replaySegment(ld *loaded) error {
 	if err != nil {
 		return err
 	}
+	if sc.gen != want && follow {
+		return errNotYet
+	}
 	if sc.gen != want {
 		return fmt.Errorf("opening index: log segment %s follows snapshot generation %d, but %s is generation %d and %s follows %d: %w",
 			ix.nextPath, sc.gen, ix.path, ld.gen, ix.logPath, ld.logGen, ErrCorrupt)
 	}
 	ld.seg = segment{present: true, base: sc.base, end: sc.end, torn: sc.torn, recs: sc.recs}
-	ld.logRecs += sc.recs
-	return nil
-}
-
-// replayCommittedSegment is replaySegment for a follower that loads a
-// snapshot whose compaction has not yet renamed its segment over the log:
-// the segment follows the snapshot, and the writer is still appending to
-// it, so a record being written is left for the next poll (which reads the
-// log from its start once the rename is done: applying a record twice
-// changes nothing). A segment already renamed, or of another generation,
-// is errNotYet: the files are moving, the next poll looks again.
-func (ix *Index) replayCommittedSegment(ld *loaded) error {
-	f, err := os.Open(ix.nextPath)
-	if errors.Is(err, fs.ErrNotExist) {
-		return errNotYet
-	}
-	if err != nil {
-		return fmt.Errorf("opening index log segment: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("reading index log segment %s: %w", ix.nextPath, err)
-	}
-	var recs []*logRecord
-	sc, err := ix.scanLog(f, ix.nextPath, 0, 0, fi.Size(), ld.gen, func(rec *logRecord) error {
-		recs = append(recs, rec)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if sc.gen != ld.gen {
-		return errNotYet
-	}
-	for _, rec := range recs {
-		ld.st.apply(ix.dim, rec)
-		ld.logChunks += len(rec.chunks)
-	}
 	ld.logRecs += sc.recs
 	return nil
 }
