@@ -27,11 +27,20 @@ type annFixture struct {
 
 const annDim = 384
 
+// benchFixtureDir is where a benchmark caches the index of n chunks it
+// builds (minutes at a million) under the system temp dir, for the runs
+// after the first. The name holds what shapes the graph (M and
+// efConstruction), so a change to them builds a new fixture rather than
+// measuring the graph the old ones built.
+func benchFixtureDir(name string, n int) string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("ragtime-bench-%s-%d-m%d-efc%d", name, n, hnswM, hnswEfConstruction))
+}
+
 func annSetup(b *testing.B, n int) annFixture {
 	b.Helper()
 	r := rand.New(rand.NewPCG(uint64(n), 384))
 	vecs := clustered(r, n+1000, annDim, max(50, n/1000))
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ragtime-ann-bench-v2-%d", n))
+	dir := benchFixtureDir("ann", n)
 	f := annFixture{dir: dir, queries: vecs[n:]}
 	if _, err := os.Stat(filepath.Join(dir, indexDirName, graphFileName)); err == nil {
 		return f

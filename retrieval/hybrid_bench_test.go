@@ -34,7 +34,7 @@ import (
 //
 // 300k and 1M run only when named (-bench 'HybridSearch/1M'): their index
 // is built once (the 1M one for many minutes) and cached under the system
-// temp dir as ragtime-hybrid-bench-v1-N.
+// temp dir (benchFixtureDir).
 func BenchmarkHybridSearch(b *testing.B) {
 	pattern := flag.Lookup("test.bench").Value.String()
 	for _, n := range []int{10_000, 300_000, 1_000_000} {
@@ -135,7 +135,7 @@ func hybridBenchIndex(b *testing.B, emb *HashEmbedder, n int, graphFrom int64) (
 		ix := openIndexOpts(b, b.TempDir(), wopts)
 		return ix, fillHybridBench(b, ix, emb, n)
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ragtime-hybrid-bench-v1-%d", n))
+	dir := benchFixtureDir("hybrid", n)
 	if _, err := os.Stat(filepath.Join(dir, indexDirName, graphFileName)); err != nil {
 		os.RemoveAll(dir)
 		wopts := opts

@@ -30,7 +30,7 @@ const (
 
 func storeBenchFixture(b *testing.B) string {
 	b.Helper()
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("ragtime-store-bench-v1-%d", storeBenchChunks))
+	dir := benchFixtureDir("store", storeBenchChunks)
 	if _, err := os.Stat(filepath.Join(dir, indexDirName, graphFileName)); err == nil {
 		return withLexicalFile(b, dir)
 	}
