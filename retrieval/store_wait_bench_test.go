@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -133,6 +134,9 @@ func BenchmarkSearchDuringUpload300MB(b *testing.B) {
 			start := time.Now()
 			for i := 0; !stop.Load() && time.Since(start) < max; i++ {
 				t0 := time.Now()
+				// A region per search, for `go test -trace`: the longest one
+				// shows what a slow search waited for.
+				region := trace.StartRegion(ctx, "search")
 				if _, err := ix.Search(ctx, queries[i%len(queries)], 10, pipeline.Filter{}); err != nil {
 					b.Error(err)
 					break
@@ -141,6 +145,7 @@ func BenchmarkSearchDuringUpload300MB(b *testing.B) {
 					b.Error(err)
 					break
 				}
+				region.End()
 				lat = append(lat, time.Since(t0))
 			}
 			slices.Sort(lat)
