@@ -209,7 +209,7 @@ func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, err
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	st.vecs = make([]float32, n*dim, (n+extra)*dim)
+	st.vecs = newSlab(n, extra, dim)
 	r.floats(st.vecs)
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())

@@ -190,7 +190,7 @@ func (st *state) reclaimed(dim, extra int) *state {
 	}
 	nst := newState()
 	nst.chunks = make([]pipeline.Chunk, n, n+extra)
-	nst.vecs = make([]float32, n*dim, (n+extra)*dim)
+	nst.vecs = newSlab(n, extra, dim)
 	nst.alive = make([]bool, n, n+extra)
 	slot := 0
 	for _, id := range slices.Sorted(maps.Keys(st.docs)) {

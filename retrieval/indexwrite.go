@@ -186,6 +186,9 @@ const linkHold = time.Millisecond
 // never wait for a copy of the slab. The caller holds writeMu.
 func (ix *Index) reserve(n int) {
 	st, dim := ix.st, ix.dim
+	if len(st.vecs)+n*dim > cap(st.vecs) {
+		collectBefore(4 * int64(max(len(st.vecs)+n*dim, cap(st.vecs)+cap(st.vecs)/2))) // growCap's size
+	}
 	vecs := growCap(st.vecs, n*dim)
 	chunks := growCap(st.chunks, n)
 	alive := growCap(st.alive, n)

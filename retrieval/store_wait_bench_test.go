@@ -55,6 +55,7 @@ func BenchmarkAddDuringCompact300MB(b *testing.B) {
 		n := 0
 		add := func() time.Duration {
 			t0 := time.Now()
+			defer trace.StartRegion(ctx, "add").End() // for `go test -trace`, as the searches below
 			doc := Document{DocID: fmt.Sprintf("add%06d", n), Title: "Add", ContentHash: "h",
 				Chunks: []pipeline.Chunk{{Text: text}}, Vectors: [][]float32{vecs[n%len(vecs)]}}
 			n++
