@@ -496,7 +496,7 @@ func (st *state) hasRoom(dim int, recs []*logRecord) bool {
 	for _, r := range recs {
 		n += len(r.chunks)
 	}
-	ok := n <= cap(st.alive) && n <= cap(st.chunks) && n <= cap(st.lexID) && n*dim <= cap(st.vecs)
+	ok := n <= cap(st.alive) && n <= cap(st.chunks) && n <= cap(st.lexID) && n <= st.vecs.capacity()
 	if g := st.graph; ok && g != nil {
 		ok = n <= cap(g.count0) && n*hnswCap0 <= cap(g.links0) && n*hnswCap0 <= cap(g.dists0)
 	}

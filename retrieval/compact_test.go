@@ -299,7 +299,7 @@ func TestCompactedStateIsTheSnapshots(t *testing.T) {
 				}
 				t.Fatalf("%d chunks, the snapshot %d", len(got.chunks), len(want.chunks))
 			}
-			if !slices.Equal(got.vecs, want.vecs) || !slices.Equal(got.alive, want.alive) || got.live != want.live {
+			if !slices.Equal(slabFloats(&got.vecs), slabFloats(&want.vecs)) || !slices.Equal(got.alive, want.alive) || got.live != want.live {
 				t.Error("vectors or liveness differ from the snapshot's")
 			}
 			if got.sum != want.sum || got.sum == 0 {

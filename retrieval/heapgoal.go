@@ -2,18 +2,21 @@ package retrieval
 
 // Why a large allocation may collect first: Go's collector paces itself
 // toward a heap goal (twice the heap live after the last collection at
-// GOGC=100). One allocation that takes the heap past that goal in a
-// single step — a slab of a few hundred megabytes growing into a larger
-// copy while an upload writes, a compaction's new slab, a follower's new
-// snapshot — leaves the collector no runway: it starts at once, and every
-// goroutine that allocates while it marks is made to mark in proportion
-// to the overshoot. A search allocating its few kilobytes of hits was
-// drafted for the whole mark of a 700 MB heap (120 ms; `go test -trace`
-// on SearchDuringUpload300MB shows it: the heap jumped from 415 to 708 MB
-// past a 618 MB goal, and the search ran mark assists until the cycle
-// ended). Collecting first, on the goroutine about to allocate (a writer,
-// a compaction, a reload: no search waits for it), moves the goal past the
-// allocation, so the next cycle is paced normally.
+// GOGC=100). One allocation that takes most of the runway to that goal in
+// a single step leaves the collector none: it starts at once, and every
+// goroutine that allocates while it marks is made to mark in proportion to
+// the overshoot. A search allocating its few kilobytes of hits was drafted
+// for the whole mark of a 700 MB heap (120 ms; `go test -trace` on
+// SearchDuringUpload300MB showed it: the heap jumped from 415 to 708 MB
+// past a 618 MB goal when the vector slab of the time, one array, grew
+// into a larger copy, and the search ran mark assists until the cycle
+// ended). The slab now grows by pages (slab.go); the arrays that still
+// grow by copy (chunks, liveness, the graph's layer 0: a quarter of the
+// slab's size at 512 dimensions) and a graph read whole still allocate
+// tens to hundreds of megabytes at a time at a million chunks. Collecting
+// first, on the goroutine about to allocate (a writer, a compaction, a
+// reload: no search waits for it), moves the goal past the allocation, so
+// the next cycle is paced normally.
 
 import (
 	"runtime"
@@ -43,12 +46,4 @@ func collectBefore(bytes int64) bool {
 	}
 	runtime.GC()
 	return true
-}
-
-// newSlab returns a slab of n vectors of dim components with room for
-// extra more, collecting first when it is large enough to overshoot the
-// heap goal (collectBefore).
-func newSlab(n, extra, dim int) []float32 {
-	collectBefore(4 * int64(n+extra) * int64(dim))
-	return make([]float32, n*dim, (n+extra)*dim)
 }

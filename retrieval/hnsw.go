@@ -227,13 +227,13 @@ func (st *state) searchLayer(dim int, q []float32, eps []cand, ef, l int, aliveO
 			if !aliveOnly { // an insertion's search (see above)
 				break
 			}
-			v := st.vecs[int(n)*dim : (int(n)+1)*dim]
+			v := st.vecs.vec(n)
 			for i := 0; i < len(v); i += 16 { // 16 floats: one 64-byte line
 				touch ^= math.Float32bits(v[i])
 			}
 		}
 		for _, n := range fresh {
-			d := 1 - simdDot(q, st.vecs[int(n)*dim:(int(n)+1)*dim])
+			d := 1 - simdDot(q, st.vecs.vec(n))
 			if len(res) < ef || d < res[0].d {
 				cands.push(cand{d, n}, false)
 				if !aliveOnly || st.alive[n] {
@@ -260,12 +260,12 @@ func (st *state) searchLayer(dim int, q []float32, eps []cand, ef, l int, aliveO
 // greedy descends from the entry to level stop+1, one nearest node at a time.
 func (st *state) greedy(dim int, q []float32, stop int) cand {
 	g := st.graph
-	cur := cand{1 - simdDot(q, st.vecs[int(g.entry)*dim:(int(g.entry)+1)*dim]), g.entry}
+	cur := cand{1 - simdDot(q, st.vecs.vec(g.entry)), g.entry}
 	for l := g.top; l > stop; l-- {
 		for changed := true; changed; {
 			changed = false
 			for _, n := range g.neighbours(cur.s, l) {
-				if d := 1 - simdDot(q, st.vecs[int(n)*dim:(int(n)+1)*dim]); d < cur.d {
+				if d := 1 - simdDot(q, st.vecs.vec(n)); d < cur.d {
 					cur, changed = cand{d, n}, true
 				}
 			}
@@ -324,10 +324,10 @@ func (st *state) planInsert(dim int, q []float32, level int) plan {
 // before it) with their distances to s, the near nodes link takes when s is
 // linked on its own.
 func (st *state) recent(dim int, s int32, slots []int32) []cand {
-	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
+	q := st.vecs.vec(s)
 	var out []cand
 	for _, b := range slots[max(0, len(slots)-hnswM0):] {
-		out = append(out, cand{1 - simdDot(q, st.vecs[int(b)*dim:(int(b)+1)*dim]), b})
+		out = append(out, cand{1 - simdDot(q, st.vecs.vec(b)), b})
 	}
 	return out
 }
@@ -348,10 +348,10 @@ func (st *state) selectNeighbours(dim int, w []cand, m int) []cand {
 		if len(out) == m {
 			break
 		}
-		cv := st.vecs[int(c.s)*dim : (int(c.s)+1)*dim]
+		cv := st.vecs.vec(c.s)
 		keep := true
 		for _, o := range out {
-			if d := 1 - simdDot(cv, st.vecs[int(o.s)*dim:(int(o.s)+1)*dim]); d < c.d || d <= 1e-6 {
+			if d := 1 - simdDot(cv, st.vecs.vec(o.s)); d < c.d || d <= 1e-6 {
 				keep = false
 				break
 			}

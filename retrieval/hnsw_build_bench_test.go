@@ -76,7 +76,7 @@ func BenchmarkHNSWBuildPGDocs(b *testing.B) {
 		e := src.st.docs[id]
 		doc := Document{DocID: id, Title: e.title}
 		for _, s := range e.slots {
-			v := src.st.vecs[int(s)*512 : (int(s)+1)*512]
+			v := src.st.vecs.vec(s)
 			if i%10 == 9 {
 				held = append(held, v)
 				continue

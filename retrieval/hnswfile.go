@@ -114,7 +114,7 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 	for _, t := range ids {
 		seen[t] = true
 	}
-	q := st.vecs[int(s)*dim : (int(s)+1)*dim]
+	q := st.vecs.vec(s)
 	var extra []cand
 	for hop := 0; hop < 2 && len(frontier) > 0 && len(extra) < 2*room; hop++ {
 		var next []int32
@@ -129,7 +129,7 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 				}
 				seen[t] = true
 				if st.alive[t] {
-					extra = append(extra, cand{1 - simdDot(q, st.vecs[int(t)*dim:(int(t)+1)*dim]), t})
+					extra = append(extra, cand{1 - simdDot(q, st.vecs.vec(t)), t})
 					if len(extra) >= 2*room {
 						break walk
 					}
@@ -183,6 +183,7 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		return nil, fmt.Errorf("%w: %s holds generation %d of %d nodes, the index generation %d of %d", errGraphStale, path, fileGen, nodes, gen, n)
 	}
 	g := newGraph()
+	collectBefore(int64(n) * (hnswCap0*8 + 1)) // layer 0's arrays
 	g.grow(n)
 	entry, top := r.u32(), int(r.u32())
 	g.entry, g.top = -1, 0
@@ -304,7 +305,7 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 			s := part[lo+i]
 			if st.alive[s] {
 				c := &st.chunks[s]
-				plans[lo+i] = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], levelFor(c.DocID, c.Index))
+				plans[lo+i] = st.planInsert(dim, st.vecs.vec(s), levelFor(c.DocID, c.Index))
 			}
 		})
 		ix.mu.RUnlock()
@@ -339,7 +340,7 @@ func (ix *Index) linkSome(st *state, haveWriteMu bool) bool {
 			c := &st.chunks[s]
 			p := plans[lo+i]
 			if p.links == nil && st.graph.entry >= 0 {
-				p = st.planInsert(dim, st.vecs[int(s)*dim:(int(s)+1)*dim], p.level)
+				p = st.planInsert(dim, st.vecs.vec(s), p.level)
 			}
 			// The document's earlier chunks, linked already: chunks of a
 			// wave were planned without seeing each other.

@@ -88,7 +88,7 @@ func (ix *Index) writeState(f io.Writer, st *state, gen uint64) (uint32, error) 
 	buf := make([]byte, 0, 4*ix.dim)
 	for _, id := range ids {
 		for _, s := range st.docs[id].slots {
-			v := st.vecs[int(s)*ix.dim : (int(s)+1)*ix.dim]
+			v := st.vecs.vec(s)
 			if b := floatBytes(v); b != nil {
 				w.bytes(b)
 				continue
@@ -209,8 +209,11 @@ func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, err
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
-	st.vecs = newSlab(n, extra, dim)
-	r.floats(st.vecs)
+	st.vecs = makeSlab(dim, n, extra)
+	st.vecs.pageRange(func(floats []float32) bool {
+		r.floats(floats)
+		return r.err == nil
+	})
 	if r.err != nil {
 		return nil, 0, fileID{}, corrupt(r.err.Error())
 	}
@@ -219,10 +222,17 @@ func (ix *Index) readFileAt(path string, extra int) (*state, uint64, fileID, err
 	if _, err := io.ReadFull(r.r, sum[:]); err != nil || binary.LittleEndian.Uint32(sum[:]) != want {
 		return nil, 0, fileID{}, corrupt("checksum mismatch")
 	}
-	for _, x := range st.vecs {
-		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return nil, 0, fileID{}, corrupt("non-finite vector component")
+	finite := true
+	st.vecs.pageRange(func(floats []float32) bool {
+		for _, x := range floats {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				finite = false
+			}
 		}
+		return finite
+	})
+	if !finite {
+		return nil, 0, fileID{}, corrupt("non-finite vector component")
 	}
 	st.alive = make([]bool, n, n+extra)
 	if cap(st.chunks) < n+extra {

@@ -77,7 +77,7 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, filter pipe
 		for _, list := range [][]int32{st.unlinked, st.linking} {
 			for _, s := range list {
 				if st.alive[s] {
-					top.offer(scored{slot: s, score: simdDot(q, st.vecs[int(s)*ix.dim:(int(s)+1)*ix.dim])})
+					top.offer(scored{slot: s, score: simdDot(q, st.vecs.vec(s))})
 				}
 			}
 		}
@@ -155,7 +155,7 @@ func (st *state) searchAll(ctx context.Context, dim int, q []float32, k int) (to
 // scanRange scores slots [lo, hi): the hot loop of every search.
 func (st *state) scanRange(ctx context.Context, dim int, q []float32, k, lo, hi int) (topK, error) {
 	top := topK{k: k, items: make([]scored, 0, k)}
-	vecs, alive := st.vecs, st.alive
+	alive := st.alive
 	for i := lo; i < hi; i++ {
 		if (i-lo)%ctxEvery == ctxEvery-1 {
 			if err := ctx.Err(); err != nil {
@@ -165,7 +165,7 @@ func (st *state) scanRange(ctx context.Context, dim int, q []float32, k, lo, hi 
 		if !alive[i] {
 			continue
 		}
-		s := simdDot(q, vecs[i*dim:(i+1)*dim])
+		s := simdDot(q, st.vecs.vec(int32(i)))
 		if len(top.items) < k || s > top.items[0].score {
 			top.offer(scored{slot: int32(i), score: s})
 		}
@@ -182,7 +182,7 @@ func (st *state) searchFiltered(ctx context.Context, dim int, q []float32, k int
 				return
 			}
 		}
-		top.offer(scored{slot: s, score: simdDot(q, st.vecs[int(s)*dim:(int(s)+1)*dim])})
+		top.offer(scored{slot: s, score: simdDot(q, st.vecs.vec(s))})
 	}
 	if len(f.DocIDs) > 0 {
 		seen := make(map[string]bool, len(f.DocIDs))

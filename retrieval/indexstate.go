@@ -14,7 +14,7 @@ import (
 // state is the searchable content of an index. Slots are positions in the
 // slab; a freed slot (its document replaced or deleted) is dead until reused.
 type state struct {
-	vecs   []float32 // slot i is vecs[i*dim : (i+1)*dim]
+	vecs   slab // slot s is vecs.vec(s)
 	chunks []pipeline.Chunk
 	alive  []bool
 	free   []int32
@@ -56,6 +56,7 @@ func newState() *state {
 
 func (ix *Index) newState() *state {
 	st := newState()
+	st.vecs = makeSlab(ix.dim, 0, 0)
 	if ix.wantsGraph(st) {
 		st.graph = newGraph()
 	}
@@ -138,7 +139,7 @@ func (st *state) put(dim int, rec *logRecord) []int32 {
 	e := &docEntry{title: rec.title, hash: rec.hash, slots: make([]int32, len(rec.chunks))}
 	for i := range rec.chunks {
 		slot := st.alloc(dim)
-		copy(st.vecs[int(slot)*dim:(int(slot)+1)*dim], rec.vecs[i*dim:(i+1)*dim])
+		copy(st.vecs.vec(slot), rec.vecs[i*dim:(i+1)*dim])
 		st.chunks[slot] = rec.chunks[i]
 		st.alive[slot] = true
 		var d lexical.Doc
@@ -164,7 +165,7 @@ func (st *state) put(dim int, rec *logRecord) []int32 {
 func (st *state) freeze() *state {
 	n := len(st.alive)
 	f := &state{
-		vecs:   st.vecs[:len(st.vecs):len(st.vecs)],
+		vecs:   st.vecs.frozen(),
 		chunks: st.chunks[:n:n],
 		alive:  slices.Clone(st.alive),
 		docs:   maps.Clone(st.docs),
@@ -190,7 +191,7 @@ func (st *state) reclaimed(dim, extra int) *state {
 	}
 	nst := newState()
 	nst.chunks = make([]pipeline.Chunk, n, n+extra)
-	nst.vecs = newSlab(n, extra, dim)
+	nst.vecs = makeSlab(dim, n, extra)
 	nst.alive = make([]bool, n, n+extra)
 	slot := 0
 	for _, id := range slices.Sorted(maps.Keys(st.docs)) {
@@ -203,7 +204,7 @@ func (st *state) reclaimed(dim, extra int) *state {
 				nc.Metadata = c.Metadata
 			}
 			nst.chunks[slot] = nc
-			copy(nst.vecs[slot*dim:(slot+1)*dim], st.vecs[int(s)*dim:(int(s)+1)*dim])
+			copy(nst.vecs.vec(int32(slot)), st.vecs.vec(s))
 			nst.alive[slot] = true
 			ne.slots[i] = int32(slot)
 			slot++
@@ -246,8 +247,7 @@ func (st *state) alloc(dim int) int32 {
 		st.free = st.free[:n-1]
 		return s
 	}
-	s := int32(len(st.alive))
-	st.vecs = append(st.vecs, make([]float32, dim)...)
+	s := st.vecs.push()
 	st.chunks = append(st.chunks, pipeline.Chunk{})
 	st.alive = append(st.alive, false)
 	st.lexID = append(st.lexID, 0)

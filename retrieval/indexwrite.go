@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"ragtime/pipeline"
 )
@@ -180,16 +181,21 @@ func (ix *Index) upsert(rec *logRecord, plans []plan, batch []int32) []int32 {
 const linkHold = time.Millisecond
 
 // reserve makes room for n more slots in the visible state's arrays (and
-// its graph's) when they are full. The copy into larger arrays is made
-// holding writeMu only (no other writer changes the state; searches go on
-// reading the old arrays) and swapped in under the write lock, so searches
-// never wait for a copy of the slab. The caller holds writeMu.
+// its graph's) when they are full: pages for the slab, larger copies of the
+// other arrays. They are made holding writeMu only (no other writer changes
+// the state; searches go on reading the old arrays) and swapped in under
+// the write lock, so searches never wait for a copy. The caller holds
+// writeMu.
 func (ix *Index) reserve(n int) {
-	st, dim := ix.st, ix.dim
-	if len(st.vecs)+n*dim > cap(st.vecs) {
-		collectBefore(4 * int64(max(len(st.vecs)+n*dim, cap(st.vecs)+cap(st.vecs)/2))) // growCap's size
+	st := ix.st
+	var add int // the graph's growth, to the slab's length (graph.grow)
+	grow := growBytes(st.chunks, n) + growBytes(st.alive, n) + growBytes(st.lexID, n)
+	if g := st.graph; g != nil {
+		add = len(st.alive) + n - len(g.count0)
+		grow += growBytes(g.links0, add*hnswCap0) + growBytes(g.dists0, add*hnswCap0) + growBytes(g.count0, add)
 	}
-	vecs := growCap(st.vecs, n*dim)
+	collectBefore(grow)
+	pages := st.vecs.newPages(st.vecs.len() + n)
 	chunks := growCap(st.chunks, n)
 	alive := growCap(st.alive, n)
 	lexID := growCap(st.lexID, n)
@@ -197,20 +203,16 @@ func (ix *Index) reserve(n int) {
 	var dists0 []float32
 	var count0 []uint8
 	if g := st.graph; g != nil {
-		// The graph grows to the slab's length (graph.grow).
-		add := len(st.alive) + n - len(g.count0)
 		links0 = growCap(g.links0, add*hnswCap0)
 		dists0 = growCap(g.dists0, add*hnswCap0)
 		count0 = growCap(g.count0, add)
 	}
-	if vecs == nil && chunks == nil && alive == nil && lexID == nil && links0 == nil && dists0 == nil && count0 == nil {
+	if pages == nil && chunks == nil && alive == nil && lexID == nil && links0 == nil && dists0 == nil && count0 == nil {
 		return
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if vecs != nil {
-		st.vecs = vecs
-	}
+	st.vecs.addPages(pages)
 	if chunks != nil {
 		st.chunks = chunks
 	}
@@ -237,9 +239,21 @@ func growCap[T any](s []T, add int) []T {
 	if add <= 0 || len(s)+add <= cap(s) {
 		return nil
 	}
-	out := make([]T, len(s), max(len(s)+add, cap(s)+cap(s)/2, 256))
+	out := make([]T, len(s), growTo(s, add))
 	copy(out, s)
 	return out
+}
+
+// growTo is the capacity growCap gives s.
+func growTo[T any](s []T, add int) int { return max(len(s)+add, cap(s)+cap(s)/2, 256) }
+
+// growBytes is the size of the array growCap(s, add) allocates, 0 for none.
+func growBytes[T any](s []T, add int) int64 {
+	if add <= 0 || len(s)+add <= cap(s) {
+		return 0
+	}
+	var x T
+	return int64(growTo(s, add)) * int64(unsafe.Sizeof(x))
 }
 
 // DeleteDocument removes docID and its chunks, reporting whether it was
