@@ -51,7 +51,11 @@ func (ix *Index) ReplaceDocuments(ctx context.Context, docs []Document) error {
 	recs := make([]*logRecord, len(docs))
 	frames := make([][]byte, len(docs))
 	errs := make([]error, len(docs))
-	parallel(len(docs), func(i int) { recs[i], frames[i], errs[i] = ix.record(docs[i]) })
+	workers := runtime.GOMAXPROCS(0) // one document: its chunks across the cores
+	if len(docs) > 1 {
+		workers = 1 // many: the documents across the cores
+	}
+	parallel(len(docs), func(i int) { recs[i], frames[i], errs[i] = ix.record(docs[i], workers) })
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -98,8 +102,9 @@ func (ix *Index) ReplaceDocuments(ctx context.Context, docs []Document) error {
 }
 
 // record checks doc and makes its log record (vectors normalised, chunks
-// numbered, text analysed for the lexical leg) and the record's frame.
-func (ix *Index) record(doc Document) (*logRecord, []byte, error) {
+// numbered, text analysed for the lexical leg on up to workers goroutines)
+// and the record's frame.
+func (ix *Index) record(doc Document, workers int) (*logRecord, []byte, error) {
 	if doc.DocID == "" {
 		return nil, nil, fmt.Errorf("replacing document: empty doc id")
 	}
@@ -128,7 +133,7 @@ func (ix *Index) record(doc Document) (*logRecord, []byte, error) {
 		chunks[i] = c
 	}
 	rec := &logRecord{op: opUpsert, docID: doc.DocID, title: doc.Title, hash: doc.ContentHash, chunks: chunks, vecs: vecs,
-		lex: analyseAll(chunks)}
+		lex: analyseAll(chunks, workers)}
 	return rec, encodeRecord(ix.dim, rec), nil
 }
 

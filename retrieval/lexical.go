@@ -50,13 +50,21 @@ func heading(text string) string {
 	return strings.TrimLeft(line, "# ")
 }
 
-// analyseAll analyses chunks in parallel across the cores. A chunk costs
-// some 40 µs, a goroutine well under 1 µs, so even a document of two
-// chunks is split: a writer stores one document at a time, and this is on
-// its path.
-func analyseAll(chunks []pipeline.Chunk) []lexical.Doc {
+// analyseAll analyses chunks on up to workers goroutines. A chunk costs
+// some 40 µs, a goroutine well under 1 µs, so a writer storing one
+// document splits even a document of two chunks across the cores (it is on
+// its path); a batch of documents analysed side by side already spreads
+// over them, and each analyses its own chunks on one.
+func analyseAll(chunks []pipeline.Chunk, workers int) []lexical.Doc {
 	docs := make([]lexical.Doc, len(chunks))
-	workers := min(runtime.GOMAXPROCS(0), len(chunks))
+	if workers = min(workers, len(chunks)); workers <= 1 {
+		lexical.WithAnalyzer(func(a *lexical.TermAnalyzer) {
+			for i := range chunks {
+				docs[i] = analyseChunkWith(a, &chunks[i])
+			}
+		})
+		return docs
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range workers {
