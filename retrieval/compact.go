@@ -162,7 +162,7 @@ func (ix *Index) compact() (CompactStats, error) {
 		ix.beginGraph() // a write during the compaction took the index past the graph threshold
 	}
 	ix.writeMu.Unlock()
-	c.old.f.Close() // its records are all in the snapshot
+	c.old.closeFile(derr == nil) // its records are all in the snapshot, once committed
 	if derr != nil {
 		return c.stats, wrap(derr)
 	}
@@ -237,13 +237,13 @@ func (ix *Index) freeze(c *compaction) error {
 	cur := ix.log
 	ix.writeMu.Unlock()
 	if cur != nil && cur.f != nil {
-		cur.f.Sync() // its descriptor stays open: Close waits for compactMu
+		cur.syncUpTo(cur.written.Load()) // its descriptor stays open: Close waits for compactMu
 	}
 	ix.writeMu.Lock()
 	held := time.Now()
 	if ix.log == nil {
 		ix.writeMu.Unlock()
-		c.seg.f.Close()
+		c.seg.closeFile(false)
 		os.Remove(ix.nextPath)
 		return errors.New("the index was closed")
 	}
@@ -251,7 +251,7 @@ func (ix *Index) freeze(c *compaction) error {
 	}
 	if err := ix.log.sync(); err != nil {
 		ix.writeMu.Unlock()
-		c.seg.f.Close()
+		c.seg.closeFile(false)
 		os.Remove(ix.nextPath)
 		return err
 	}
@@ -516,16 +516,16 @@ func (ix *Index) unfreeze(live *state) error {
 	seg, old := ix.log, ix.prevLog
 	ix.prevLog = nil
 	if seg == nil {
-		old.f.Close()
+		old.closeFile(false)
 		return nil
 	}
 	if err := old.fold(ix.nextPath, seg.base, seg.size); err != nil {
 		seg.broken = fmt.Errorf("a failed compaction could not return its log segment to the log: %w", err)
-		old.f.Close()
+		old.closeFile(false)
 		return err
 	}
 	ix.log = old
-	seg.f.Close()
+	seg.closeFile(true) // its records are in old, synced by fold
 	if err := os.Remove(ix.nextPath); err != nil {
 		return fmt.Errorf("removing index log segment: %w", err)
 	}

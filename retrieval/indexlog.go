@@ -31,6 +31,8 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"ragtime/lexical"
 	"ragtime/pipeline"
@@ -277,11 +279,19 @@ func zeroTail(f *os.File, off, size int64) bool {
 
 // indexLog is the writer's open log.
 type indexLog struct {
-	f     *os.File
-	path  string
-	size  int64 // end of the last complete record
-	base  int64 // size of the header
-	dirty bool  // appended since the last sync
+	f    *os.File
+	path string
+	size int64 // end of the last complete record (writeMu)
+	base int64 // size of the header
+	// written is size, for syncUpTo, which runs without writeMu. synced is
+	// how much of the file an fsync has made durable, closed whether the
+	// file is closed; syncMu guards both and serialises the fsyncs and the
+	// close, so that a Save never syncs a closed file.
+	written atomic.Int64
+	syncMu  sync.Mutex
+	synced  int64
+	closed  bool
+	syncs   int // fsyncs made, for tests
 	// broken is set when a failed append could not be undone: further
 	// appends would follow a torn record, so they are refused.
 	broken error
@@ -307,7 +317,9 @@ func openLogForAppend(path string, end, base int64) (*indexLog, error) {
 		f.Close()
 		return nil, fmt.Errorf("opening index log %s: %w", path, err)
 	}
-	return &indexLog{f: f, path: path, size: end, base: base}, nil
+	l := &indexLog{f: f, path: path, size: end, base: base, synced: end}
+	l.written.Store(end)
+	return l, nil
 }
 
 // append writes one framed record. On failure it cuts the file back to
@@ -325,7 +337,7 @@ func (l *indexLog) append(rec []byte) error {
 		return fmt.Errorf("appending to index log %s: %w", l.path, err)
 	}
 	l.size += int64(len(rec))
-	l.dirty = true
+	l.written.Store(l.size)
 	return nil
 }
 
@@ -353,23 +365,52 @@ func (l *indexLog) fold(path string, from, to int64) error {
 		return fmt.Errorf("appending index log segment %s to %s: %w", path, l.path, err)
 	}
 	l.size += n
-	l.dirty = true
+	l.written.Store(l.size)
 	return l.sync()
 }
 
-// sync makes every appended record durable.
-func (l *indexLog) sync() error {
-	if l.broken != nil && l.f == nil {
-		return fmt.Errorf("syncing index log %s: %w", l.path, l.broken)
-	}
-	if !l.dirty {
+// sync makes every appended record durable. The caller holds writeMu.
+func (l *indexLog) sync() error { return l.syncUpTo(l.size) }
+
+// syncUpTo makes the log durable up to offset upTo at least, with one
+// fsync unless another one already covered it: Saves that come together
+// share an fsync (a group commit), and writers append meanwhile, since an
+// fsync makes durable what was written before it started. It needs no
+// writeMu. A log closed since is durable as far as its closing made it
+// (closeFile).
+func (l *indexLog) syncUpTo(upTo int64) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.synced >= upTo {
 		return nil
 	}
-	if err := l.f.Sync(); err != nil {
-		return fmt.Errorf("syncing index log %s: %w", l.path, err)
+	if l.closed {
+		return fmt.Errorf("syncing index log: the file was closed before its records were synced")
 	}
-	l.dirty = false
+	end := l.written.Load()
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("syncing index log: %w", err)
+	}
+	l.synced = end
+	l.syncs++
 	return nil
+}
+
+// closeFile closes the log's file once no fsync is running on it. With
+// durable set its records are durable elsewhere (folded into a log that
+// was synced, or in a committed snapshot), so a Save still waiting to sync
+// them succeeds.
+func (l *indexLog) closeFile(durable bool) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if durable {
+		l.synced = max(l.synced, l.written.Load())
+	}
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	return l.f.Close()
 }
 
 func (l *indexLog) close() error {
@@ -377,7 +418,7 @@ func (l *indexLog) close() error {
 		return nil
 	}
 	err := l.sync()
-	if cerr := l.f.Close(); err == nil && cerr != nil {
+	if cerr := l.closeFile(false); err == nil && cerr != nil {
 		err = fmt.Errorf("closing index log %s: %w", l.path, cerr)
 	}
 	return err

@@ -421,3 +421,50 @@ func TestCompactIfLogOver(t *testing.T) {
 		t.Errorf("read-only: %v", err)
 	}
 }
+
+// TestSavesShareAnFsync: writers that append while an fsync runs, then
+// Save, are covered by the next fsync, one for all of them (a group
+// commit), and each Save returns only once its writer's record is synced.
+func TestSavesShareAnFsync(t *testing.T) {
+	t.Parallel()
+	const writers = 8
+	ix := openIndexOpts(t, t.TempDir(), IndexOptions{Dimension: 8, Embedder: "test", Writable: true, CompactAfter: -1})
+	putSaved(t, ix, "first")
+	l := ix.log
+	l.syncMu.Lock() // an fsync in progress
+	before := l.syncs
+	var appended, saved sync.WaitGroup
+	ends := make([]int64, writers)
+	errs := make([]error, writers)
+	for w := range writers {
+		appended.Add(1)
+		saved.Add(1)
+		go func() {
+			defer saved.Done()
+			err := ix.ReplaceDocument(context.Background(), Document{DocID: fmt.Sprintf("w%d", w),
+				Chunks: []pipeline.Chunk{{Text: "x"}}, Vectors: [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}})
+			ends[w] = l.written.Load() // at least this writer's record's end
+			appended.Done()
+			if err == nil {
+				err = ix.Save()
+			}
+			errs[w] = err
+		}()
+	}
+	appended.Wait()
+	l.syncMu.Unlock()
+	saved.Wait()
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	for w := range writers {
+		if errs[w] != nil {
+			t.Fatalf("writer %d: %v", w, errs[w])
+		}
+		if l.synced < ends[w] {
+			t.Errorf("writer %d's Save returned with the log synced to %d, its record ends at or before %d", w, l.synced, ends[w])
+		}
+	}
+	if n := l.syncs - before; n != 1 {
+		t.Errorf("%d Saves made %d fsyncs, want 1", writers, n)
+	}
+}

@@ -331,15 +331,15 @@ func (ix *Index) readyLog(ld *loaded) error {
 			return err
 		}
 		if err := l.fold(ix.nextPath, ld.seg.base, ld.seg.end); err != nil {
-			l.f.Close()
+			l.closeFile(false)
 			return err
 		}
 		if err := os.Remove(ix.nextPath); err != nil {
-			l.f.Close()
+			l.closeFile(false)
 			return fmt.Errorf("removing index log segment: %w", err)
 		}
 		if err := syncDir(ix.dir); err != nil {
-			l.f.Close()
+			l.closeFile(false)
 			return fmt.Errorf("syncing index directory %s: %w", ix.dir, err)
 		}
 		ix.logger.Info("appended the log segment of a compaction a crash interrupted to the index log",
@@ -352,11 +352,11 @@ func (ix *Index) readyLog(ld *loaded) error {
 			return err
 		}
 		if err := os.Rename(ix.nextPath, ix.logPath); err != nil {
-			l.f.Close()
+			l.closeFile(false)
 			return fmt.Errorf("finishing an interrupted compaction: %w", err)
 		}
 		if err := syncDir(ix.dir); err != nil {
-			l.f.Close()
+			l.closeFile(false)
 			return fmt.Errorf("syncing index directory %s: %w", ix.dir, err)
 		}
 		l.path = ix.logPath
@@ -682,11 +682,19 @@ func (ix *Index) Save() error {
 		return fmt.Errorf("saving index: %w", ErrReadOnly)
 	}
 	ix.writeMu.Lock()
-	defer ix.writeMu.Unlock()
-	if ix.log == nil {
+	l := ix.log
+	if l == nil {
+		ix.writeMu.Unlock()
 		return fmt.Errorf("saving index: the index was closed")
 	}
-	return ix.log.sync()
+	upTo := l.size
+	ix.writeMu.Unlock()
+	// The fsync runs without writeMu: writers append meanwhile, and Saves
+	// that come together share one fsync (syncUpTo).
+	if err := l.syncUpTo(upTo); err != nil {
+		return fmt.Errorf("saving index %s: %w", ix.dir, err)
+	}
+	return nil
 }
 
 // DiskSize returns the bytes the index's files (snapshot, graph, lexical

@@ -40,7 +40,9 @@ type Store interface {
 	// under its DocID; a search sees the old or the new version.
 	ReplaceDocument(ctx context.Context, doc Document) error
 	// Flush makes what was stored durable (the embedded index fsyncs its
-	// log; a server-side store may do nothing).
+	// log; a server-side store may do nothing). It may run while
+	// ReplaceDocument stores later documents: it makes durable at least
+	// what was stored before it was called.
 	Flush(ctx context.Context) error
 }
 
@@ -61,8 +63,9 @@ type Ingester struct {
 	// boundaries; 0 means DefaultBatchSize.
 	BatchSize int
 	// SaveEvery is how many documents are stored between intermediate
-	// saves (Store.Flush: for the embedded index an fsync of its log), so
-	// a power loss costs at most that many; 0 means DefaultSaveEvery.
+	// saves (Store.Flush: for the embedded index an fsync of its log),
+	// each made in the background while the next ones are stored, so a
+	// power loss costs at most twice that many; 0 means DefaultSaveEvery.
 	SaveEvery int
 	// Concurrency is how many embedding batches are in flight at once
 	// (a remote embedder is mostly waiting on the network; the hash
@@ -155,6 +158,9 @@ func (in *Ingester) Ingest(ctx context.Context, paths []string, progress func(Pr
 		report:   progress,
 	}
 	err = run.all(sources)
+	if serr := run.waitSave(); serr != nil {
+		err = errors.Join(err, serr)
+	}
 	if serr := in.Store.Flush(ctx); serr != nil {
 		err = errors.Join(err, fmt.Errorf("saving after ingest: %w", serr))
 	}
@@ -283,6 +289,9 @@ type ingestRun struct {
 	pending   []*pendingDoc // documents waiting for vectors, in order
 	queue     []queued      // chunk texts waiting to be embedded
 	sinceSave int
+	// saving carries the result of the save running in the background
+	// (saveBehind), nil when none runs.
+	saving chan error
 	// hold keeps embedded documents out of the store: the caller stores
 	// them itself (IngestContents, all or nothing).
 	hold bool
@@ -669,11 +678,38 @@ func (r *ingestRun) embed(batch, n int) error {
 		}
 		r.sinceSave += len(docs)
 		if r.sinceSave >= saveEvery {
-			if err := r.in.Store.Flush(r.ctx); err != nil {
-				return fmt.Errorf("saving the store during ingest: %w", err)
+			if err := r.saveBehind(); err != nil {
+				return err
 			}
 			r.sinceSave = 0
 		}
+	}
+	return nil
+}
+
+// saveBehind starts a save (Store.Flush) of what is stored so far in the
+// background, once the one before it has finished, whose error it
+// returns: the next documents are stored while the log is fsynced, and a
+// power loss still costs at most two saves' worth of documents.
+func (r *ingestRun) saveBehind() error {
+	if err := r.waitSave(); err != nil {
+		return err
+	}
+	r.saving = make(chan error, 1)
+	go func(done chan<- error, ctx context.Context) { done <- r.in.Store.Flush(ctx) }(r.saving, r.ctx)
+	return nil
+}
+
+// waitSave waits for the save saveBehind started, if any, and returns its
+// error.
+func (r *ingestRun) waitSave() error {
+	if r.saving == nil {
+		return nil
+	}
+	err := <-r.saving
+	r.saving = nil
+	if err != nil {
+		return fmt.Errorf("saving the store during ingest: %w", err)
 	}
 	return nil
 }
