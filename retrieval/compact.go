@@ -97,8 +97,8 @@ func (ix *Index) CompactIfLogOver(ctx context.Context, n int64) (CompactStats, b
 	return st, err == nil, err
 }
 
-// catchUpRoom is how many chunks written during a compaction the state it
-// reads back has room for before its arrays grow.
+// catchUpRoom is how many chunks written during a compaction its new state
+// has room for before its arrays grow.
 const catchUpRoom = 4096
 
 // catchUpLocked is the number of records written during a compaction that
