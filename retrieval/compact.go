@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"ragtime/lexical"
-	"ragtime/pipeline"
 )
 
 // CompactStats describes one compaction.
@@ -116,8 +115,10 @@ type compaction struct {
 	// compaction fails before its commit point.
 	seg, old *indexLog
 	live     *state
-	// frozen is live's frozen copy, dropped once its files are written.
+	// frozen is live's frozen copy, dropped once its files are written;
+	// lex is the view of live's lexical index taken with it.
 	frozen *state
+	lex    lexical.View
 	// idxTmp, graphTmp and lexTmp are the new files before their renames
 	// (graphTmp is empty with no graph); nst is the new state, as the new
 	// snapshot opens, id its snapshot file's identity (writeFiles).
@@ -225,7 +226,8 @@ func (ix *Index) startSegment(c *compaction) error {
 // writer lock: the old log is synced (the commit must not become durable
 // before the writes it folds in), writes go to the segment from now on
 // (and are kept in ix.pending for catchUpAndSwap), and the state is
-// frozen for the files to be written from (c.frozen). The bulk of that
+// frozen for the files to be written from (c.frozen), with a view of its
+// lexical index's postings (c.lex). The bulk of that
 // fsync happens before the lock (an ingest saves every 100 documents):
 // the one under it flushes what came since. A crash after it leaves
 // snapshot G, log G and segment G+1 holding the writes since, which the
@@ -259,6 +261,9 @@ func (ix *Index) freeze(c *compaction) error {
 	c.stats.LogBytes = c.old.size - c.old.base
 	ix.prevLog, ix.log = c.old, c.seg
 	c.frozen = c.live.freeze()
+	// One slice header per term, holding writeMu: writers change the
+	// lexical index holding it (and ix.mu), searches go on.
+	c.lex = c.live.lex.View(c.live.lex.Docs())
 	ix.pending, ix.catching = nil, true
 	c.stats.Freeze = time.Since(held)
 	ix.writeMu.Unlock()
@@ -311,25 +316,30 @@ const layerCopyStep = 16384
 // next open removes; on failure the caller abandons the compaction.
 func (ix *Index) writeFiles(c *compaction) error {
 	gen, frozen := c.gen, c.frozen
-	// The lexical analysis of the new state's chunks (in the snapshot's
-	// order) and the new state run beside the snapshot's write rather than
-	// after it: the analysis is most of a compaction's CPU, and both need
-	// only the frozen chunks, which no write changes.
+	// The new state's lexical index and the new state are made beside the
+	// snapshot's write rather than after it. The lexical index is the live
+	// one's postings as they stood at the freeze, renumbered in the
+	// snapshot's order without the dead chunks: the chunks' text is not
+	// analysed again (it was most of a compaction's CPU).
 	order := frozen.fileOrder()
 	lexDone := make(chan *lexical.Index, 1)
-	frozenChunks := frozen.chunks
+	view, lexID := c.lex, frozen.lexID
 	go func() {
-		chunks := make([]pipeline.Chunk, len(order))
-		for i, s := range order {
-			chunks[i] = frozenChunks[s]
+		newID := make([]int32, view.Ids())
+		for i := range newID {
+			newID[i] = -1
 		}
-		lexDone <- lexicalOf(chunks)
+		for s, slot := range order {
+			newID[lexID[slot]] = int32(s)
+		}
+		lexDone <- view.Renumbered(newID, len(order))
 	}()
+	c.lex = lexical.View{}
 	stDone := make(chan *state, 1)
 	go func() { stDone <- frozen.reclaimed(ix.dim, catchUpRoom) }()
-	// Both read the frozen chunks: they are over before writeFiles
+	// Both read the frozen state: they are over before writeFiles
 	// returns, whatever happens (an abandoned compaction lets writes reuse
-	// them).
+	// its slots).
 	var lex *lexical.Index
 	var nst *state
 	waited := false

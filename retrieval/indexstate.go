@@ -157,7 +157,8 @@ func (st *state) put(dim int, rec *logRecord) []int32 {
 }
 
 // freeze returns a copy of st for a compaction to write while writes go
-// on: its documents, liveness and the graph's upper layers are copied (its
+// on: its documents, liveness, lexical ids and the graph's upper layers
+// are copied (its
 // layer 0 by Index.copyFrozenLayer0, after the hold), its vectors and chunks
 // shared, which writes leave alone while st.frozen is set (they append past
 // the copy's end, or reuse slots freed before the freeze, which the copy
@@ -168,6 +169,7 @@ func (st *state) freeze() *state {
 		vecs:   st.vecs.frozen(),
 		chunks: st.chunks[:n:n],
 		alive:  slices.Clone(st.alive),
+		lexID:  slices.Clone(st.lexID[:n]),
 		docs:   maps.Clone(st.docs),
 		live:   st.live,
 	}
