@@ -288,9 +288,7 @@ func (ix *Index) copyFrozenLayer0(c *compaction) {
 		return
 	}
 	n := len(c.frozen.alive)
-	f.links0 = make([]int32, n*hnswCap0)
-	f.dists0 = make([]float32, n*hnswCap0)
-	f.count0 = make([]uint8, n)
+	f.grow(n)
 	for lo := 0; lo < n; lo += layerCopyStep {
 		hi := min(lo+layerCopyStep, n)
 		ix.writeMu.Lock()
@@ -508,7 +506,7 @@ func (st *state) hasRoom(dim int, recs []*logRecord) bool {
 	}
 	ok := n <= cap(st.alive) && n <= cap(st.chunks) && n <= cap(st.lexID) && n <= st.vecs.capacity()
 	if g := st.graph; ok && g != nil {
-		ok = n <= cap(g.count0) && n*hnswCap0 <= cap(g.links0) && n*hnswCap0 <= cap(g.dists0)
+		ok = n <= g.l0.capacity()
 	}
 	return ok
 }

@@ -10,10 +10,10 @@ package retrieval
 // SearchDuringUpload300MB showed it: the heap jumped from 415 to 708 MB
 // past a 618 MB goal when the vector slab of the time, one array, grew
 // into a larger copy, and the search ran mark assists until the cycle
-// ended). The slab now grows by pages (slab.go); the arrays that still
-// grow by copy (chunks, liveness, the graph's layer 0: a quarter of the
-// slab's size at 512 dimensions) and a graph read whole still allocate
-// tens to hundreds of megabytes at a time at a million chunks. Collecting
+// ended). The slab and the graph's layer 0 now grow by pages (slab.go,
+// layer0.go); the arrays that still grow by copy (chunks, liveness,
+// lexical ids: some 100 bytes a chunk) and a graph file read whole still
+// allocate a hundred megabytes or more at a time at a million chunks. Collecting
 // first, on the goroutine about to allocate (a writer, a compaction, a
 // reload: no search waits for it), moves the goal past the allocation, so
 // the next cycle is paced normally.

@@ -50,15 +50,16 @@ const (
 )
 
 // graph is an HNSW graph whose node ids are slots of the index's slab.
-// Layer 0 lives in flat arrays indexed by slot; the few nodes above it keep
-// their upper layers in a map. All fields are guarded by Index.mu.
+// Layer 0 lives in paged arrays indexed by slot (layer0.go); the few nodes
+// above it keep their upper layers in a map. All fields are guarded by
+// Index.mu.
 type graph struct {
-	links0 []int32   // slot s's layer-0 neighbours: links0[s*hnswCap0 : s*hnswCap0+count0[s]]
-	dists0 []float32 // their distances to s, to evict the farthest without recomputing
-	count0 []uint8
-	upper  map[int32][]nodeLinks // levels 1.. of nodes above layer 0
-	entry  int32                 // -1 when empty
-	top    int                   // the entry's level
+	// l0 holds each slot's layer-0 neighbours and their distances to it,
+	// to evict the farthest without recomputing.
+	l0    layer0
+	upper map[int32][]nodeLinks // levels 1.. of nodes above layer 0
+	entry int32                 // -1 when empty
+	top   int                   // the entry's level
 }
 
 // nodeLinks is one upper-layer neighbour list.
@@ -72,14 +73,7 @@ func newGraph() *graph {
 }
 
 // grow makes room for slots up to n.
-func (g *graph) grow(n int) {
-	if len(g.count0) >= n {
-		return
-	}
-	g.links0 = append(g.links0, make([]int32, (n-len(g.count0))*hnswCap0)...)
-	g.dists0 = append(g.dists0, make([]float32, (n-len(g.count0))*hnswCap0)...)
-	g.count0 = append(g.count0, make([]uint8, n-len(g.count0))...)
-}
+func (g *graph) grow(n int) { g.l0.grow(n) }
 
 // cloneUpper returns a copy of g's upper layers, entry and level, with no
 // layer 0: copyLayer0 fills that in, a few slots at a time, so that a
@@ -102,35 +96,18 @@ func (g *graph) cloneUpper() *graph {
 }
 
 // copyLayer0 copies the layer-0 lists of slots lo to hi-1 from src into g,
-// whose layer-0 arrays hold at least hi slots.
-func (g *graph) copyLayer0(src *graph, lo, hi int) {
-	copy(g.links0[lo*hnswCap0:hi*hnswCap0], src.links0[lo*hnswCap0:hi*hnswCap0])
-	copy(g.dists0[lo*hnswCap0:hi*hnswCap0], src.dists0[lo*hnswCap0:hi*hnswCap0])
-	copy(g.count0[lo:hi], src.count0[lo:hi])
-}
+// whose layer 0 holds at least hi slots.
+func (g *graph) copyLayer0(src *graph, lo, hi int) { g.l0.copyRange(&src.l0, lo, hi) }
 
-// reserve gives g's layer-0 arrays room for n nodes.
-func (g *graph) reserve(n int) {
-	if add := n - len(g.count0); add > 0 {
-		if l := growCap(g.links0, add*hnswCap0); l != nil {
-			g.links0 = l
-		}
-		if d := growCap(g.dists0, add*hnswCap0); d != nil {
-			g.dists0 = d
-		}
-		if c := growCap(g.count0, add); c != nil {
-			g.count0 = c
-		}
-	}
-}
+// reserve gives g's layer 0 room for n nodes.
+func (g *graph) reserve(n int) { g.l0.addPages(g.l0.newPages(n)) }
 
 func (g *graph) level(s int32) int { return len(g.upper[s]) }
 
 // neighbours returns s's neighbour ids on level l.
 func (g *graph) neighbours(s int32, l int) []int32 {
 	if l == 0 {
-		o := int(s) * hnswCap0
-		return g.links0[o : o+int(g.count0[s])]
+		return g.l0.ids(s)
 	}
 	return g.upper[s][l-1].ids
 }
@@ -375,7 +352,8 @@ func (st *state) link(dim int, s int32, p plan, near []cand) {
 	} else {
 		delete(g.upper, s)
 	}
-	g.count0[s] = 0
+	_, _, count := g.l0.lists(s)
+	*count = 0
 	if g.entry < 0 {
 		g.entry, g.top = s, p.level
 		return
@@ -415,16 +393,16 @@ func (st *state) link(dim int, s int32, p plan, near []cand) {
 func (st *state) addLink(dim int, s int32, n cand, l int) {
 	g := st.graph
 	if l == 0 {
-		o := int(s) * hnswCap0
-		c := int(g.count0[s])
-		if slices.Contains(g.links0[o:o+c], n.s) {
+		ids, ds, count := g.l0.lists(s)
+		c := int(*count)
+		if slices.Contains(ids[:c], n.s) {
 			return
 		}
 		if c == hnswCap0 {
-			c = st.prune(dim, s, g.links0[o:o+c], g.dists0[o:o+c], hnswM0)
+			c = st.prune(dim, s, ids[:c], ds[:c], hnswM0)
 		}
-		g.links0[o+c], g.dists0[o+c] = n.s, n.d
-		g.count0[s] = uint8(c + 1)
+		ids[c], ds[c] = n.s, n.d
+		*count = uint8(c + 1)
 		return
 	}
 	lv := g.upper[s]

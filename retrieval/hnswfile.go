@@ -147,8 +147,7 @@ func (st *state) liveLinks(dim int, s int32, l int) []cand {
 // distances returns the distances stored beside s's neighbours on level l.
 func (g *graph) distances(s int32, l int) []float32 {
 	if l == 0 {
-		o := int(s) * hnswCap0
-		return g.dists0[o : o+int(g.count0[s])]
+		return g.l0.distances(s)
 	}
 	return g.upper[s][l-1].dists
 }
@@ -161,6 +160,9 @@ var errGraphStale = errors.New("graph file does not match the index file")
 // of another generation or size (a compaction cut between its renames, an
 // index saved with --store-exact) is errGraphStale.
 func readGraph(path string, n int, gen uint64) (*graph, error) {
+	if fi, err := os.Stat(path); err == nil {
+		collectBefore(fi.Size()) // read whole: some 265 bytes a node
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -183,7 +185,6 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		return nil, fmt.Errorf("%w: %s holds generation %d of %d nodes, the index generation %d of %d", errGraphStale, path, fileGen, nodes, gen, n)
 	}
 	g := newGraph()
-	collectBefore(int64(n) * (hnswCap0*8 + 1)) // layer 0's arrays
 	g.grow(n)
 	entry, top := r.u32(), int(r.u32())
 	g.entry, g.top = -1, 0
@@ -225,10 +226,10 @@ func readGraph(path string, n int, gen uint64) (*graph, error) {
 		}
 		level := int(lb[0]) // read before the next read reuses the buffer
 		ids, ds := readList(hnswCap0)
-		o := s * hnswCap0
-		copy(g.links0[o:], ids)
-		copy(g.dists0[o:], ds)
-		g.count0[s] = uint8(len(ids))
+		lids, lds, count := g.l0.lists(int32(s))
+		copy(lids, ids)
+		copy(lds, ds)
+		*count = uint8(len(ids))
 		if lv := level; lv > 0 {
 			ul := make([]nodeLinks, lv)
 			for l := range ul {

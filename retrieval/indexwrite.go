@@ -186,38 +186,31 @@ func (ix *Index) upsert(rec *logRecord, plans []plan, batch []int32) []int32 {
 const linkHold = time.Millisecond
 
 // reserve makes room for n more slots in the visible state's arrays (and
-// its graph's) when they are full: pages for the slab, larger copies of the
-// other arrays. They are made holding writeMu only (no other writer changes
+// its graph's) when they are full: pages for the slab and the graph's layer
+// 0, larger copies of the other arrays (chunks, liveness, lexical ids). They are made holding writeMu only (no other writer changes
 // the state; searches go on reading the old arrays) and swapped in under
 // the write lock, so searches never wait for a copy. The caller holds
 // writeMu.
 func (ix *Index) reserve(n int) {
 	st := ix.st
-	var add int // the graph's growth, to the slab's length (graph.grow)
-	grow := growBytes(st.chunks, n) + growBytes(st.alive, n) + growBytes(st.lexID, n)
-	if g := st.graph; g != nil {
-		add = len(st.alive) + n - len(g.count0)
-		grow += growBytes(g.links0, add*hnswCap0) + growBytes(g.dists0, add*hnswCap0) + growBytes(g.count0, add)
-	}
-	collectBefore(grow)
+	collectBefore(growBytes(st.chunks, n) + growBytes(st.alive, n) + growBytes(st.lexID, n))
 	pages := st.vecs.newPages(st.vecs.len() + n)
 	chunks := growCap(st.chunks, n)
 	alive := growCap(st.alive, n)
 	lexID := growCap(st.lexID, n)
-	var links0 []int32
-	var dists0 []float32
-	var count0 []uint8
+	var l0 layer0Pages
 	if g := st.graph; g != nil {
-		links0 = growCap(g.links0, add*hnswCap0)
-		dists0 = growCap(g.dists0, add*hnswCap0)
-		count0 = growCap(g.count0, add)
+		l0 = g.l0.newPages(len(st.alive) + n) // the graph grows to the slab's length (graph.grow)
 	}
-	if pages == nil && chunks == nil && alive == nil && lexID == nil && links0 == nil && dists0 == nil && count0 == nil {
+	if pages == nil && chunks == nil && alive == nil && lexID == nil && l0.counts == nil {
 		return
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	st.vecs.addPages(pages)
+	if st.graph != nil {
+		st.graph.l0.addPages(l0)
+	}
 	if chunks != nil {
 		st.chunks = chunks
 	}
@@ -226,15 +219,6 @@ func (ix *Index) reserve(n int) {
 	}
 	if lexID != nil {
 		st.lexID = lexID
-	}
-	if links0 != nil {
-		st.graph.links0 = links0
-	}
-	if dists0 != nil {
-		st.graph.dists0 = dists0
-	}
-	if count0 != nil {
-		st.graph.count0 = count0
 	}
 }
 
