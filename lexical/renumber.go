@@ -65,16 +65,16 @@ func (v View) Renumbered(newID []int32, n int) *Index {
 		wg.Go(func() {
 			type posting struct{ id, tf uint32 }
 			var ps []posting
-			done := 0 // postings since the last yield
+			read := 0 // postings read since the last yield
 			for i := w; i < len(v.terms); i += workers {
-				if done >= renumberYield {
+				if read >= renumberYield {
 					// A compaction runs this beside a serving index: a
 					// write or a search waiting for a core gets one now
 					// rather than at the end of the scheduler's slice.
 					runtime.Gosched()
-					done = 0
+					read = 0
 				}
-				done += len(ps)
+				read += len(v.data[i]) / 2 // two bytes or more a posting
 				ps = ps[:0]
 				id := uint32(0)
 				for data := v.data[i]; len(data) > 0; {

@@ -613,11 +613,8 @@ func TestCorruptFileIsAnError(t *testing.T) {
 // compaction commits, and after it, as one document.
 func TestReloadSeesWritesDuringCompaction(t *testing.T) {
 	t.Parallel()
-	const dim = 8
-	dir := t.TempDir()
 	ctx := context.Background()
-	writer := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1})
-	reader := openIndex(t, dir, dim, false)
+	writer, reader := openWriterAndFollower(t)
 	put := func(id string) { t.Helper(); putSaved(t, writer, id) }
 	ids := func() []string {
 		var out []string
@@ -675,6 +672,16 @@ func TestReloadSeesWritesDuringCompaction(t *testing.T) {
 	}
 }
 
+// openWriterAndFollower opens an index of 8-dimensional vectors that
+// compacts only when told, and a read-only index of the same directory
+// that follows it (Reload).
+func openWriterAndFollower(t *testing.T) (writer, follower *Index) {
+	t.Helper()
+	dir := t.TempDir()
+	writer = openIndexOpts(t, dir, IndexOptions{Dimension: 8, Embedder: "test", Writable: true, CompactAfter: -1})
+	return writer, openIndex(t, dir, 8, false)
+}
+
 // putSaved stores a one-chunk document id (an 8-dimensional vector) in w
 // and saves it, as an API write is acknowledged.
 func putSaved(t *testing.T, w *Index, id string) {
@@ -696,11 +703,8 @@ func putSaved(t *testing.T, w *Index, id string) {
 // last versions.
 func TestFollowerConvergesThroughCompactions(t *testing.T) {
 	t.Parallel()
-	const dim = 8
-	dir := t.TempDir()
 	ctx := context.Background()
-	writer := openIndexOpts(t, dir, IndexOptions{Dimension: dim, Embedder: "test", Writable: true, CompactAfter: -1})
-	reader := openIndex(t, dir, dim, false)
+	writer, reader := openWriterAndFollower(t)
 	r := rand.New(rand.NewPCG(11, 12))
 	state := func(docs []ragtime.DocumentInfo) string {
 		var b strings.Builder
@@ -748,7 +752,7 @@ func TestFollowerConvergesThroughCompactions(t *testing.T) {
 			}
 		} else {
 			err := writer.ReplaceDocument(ctx, Document{DocID: id, ContentHash: fmt.Sprintf("v%d", i),
-				Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{randomVector(r, dim)}})
+				Chunks: []pipeline.Chunk{{Text: id}}, Vectors: [][]float32{randomVector(r, 8)}})
 			if err != nil {
 				t.Fatal(err)
 			}

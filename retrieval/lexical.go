@@ -107,9 +107,9 @@ func lexicalOf(chunks []pipeline.Chunk) *lexical.Index {
 						docs[i] = analyseChunkWith(a, &chunks[i])
 					}
 					close(analysed[b])
-					// A compaction runs this beside a serving index: a
-					// write or a search waiting for a core gets one at
-					// the end of each block (about a millisecond) rather
+					// A follower's reload runs this beside a serving
+					// index: a search waiting for a core gets one at the
+					// end of each block (about a millisecond) rather
 					// than of the scheduler's 10 ms slice.
 					runtime.Gosched()
 				}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -26,6 +27,7 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	concurrency := fs.Int("concurrency", 2, "embedding calls in flight at once")
 	workers := fs.Int("workers", runtime.GOMAXPROCS(0), "files read, extracted and split at once, ahead of the store, which stores them in the order found, in batches whose graph search uses every core (the index is the same for any number); default: GOMAXPROCS")
 	cpuProfile := fs.String("cpuprofile", "", "`file` to write a CPU profile of the whole ingest to (read it with go tool pprof)")
+	traceFile := fs.String("trace", "", "`file` to write an execution trace of the whole ingest to: which goroutines ran when, and what the others waited for (read it with go tool trace)")
 	if err := parseFlags(fs, env, args); err != nil {
 		return err
 	}
@@ -50,7 +52,14 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 		}
 	}
 	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+		stop, err := startRecording("--cpuprofile", *cpuProfile, pprof.StartCPUProfile, pprof.StopCPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	if *traceFile != "" {
+		stop, err := startRecording("--trace", *traceFile, trace.Start, trace.Stop)
 		if err != nil {
 			return err
 		}
@@ -97,19 +106,20 @@ func runIngest(ctx context.Context, env *environment, args []string) error {
 	return nil
 }
 
-// startCPUProfile writes a CPU profile to path until the returned stop is
-// called.
-func startCPUProfile(path string) (stop func(), err error) {
+// startRecording writes what start records (a CPU profile, an execution
+// trace) to path until the returned stop is called; flag names the flag
+// that asked for it, in errors.
+func startRecording(flag, path string, start func(io.Writer) error, stop func()) (func(), error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+		return nil, fmt.Errorf("%s: %w", flag, err)
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+		return nil, fmt.Errorf("%s %s: %w", flag, path, err)
 	}
 	return func() {
-		pprof.StopCPUProfile()
+		stop()
 		f.Close()
 	}, nil
 }
